@@ -1,0 +1,9 @@
+"""nbtoolkit: describe, check, launch and watch Hugging Face fine-tuning runs from a notebook.
+
+This module stays light: importing it (or `%load_ext nbtoolkit`) loads no torch,
+transformers, deepspeed or sagemaker. Heavy imports happen inside the training process.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

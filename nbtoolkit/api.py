@@ -1,0 +1,70 @@
+"""The Python API: `launch(spec) -> Job`, `jobs()`, and the Job handle notebooks and scripts hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nbtoolkit import backends
+from nbtoolkit import jobs as job_control
+from nbtoolkit.jobs.store import JobRecord, JobStore
+from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.spec import RunSpec, load_spec
+
+
+class Job:
+    """A handle on one job. Cheap to create; every property reads the store afresh."""
+
+    def __init__(self, job_id: str, store: JobStore | None = None) -> None:
+        self.store = store or JobStore()
+        self.id = self.store.get(job_id).id
+
+    @property
+    def record(self) -> JobRecord:
+        return self.store.get(self.id)
+
+    @property
+    def status(self) -> str:
+        return self.record.status
+
+    @property
+    def dir(self) -> Path:
+        return self.store.job_dir(self.id)
+
+    @property
+    def spec(self) -> RunSpec:
+        return load_spec(self.dir / "spec.json")
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Block until the job ends (or `timeout` seconds pass); returns the status."""
+        return job_control.wait(self.id, store=self.store, timeout=timeout).status
+
+    def logs(self, tail: int | None = None) -> str:
+        text, _ = job_control.read_log(self.id, store=self.store)
+        return "\n".join(text.splitlines()[-tail:]) if tail else text
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return read_metrics(self.dir)
+
+    def stop(self) -> str:
+        return job_control.stop(self.id, store=self.store).status
+
+    def __repr__(self) -> str:
+        record = self.record
+        return f"<Job {record.id} {record.name!r} {record.backend} {record.status}>"
+
+
+def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None) -> Job:
+    """Check the spec, render its launch, and start it as a job that outlives this process."""
+    spec = load_spec(spec)
+    backends.preflight(spec)
+    launch_ = backends.render(spec)
+    store = store or JobStore()
+    record = job_control.submit(launch_, name=spec.display_name, task=spec.task, store=store)
+    return Job(record.id, store)
+
+
+def jobs(status: str | None = None, limit: int = 100, store: JobStore | None = None) -> list[Job]:
+    """Known jobs, newest first."""
+    store = store or JobStore()
+    return [Job(record.id, store) for record in store.list([status] if status else None, limit=limit)]

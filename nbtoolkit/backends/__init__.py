@@ -1,0 +1,66 @@
+"""Backends turn a RunSpec into a Launch. Rendering is pure: no processes, no network.
+
+Each backend is a module with `NAME`, `render(spec) -> Launch` and optionally
+`preflight(spec)`: checks of this machine, run before submitting but not before exporting.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import Protocol
+
+from nbtoolkit.backends.launch import Launch, Stage
+from nbtoolkit.spec import RunSpec
+
+__all__ = ["BACKENDS", "Backend", "Launch", "LaunchError", "Stage", "backend_name", "get_backend", "preflight", "render"]
+
+#: backend name -> module implementing it (imported only when used)
+BACKENDS: dict[str, str] = {
+    "local": "nbtoolkit.backends.local",
+}
+
+
+class LaunchError(RuntimeError):
+    """This machine cannot start the launch; the message says why and what to do."""
+
+
+class Backend(Protocol):
+    NAME: str
+
+    def render(self, spec: RunSpec) -> Launch: ...
+
+
+def backend_name(spec: RunSpec) -> str:
+    """The backend a spec runs on: the explicit launcher, else inferred from target and parallelism."""
+    if spec.launcher != "auto":
+        return spec.launcher
+    if spec.hardware.target == "sagemaker":
+        return "sagemaker"
+    if spec.hardware.accelerator == "neuron":
+        return "neuron"
+    if spec.parallelism.strategy == "deepspeed":
+        return "deepspeed"
+    if spec.parallelism.strategy == "ddp" or spec.world_size > 1:
+        return "torchrun"
+    return "local"
+
+
+def get_backend(name: str) -> ModuleType:
+    if name not in BACKENDS:
+        raise LaunchError(f"launcher '{name}' is not available here; available: {', '.join(sorted(BACKENDS))}")
+    return importlib.import_module(BACKENDS[name])
+
+
+def render(spec: RunSpec) -> Launch:
+    return get_backend(backend_name(spec)).render(spec)
+
+
+def preflight(spec: RunSpec) -> None:
+    """Raise LaunchError if this machine cannot start the spec (checked at submit, not at export)."""
+    if spec.script is not None and not Path(spec.script.path).expanduser().is_file():
+        raise LaunchError(f"script.path {spec.script.path} does not exist; give the path of your training script")
+    check = getattr(get_backend(backend_name(spec)), "preflight", None)
+    if check is not None:
+        check(spec)

@@ -1,0 +1,20 @@
+"""The `local` backend: one python process on this machine."""
+
+from __future__ import annotations
+
+import sys
+from nbtoolkit.backends.launch import Launch, Stage
+from nbtoolkit.backends.program import BASE_ENV, program_args, spec_files, writes_own_metrics
+from nbtoolkit.spec import RunSpec
+
+NAME = "local"
+
+
+def render(spec: RunSpec) -> Launch:
+    stage = Stage(
+        name="train",
+        argv=[sys.executable, *program_args(spec)],
+        metrics_from_log=not writes_own_metrics(spec),
+    )
+    return Launch(backend=NAME, stages=[stage], env=dict(BASE_ENV), files=spec_files(spec))
+

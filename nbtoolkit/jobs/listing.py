@@ -1,0 +1,56 @@
+"""The columns every job listing shows (CLI `jobs`, `%jobs`, the REST list), computed once."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from nbtoolkit.jobs.store import JobRecord
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def clock(timestamp: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp)) if timestamp else ""
+
+
+def remaining_seconds(record: JobRecord) -> float | None:
+    """Time left at the pace so far (steps done / time elapsed), while running."""
+    if record.status != "running" or not record.step or not record.total_steps or not record.elapsed:
+        return None
+    return record.elapsed / record.step * max(record.total_steps - record.step, 0)
+
+
+def listing_row(record: JobRecord) -> dict[str, Any]:
+    """One job as a listing shows it: short strings for people, nothing that needs the job dir."""
+    progress = f"{record.step}/{record.total_steps}" if record.step is not None and record.total_steps else (
+        str(record.step) if record.step is not None else "")
+    return {
+        "id": record.id,
+        "name": record.name,
+        "backend": record.backend,
+        "status": record.status + (f" ({record.stage})" if record.stage and record.stage != "train" else ""),
+        "progress": progress,
+        "loss": f"{record.loss:.4f}" if record.loss is not None else "",
+        "samples/s": f"{record.samples_per_second:.1f}" if record.samples_per_second is not None else "",
+        "started": clock(record.started),
+        "elapsed": duration(record.elapsed),
+        "remaining": duration(remaining_seconds(record)),
+    }
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """A plain-text table (the CLI's)."""
+    if not rows:
+        return "no jobs yet; `nbtoolkit run SPEC` or `nbtoolkit demo` starts one"
+    headers = list(rows[0])
+    widths = {key: max(len(key), *(len(str(row[key])) for row in rows)) for key in headers}
+    lines = ["  ".join(key.ljust(widths[key]) for key in headers)]
+    lines += ["  ".join(str(row[key]).ljust(widths[key]) for key in headers) for row in rows]
+    return "\n".join(line.rstrip() for line in lines)

@@ -1,0 +1,252 @@
+"""JobStore: one SQLite row and one directory per job, shared by kernels, CLI and server.
+
+SQLite in WAL mode with a busy timeout, a fresh connection per operation: any number of
+processes may read and write at once. The directory holds what the job produced
+(spec.json, launch.json, run.sh, output.log, metrics.jsonl, output/).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import socket
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ACTIVE = ("queued", "running")
+FINAL = ("succeeded", "failed", "stopped", "lost")
+STATUSES = ACTIVE + FINAL
+LOG_FILE = "output.log"
+JOB_ID = re.compile(r"^[0-9a-f]{8}$")
+JOB_ID_PREFIX = re.compile(r"^[0-9a-f]{1,8}$")
+#: a queued job whose supervisor has not reported within this many seconds is lost
+QUEUED_GRACE_S = 60.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    task TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    started REAL,
+    ended REAL,
+    exit_code INTEGER,
+    host TEXT NOT NULL,
+    supervisor_pid INTEGER,
+    supervisor_started REAL,
+    pgid INTEGER,
+    remote_name TEXT,
+    stage TEXT,
+    stages TEXT NOT NULL DEFAULT '[]',
+    step INTEGER,
+    total_steps INTEGER,
+    loss REAL,
+    samples_per_second REAL,
+    message TEXT,
+    resumed_from TEXT,
+    info TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
+"""
+_JSON_COLUMNS = ("stages", "info")
+
+
+class JobNotFound(LookupError):
+    """No job with that id (or id prefix) in the store."""
+
+
+@dataclass
+class JobRecord:
+    """A job's row: identity, lifecycle, and the latest progress for cheap listing."""
+
+    id: str
+    name: str
+    task: str
+    backend: str
+    status: str
+    created: float
+    host: str
+    started: float | None = None
+    ended: float | None = None
+    exit_code: int | None = None
+    supervisor_pid: int | None = None
+    supervisor_started: float | None = None
+    pgid: int | None = None
+    remote_name: str | None = None
+    stage: str | None = None
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    step: int | None = None
+    total_steps: int | None = None
+    loss: float | None = None
+    samples_per_second: float | None = None
+    message: str | None = None
+    resumed_from: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def elapsed(self) -> float | None:
+        if self.started is None:
+            return None
+        return (self.ended or time.time()) - self.started
+
+    def to_dict(self) -> dict[str, Any]:
+        return {item.name: getattr(self, item.name) for item in fields(self)}
+
+
+def default_home() -> Path:
+    """Where jobs live: $NBTOOLKIT_HOME, else the per-user data directory."""
+    if os.environ.get("NBTOOLKIT_HOME"):
+        return Path(os.environ["NBTOOLKIT_HOME"]).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("nbtoolkit", appauthor=False))
+
+
+class JobStore:
+    """Create, read and update job rows; resolve job directories."""
+
+    def __init__(self, home: str | Path | None = None) -> None:
+        self.home = Path(home).expanduser() if home else default_home()
+        self.jobs_root = self.home / "jobs"
+        self.db_path = self.home / "jobs.db"
+        self.jobs_root.mkdir(parents=True, exist_ok=True)
+        with self._connect() as conn:
+            conn.executescript(_SCHEMA)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA busy_timeout = 30000")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            yield conn
+        finally:
+            conn.close()
+
+    # -- paths ---------------------------------------------------------------------------------
+
+    def job_dir(self, job_id: str) -> Path:
+        """The job's directory; refuses anything that is not a job id (no path tricks)."""
+        if not JOB_ID.match(job_id):
+            raise JobNotFound(f"'{job_id}' is not a job id (8 hex digits)")
+        return self.jobs_root / job_id
+
+    # -- rows ----------------------------------------------------------------------------------
+
+    def create(self, *, name: str, task: str, backend: str, resumed_from: str | None = None,
+               info: dict[str, Any] | None = None) -> JobRecord:
+        record = JobRecord(id=secrets.token_hex(4), name=name, task=task, backend=backend, status="queued",
+                           created=time.time(), host=socket.gethostname(), resumed_from=resumed_from,
+                           info=info or {})
+        row = record.to_dict()
+        for column in _JSON_COLUMNS:
+            row[column] = json.dumps(row[column])
+        with self._connect() as conn:
+            conn.execute(f"INSERT INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                         list(row.values()))
+        self.job_dir(record.id).mkdir(parents=True)
+        return record
+
+    def update(self, job_id: str, *, only_if_status: Iterable[str] | None = None, **values: Any) -> bool:
+        """Set columns of one job; with `only_if_status`, only while the job is in one of those states."""
+        for column in _JSON_COLUMNS:
+            if column in values:
+                values[column] = json.dumps(values[column])
+        query = f"UPDATE jobs SET {', '.join(f'{key} = ?' for key in values)} WHERE id = ?"
+        params = [*values.values(), job_id]
+        if only_if_status is not None:
+            allowed = tuple(only_if_status)
+            query += f" AND status IN ({', '.join('?' * len(allowed))})"
+            params += allowed
+        with self._connect() as conn:
+            return conn.execute(query, params).rowcount == 1
+
+    def get(self, job_id: str) -> JobRecord:
+        """The job with this id or unique id prefix, its liveness checked."""
+        if not JOB_ID_PREFIX.match(job_id):
+            raise JobNotFound(f"'{job_id}' is not a job id (8 hex digits, or a unique prefix of them)")
+        with self._connect() as conn:
+            rows = conn.execute("SELECT * FROM jobs WHERE id LIKE ? LIMIT 2", (f"{job_id}%",)).fetchall()
+        if not rows:
+            raise JobNotFound(f"no job '{job_id}'; `nbtoolkit jobs` lists them")
+        if len(rows) > 1:
+            raise JobNotFound(f"'{job_id}' matches several jobs; give more of the id")
+        return self._checked(_record(rows[0]))
+
+    def list(self, statuses: Iterable[str] | None = None, limit: int = 100, offset: int = 0) -> list[JobRecord]:
+        """Newest first, optionally only some statuses."""
+        query, params = "SELECT * FROM jobs", []
+        if statuses:
+            wanted = tuple(statuses)
+            query += f" WHERE status IN ({', '.join('?' * len(wanted))})"
+            params += wanted
+        query += " ORDER BY created DESC LIMIT ? OFFSET ?"
+        with self._connect() as conn:
+            rows = conn.execute(query, [*params, limit, offset]).fetchall()
+        return [self._checked(_record(row)) for row in rows]
+
+    def count(self, statuses: Iterable[str] | None = None) -> int:
+        query, params = "SELECT COUNT(*) FROM jobs", ()
+        if statuses:
+            params = tuple(statuses)
+            query += f" WHERE status IN ({', '.join('?' * len(params))})"
+        with self._connect() as conn:
+            return conn.execute(query, params).fetchone()[0]
+
+    # -- liveness ------------------------------------------------------------------------------
+
+    def _checked(self, record: JobRecord) -> JobRecord:
+        """Mark an active job whose supervisor is gone as `lost`, so nothing stays running forever."""
+        if not record.active or record.host != socket.gethostname():
+            return record
+        if record.supervisor_pid is None:
+            if time.time() - record.created < QUEUED_GRACE_S:
+                return record
+        elif supervisor_process(record) is not None:
+            return record
+        message = "the job's supervisor process is gone (killed, or the machine restarted); its logs and metrics are kept"
+        ended = time.time()
+        if self.update(record.id, only_if_status=ACTIVE, status="lost", ended=ended, message=message):
+            record.status, record.message, record.ended = "lost", message, ended
+            return record
+        return self.get(record.id)
+
+
+def supervisor_process(record: JobRecord) -> psutil.Process | None:
+    """The recorded supervisor if it still runs (same pid *and* start time, not a zombie)."""
+    if record.supervisor_pid is None:
+        return None
+    try:
+        process = psutil.Process(record.supervisor_pid)
+        if record.supervisor_started is not None and abs(process.create_time() - record.supervisor_started) > 1.0:
+            return None
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return process
+    except psutil.Error:
+        return None
+
+
+def _record(row: sqlite3.Row) -> JobRecord:
+    data = dict(row)
+    for column in _JSON_COLUMNS:
+        data[column] = json.loads(data[column] or ("[]" if column == "stages" else "{}"))
+    return JobRecord(**data)

@@ -1,0 +1,6 @@
+"""Metrics: log lines -> records (parse), metrics.jsonl -> records (series), jobs -> tables (compare)."""
+
+from nbtoolkit.metrics.parse import LogParser
+from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader, Progress, read_metrics
+
+__all__ = ["METRICS_FILE", "LogParser", "MetricsReader", "Progress", "read_metrics"]

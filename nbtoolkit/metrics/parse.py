@@ -1,0 +1,122 @@
+"""Log lines -> metric records, for programs that write no metrics.jsonl themselves.
+
+Understands the dict lines the HF Trainer prints (float values in transformers 4, string
+values in transformers 5), the final `train_runtime` line, eval lines, `[rankN]:` /
+`[defaultN]:` prefixes from torchrun, and tqdm progress bars (which give the step).
+Never raises on odd input: a log is whatever a program happened to print.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+# `[rank1]:`, `[default0]:` (torchrun --tee), `[1,0]<stdout>:` (mpirun), `0: ` (torchrun -t 3 older)
+RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default|[a-z_]+)?(\d+)\]:\s?|^\s*\[1,(\d+)\]<std(?:out|err)>:\s?")
+# `'loss': '4.766'` or `'loss': 4.766` or `"loss": 4.766`; numbers, nan, inf
+PAIR = re.compile(
+    r"""['"]([A-Za-z_][\w./-]*)['"]\s*:\s*['"]?([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)['"]?"""
+)
+# tqdm: ` 12/120 [00:03<00:30,  3.51it/s]`
+TQDM = re.compile(r"(\d+)/(\d+) \[[\d:]+<[\d:?]+,\s*([\d.]+|\?)(it/s|s/it)")
+
+
+def parse_dict_line(line: str) -> dict[str, float] | None:
+    """The numbers of a Trainer-style dict line, or None if the line is not one."""
+    start = line.find("{")
+    if start < 0 or line.rfind("}") < start:
+        return None
+    values: dict[str, float] = {}
+    for key, raw in PAIR.findall(line, start):
+        try:
+            values[key] = float(raw)
+        except ValueError:
+            continue
+    return values or None
+
+
+def classify(values: dict[str, float]) -> str | None:
+    """Which kind of record a dict line is: eval, train, summary, or none of ours.
+
+    Train lines may carry a running `train_runtime` too (transformers 5 with token counting);
+    the end-of-training summary has `train_loss`, never `loss`.
+    """
+    if any(key.startswith("eval_") for key in values):
+        return "eval"
+    if "loss" in values:
+        return "train"
+    if "train_runtime" in values:
+        return "summary"
+    if "learning_rate" in values:
+        return "train"
+    return None
+
+
+class LogParser:
+    """Feed it text as it arrives; it returns the metric records found in complete lines.
+
+    Keeps state across calls: a partial last line, the latest tqdm step/total, and a count
+    of train records (used as the step when no progress bar ever appeared).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._pending = ""
+        self._step: int | None = None
+        self._total: int | None = None
+        self._steps_per_second: float | None = None
+        self._train_records = 0
+
+    def feed(self, text: str) -> list[dict[str, Any]]:
+        """Parse newly arrived text (any chunking); return new records."""
+        records: list[dict[str, Any]] = []
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        for line in lines:
+            for segment in line.split("\r"):
+                record = self._parse_segment(segment)
+                if record is not None:
+                    records.append(record)
+        return records
+
+    def flush(self) -> list[dict[str, Any]]:
+        """Parse what is left of an unterminated last line (at the end of a log)."""
+        rest, self._pending = self._pending, ""
+        return self.feed(rest + "\n") if rest else []
+
+    def _parse_segment(self, segment: str) -> dict[str, Any] | None:
+        prefix = RANK_PREFIX.match(segment)
+        if prefix:
+            if int(prefix.group(1) or prefix.group(2)) != 0:
+                return None  # metrics come from rank 0 only
+            segment = segment[prefix.end():]
+        # nested bars (evaluation inside training) move the cursor with ESC[A: only the outer bar is the step
+        progress = TQDM.search(segment) if "\x1b[" not in segment else None
+        if progress:
+            self._step, self._total = int(progress.group(1)), int(progress.group(2))
+            if progress.group(3) != "?":
+                rate = float(progress.group(3))
+                self._steps_per_second = rate if progress.group(4) == "it/s" else (1 / rate if rate else None)
+        values = parse_dict_line(segment)
+        kind = classify(values) if values else None
+        if kind is None:
+            return None
+        return self._record(kind, values)
+
+    def _record(self, kind: str, values: dict[str, float]) -> dict[str, Any]:
+        if kind == "train":
+            self._train_records += 1
+        step = self._step if self._step is not None else self._train_records
+        record: dict[str, Any] = {"time": self._clock(), "step": step, "kind": kind}
+        if "epoch" in values:
+            record["epoch"] = values.pop("epoch")
+        if self._total is not None:
+            record["max_steps"] = self._total
+        if kind == "train" and self._steps_per_second is not None:
+            record["steps_per_second"] = round(self._steps_per_second, 4)
+        # NaN/inf (a diverged loss) becomes null: JSON readers elsewhere (the browser) reject NaN
+        record.update({key: value if math.isfinite(value) else None for key, value in values.items()})
+        return record

@@ -1,0 +1,410 @@
+"""RunSpec: the one description of a fine-tuning run.
+
+Every front (form, `%%finetune`, YAML, CLI) produces a RunSpec; every later stage (planner,
+backends, jobs) reads one. Cross-field rules live here so each front shows the same sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Task = Literal["text-classification", "summarization", "question-answering", "causal-lm"]
+TASKS: tuple[str, ...] = Task.__args__
+Launcher = Literal["auto", "local", "torchrun", "deepspeed", "neuron", "sagemaker"]
+Strategy = Literal["none", "ddp", "deepspeed", "smddp", "smp", "xla"]
+Precision = Literal["fp32", "bf16", "fp16"]
+Compile = Literal["none", "torch", "neuron"]
+Offload = Literal["none", "cpu", "nvme"]
+
+#: The model each task uses when the spec names none: built at run time from a bundled config.
+BUNDLED_MODELS: dict[str, str] = {
+    "text-classification": "nbtoolkit/tiny-bert",
+    "question-answering": "nbtoolkit/tiny-bert",
+    "summarization": "nbtoolkit/tiny-t5",
+    "causal-lm": "nbtoolkit/tiny-gpt2",
+}
+
+
+class SpecError(ValueError):
+    """A spec that cannot run; its message is the one sentence a user reads."""
+
+
+class SpecWarning(UserWarning):
+    """A spec that runs but probably not as the user hopes (e.g. fp16 overflow in T5)."""
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DatasetSpec(_Part):
+    """Where the examples come from and which columns mean what."""
+
+    name: str | None = Field(None, description="hub dataset id, e.g. philschmid/emotion")
+    config: str | None = Field(None, description="hub dataset config, e.g. 3.0.0 for cnn_dailymail")
+    files: dict[str, str] | None = Field(None, description="split -> local json/jsonl/csv/parquet file")
+    train_split: str = "train"
+    eval_split: str | None = "validation"
+    text_column: str | None = None
+    text_pair_column: str | None = None
+    label_column: str | None = None
+    question_column: str | None = None
+    context_column: str | None = None
+    answer_column: str | None = None
+    summary_column: str | None = None
+    prompt_template: str | None = Field(None, description="e.g. 'Summarize: {input}'; {input} is the text")
+    max_length: int = Field(128, ge=8, le=65536, description="max source tokens (block size for causal-lm)")
+    max_target_length: int = Field(64, ge=1, le=65536)
+    doc_stride: int = Field(32, ge=1)
+    max_train_samples: int | None = Field(None, ge=1)
+    max_eval_samples: int | None = Field(None, ge=1)
+    pad_to_max_length: bool = Field(False, description="fixed shapes (compiled and Neuron runs need them)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetSpec:
+        if self.name and self.files:
+            raise ValueError("give either dataset.name (a hub dataset) or dataset.files (local files), not both")
+        if self.files and self.train_split not in self.files:
+            raise ValueError(
+                f"dataset.files has no '{self.train_split}' split (it has {', '.join(sorted(self.files))}); "
+                "name the training file under that key or set dataset.train_split"
+            )
+        return self
+
+
+class HardwareSpec(_Part):
+    """Where the run executes: this machine or SageMaker, on which devices."""
+
+    target: Literal["local", "sagemaker"] = "local"
+    accelerator: Literal["cpu", "cuda", "neuron"] = "cpu"
+    devices: int = Field(1, ge=1, le=1024, description="processes (devices) per node")
+    nodes: int = Field(1, ge=1, le=4096)
+    node_rank: int = Field(0, ge=0)
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = Field(None, ge=1, le=65535, description="chosen free when omitted")
+    instance_type: str | None = Field(None, description="e.g. ml.p4d.24xlarge, trn1.2xlarge")
+    hourly_price_usd: float | None = Field(None, ge=0, description="overrides the catalog price")
+
+    @model_validator(mode="after")
+    def _rank_in_range(self) -> HardwareSpec:
+        if self.node_rank >= self.nodes:
+            raise ValueError(
+                f"hardware.node_rank {self.node_rank} is out of range for {self.nodes} node(s); "
+                f"use 0 to {self.nodes - 1}"
+            )
+        return self
+
+
+class ParallelismSpec(_Part):
+    """How work is split across devices."""
+
+    strategy: Strategy = "none"
+    zero_stage: int = Field(0, ge=0, le=3)
+    offload_optimizer: Offload = "none"
+    offload_params: Offload = "none"
+    nvme_path: str | None = None
+    tensor_parallel_degree: int = Field(1, ge=1, description="SageMaker model parallel (smp)")
+    pipeline_parallel_degree: int = Field(1, ge=1, description="SageMaker model parallel (smp)")
+
+    @field_validator("offload_optimizer", "offload_params", mode="before")
+    @classmethod
+    def _bool_means_cpu(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return "cpu" if value else "none"
+        return value
+
+    @model_validator(mode="after")
+    def _deepspeed_only_options(self) -> ParallelismSpec:
+        if self.strategy != "deepspeed":
+            for field in ("zero_stage", "offload_optimizer", "offload_params"):
+                if getattr(self, field) not in (0, "none"):
+                    raise ValueError(
+                        f"parallelism.{field} needs strategy 'deepspeed' (strategy is '{self.strategy}'); "
+                        "set strategy: deepspeed or remove it"
+                    )
+        if self.offload_params != "none" and self.zero_stage != 3:
+            raise ValueError(
+                f"parallelism.offload_params '{self.offload_params}' needs ZeRO stage 3 "
+                f"(zero_stage is {self.zero_stage}); set zero_stage: 3 or offload_params: none"
+            )
+        if self.offload_optimizer != "none" and self.zero_stage == 0:
+            raise ValueError(
+                f"parallelism.offload_optimizer '{self.offload_optimizer}' needs ZeRO stage 1, 2 or 3 "
+                "(zero_stage is 0); raise zero_stage or set offload_optimizer: none"
+            )
+        if "nvme" in (self.offload_optimizer, self.offload_params) and not self.nvme_path:
+            raise ValueError("parallelism.nvme_path is missing; nvme offload needs a directory on a fast local disk")
+        if self.strategy != "smp" and (self.tensor_parallel_degree > 1 or self.pipeline_parallel_degree > 1):
+            raise ValueError(
+                f"parallelism.tensor_parallel_degree/pipeline_parallel_degree need strategy 'smp' "
+                f"(strategy is '{self.strategy}')"
+            )
+        return self
+
+
+class TrainSpec(_Part):
+    """Hyperparameters handed to the HF Trainer."""
+
+    epochs: float = Field(3.0, gt=0)
+    max_steps: int | None = Field(None, ge=1, description="overrides epochs when set")
+    batch_size: int = Field(8, ge=1, description="per device")
+    eval_batch_size: int | None = Field(None, ge=1)
+    grad_accum: int = Field(1, ge=1)
+    learning_rate: float = Field(5e-5, gt=0, lt=1)
+    warmup: float = Field(0.0, ge=0, description="steps (>= 1) or a ratio of all steps (< 1)")
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, ge=0)
+    seed: int = 42
+    logging_steps: int = Field(10, ge=1)
+    eval_steps: int | None = Field(None, ge=1, description="evaluate every N steps; default once per epoch")
+    eval_on_start: bool = False
+    save_steps: int | None = Field(None, ge=1, description="checkpoint every N steps; default no checkpoints")
+    save_total_limit: int | None = Field(2, ge=1)
+    gradient_checkpointing: bool = False
+    predict_with_generate: bool | None = Field(None, description="summarization; default on except on Neuron")
+
+
+class ScriptSpec(_Part):
+    """A user's own training script, run under the chosen launcher instead of nbtoolkit.train."""
+
+    path: str
+    args: list[str] = Field(default_factory=list)
+    source_dir: str | None = Field(None, description="directory shipped with the script (SageMaker)")
+
+
+class SageMakerSpec(_Part):
+    """Settings only a SageMaker training job needs (instance type lives in hardware)."""
+
+    role: str | None = Field(None, description="IAM role ARN the job runs as")
+    region: str | None = None
+    bucket: str | None = None
+    image_uri: str | None = None
+    transformers_version: str | None = None
+    pytorch_version: str | None = None
+    py_version: str | None = None
+    volume_size_gb: int = Field(100, ge=1)
+    spot: bool = False
+    max_run: int = Field(24 * 3600, ge=60, description="seconds")
+    max_wait: int | None = Field(None, ge=60, description="seconds; spot only, at least max_run")
+    checkpoint_s3_uri: str | None = None
+    environment: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _spot_rules(self) -> SageMakerSpec:
+        if self.role is not None and not self.role.startswith("arn:aws"):
+            raise ValueError(
+                f"sagemaker.role '{self.role}' is not an IAM role ARN; "
+                "expected arn:aws:iam::<account>:role/<name>"
+            )
+        if self.max_wait is not None and not self.spot:
+            raise ValueError("sagemaker.max_wait only applies to spot jobs; set spot: true or remove max_wait")
+        if self.spot and self.max_wait is not None and self.max_wait < self.max_run:
+            raise ValueError(
+                f"sagemaker.max_wait {self.max_wait} is shorter than max_run {self.max_run}; "
+                "spot jobs need max_wait >= max_run"
+            )
+        return self
+
+
+class RunSpec(_Part):
+    """A fine-tuning run: what to train, on what data, where, and how."""
+
+    name: str | None = Field(None, max_length=80)
+    task: Task
+    model: str | None = Field(None, description="hub id or local path; omitted -> bundled tiny model")
+    dataset: DatasetSpec = Field(default_factory=DatasetSpec)
+    hardware: HardwareSpec = Field(default_factory=HardwareSpec)
+    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
+    precision: Precision = "fp32"
+    compile: Compile = "none"
+    launcher: Launcher = "auto"
+    train: TrainSpec = Field(default_factory=TrainSpec)
+    script: ScriptSpec | None = None
+    resume: str | None = Field(None, description="'latest' or a checkpoint directory")
+    sagemaker: SageMakerSpec | None = None
+    extra: dict[str, Any] = Field(default_factory=dict, description="passed through to TrainingArguments")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _design_yaml_aliases(cls, data: Any) -> Any:
+        """Accept `sagemaker.instance_type/instance_count` (the house YAML) as hardware fields."""
+        if not isinstance(data, dict) or not isinstance(data.get("sagemaker"), dict):
+            return data
+        data = dict(data)
+        sagemaker = dict(data["sagemaker"])
+        hardware = dict(data.get("hardware") or {})
+        for alias, field in (("instance_type", "instance_type"), ("instance_count", "nodes")):
+            if alias in sagemaker:
+                value = sagemaker.pop(alias)
+                if field in hardware and hardware[field] != value:
+                    raise ValueError(
+                        f"sagemaker.{alias} {value!r} disagrees with hardware.{field} {hardware[field]!r}; give it once"
+                    )
+                hardware[field] = value
+        data["sagemaker"], data["hardware"] = sagemaker, hardware
+        return data
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> RunSpec:
+        hw, par = self.hardware, self.parallelism
+        if par.strategy in ("xla",) or self.compile == "neuron":
+            field, value = ("parallelism.strategy", "xla") if par.strategy == "xla" else ("compile", "neuron")
+            if hw.accelerator != "neuron":
+                raise ValueError(
+                    f"{field} '{value}' needs a Neuron accelerator (hardware.accelerator is '{hw.accelerator}'); "
+                    "set hardware.accelerator: neuron"
+                )
+        if self.compile == "torch" and hw.accelerator == "neuron":
+            raise ValueError("compile 'torch' does not apply on Neuron; use compile: neuron")
+        if par.strategy in ("smddp", "smp") and hw.target != "sagemaker":
+            raise ValueError(
+                f"parallelism.strategy '{par.strategy}' runs only on SageMaker (hardware.target is '{hw.target}'); "
+                "use ddp or deepspeed locally"
+            )
+        if hw.target == "sagemaker":
+            if self.sagemaker is None or not self.sagemaker.role:
+                raise ValueError(
+                    "sagemaker.role is missing; a SageMaker target needs an IAM role ARN "
+                    "(arn:aws:iam::<account>:role/<name>)"
+                )
+            if not hw.instance_type:
+                raise ValueError(
+                    "hardware.instance_type is missing; a SageMaker target needs one, e.g. ml.g5.2xlarge"
+                )
+            if not hw.instance_type.startswith("ml."):
+                raise ValueError(
+                    f"hardware.instance_type '{hw.instance_type}' is not a SageMaker instance type; "
+                    f"SageMaker types start with 'ml.', e.g. ml.{hw.instance_type}"
+                )
+        if hw.accelerator == "cpu" and self.precision == "fp16":
+            raise ValueError("precision 'fp16' needs a cuda or neuron accelerator; use bf16 or fp32 on cpu")
+        single = self.launcher in ("local",)
+        if single and hw.devices * hw.nodes > 1:
+            raise ValueError(
+                f"launcher 'local' runs one process, but hardware asks for {hw.devices * hw.nodes}; "
+                "use launcher torchrun or deepspeed, or devices: 1"
+            )
+        if self.launcher == "deepspeed" and par.strategy != "deepspeed":
+            raise ValueError(
+                f"launcher 'deepspeed' needs parallelism.strategy 'deepspeed' (it is '{par.strategy}')"
+            )
+        if par.strategy == "ddp" and self.launcher == "local":
+            raise ValueError("parallelism.strategy 'ddp' needs launcher torchrun (or auto), not local")
+        if self.resume is not None and self.resume != "latest" and not self.resume.strip():
+            raise ValueError("resume must be 'latest' or a checkpoint directory")
+        for message in spec_warnings(self):
+            warnings.warn(message, SpecWarning, stacklevel=2)
+        return self
+
+    # -- convenience -------------------------------------------------------------------------
+
+    @property
+    def model_name(self) -> str:
+        """The model to load: the spec's, or the bundled tiny model for the task."""
+        return self.model or BUNDLED_MODELS[self.task]
+
+    @property
+    def display_name(self) -> str:
+        return self.name or f"{self.task}-{Path(self.model_name).name}"
+
+    @property
+    def world_size(self) -> int:
+        return self.hardware.devices * self.hardware.nodes
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Only what differs from the defaults, so a saved spec reads like the one the user wrote."""
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+
+def spec_warnings(spec: RunSpec) -> list[str]:
+    """Advice for specs that run but probably not as hoped."""
+    found = []
+    if spec.precision == "fp16" and "t5" in spec.model_name.lower():
+        found.append(
+            "precision 'fp16' with a T5 model often overflows to NaN loss; prefer bf16 (or fp32)"
+        )
+    if spec.parallelism.offload_params != "none" or spec.parallelism.offload_optimizer != "none":
+        if spec.hardware.accelerator == "cpu":
+            found.append("offload moves states to CPU memory; on a CPU-only run it saves nothing and costs time")
+    if spec.compile == "torch" and not spec.dataset.pad_to_max_length:
+        found.append("compile 'torch' with dynamic padding recompiles for each new shape; set dataset.pad_to_max_length: true")
+    return found
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def load_spec(source: RunSpec | dict[str, Any] | str | Path) -> RunSpec:
+    """Build a RunSpec from a dict, a YAML/JSON text, or a path to a .yaml/.json file.
+
+    Raises SpecError with one sentence (field, bad value, what would be valid).
+    """
+    if isinstance(source, RunSpec):
+        return source
+    data = source
+    if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
+        path = Path(source)
+        if not path.is_file():
+            raise SpecError(f"spec file {path} does not exist")
+        data = path.read_text()
+    if isinstance(data, str):
+        try:
+            data = yaml.safe_load(data)  # JSON is YAML too
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark else ""
+            raise SpecError(f"the spec is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise SpecError("the spec must be a mapping with at least a 'task' key, e.g. task: text-classification")
+    try:
+        return RunSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(explain(exc)) from None
+
+
+def _looks_like_path(text: str) -> bool:
+    return "\n" not in text and text.strip().endswith((".yaml", ".yml", ".json"))
+
+
+def explain(exc: ValidationError) -> str:
+    """The first problem of a ValidationError as one sentence a user can act on."""
+    error = exc.errors()[0]
+    location = ".".join(str(part) for part in error["loc"])
+    kind, message = error["type"], error["msg"]
+    given = error.get("input")
+    context = error.get("ctx") or {}
+    if kind == "value_error":  # our own validators: the sentence already names its field
+        return str(context.get("error", message))
+    if kind == "missing":
+        return f"{location} is missing; it is required"
+    if kind == "extra_forbidden":
+        parent, _, field = location.rpartition(".")
+        valid = _field_names(parent)
+        return f"{location} is not a known field; valid fields{' of ' + parent if parent else ''} are {valid}"
+    if kind == "literal_error":
+        return f"{location}: {given!r} is not valid; expected {context.get('expected')}"
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        bound = {"greater_than_equal": ">=", "less_than_equal": "<=", "greater_than": ">", "less_than": "<"}[kind]
+        limit = next(iter(context.values()))
+        return f"{location}: {given!r} is out of range; it must be {bound} {limit}"
+    return f"{location}: {given!r} is not valid ({message.lower()})"
+
+
+def _field_names(dotted: str) -> str:
+    model: type[BaseModel] = RunSpec
+    for part in filter(None, dotted.split(".")):
+        annotation = model.model_fields[part].annotation
+        model = next(arg for arg in getattr(annotation, "__args__", (annotation,)) if isinstance(arg, type))
+    return ", ".join(model.model_fields)

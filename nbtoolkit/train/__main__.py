@@ -1,0 +1,5 @@
+import sys
+
+from nbtoolkit.train.program import main
+
+sys.exit(main())

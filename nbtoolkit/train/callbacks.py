@@ -1,0 +1,87 @@
+"""MetricsCallback: the training program's side of the metrics.jsonl contract (rank 0 only).
+
+Each train record carries the throughput of its logging window: samples/s and tokens/s over
+the steps since the previous log, with evaluation and checkpoint time left out, so later
+windows show steady-state speed and the first shows warm-up (and compile) cost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from nbtoolkit.metrics.parse import classify
+
+
+class MetricsCallback(TrainerCallback):
+    def __init__(self, path: str | Path, samples_per_step: int, step_offset: int = 0) -> None:
+        self.path = Path(path)
+        self.samples_per_step = samples_per_step
+        self._window_start = time.time()
+        self._window_step = step_offset
+        self._window_tokens = 0
+        self._train_start = time.time()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._window_start = self._train_start = time.time()
+        self._window_step = state.global_step
+        self._window_tokens = state.num_input_tokens_seen
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        self._window_start = time.time()  # eval time is not training time
+
+    def on_save(self, args, state, control, **kwargs):
+        self._window_start = time.time()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        numbers = {key: value for key, value in logs.items() if isinstance(value, (int, float))}
+        kind = classify(numbers)
+        if kind is None:
+            return
+        now = time.time()
+        record = {"time": now, "step": state.global_step, "epoch": state.epoch, "kind": kind,
+                  "max_steps": state.max_steps}
+        if kind == "train":
+            record.update(self._window(state, now))
+        record.update({key: value if math.isfinite(value) else None for key, value in numbers.items()
+                       if key not in ("epoch", "step")})
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        if kind == "train":
+            print(progress_line(record, now - self._train_start), flush=True)
+
+    def _window(self, state, now: float) -> dict[str, float]:
+        elapsed = max(now - self._window_start, 1e-9)
+        steps = state.global_step - self._window_step
+        tokens = state.num_input_tokens_seen - self._window_tokens
+        self._window_start, self._window_step, self._window_tokens = now, state.global_step, state.num_input_tokens_seen
+        if steps <= 0:
+            return {}
+        window = {"samples_per_second": round(steps * self.samples_per_step / elapsed, 3)}
+        if tokens > 0:
+            window["tokens_per_second"] = round(tokens / elapsed, 3)
+        return window
+
+
+def progress_line(record: dict, elapsed: float) -> str:
+    """One human line per log: `[nbtoolkit] step 20/150 (13%) loss 1.532 ... eta 0:12`."""
+    step, total = record["step"], record.get("max_steps") or 0
+    parts = [f"[nbtoolkit] step {step}/{total}" + (f" ({100 * step // total}%)" if total else "")]
+    if record.get("loss") is not None:
+        parts.append(f"loss {record['loss']:.4f}")
+    if record.get("learning_rate") is not None:
+        parts.append(f"lr {record['learning_rate']:.2e}")
+    if "samples_per_second" in record:
+        parts.append(f"{record['samples_per_second']:.1f} samples/s")
+    if "tokens_per_second" in record:
+        parts.append(f"{record['tokens_per_second']:.0f} tokens/s")
+    if total and step:
+        remaining = elapsed / step * (total - step)
+        parts.append(f"eta {int(remaining // 60)}:{int(remaining % 60):02d}")
+    return " | ".join(parts)

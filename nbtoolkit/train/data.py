@@ -1,0 +1,65 @@
+"""Loading a run's examples: bundled samples, local files, or a hub dataset; checking columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from datasets import Dataset, DatasetDict, load_dataset
+
+from nbtoolkit.spec import DatasetSpec, RunSpec
+from nbtoolkit.train.errors import TrainError
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def bundled_files(task: str) -> dict[str, str]:
+    """The small sample dataset shipped for a task (train + validation jsonl)."""
+    folder = ASSETS / "data" / task
+    return {path.stem: str(path) for path in sorted(folder.glob("*.jsonl"))}
+
+
+def load_splits(spec: RunSpec) -> DatasetDict:
+    """Train and (optional) eval splits, trimmed to max_*_samples."""
+    data = spec.dataset
+    if data.name:
+        splits = load_dataset(data.name, data.config)
+    else:
+        files = data.files or bundled_files(spec.task)
+        splits = _load_files(files)
+    result = DatasetDict()
+    result["train"] = _split(splits, data.train_split, data.max_train_samples)
+    if data.eval_split and data.eval_split in splits:
+        result["eval"] = _split(splits, data.eval_split, data.max_eval_samples)
+    return result
+
+
+def _load_files(files: dict[str, str]) -> DatasetDict:
+    suffixes = {Path(path).suffix.lower() for path in files.values()}
+    unknown = suffixes - FILE_FORMATS.keys()
+    if unknown:
+        raise TrainError(f"dataset.files: {', '.join(sorted(unknown))} files are not supported; "
+                         f"use {', '.join(FILE_FORMATS)}")
+    if len(suffixes) > 1:
+        raise TrainError("dataset.files mixes formats; give every split in the same format")
+    for split, path in files.items():
+        if not Path(path).expanduser().is_file():
+            raise TrainError(f"dataset.files.{split}: {path} does not exist")
+    return load_dataset(FILE_FORMATS[suffixes.pop()], data_files={k: str(Path(v).expanduser()) for k, v in files.items()})
+
+
+def _split(splits: DatasetDict, name: str, limit: int | None) -> Dataset:
+    if name not in splits:
+        raise TrainError(f"the dataset has no '{name}' split; it has {', '.join(splits)}")
+    split = splits[name]
+    return split.select(range(min(limit, len(split)))) if limit else split
+
+
+def column(data: DatasetSpec, dataset: Dataset, field: str, default: str) -> str:
+    """The column a spec field names (or its default), checked against the data."""
+    name = getattr(data, field) or default
+    if name not in dataset.column_names:
+        raise TrainError(
+            f"dataset.{field} '{name}' is not a column of the data; its columns are {', '.join(dataset.column_names)}"
+        )
+    return name

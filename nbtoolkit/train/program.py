@@ -1,0 +1,141 @@
+"""The training program: spec -> task setup -> HF Trainer -> metrics.jsonl and output/.
+
+Runs in the job directory (the supervisor's working directory), so `spec.json`,
+`metrics.jsonl` and `output/` are relative paths, and `run.sh` works the same by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.spec import RunSpec, SpecError, load_spec
+
+
+def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, **overrides):
+    """TrainingArguments from the spec; `spec.extra` has the last word."""
+    from transformers import TrainingArguments
+
+    train = spec.train
+    eval_strategy = "no" if not has_eval else "steps" if train.eval_steps else "epoch"
+    kwargs = dict(
+        output_dir=output_dir,
+        num_train_epochs=train.epochs,
+        max_steps=train.max_steps or -1,
+        per_device_train_batch_size=train.batch_size,
+        per_device_eval_batch_size=train.eval_batch_size or train.batch_size,
+        gradient_accumulation_steps=train.grad_accum,
+        learning_rate=train.learning_rate,
+        warmup_steps=train.warmup,
+        weight_decay=train.weight_decay,
+        max_grad_norm=train.max_grad_norm,
+        seed=train.seed,
+        data_seed=train.seed,
+        logging_steps=train.logging_steps,
+        eval_strategy=eval_strategy,
+        eval_steps=train.eval_steps,
+        eval_on_start=train.eval_on_start and has_eval,
+        save_strategy="steps" if train.save_steps else "no",
+        save_steps=train.save_steps or 500,
+        save_total_limit=train.save_total_limit,
+        bf16=spec.precision == "bf16",
+        fp16=spec.precision == "fp16",
+        use_cpu=spec.hardware.accelerator == "cpu",
+        torch_compile=spec.compile == "torch",
+        report_to="none",
+        disable_tqdm=True,
+        include_num_input_tokens_seen="non_padding",
+        # losses comparable across process counts (transformers 5 averages tokens across devices)
+        average_tokens_across_devices=False,
+    )
+    if train.gradient_checkpointing:  # renamed in transformers 5.2x; the old name warns
+        renamed = "activation_checkpointing" in TrainingArguments.__dataclass_fields__
+        kwargs["activation_checkpointing" if renamed else "gradient_checkpointing"] = True
+    kwargs.update(overrides)
+    kwargs.update(spec.extra)
+    return TrainingArguments(**kwargs)
+
+
+def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | bool | None:
+    if spec.resume is None:
+        return None
+    if spec.resume == "latest":
+        from transformers.trainer_utils import get_last_checkpoint
+
+        return get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
+    return str(Path(spec.resume).expanduser())
+
+
+def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
+    import datasets
+    import transformers
+    from transformers import Trainer
+
+    from nbtoolkit.train.callbacks import MetricsCallback
+    from nbtoolkit.train.data import load_splits
+    from nbtoolkit.train.tasks import setup_task
+
+    transformers.logging.set_verbosity_warning()
+    transformers.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    transformers.set_seed(spec.train.seed)
+    splits = load_splits(spec)
+    task = setup_task(spec, splits)
+    args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None, **task.argument_overrides)
+    samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+    trainer_class = task.trainer_class or Trainer
+    trainer = trainer_class(
+        model=task.model,
+        args=args,
+        train_dataset=task.train_dataset,
+        eval_dataset=task.eval_dataset,
+        data_collator=task.data_collator,
+        processing_class=task.tokenizer,
+        compute_metrics=task.compute_metrics,
+        callbacks=[MetricsCallback(metrics_path, samples_per_step)],
+    )
+    if trainer.is_world_process_zero():
+        parameters = sum(p.numel() for p in task.model.parameters())
+        print(f"[nbtoolkit] {spec.task} | model {spec.model_name} ({parameters / 1e6:.2f}M parameters) | "
+              f"{len(task.train_dataset)} train / {len(task.eval_dataset or [])} eval examples | "
+              f"{args.world_size} process(es) x batch {args.per_device_train_batch_size}", flush=True)
+    result = trainer.train(resume_from_checkpoint=resume_checkpoint(spec, output_dir))
+    final = final_evaluation(trainer) if task.eval_dataset is not None else {}
+    trainer.save_model(str(Path(output_dir) / "model"))
+    if trainer.is_world_process_zero():
+        shown = ", ".join(f"{key} {value:.4f}" for key, value in final.items() if key.startswith("eval_")
+                          and not key.endswith(("runtime", "per_second")))
+        print(f"[nbtoolkit] done in {result.metrics.get('train_runtime', 0):.1f}s"
+              + (f" | final {shown}" if shown else ""), flush=True)
+    return final
+
+
+def final_evaluation(trainer) -> dict:
+    """Eval metrics at the last step: reuse an evaluation that just ran there, else run one."""
+    history = trainer.state.log_history
+    last = next((entry for entry in reversed(history) if "eval_loss" in entry), None)
+    if last is not None and last.get("step") == trainer.state.global_step:
+        return last
+    return trainer.evaluate()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.train", description=__doc__)
+    parser.add_argument("--spec", required=True, help="spec.json or spec.yaml")
+    parser.add_argument("--metrics", default="metrics.jsonl", help="where rank 0 appends metric records")
+    parser.add_argument("--output-dir", default="output", help="checkpoints and the final model")
+    parser.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    from nbtoolkit.train.errors import TrainError
+
+    try:
+        spec = load_spec(Path(args.spec))
+        run(spec, args.metrics, args.output_dir)
+    except (SpecError, TrainError) as exc:
+        if os.environ.get("RANK", "0") == "0":
+            print(f"{ERROR_PREFIX} {exc}", file=sys.stderr, flush=True)
+        return 2
+    return 0

@@ -1,0 +1,35 @@
+"""One module per task: turn a spec and its data into a model, datasets, collator and metrics."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+TASK_MODULES = {
+    "text-classification": "nbtoolkit.train.tasks.classification",
+}
+
+
+@dataclass
+class TaskSetup:
+    """Everything the Trainer needs for one task."""
+
+    model: Any
+    tokenizer: Any
+    train_dataset: Any
+    eval_dataset: Any | None
+    data_collator: Any
+    compute_metrics: Callable | None = None
+    trainer_class: type | None = None  # default transformers.Trainer
+    argument_overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def setup_task(spec, splits) -> TaskSetup:
+    from nbtoolkit.train.errors import TrainError
+
+    if spec.task not in TASK_MODULES:
+        raise TrainError(f"task '{spec.task}' is not supported by nbtoolkit.train yet; "
+                         f"supported: {', '.join(TASK_MODULES)}")
+    return importlib.import_module(TASK_MODULES[spec.task]).setup(spec, splits)

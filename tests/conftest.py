@@ -1,0 +1,32 @@
+"""Shared fixtures: every test gets its own job store, and nothing reaches a hub."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+                  HF_HUB_DISABLE_TELEMETRY="1", TOKENIZERS_PARALLELISM="false")
+
+TESTS = Path(__file__).resolve().parent
+DATA = TESTS / "data"
+SCRIPTS = TESTS / "scripts"
+PYTHON = sys.executable
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A fresh NBTOOLKIT_HOME (job store) for this test, inherited by the jobs it starts."""
+    path = tmp_path / "nbhome"
+    monkeypatch.setenv("NBTOOLKIT_HOME", str(path))
+    return path
+
+
+@pytest.fixture
+def store(home):
+    from nbtoolkit.jobs import JobStore
+
+    return JobStore(home)

@@ -1,0 +1,64 @@
+"""The `nbtoolkit` command: export (and its run.sh by hand), run --follow, jobs/show/logs, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import yaml
+
+from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.spec import load_spec
+from tests.conftest import PYTHON
+
+SPEC = {"task": "text-classification", "train": {"max_steps": 20, "batch_size": 16, "logging_steps": 10}}
+
+
+def nbtoolkit(*args, check=True, **kwargs):
+    return subprocess.run([PYTHON, "-m", "nbtoolkit.cli", *args], capture_output=True, text=True, timeout=180,
+                          check=check, **kwargs)
+
+
+def test_export_writes_a_run_sh_that_reproduces_the_run(tmp_path, home):
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(SPEC))
+    out = tmp_path / "export"
+    result = nbtoolkit("export", str(spec_path), "--out", str(out))
+    assert "# command: " in result.stdout and "-m nbtoolkit.train --spec spec.json" in result.stdout
+    assert sorted(path.name for path in out.iterdir()) == ["launch.json", "run.sh", "spec.json"]
+    saved = json.loads((out / "spec.json").read_text())
+    assert saved["train"]["logging_steps"] == 10 and saved["precision"] == "fp32"  # in full, defaults included
+    assert load_spec(out / "spec.json") == load_spec(SPEC)
+    assert not (home / "jobs.db").exists() or "no jobs yet" in nbtoolkit("jobs").stdout  # export starts nothing
+    ran = subprocess.run([str(out / "run.sh")], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert [record["step"] for record in read_metrics(out) if record["kind"] == "train"] == [10, 20]
+
+
+def test_run_follow_then_jobs_show_logs(tmp_path, home):
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(SPEC))
+    result = nbtoolkit("run", str(spec_path), "--follow")
+    assert "[nbtoolkit] step 20/20 (100%)" in result.stdout
+    job_id = result.stdout.split()[1]
+    assert result.stdout.rstrip().endswith(f"job {job_id} succeeded")
+    listing = nbtoolkit("jobs").stdout
+    assert listing.splitlines()[0].split()[:4] == ["id", "name", "backend", "status"]
+    assert job_id in listing and "succeeded" in listing and "20/20" in listing
+    rows = json.loads(nbtoolkit("jobs", "--json").stdout)
+    assert rows[0]["id"] == job_id and rows[0]["backend"] == "local"
+    shown = nbtoolkit("show", job_id[:4]).stdout
+    assert "last eval: eval_loss" in shown and "eval_accuracy" in shown
+    assert "stage train succeeded" in nbtoolkit("logs", job_id).stdout
+    assert json.loads(nbtoolkit("show", job_id, "--json").stdout)["exit_code"] == 0
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path, home):
+    spec_path = tmp_path / "bad.yaml"
+    spec_path.write_text("task: text-classification\nparallelism: {strategy: deepspeed, zero_stage: 1, offload_params: cpu}\n")
+    result = nbtoolkit("run", str(spec_path), check=False)
+    assert result.returncode == 2
+    assert result.stderr == ("nbtoolkit: parallelism.offload_params 'cpu' needs ZeRO stage 3 (zero_stage is 1); "
+                             "set zero_stage: 3 or offload_params: none\n")
+    missing = nbtoolkit("show", "0000ffff", check=False)
+    assert missing.returncode == 2 and missing.stderr.startswith("nbtoolkit: no job '0000ffff'")

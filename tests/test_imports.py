@@ -1,0 +1,20 @@
+"""`import nbtoolkit` and the light modules (spec, jobs, metrics, api, cli) never load heavy libraries."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.conftest import PYTHON
+
+HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplotlib")
+
+
+@pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local"])
+def test_light_imports(module):
+    result = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True,
+                            check=True)
+    loaded = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
+    assert module.split(".")[0] in loaded
+    assert not loaded & set(HEAVY), f"{module} imports {sorted(loaded & set(HEAVY))}"

@@ -1,0 +1,129 @@
+"""Jobs end to end: real training through the store, detachment, stop, failures, user scripts."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from nbtoolkit.api import Job, launch
+from tests.conftest import PYTHON, SCRIPTS
+
+TINY = {"task": "text-classification",
+        "train": {"max_steps": 60, "batch_size": 16, "learning_rate": 0.003, "logging_steps": 10,
+                  "eval_on_start": True}}
+
+
+def wait_for(condition, timeout=60.0, poll=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def test_real_training_job_end_to_end(store):
+    job = launch(TINY, store=store)
+    seen = [job.status]
+    while job.record.active:
+        seen.append(job.status)
+        time.sleep(0.05)
+    seen.append(job.status)
+    statuses = list(dict.fromkeys(seen))
+    assert statuses[-1] == "succeeded", job.logs()
+    assert "running" in statuses and statuses.index("running") < statuses.index("succeeded")
+
+    record = job.record
+    assert record.exit_code == 0 and record.started <= record.ended
+    assert record.stages[0]["name"] == "train" and record.stages[0]["status"] == "succeeded"
+    assert (record.step, record.total_steps) == (60, 60)
+
+    metrics = job.metrics()
+    train = [m for m in metrics if m["kind"] == "train"]
+    evals = [m for m in metrics if m["kind"] == "eval"]
+    assert [m["step"] for m in train] == [10, 20, 30, 40, 50, 60]
+    assert all(m["samples_per_second"] > 0 and m["tokens_per_second"] > 0 and m["max_steps"] == 60 for m in train)
+    assert train[-1]["loss"] < train[0]["loss"]
+    assert evals[0]["step"] == 0 and evals[-1]["step"] == 60
+    assert evals[-1]["eval_accuracy"] > evals[0]["eval_accuracy"]
+    assert [m["kind"] for m in metrics].count("summary") == 1
+
+    log = job.logs()
+    assert "[nbtoolkit] step 60/60 (100%)" in log and "job succeeded" in log
+    assert (job.dir / "output" / "model" / "config.json").is_file()
+    assert (job.dir / "run.sh").stat().st_mode & 0o100
+
+
+def sleepy_spec(tmp_path):
+    return {"task": "text-classification", "script": {"path": str(SCRIPTS / "sleepy.py")}}
+
+
+def test_job_outlives_the_process_that_submitted_it(store, tmp_path):
+    code = ("import json, sys; from nbtoolkit.api import launch; from nbtoolkit.jobs import JobStore;"
+            "print(launch(json.loads(sys.argv[1]), store=JobStore(sys.argv[2])).id)")
+    import json
+
+    submitter = subprocess.run([PYTHON, "-c", code, json.dumps(sleepy_spec(tmp_path)), str(store.home)],
+                               capture_output=True, text=True, timeout=60, check=True)
+    job = Job(submitter.stdout.strip(), store)
+    wait_for(lambda: "ready pids" in job.logs())
+    time.sleep(1.0)
+    assert job.status == "running"
+    assert psutil.pid_exists(job.record.supervisor_pid)
+    # metrics keep arriving from the log while its submitter is long gone
+    wait_for(lambda: len([m for m in job.metrics() if m["kind"] == "train"]) >= 3)
+    assert job.stop() == "stopped"
+
+
+def test_stop_ends_every_process_of_the_job(store, tmp_path):
+    job = launch(sleepy_spec(tmp_path), store=store)
+    ready = wait_for(lambda: re.search(r"ready pids ([\d ]+)", job.logs()))
+    pids = [int(pid) for pid in ready.group(1).split()] + [job.record.supervisor_pid]
+    assert all(psutil.pid_exists(pid) for pid in pids)
+    started = time.monotonic()
+    assert job.stop() == "stopped"
+
+    def all_gone():
+        return not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+
+    wait_for(all_gone, timeout=10)
+    assert time.monotonic() - started < 10
+    record = job.record
+    assert record.message == "stopped on request" and record.ended is not None
+    # nothing is lost: the log and the metrics parsed so far stay readable
+    assert "ready pids" in job.logs() and job.metrics()[0]["kind"] == "train"
+
+
+def test_failing_job_reports_its_one_sentence(store):
+    spec = {**TINY, "dataset": {"text_column": "body"}}
+    job = launch(spec, store=store)
+    assert job.wait(timeout=120) == "failed"
+    record = job.record
+    assert record.exit_code == 2
+    assert record.message == "dataset.text_column 'body' is not a column of the data; its columns are text, label"
+
+
+def test_user_script_metrics_come_from_its_log(store):
+    spec = {"task": "text-classification",
+            "script": {"path": str(SCRIPTS / "hf_style_train.py"), "args": ["--max_steps", "30", "--logging_steps", "5"]}}
+    job = launch(spec, store=store)
+    assert job.wait(timeout=120) == "succeeded", job.logs()
+    metrics = job.metrics()
+    train = [m for m in metrics if m["kind"] == "train"]
+    assert len(train) == 6 and all("loss" in m and m["max_steps"] == 30 for m in train)
+    assert [m["kind"] for m in metrics].count("eval") == 2 and metrics[-1]["kind"] == "summary"
+    assert job.record.total_steps == 30
+
+
+def test_missing_script_is_refused_before_anything_starts(store):
+    from nbtoolkit.backends import LaunchError
+
+    with pytest.raises(LaunchError, match="script.path /nope/train.py does not exist"):
+        launch({"task": "causal-lm", "script": {"path": "/nope/train.py"}}, store=store)
+    assert store.count() == 0
