@@ -60,7 +60,8 @@ def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None) 
     backends.preflight(spec)
     launch_ = backends.render(spec)
     store = store or JobStore()
-    record = job_control.submit(launch_, name=spec.display_name, task=spec.task, store=store)
+    info = {"hourly_price_usd": spec.hardware.hourly_price_usd}
+    record = job_control.submit(launch_, name=spec.display_name, task=spec.task, store=store, info=info)
     return Job(record.id, store)
 
 

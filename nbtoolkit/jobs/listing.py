@@ -27,6 +27,16 @@ def remaining_seconds(record: JobRecord) -> float | None:
     return record.elapsed / record.step * max(record.total_steps - record.step, 0)
 
 
+def cost_usd(record: JobRecord) -> float | None:
+    """Cost so far: what a remote job reported (`info.cost_usd`), else hourly price x elapsed time."""
+    if record.info.get("cost_usd") is not None:
+        return float(record.info["cost_usd"])
+    price = record.info.get("hourly_price_usd")
+    if price is None or record.elapsed is None:
+        return None
+    return float(price) * record.elapsed / 3600
+
+
 def listing_row(record: JobRecord) -> dict[str, Any]:
     """One job as a listing shows it: short strings for people, nothing that needs the job dir."""
     progress = f"{record.step}/{record.total_steps}" if record.step is not None and record.total_steps else (
@@ -42,6 +52,7 @@ def listing_row(record: JobRecord) -> dict[str, Any]:
         "started": clock(record.started),
         "elapsed": duration(record.elapsed),
         "remaining": duration(remaining_seconds(record)),
+        "cost": f"${cost:.2f}" if (cost := cost_usd(record)) is not None else "",
     }
 
 

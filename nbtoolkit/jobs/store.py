@@ -93,6 +93,7 @@ class JobRecord:
     samples_per_second: float | None = None
     message: str | None = None
     resumed_from: str | None = None
+    #: backend-specific facts: hourly_price_usd, cost_usd and billable_seconds (remote jobs), ...
     info: dict[str, Any] = field(default_factory=dict)
 
     @property
