@@ -7,3 +7,10 @@ transformers, deepspeed or sagemaker. Heavy imports happen inside the training p
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext nbtoolkit`: register the magics (light: no torch)."""
+    from nbtoolkit.notebook.magics import register
+
+    register(ipython)

@@ -43,8 +43,15 @@ class Job:
         text, _ = job_control.read_log(self.id, store=self.store)
         return "\n".join(text.splitlines()[-tail:]) if tail else text
 
-    def metrics(self) -> list[dict[str, Any]]:
+    def records(self) -> list[dict[str, Any]]:
+        """The job's metric records as written (one dict per metrics.jsonl line)."""
         return read_metrics(self.dir)
+
+    def metrics(self):
+        """The job's metrics as a pandas DataFrame, one row per record."""
+        import pandas as pd
+
+        return pd.DataFrame(self.records())
 
     def stop(self) -> str:
         return job_control.stop(self.id, store=self.store).status

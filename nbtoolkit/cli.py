@@ -51,7 +51,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     job = launch(DEMO_SPEC)
     started(job)
     code = follow(job)
-    evals = [record for record in job.metrics() if record.get("kind") == "eval"]
+    evals = [record for record in job.records() if record.get("kind") == "eval"]
     if code == 0 and len(evals) >= 2:
         print(f"accuracy {evals[0]['eval_accuracy']:.3f} before training -> {evals[-1]['eval_accuracy']:.3f} after")
     return code
@@ -73,7 +73,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     for key, value in {**listing_row(record), "dir": job.dir, "message": record.message or "",
                        "exit code": "" if record.exit_code is None else record.exit_code}.items():
         print(f"{key:>10}: {value}")
-    evals = [metric for metric in job.metrics() if metric.get("kind") == "eval"]
+    evals = [metric for metric in job.records() if metric.get("kind") == "eval"]
     if evals:
         shown = {key: value for key, value in evals[-1].items() if key.startswith("eval_")}
         print(f"{'last eval':>10}: " + ", ".join(f"{key} {value:.4g}" for key, value in shown.items()

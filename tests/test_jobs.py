@@ -44,7 +44,7 @@ def test_real_training_job_end_to_end(store):
     assert record.stages[0]["name"] == "train" and record.stages[0]["status"] == "succeeded"
     assert (record.step, record.total_steps) == (60, 60)
 
-    metrics = job.metrics()
+    metrics = job.records()
     train = [m for m in metrics if m["kind"] == "train"]
     evals = [m for m in metrics if m["kind"] == "eval"]
     assert [m["step"] for m in train] == [10, 20, 30, 40, 50, 60]
@@ -77,7 +77,7 @@ def test_job_outlives_the_process_that_submitted_it(store, tmp_path):
     assert job.status == "running"
     assert psutil.pid_exists(job.record.supervisor_pid)
     # metrics keep arriving from the log while its submitter is long gone
-    wait_for(lambda: len([m for m in job.metrics() if m["kind"] == "train"]) >= 3)
+    wait_for(lambda: len([m for m in job.records() if m["kind"] == "train"]) >= 3)
     assert job.stop() == "stopped"
 
 
@@ -97,7 +97,7 @@ def test_stop_ends_every_process_of_the_job(store, tmp_path):
     record = job.record
     assert record.message == "stopped on request" and record.ended is not None
     # nothing is lost: the log and the metrics parsed so far stay readable
-    assert "ready pids" in job.logs() and job.metrics()[0]["kind"] == "train"
+    assert "ready pids" in job.logs() and job.records()[0]["kind"] == "train"
 
 
 def test_failing_job_reports_its_one_sentence(store):
@@ -114,7 +114,7 @@ def test_user_script_metrics_come_from_its_log(store):
             "script": {"path": str(SCRIPTS / "hf_style_train.py"), "args": ["--max_steps", "30", "--logging_steps", "5"]}}
     job = launch(spec, store=store)
     assert job.wait(timeout=120) == "succeeded", job.logs()
-    metrics = job.metrics()
+    metrics = job.records()
     train = [m for m in metrics if m["kind"] == "train"]
     assert len(train) == 6 and all("loss" in m and m["max_steps"] == 30 for m in train)
     assert [m["kind"] for m in metrics].count("eval") == 2 and metrics[-1]["kind"] == "summary"
@@ -127,3 +127,12 @@ def test_missing_script_is_refused_before_anything_starts(store):
     with pytest.raises(LaunchError, match="script.path /nope/train.py does not exist"):
         launch({"task": "causal-lm", "script": {"path": "/nope/train.py"}}, store=store)
     assert store.count() == 0
+
+
+def test_job_metrics_as_a_dataframe(store, tmp_path):
+    job = launch({"task": "text-classification", "script": {"path": str(SCRIPTS / "sleepy.py")}}, store=store)
+    wait_for(lambda: len(job.records()) >= 3)
+    job.stop()
+    frame = job.metrics()
+    assert list(frame["kind"].unique()) == ["train"] and frame["loss"].iloc[0] == 3.0
+    assert len(frame) == len(job.records())

@@ -2,5 +2,6 @@
 
 from nbtoolkit.metrics.parse import LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader, Progress, read_metrics
+from nbtoolkit.metrics.throughput import Throughput, steady_state
 
-__all__ = ["METRICS_FILE", "LogParser", "MetricsReader", "Progress", "read_metrics"]
+__all__ = ["METRICS_FILE", "LogParser", "MetricsReader", "Progress", "Throughput", "read_metrics", "steady_state"]

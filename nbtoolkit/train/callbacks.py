@@ -63,7 +63,8 @@ class MetricsCallback(TrainerCallback):
         self._window_start, self._window_step, self._window_tokens = now, state.global_step, state.num_input_tokens_seen
         if steps <= 0:
             return {}
-        window = {"samples_per_second": round(steps * self.samples_per_step / elapsed, 3)}
+        window = {"samples_per_second": round(steps * self.samples_per_step / elapsed, 3),
+                  "window_seconds": round(elapsed, 4)}
         if tokens > 0:
             window["tokens_per_second"] = round(tokens / elapsed, 3)
         return window

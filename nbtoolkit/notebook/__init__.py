@@ -1,0 +1,1 @@
+"""The IPython / ipywidgets front: magics, the configuration form, live charts."""
