@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from nbtoolkit.api import check_fit
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.planner import fit_problem, plan
 from nbtoolkit.planner.plan import FRAGMENTATION, RUNTIME_RESERVE_BYTES, GiB
+from nbtoolkit.planner import report
 from nbtoolkit.planner.report import row_spec
 
 SEED_003 = row_spec("google/flan-t5-xxl", "p4d.24xlarge", "bf16", "none", batch_size=8)
@@ -125,3 +127,15 @@ def test_plan_json_has_the_promised_keys():
     assert {"fits", "per_device_bytes", "host_bytes", "max_batch_size", "hours", "cost_usd", "formula"} <= set(data)
     assert "18Ψ/N" in data["formula"] and "8·(Ψ_in·s_in + Ψ_tgt·s_tgt)" in data["formula"]
     assert data["per_device_bytes"] / GiB < 40
+
+
+def test_what_fits_where_doc_is_the_commands_output():
+    """docs/what-fits-where.md is exactly what `python -m nbtoolkit.planner.report` writes today."""
+    doc = Path(__file__).resolve().parent.parent / "docs" / "what-fits-where.md"
+    text = report.document()
+    assert text == doc.read_text(), "regenerate: python -m nbtoolkit.planner.report --out docs/what-fits-where.md"
+    rows = {tuple(row[:2] + row[3:5]): dict(zip(report.COLUMNS, row)) for row in report.table()}
+    assert int(rows["flan-t5-xxl", "p4d.24xlarge", "bf16", "none"]["largest batch/GPU"]) >= 8  # the seed ran 8
+    assert rows["flan-t5-xxl", "p3.8xlarge", "fp32", "none"]["largest batch/GPU"] == "OOM"
+    assert rows["flan-t5-xl", "p3.8xlarge", "bf16", "none"]["largest batch/GPU"] == "no bf16"
+    assert len(rows) == 2 * 4 * 2 * 3

@@ -90,6 +90,14 @@ class Workload:
     hourly_price_override: float | None
 
 
+def hours_text(hours: float) -> str:
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:,.1f} h"
+
+
+def usd_text(usd: float) -> str:
+    return f"${usd:,.2f}" if usd < 10 else f"${usd:,.0f}"
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -109,6 +117,27 @@ class MemoryBreakdown(_Model):
     @property
     def total(self) -> int:
         return self.weights + self.gradients + self.optimizer + self.gathered + self.activations + self.overhead
+
+    def in_gib(self) -> str:
+        """'weights 2.6, gradients 5.2, ... GiB': the parts of the per-device total that are not zero."""
+        parts = ("weights", "gradients", "optimizer", "gathered", "activations", "overhead")
+        return ", ".join(f"{name} {getattr(self, name) / GiB:.1f}" for name in parts if getattr(self, name)) + " GiB"
+
+
+class StepParts(_Model):
+    """Seconds per optimizer step: matmuls, collectives (overlapped with them), offload (added)."""
+
+    compute: float
+    communication: float
+    offload: float
+    total: float
+    communication_modelled: bool
+
+    def in_words(self) -> str:
+        collectives = (f"collectives {self.communication:.2f} s, overlapped" if self.communication_modelled
+                       else "collectives not modelled: the catalog has no link bandwidth for this instance")
+        offload = f", offload and CPU Adam {self.offload:.2f} s" if self.offload else ""
+        return f"compute {self.compute:.2f} s, {collectives}{offload}"
 
 
 class Estimate(_Model):
@@ -136,6 +165,7 @@ class Estimate(_Model):
     fits: bool | None
     max_batch_size: int | None
     step_seconds: float | None
+    step: StepParts | None  # what the modelled step time is made of (None when measured)
     samples_per_second: float | None
     hours: float | None
     hourly_price_usd: float | None
@@ -149,8 +179,8 @@ class Estimate(_Model):
         fit = {True: "fits", False: "does not fit", None: "fit unknown"}[self.fits]
         memory = f"{self.per_device_bytes / GiB:.1f}" + (
             f"/{self.device_memory_bytes / GiB:.0f} GiB" if self.device_memory_bytes else " GiB")
-        when = f", {self.hours:,.1f} h" if self.hours is not None else ""
-        cost = f", ${self.cost_usd:,.0f}" if self.cost_usd is not None else ""
+        when = f", {hours_text(self.hours)}" if self.hours is not None else ""
+        cost = f", {usd_text(self.cost_usd)}" if self.cost_usd is not None else ""
         return f"{self.description}: {memory}, {fit}{when}{cost}"
 
 
@@ -187,22 +217,20 @@ class Plan(Estimate):
         else:
             lines.append(f"memory per device: {self.per_device_bytes / GiB:.1f} GiB (device memory unknown: "
                          "set hardware.instance_type to check the fit)")
-        part = self.memory
-        lines.append("  " + ", ".join(f"{name} {value / GiB:.1f}" for name, value in (
-            ("weights", part.weights), ("gradients", part.gradients), ("optimizer", part.optimizer),
-            ("gathered", part.gathered), ("activations", part.activations), ("overhead", part.overhead))
-            if value) + " GiB")
+        lines.append(f"  {self.memory.in_gib()}")
         host = f"host memory per node: {self.host_bytes / GiB:.1f} GiB"
         if self.host_memory_bytes:
             host += f" of {self.host_memory_bytes / GiB:.0f} GiB" + ("" if self.host_fits else ", does NOT fit")
         lines.append(host)
         if self.hours is not None:
-            lines.append(f"time: {self.steps:,} steps x {self.step_seconds:.2f} s = {self.hours:,.1f} h "
+            lines.append(f"time: {self.steps:,} steps x {self.step_seconds:.2f} s = {hours_text(self.hours)} "
                          f"({self.throughput_source})")
+            if self.step is not None:
+                lines.append(f"  per step: {self.step.in_words()}")
         else:
             lines.append("time: unknown (give dataset.max_train_samples or train.max_steps)")
         if self.cost_usd is not None:
-            lines.append(f"cost: ${self.cost_usd:,.0f} at ${self.hourly_price_usd:,.2f}/h x {self.nodes} "
+            lines.append(f"cost: {usd_text(self.cost_usd)} at ${self.hourly_price_usd:,.2f}/h x {self.nodes} "
                          f"({self.price_note})")
         lines.extend(f"problem: {problem}" for problem in self.problems)
         better, seen = [], set()
@@ -301,18 +329,18 @@ def estimate(setup: Setup, work: Workload, *, measured: float | None = None) -> 
     device_fits = per_device <= capacity if capacity else None
     host_fits = states.host <= host_capacity if host_capacity else None
     fits = None if device_fits is None else device_fits and host_fits is not False
-    step_seconds = samples_per_second = hours = cost = None
+    step_seconds = samples_per_second = hours = cost = step = None
     flops = timing.flops_per_sample(shape, work.input_length, work.target_length, setup.checkpointing)
     global_batch = setup.batch_size * setup.devices * setup.grad_accum
     if measured:
         step_seconds = global_batch / measured
     elif setup.device:
-        step_seconds = timing.step_time(
+        step = timing.step_time(
             hardware=_hardware(setup), flops_per_micro_batch=flops * setup.batch_size,
             grad_accum=setup.grad_accum, utilisation=work.utilisation, params=shape.params,
             weight_bytes=setup.weight_bytes if setup.deepspeed else 4, zero_stage=setup.zero_stage,
-            offload_optimizer=setup.offload_optimizer != "none", offload_params=setup.offload_params != "none",
-        ).total
+            offload_optimizer=setup.offload_optimizer != "none", offload_params=setup.offload_params != "none")
+        step_seconds = step.total
     steps = _steps(setup, work)
     price = _price(setup, work)
     if step_seconds is not None:
@@ -334,7 +362,8 @@ def estimate(setup: Setup, work: Workload, *, measured: float | None = None) -> 
         per_device_bytes=per_device, device_memory_bytes=capacity, host_bytes=int(states.host),
         host_memory_bytes=host_capacity, device_fits=device_fits, host_fits=host_fits, fits=fits,
         max_batch_size=_max_batch(states.device, per_sample, capacity) if capacity else None,
-        step_seconds=step_seconds, samples_per_second=samples_per_second, hours=hours, hourly_price_usd=price,
+        step_seconds=step_seconds, step=StepParts(**vars(step)) if step else None,
+        samples_per_second=samples_per_second, hours=hours, hourly_price_usd=price,
         cost_usd=cost, problems=_problems(setup, shape), description=setup.describe(),
     )
 
@@ -516,28 +545,24 @@ def _kept(ranked: list[Estimate], own: Estimate) -> list[Estimate]:
     return kept + here[:3]
 
 
+#: Setup attribute -> the spec field a person edits for it, and how its value is written there
+SPEC_FIELDS = (
+    ("instance", "hardware.instance_type", lambda instance: instance.name),
+    ("nodes", "hardware.nodes", str),
+    ("precision", "precision", str),
+    ("deepspeed", "parallelism.strategy", lambda deepspeed: "deepspeed" if deepspeed else "ddp"),
+    ("zero_stage", "parallelism.zero_stage", str),
+    ("offload_optimizer", "parallelism.offload_optimizer", str),
+    ("offload_params", "parallelism.offload_params", str),
+    ("checkpointing", "train.gradient_checkpointing", lambda on: str(on).lower()),
+    ("batch_size", "train.batch_size", str),
+)
+
+
 def changes(old: Setup, new: Setup) -> list[str]:
     """What differs, as the spec edits that make it."""
-    found = []
-    if old.instance != new.instance:
-        found.append(f"hardware.instance_type {new.instance.name}")
-    if old.nodes != new.nodes:
-        found.append(f"hardware.nodes {new.nodes}")
-    if old.precision != new.precision:
-        found.append(f"precision {new.precision}")
-    if old.deepspeed != new.deepspeed:
-        found.append(f"parallelism.strategy {'deepspeed' if new.deepspeed else 'ddp'}")
-    if old.zero_stage != new.zero_stage:
-        found.append(f"parallelism.zero_stage {new.zero_stage}")
-    if old.offload_optimizer != new.offload_optimizer:
-        found.append(f"parallelism.offload_optimizer {new.offload_optimizer}")
-    if old.offload_params != new.offload_params:
-        found.append(f"parallelism.offload_params {new.offload_params}")
-    if old.checkpointing != new.checkpointing:
-        found.append(f"train.gradient_checkpointing {str(new.checkpointing).lower()}")
-    if old.batch_size != new.batch_size:
-        found.append(f"train.batch_size {new.batch_size}")
-    return found
+    return [f"{field} {written(getattr(new, attribute))}" for attribute, field, written in SPEC_FIELDS
+            if getattr(old, attribute) != getattr(new, attribute)]
 
 
 # -- the words around the numbers ------------------------------------------------------------------
@@ -567,10 +592,11 @@ def formula(setup: Setup, shape: ModelShape) -> str:
     activations = ("per layer: norms + attention (11sh + 5as², Korthikanti et al. 2022, per-block) + FFN"
                    + ("; checkpointed: layer inputs + one layer recomputed" if setup.checkpointing else "")
                    + " + logits (e + 8)·s·V")
+    why = "6 + 2 for the recomputed forward" if k == 8 else "forward 2 + backward 4"
     return (f"per device = (model states + batch x activations) x {1 + FRAGMENTATION:.2f} + "
             f"{RUNTIME_RESERVE_BYTES / GiB:.0f} GiB; model states = {states}; activations = {activations}; "
-            f"FLOPs/sample = {k}·{tokens} ({'6 + 2 for the recomputed forward' if k == 8 else 'forward 2 + backward 4'}); "
-            "step = max(compute, collectives) + offload copies + CPU Adam; compute = FLOPs / (N · peak · utilisation)")
+            f"FLOPs/sample = {k}·{tokens} ({why}); step = max(compute, collectives) + offload copies + CPU Adam; "
+            "compute = FLOPs / (N · peak · utilisation)")
 
 
 def assumptions() -> list[str]:
@@ -580,12 +606,14 @@ def assumptions() -> list[str]:
         "non-tensor-core peak (PyTorch leaves TF32 off)",
         f"links at {timing.LINK_EFFICIENCY:.0%} of datasheet bandwidth; collectives overlap compute, "
         "offload copies and the CPU Adam step do not",
-        f"CPU Adam at {timing.CPU_ADAM_PARAMS_PER_SECOND:.0e} parameters/s per instance",
+        f"CPU Adam at {timing.CPU_ADAM_PARAMS_PER_SECOND / 1e9:g} billion parameters/s per instance",
         f"overhead {FRAGMENTATION:.0%} of the estimate (allocator fragmentation, buffers) + "
         f"{RUNTIME_RESERVE_BYTES / GiB:.0f} GiB per device (CUDA context, workspaces)",
         "sequences padded to dataset.max_length (and max_target_length): the worst case of dynamic padding",
         "ZeRO-3 models are built under zero.Init (host holds one layer per process while loading)",
         "host memory x1.5 (DeepSpeed's additional_buffer_factor); NVMe offload timed like CPU offload",
+        "without DeepSpeed (PyTorch, torch-xla on Neuron) weights and optimizer states stay fp32 (XLA_USE_BF16 "
+        "would halve them)",
     ]
 
 
