@@ -111,17 +111,18 @@ def _unknown(kind: str, name: str, known: list[str]) -> CatalogError:
     return CatalogError(f"{kind} '{name}' is not in the catalog; {hint}")
 
 
-def accelerators() -> list[Accelerator]:
-    return [Accelerator(name=name, **entry) for name, entry in _data()["accelerators"].items()]
+@cache
+def accelerators() -> tuple[Accelerator, ...]:
+    return tuple(Accelerator(name=name, **entry) for name, entry in _data()["accelerators"].items())
 
 
 def accelerator(name: str) -> Accelerator:
     """Look up a device by name, ignoring case and punctuation ("a100 40gb" finds A100-40GB)."""
-    entries = _data()["accelerators"]
-    for known, entry in entries.items():
-        if _key(known) == _key(name):
-            return Accelerator(name=known, **entry)
-    raise _unknown("accelerator", name, list(entries))
+    known = accelerators()
+    for entry in known:
+        if _key(entry.name) == _key(name):
+            return entry
+    raise _unknown("accelerator", name, [entry.name for entry in known])
 
 
 def instance_names(sagemaker: bool = False) -> list[str]:

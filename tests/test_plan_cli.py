@@ -48,3 +48,11 @@ def test_run_refuses_a_spec_that_will_not_fit_unless_forced(tmp_path, home, caps
     out, error = capsys.readouterr()
     assert record.id in out and error.startswith("nbtoolkit: warning: predicted ")
     stop(record.id, store=JobStore(home))
+
+
+def test_plan_of_a_model_that_cannot_be_sized_is_one_sentence(tmp_path, capsys):
+    spec = write(tmp_path, {"task": "summarization", "model": "someone/unknown-t5",
+                            "hardware": {"accelerator": "cuda", "instance_type": "p3.2xlarge"}})
+    assert main(["plan", spec]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("nbtoolkit: model someone/unknown-t5 could not be sized offline") and error.count("\n") == 1

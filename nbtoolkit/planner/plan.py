@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -27,9 +26,6 @@ RUNTIME_RESERVE_BYTES = 1 * GiB
 MAX_ALTERNATIVES = 40
 #: batch sizes above this are not searched
 MAX_BATCH = 4096
-
-Precision = Literal["fp32", "bf16", "fp16"]
-
 
 @dataclass(frozen=True)
 class Setup:
@@ -113,10 +109,6 @@ class MemoryBreakdown(_Model):
     overhead: int
     host: int
     model_states_ideal: int  # the ZeRO paper's partitioning: a lower bound for the first four
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.gradients + self.optimizer + self.gathered + self.activations + self.overhead
 
     def in_gib(self) -> str:
         """'weights 2.6, gradients 5.2, ... GiB': the parts of the per-device total that are not zero."""
