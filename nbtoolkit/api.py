@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +71,15 @@ class Job:
         return f"<Job {record.id} {record.name!r} {record.backend} {record.status}>"
 
 
-def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None,
+def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, force: bool = False,
            resumed_from: str | None = None) -> Job:
-    """Check the spec, render its launch, and start it as a job that outlives this process."""
+    """Check the spec, render its launch, and start it as a job that outlives this process.
+
+    A spec the planner is sure will not fit in device (or host) memory is refused with a
+    LaunchError unless `force=True` (then it only warns).
+    """
     spec = load_spec(spec)
+    check_fit(spec, force=force)
     backends.preflight(spec)
     launch_ = backends.render(spec)
     store = store or JobStore()
@@ -102,7 +108,25 @@ def resume(job_id: str, *, max_steps: int | None = None, store: JobStore | None 
     spec["resume"] = str(checkpoint)
     if max_steps is not None:
         spec["train"]["max_steps"] = max_steps
-    return launch(spec, store=old.store, resumed_from=record.id)
+    # the same spec already ran: the planner's fit check had its say at the first launch
+    return launch(spec, store=old.store, force=True, resumed_from=record.id)
+
+
+def check_fit(spec: RunSpec, *, force: bool = False) -> None:
+    """Refuse (or, forced, warn about) a launch the planner predicts will run out of memory.
+
+    CPU runs on this machine are not checked; the planner is imported only for the others.
+    """
+    if spec.hardware.target == "local" and spec.hardware.accelerator == "cpu":
+        return
+    from nbtoolkit.planner import fit_problem
+
+    problem = fit_problem(spec)
+    if problem is None:
+        return
+    if not force:
+        raise backends.LaunchError(problem)
+    warnings.warn(problem, stacklevel=3)
 
 
 def jobs(status: str | None = None, limit: int = 100, store: JobStore | None = None) -> list[Job]:
