@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from nbtoolkit.bundled import bundled_files, is_bundled, tiny_config_fields
 from nbtoolkit.catalog import read_yaml
 from nbtoolkit.spec import RunSpec
 
@@ -223,22 +224,21 @@ def model_shape(name: str) -> ModelShape:
 
 
 def _bundled(name: str) -> ModelShape:
-    from nbtoolkit.train.models import is_bundled, load_tokenizer, tiny_config
-
     if not is_bundled(name):
         raise ModelShapeError(f"model {name} is not a bundled tiny model of this nbtoolkit version")
-    return shape_from_config(name, tiny_config(name, load_tokenizer(name)).to_dict(), "bundled tiny model")
+    return shape_from_config(name, tiny_config_fields(name), "bundled tiny model")
 
 
 def _hub(name: str) -> ModelShape:
+    """A config from the Hugging Face cache only: planning never waits on the network."""
     try:
         from transformers import AutoConfig
 
-        config = AutoConfig.from_pretrained(name)
-    except Exception:  # offline without a cached config, unknown id, no network: all say the same
+        config = AutoConfig.from_pretrained(name, local_files_only=True)
+    except Exception:  # unknown id, or never downloaded here: both say the same
         raise ModelShapeError(
             f"model {name} could not be sized offline: it is not in the built-in table, not a local path, "
-            f"and transformers found no cached config; built-in: {', '.join(builtin_models())}"
+            f"and no config of it is in the Hugging Face cache; built-in: {', '.join(builtin_models())}"
         ) from None
     return shape_from_config(name, config.to_dict(), "transformers AutoConfig")
 
@@ -256,8 +256,6 @@ def train_samples(spec: RunSpec) -> int | None:
         if data.files:
             files = data.files
         else:
-            from nbtoolkit.train.data import bundled_files
-
             files = bundled_files(spec.task)
         train_file = Path(files.get(data.train_split, "")).expanduser()
         if train_file.suffix == ".jsonl" and train_file.is_file():

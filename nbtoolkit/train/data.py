@@ -7,17 +7,11 @@ from pathlib import Path
 from datasets import Dataset, DatasetDict, load_dataset
 from datasets.exceptions import DatasetNotFoundError
 
+from nbtoolkit.bundled import bundled_files
 from nbtoolkit.spec import DatasetSpec, RunSpec
 from nbtoolkit.train.errors import TrainError
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
-
-
-def bundled_files(task: str) -> dict[str, str]:
-    """The small sample dataset shipped for a task (train + validation jsonl)."""
-    folder = ASSETS / "data" / task
-    return {path.stem: str(path) for path in sorted(folder.glob("*.jsonl"))}
 
 
 def load_splits(spec: RunSpec) -> DatasetDict:

@@ -6,29 +6,14 @@ from pathlib import Path
 
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
+from nbtoolkit.bundled import TINY_MODELS, is_bundled, tokenizer_dir
 from nbtoolkit.packaged import packaged_model_path
-from nbtoolkit.train.data import ASSETS
 from nbtoolkit.train.errors import TrainError
-
-TOKENIZERS = ASSETS / "tokenizers"
-
-#: bundled tiny models: tokenizer folder + config class and sizes (trains in seconds on CPU)
-TINY_MODELS: dict[str, tuple[str, str, dict]] = {
-    "nbtoolkit/tiny-bert": ("wordpiece", "bert", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                                         intermediate_size=128, max_position_embeddings=512)),
-    "nbtoolkit/tiny-t5": ("sentencepiece-style", "t5", dict(d_model=64, d_kv=16, d_ff=128, num_layers=2,
-                                                             num_decoder_layers=2, num_heads=4)),
-    "nbtoolkit/tiny-gpt2": ("byte-bpe", "gpt2", dict(n_embd=64, n_layer=2, n_head=2, n_positions=512)),
-}
-
-
-def is_bundled(name: str) -> bool:
-    return name in TINY_MODELS
 
 
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     if is_bundled(name):
-        return AutoTokenizer.from_pretrained(TOKENIZERS / TINY_MODELS[name][0])
+        return AutoTokenizer.from_pretrained(tokenizer_dir(name))
     return AutoTokenizer.from_pretrained(_source(name))
 
 
