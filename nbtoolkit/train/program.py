@@ -83,12 +83,13 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
 
     from nbtoolkit.train.callbacks import MetricsCallback
     from nbtoolkit.train.data import load_splits
-    from nbtoolkit.train.tasks import setup_task
+    from nbtoolkit.train.tasks import check_task, setup_task
 
     transformers.logging.set_verbosity_warning()
     transformers.logging.disable_progress_bar()
     datasets.disable_progress_bars()
     transformers.set_seed(spec.train.seed)
+    check_task(spec)
     splits = load_splits(spec)
     task = setup_task(spec, splits)
     args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None,

@@ -30,8 +30,8 @@ class TaskSetup:
     argument_overrides: dict[str, Any] = field(default_factory=dict)
 
 
-def setup_task(spec, splits) -> TaskSetup:
-    """The task's setup, once the model's config shows it can do the task (no weights loaded yet)."""
+def check_task(spec) -> None:
+    """Fail in one sentence, before any data or weights load, if the model cannot do the task."""
     from nbtoolkit.train.errors import TrainError
     from nbtoolkit.train.models import model_config
     from nbtoolkit.train.pairing import check_pairing
@@ -40,4 +40,7 @@ def setup_task(spec, splits) -> TaskSetup:
         raise TrainError(f"task '{spec.task}' is not supported by nbtoolkit.train yet; "
                          f"supported: {', '.join(TASK_MODULES)}")
     check_pairing(spec, model_config(spec.model_name))
+
+
+def setup_task(spec, splits) -> TaskSetup:
     return importlib.import_module(TASK_MODULES[spec.task]).setup(spec, splits)
