@@ -75,7 +75,12 @@ export function addCommands(
         await showErrorMessage('No notebook to insert into', `Open a notebook, then insert the %job ${id} cell again.`);
         return;
       }
-      NotebookActions.insertBelow(notebook.content);
+      await notebook.context.ready; // a notebook still loading would drop the new cell
+      const active = notebook.content.activeCell;
+      const reusable = active?.model.type === 'code' && !active.model.sharedModel.getSource().trim();
+      if (!reusable) {
+        NotebookActions.insertBelow(notebook.content);
+      }
       notebook.content.activeCell?.model.sharedModel.setSource(`%job ${id}`);
       app.shell.activateById(notebook.id);
     }
