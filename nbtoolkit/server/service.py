@@ -37,8 +37,9 @@ class JobsService:
         _check_range("limit", limit, 1, LIST_LIMIT_MAX)
         _check_range("offset", offset, 0, None)
         records = self.store.list(statuses or None, limit=limit, offset=offset)
-        return JobList(jobs=[self._summary(record) for record in records], total=self.store.count(statuses or None),
-                       limit=limit, offset=offset)
+        # a page that is not full is the last one: no need to count
+        total = offset + len(records) if len(records) < limit else self.store.count(statuses or None)
+        return JobList(jobs=[self._summary(record) for record in records], total=total, limit=limit, offset=offset)
 
     def get(self, job_id: str) -> JobDetail:
         return self._detail(self._record(job_id))
@@ -75,10 +76,13 @@ class JobsService:
         return self.store.get(job_id)
 
     def _summary(self, record: JobRecord) -> JobSummary:
-        return JobSummary.of(record, self.sparklines.loss(self.store.job_dir(record.id)))
+        return JobSummary.of(record, self._loss_series(record))
 
     def _detail(self, record: JobRecord) -> JobDetail:
-        return JobDetail.of(record, self.sparklines.loss(self.store.job_dir(record.id)))
+        return JobDetail.of(record, self._loss_series(record))
+
+    def _loss_series(self, record: JobRecord) -> list[float]:
+        return self.sparklines.loss(record.id, self.store.jobs_root / record.id, ended=not record.active)
 
 
 def _check_range(name: str, value: int, low: int, high: int | None) -> None:

@@ -44,39 +44,44 @@ class ThinnedSeries:
 class _Follower:
     reader: MetricsReader
     series: ThinnedSeries
+    complete: bool = False  # read to its end after its job ended: nothing more will come
 
 
 class LossSparklines:
-    """Train-loss series per job directory, cached across requests (least recently used dropped first).
+    """Train-loss series per job, cached across requests (least recently used dropped first).
 
     A long run's file is first read from its last `first_read_bytes` only: the line then shows
     the recent part of that run. A cut first line is never a whole JSON object (records are flat
-    objects on one line each), so the reader skips it.
+    objects on one line each), so the reader skips it. Once a job has ended and its file has
+    been read to the end, its line is served without touching the file.
     """
 
     def __init__(self, points: int = 48, max_jobs: int = 4096, first_read_bytes: int = 256 * 1024) -> None:
         self.points, self.max_jobs, self.first_read_bytes = points, max_jobs, first_read_bytes
-        self._followers: OrderedDict[Path, _Follower] = OrderedDict()
+        self._followers: OrderedDict[str, _Follower] = OrderedDict()
 
-    def loss(self, job_dir: Path) -> list[float]:
-        follower = self._followers.get(job_dir)
+    def loss(self, job_id: str, job_dir: Path, ended: bool = False) -> list[float]:
+        """The job's train losses; `ended`: the job has ended, so its file is complete once read."""
+        follower = self._followers.get(job_id)
         if follower is None:
-            follower = self._follow(job_dir)
+            follower = self._follow(job_id, job_dir)
         else:
-            self._followers.move_to_end(job_dir)
-        for record in follower.reader.read_new():
-            if record.get("kind") == "train" and isinstance(record.get("loss"), (int, float)):
-                follower.series.add(float(record["loss"]))
+            self._followers.move_to_end(job_id)
+        if not follower.complete:
+            for record in follower.reader.read_new():
+                if record.get("kind") == "train" and isinstance(record.get("loss"), (int, float)):
+                    follower.series.add(float(record["loss"]))
+            follower.complete = ended
         return follower.series.snapshot()
 
-    def _follow(self, job_dir: Path) -> _Follower:
+    def _follow(self, job_id: str, job_dir: Path) -> _Follower:
         path = job_dir / METRICS_FILE
         try:
             start = max(0, path.stat().st_size - self.first_read_bytes)
         except FileNotFoundError:
             start = 0
         follower = _Follower(MetricsReader(path, offset=start), ThinnedSeries(self.points))
-        self._followers[job_dir] = follower
+        self._followers[job_id] = follower
         while len(self._followers) > self.max_jobs:
             self._followers.popitem(last=False)
         return follower
