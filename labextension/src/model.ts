@@ -102,32 +102,83 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** The job list the sidebar panel shows, refreshed by a Poll. */
-export class JobsModel {
+/**
+ * State read from the server, again and again by a Poll. Views re-render on `changed`. A failed
+ * read keeps the last state with the error's sentence in `error`, and the Poll backs off.
+ */
+export abstract class ServerState<T extends { error: string | null }> {
+  constructor(private _state: T) {}
+
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+  get state(): T {
+    return this._state;
+  }
+
+  /** Read once from the server. */
+  async refresh(): Promise<void> {
+    try {
+      this._state = { ...(await this.read(this._state)), error: null };
+    } catch (error) {
+      this._state = { ...this._state, error: messageOf(error) };
+    }
+    this._changed.emit();
+  }
+
+  dispose(): void {
+    this.poll?.dispose();
+    this.poll = null;
+    Signal.clearData(this);
+  }
+
+  /** The next state, from what the server says now. */
+  protected abstract read(state: T): Promise<T>;
+
+  /** Start polling; the first read happens at once. */
+  protected startPolling(name: string, frequency: IFrequency, standby: Poll.Standby | (() => boolean | Poll.Standby)): void {
+    if (this.poll) {
+      return;
+    }
+    this.poll = new Poll({
+      factory: async () => {
+        await this.refresh();
+        if (this._state.error) {
+          throw new Error(this._state.error); // lets the Poll back off
+        }
+      },
+      frequency,
+      standby,
+      name
+    });
+  }
+
+  protected poll: Poll | null = null;
+  private _changed = new Signal<this, void>(this);
+}
+
+type IFrequency = { interval: number; backoff: boolean; max: number };
+
+export interface IJobListState {
+  jobs: IJobSummary[];
+  /** Jobs in the store, beyond the page shown. */
+  total: number;
+  /** Whether a list has arrived yet. */
+  loaded: boolean;
+  /** The last refresh's error, as a sentence; null when it worked. */
+  error: string | null;
+}
+
+/** The job list the sidebar panel shows. */
+export class JobsModel extends ServerState<IJobListState> {
   constructor(
     readonly api: IJobsAPI,
     private _settings: IRefreshSettings = DEFAULT_REFRESH
   ) {
+    super({ jobs: [], total: 0, loaded: false, error: null });
     this._interval = _settings.interval;
   }
 
-  get changed(): ISignal<JobsModel, void> {
-    return this._changed;
-  }
-  get jobs(): IJobSummary[] {
-    return this._jobs;
-  }
-  get total(): number {
-    return this._total;
-  }
-  /** The last refresh's error, as a sentence; null when it worked. */
-  get error(): string | null {
-    return this._error;
-  }
-  /** Whether a list has arrived yet. */
-  get loaded(): boolean {
-    return this._loaded;
-  }
   get settings(): IRefreshSettings {
     return this._settings;
   }
@@ -136,53 +187,20 @@ export class JobsModel {
     return this._interval;
   }
 
-  /** Ask the server for the list once; errors become `error`, never an empty panel. */
   async refresh(): Promise<void> {
-    try {
-      const page = await this.api.listJobs({ limit: LIST_LIMIT });
-      const print = fingerprint(page.jobs);
-      const changed = print !== this._fingerprint;
-      this._fingerprint = print;
-      this._jobs = page.jobs;
-      this._total = page.total;
-      this._error = null;
-      this._loaded = true;
-      this._interval = nextInterval(
-        this._interval,
-        this._settings,
-        page.jobs.some(isActive),
-        changed
-      );
-    } catch (error) {
-      this._error = messageOf(error);
-    }
+    await super.refresh();
     this._syncPoll();
-    this._changed.emit();
   }
 
-  /** Start polling (the first poll runs at once). */
   start(): void {
-    if (this._poll) {
-      return;
-    }
-    this._poll = new Poll({
-      factory: async () => {
-        await this.refresh();
-        if (this._error) {
-          throw new Error(this._error); // lets the Poll back off
-        }
-      },
-      frequency: this._frequency(),
-      standby: () => (this._visible ? 'when-hidden' : true),
-      name: 'nbtoolkit:jobs'
-    });
+    this.startPolling('nbtoolkit:jobs', this._frequency(), () => (this._visible ? 'when-hidden' : true));
   }
 
   /** The panel shows or hides: hidden, polling stands by; shown again, it refreshes at once. */
   setVisible(visible: boolean): void {
     this._visible = visible;
-    if (visible && this._poll) {
-      void this._poll.refresh();
+    if (visible && this.poll) {
+      void this.poll.refresh();
     }
   }
 
@@ -192,123 +210,77 @@ export class JobsModel {
     this._syncPoll();
   }
 
-  dispose(): void {
-    this._poll?.dispose();
-    this._poll = null;
-    Signal.clearData(this);
+  protected async read(): Promise<IJobListState> {
+    const page = await this.api.listJobs({ limit: LIST_LIMIT });
+    const print = fingerprint(page.jobs);
+    const changed = print !== this._fingerprint;
+    this._fingerprint = print;
+    this._interval = nextInterval(this._interval, this._settings, page.jobs.some(isActive), changed);
+    return { jobs: page.jobs, total: page.total, loaded: true, error: null };
   }
 
-  private _frequency() {
-    return {
-      interval: this._interval,
-      backoff: true,
-      max: longestWait(this._settings)
-    };
+  private _frequency(): IFrequency {
+    return { interval: this._interval, backoff: true, max: longestWait(this._settings) };
   }
 
   private _syncPoll(): void {
-    if (this._poll) {
-      this._poll.frequency = this._frequency();
+    if (this.poll) {
+      this.poll.frequency = this._frequency();
     }
   }
 
-  private _changed = new Signal<JobsModel, void>(this);
-  private _jobs: IJobSummary[] = [];
-  private _total = 0;
-  private _error: string | null = null;
-  private _loaded = false;
   private _fingerprint = '';
   private _interval: number;
   private _visible = true;
-  private _poll: Poll | null = null;
+}
+
+export interface IFollowedJob {
+  job: IJobDetail | null;
+  records: IMetricRecord[];
+  log: string;
+  error: string | null;
+  /** The job has ended and everything it wrote has been read. */
+  done: boolean;
 }
 
 /** One job followed for its detail view: the job, its metric records, and its log tail. */
-export class JobFollower {
+export class JobFollower extends ServerState<IFollowedJob> {
   constructor(
     readonly api: IJobsAPI,
     readonly id: string,
     private readonly _settings: IRefreshSettings = DEFAULT_REFRESH
-  ) {}
-
-  get changed(): ISignal<JobFollower, void> {
-    return this._changed;
-  }
-  get job(): IJobDetail | null {
-    return this._job;
-  }
-  get records(): IMetricRecord[] {
-    return this._records;
-  }
-  get log(): string {
-    return this._log;
-  }
-  get error(): string | null {
-    return this._error;
-  }
-  /** The job has ended and everything it wrote has been read. */
-  get done(): boolean {
-    return this._done;
+  ) {
+    super({ job: null, records: [], log: '', error: null, done: false });
   }
 
-  /** Fetch what is new: the job, metric records after the cursor, log text after the offset. */
-  async update(): Promise<void> {
-    try {
-      const job = await this.api.getJob(this.id);
-      const metrics = await this.api.metrics(this.id, this._metricsCursor);
-      const log = await this.api.log(this.id, this._logOffset ?? -LOG_TAIL_BYTES);
-      this._job = job;
-      if (metrics.records.length) {
-        this._records = [...this._records, ...metrics.records];
-      }
-      this._metricsCursor = metrics.next;
-      this._log = trimLog(this._log + log.text);
-      this._logOffset = log.next;
-      this._done = !isActive(job) && !metrics.records.length && !log.text;
-      this._error = null;
-    } catch (error) {
-      this._error = messageOf(error);
+  async refresh(): Promise<void> {
+    await super.refresh();
+    if (this.state.done && this.poll) {
+      this.poll.frequency = { interval: Poll.NEVER, backoff: false, max: Poll.NEVER };
     }
-    if (this._done && this._poll) {
-      this._poll.frequency = { interval: Poll.NEVER, backoff: false, max: Poll.NEVER };
-    }
-    this._changed.emit();
   }
 
   start(): void {
-    if (this._poll) {
-      return;
-    }
-    this._poll = new Poll({
-      factory: async () => {
-        await this.update();
-        if (this._error) {
-          throw new Error(this._error);
-        }
-      },
-      frequency: {
-        interval: this._settings.interval,
-        backoff: true,
-        max: longestWait(this._settings)
-      },
-      standby: 'when-hidden',
-      name: `nbtoolkit:job-${this.id}`
-    });
+    const frequency = { interval: this._settings.interval, backoff: true, max: longestWait(this._settings) };
+    this.startPolling(`nbtoolkit:job-${this.id}`, frequency, 'when-hidden');
   }
 
-  dispose(): void {
-    this._poll?.dispose();
-    this._poll = null;
-    Signal.clearData(this);
+  /** Only what is new: metric records after the cursor, log text after the offset. */
+  protected async read(state: IFollowedJob): Promise<IFollowedJob> {
+    const job = await this.api.getJob(this.id);
+    const metrics = await this.api.metrics(this.id, this._metricsCursor);
+    const log = await this.api.log(this.id, this._logOffset ?? -LOG_TAIL_BYTES);
+    this._metricsCursor = metrics.next;
+    this._logOffset = log.next;
+    return {
+      job,
+      records: metrics.records.length ? [...state.records, ...metrics.records] : state.records,
+      log: trimLog(state.log + log.text),
+      error: null,
+      done: !isActive(job) && !metrics.records.length && !log.text
+    };
   }
 
-  private _changed = new Signal<JobFollower, void>(this);
-  private _job: IJobDetail | null = null;
-  private _records: IMetricRecord[] = [];
-  private _log = '';
-  private _error: string | null = null;
-  private _done = false;
   private _metricsCursor = 0;
   private _logOffset: number | null = null;
-  private _poll: Poll | null = null;
 }

@@ -131,7 +131,7 @@ describe('JobDetail', () => {
       { kind: 'train', step: 20, loss: 1.5, samples_per_second: 44 },
       { kind: 'train', step: 30, loss: 1.0, samples_per_second: 46 }
     ];
-    act(() => root.render(<JobDetail job={detail()} records={records} log={'step 30\n'} error={null} charts={true} />));
+    act(() => root.render(<JobDetail job={detail()} records={records} log={'step 30\n'} error={null} done={false} charts={true} />));
     const charts = queryAll('.nbt-JobDetail-charts svg');
     expect(charts.map(chart => chart.getAttribute('aria-label'))).toEqual(['loss', 'samples/s']);
     expect(charts[0].querySelector('polyline')!.getAttribute('points')!.split(' ')).toHaveLength(3);
@@ -141,7 +141,7 @@ describe('JobDetail', () => {
   });
 
   it('shows only the log when asked for the log', () => {
-    act(() => root.render(<JobDetail job={detail()} records={[]} log={''} error={null} charts={false} />));
+    act(() => root.render(<JobDetail job={detail()} records={[]} log={''} error={null} done={false} charts={false} />));
     expect(query('.nbt-JobDetail-charts')).toBeNull();
     expect(query('.nbt-LogTail').textContent).toBe('no output yet');
   });

@@ -63,12 +63,12 @@ describe('JobsModel', () => {
     const model = new JobsModel(api, DEFAULT_REFRESH);
     let emitted = 0;
     model.changed.connect(() => emitted++);
-    expect(model.loaded).toBe(false);
+    expect(model.state.loaded).toBe(false);
     await model.refresh();
-    expect(model.loaded).toBe(true);
-    expect(model.jobs.map(j => j.id)).toEqual(['0a1b2c3d']);
-    expect(model.total).toBe(7);
-    expect(model.error).toBeNull();
+    expect(model.state.loaded).toBe(true);
+    expect(model.state.jobs.map(j => j.id)).toEqual(['0a1b2c3d']);
+    expect(model.state.total).toBe(7);
+    expect(model.state.error).toBeNull();
     expect(emitted).toBe(1);
   });
 
@@ -78,10 +78,10 @@ describe('JobsModel', () => {
     const model = new JobsModel(api);
     await model.refresh();
     await model.refresh();
-    expect(model.error).toBe('the job API answered 500: database is locked');
-    expect(model.jobs).toHaveLength(1);
+    expect(model.state.error).toBe('the job API answered 500: database is locked');
+    expect(model.state.jobs).toHaveLength(1);
     await model.refresh();
-    expect(model.error).toBeNull();
+    expect(model.state.error).toBeNull();
   });
 
   it('polls fast while jobs run and backs off once they are done', async () => {
@@ -112,8 +112,8 @@ describe('JobFollower', () => {
       { text: 'b\n', offset: 2, next: 4, size: 4, status: 'running' }
     ];
     const follower = new JobFollower(api, '0a1b2c3d');
-    await follower.update();
-    await follower.update();
+    await follower.refresh();
+    await follower.refresh();
     expect(api.calls).toEqual([
       'job 0a1b2c3d',
       'metrics 0a1b2c3d since 0',
@@ -122,9 +122,9 @@ describe('JobFollower', () => {
       'metrics 0a1b2c3d since 50',
       'log 0a1b2c3d offset 2'
     ]);
-    expect(follower.records.map(r => r.step)).toEqual([10, 20]);
-    expect(follower.log).toBe('a\nb\n');
-    expect(follower.done).toBe(false);
+    expect(follower.state.records.map(r => r.step)).toEqual([10, 20]);
+    expect(follower.state.log).toBe('a\nb\n');
+    expect(follower.state.done).toBe(false);
   });
 
   it('is done once the job ended and nothing new came', async () => {
@@ -139,9 +139,9 @@ describe('JobFollower', () => {
       { text: '', offset: 4, next: 4, size: 4, status: 'succeeded' }
     ];
     const follower = new JobFollower(api, '0a1b2c3d');
-    await follower.update();
-    expect(follower.done).toBe(false);
-    await follower.update();
-    expect(follower.done).toBe(true);
+    await follower.refresh();
+    expect(follower.state.done).toBe(false);
+    await follower.refresh();
+    expect(follower.state.done).toBe(true);
   });
 });

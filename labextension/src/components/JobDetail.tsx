@@ -3,16 +3,11 @@
  */
 import React, { useEffect, useRef } from 'react';
 
-import { IJobDetail, IMetricRecord } from '../handler';
-import { seriesOf } from '../model';
+import { IFollowedJob, seriesOf } from '../model';
 import { LineChart } from './LineChart';
 import { rowFacts } from './JobRow';
 
-export interface IJobDetailProps {
-  job: IJobDetail | null;
-  records: IMetricRecord[];
-  log: string;
-  error: string | null;
+export interface IJobDetailProps extends IFollowedJob {
   /** Charts and facts too, or only the log. */
   charts: boolean;
 }

@@ -3,15 +3,10 @@
  */
 import React from 'react';
 
-import { IJobSummary } from '../handler';
-import { isActive } from '../model';
+import { IJobListState, isActive } from '../model';
 import { IJobActions, JobRow } from './JobRow';
 
-export interface IJobListProps {
-  jobs: IJobSummary[];
-  total: number;
-  loaded: boolean;
-  error: string | null;
+export interface IJobListProps extends IJobListState {
   actions: IJobActions;
   onRefresh(): void;
 }

@@ -17,18 +17,9 @@ export class JobView extends ReactWidget {
   }
 
   render(): JSX.Element {
-    const follower = this.follower;
     return (
-      <UseSignal signal={follower.changed}>
-        {() => (
-          <JobDetail
-            job={follower.job}
-            records={follower.records}
-            log={follower.log}
-            error={follower.error}
-            charts={this._charts}
-          />
-        )}
+      <UseSignal signal={this.follower.changed}>
+        {() => <JobDetail {...this.follower.state} charts={this._charts} />}
       </UseSignal>
     );
   }

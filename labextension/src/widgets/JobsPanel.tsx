@@ -35,10 +35,7 @@ export class JobsPanel extends ReactWidget {
       <UseSignal signal={this.model.changed}>
         {() => (
           <JobList
-            jobs={this.model.jobs}
-            total={this.model.total}
-            loaded={this.model.loaded}
-            error={this.model.error}
+            {...this.model.state}
             actions={this._actions}
             onRefresh={() => void this.model.refresh()}
           />
