@@ -56,7 +56,7 @@ class LossSparklines:
     been read to the end, its line is served without touching the file.
     """
 
-    def __init__(self, points: int = 48, max_jobs: int = 4096, first_read_bytes: int = 256 * 1024) -> None:
+    def __init__(self, points: int = 24, max_jobs: int = 4096, first_read_bytes: int = 256 * 1024) -> None:
         self.points, self.max_jobs, self.first_read_bytes = points, max_jobs, first_read_bytes
         self._followers: OrderedDict[str, _Follower] = OrderedDict()
 
@@ -70,7 +70,7 @@ class LossSparklines:
         if not follower.complete:
             for record in follower.reader.read_new():
                 if record.get("kind") == "train" and isinstance(record.get("loss"), (int, float)):
-                    follower.series.add(float(record["loss"]))
+                    follower.series.add(float(f"{record['loss']:.4g}"))  # a sparkline needs no more digits
             follower.complete = ended
         return follower.series.snapshot()
 

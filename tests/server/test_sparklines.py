@@ -50,5 +50,10 @@ def test_a_long_run_is_first_read_from_its_tail(tmp_path):
     assert values[-1] == 9999.0 and values[0] > 9000.0
 
 
+def test_values_keep_four_significant_digits(tmp_path):
+    write(tmp_path, [{"kind": "train", "loss": 0.015075376884422111}, {"kind": "train", "loss": 2}])
+    assert LossSparklines().loss("0a1b2c3d", tmp_path) == [0.01508, 2.0]
+
+
 def test_a_job_without_metrics_has_an_empty_line(tmp_path):
     assert LossSparklines().loss("0a1b2c3d", tmp_path) == []
