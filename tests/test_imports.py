@@ -12,7 +12,7 @@ HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplot
 
 
 @pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local",
-                                    "nbtoolkit.planner", "nbtoolkit.catalog"])
+                                    "nbtoolkit.planner", "nbtoolkit.catalog", "nbtoolkit.server.extension"])
 def test_light_imports(module):
     result = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True,
                             check=True)
