@@ -10,11 +10,13 @@ from nbtoolkit.jobs.checkpoints import last_checkpoint
 from nbtoolkit.spec import load_spec
 from nbtoolkit.train.data import load_splits
 from nbtoolkit.train.errors import TrainError
-from nbtoolkit.train.tasks import setup_task
+from nbtoolkit.train.tasks import check_task, setup_task
 
 
 def task_setup(spec: dict):
+    """What the training program does before training: check the pairing, load data, set up."""
     spec = load_spec(spec)
+    check_task(spec)
     return setup_task(spec, load_splits(spec))
 
 
