@@ -11,7 +11,9 @@ from tests.conftest import PYTHON
 HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplotlib")
 
 
-@pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local"])
+@pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local",
+                                    "nbtoolkit.backends.torchrun", "nbtoolkit.backends.deepspeed",
+                                    "nbtoolkit.backends.neuron"])
 def test_light_imports(module):
     result = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True,
                             check=True)
