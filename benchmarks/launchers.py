@@ -4,7 +4,9 @@ Every case trains the bundled tiny BERT on the same global batch (16) for the sa
 real job (submit -> supervisor -> ranks). Wall time counts everything a user waits for: start-up
 (imports, rendezvous, DeepSpeed init), training, the final eval and the save. Samples/s is the
 steady state (the first logging window left out). Prints the load average too: on a shared
-machine, the numbers move with it.
+machine, the numbers move with it. The distributed cases run one thread per worker
+(OMP_NUM_THREADS=1); `local` uses torch's default threads unless OMP_NUM_THREADS is set, which on
+a busy machine changes its speed several times over.
 
     .venv/bin/python benchmarks/launchers.py [--steps 200] [--cases local ddp zero3]
 """
