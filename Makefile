@@ -9,8 +9,9 @@ LAB_BUILT := nbtoolkit/labextension/package.json
 LAB_SOURCES := $(LAB)/package.json $(wildcard $(LAB)/src/*.ts $(LAB)/src/*/*.ts* $(LAB)/style/* $(LAB)/schema/*)
 WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
 CHROMIUM := /usr/bin/chromium
+DEEPSPEED_STAMP := $(VENV)/.deepspeed
 
-.PHONY: install demo test clean
+.PHONY: install deepspeed demo test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,10 +38,24 @@ $(LAB_BUILT): $(LAB_SOURCES) | $(STAMP)
 $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
+# DeepSpeed with its CPU ops compiled here, once, instead of at first use by a job (2-3 min on 2 cores):
+# cpu_adam (optimizer offload) and shm_comm (CPU collectives). PyPI ships DeepSpeed as source
+# only, so pip builds the wheel; --no-cache-dir keeps it from reusing a cached build without ops.
+# Built once per venv (order-only on the base install, so other pins changing do not rebuild it).
+$(DEEPSPEED_STAMP): | $(STAMP)
+	$(BIN)/pip install -c constraints.txt ninja
+	DS_BUILD_OPS=0 DS_BUILD_CPU_ADAM=1 DS_BUILD_SHM_COMM=1 $(BIN)/pip wheel --no-build-isolation --no-deps \
+		--no-cache-dir -c constraints.txt -w $(VENV)/wheels deepspeed
+	$(BIN)/pip install -c constraints.txt $(VENV)/wheels/deepspeed-*.whl
+	$(BIN)/python -c "from deepspeed.git_version_info import installed_ops as ops; assert ops['cpu_adam'] and ops['deepspeed_shm_comm'], ops"
+	touch $@
+
+deepspeed: $(DEEPSPEED_STAMP)
+
 demo: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/nbtoolkit demo
 
-test: install $(LAB_BUILT) $(CHROMIUM)
+test: install deepspeed $(LAB_BUILT) $(CHROMIUM)
 	cd $(LAB) && $(WITH_VENV) jlpm test
 	$(BIN)/python -m pytest
 	$(BIN)/python -m pytest -p no:asyncio tests/ui

@@ -16,7 +16,7 @@ from nbtoolkit.spec import RunSpec, SpecError, load_spec
 
 
 def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments_class=None, **overrides):
-    """TrainingArguments (or the task's subclass of it) from the spec; `spec.extra` has the last word."""
+    """TrainingArguments (or the task's or engine's subclass of it) from the spec; `spec.extra` has the last word."""
     from transformers import TrainingArguments
 
     train = spec.train
@@ -76,26 +76,36 @@ def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | None:
     return str(path)
 
 
-def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
+def quiet_libraries() -> None:
+    """Warnings only, no progress bars: the log carries our progress lines."""
     import datasets
+    import transformers
+
+    transformers.logging.set_verbosity_warning()
+    transformers.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+
+
+def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
     import transformers
     from transformers import Trainer
 
     from nbtoolkit.train.callbacks import MetricsCallback
     from nbtoolkit.train.data import load_splits
+    from nbtoolkit.train.engines import engine_for
     from nbtoolkit.train.tasks import check_task, setup_task
 
-    transformers.logging.set_verbosity_warning()
-    transformers.logging.disable_progress_bar()
-    datasets.disable_progress_bars()
+    quiet_libraries()
     transformers.set_seed(spec.train.seed)
     check_task(spec)
     splits = load_splits(spec)
     task = setup_task(spec, splits)
+    engine = engine_for(spec)
     args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None,
-                              arguments_class=task.arguments_class, **task.argument_overrides)
+                              arguments_class=task.arguments_class or engine.arguments_class,
+                              **task.argument_overrides, **engine.arguments)
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
-    trainer_class = task.trainer_class or Trainer
+    trainer_class = task.trainer_class or engine.trainer_class or Trainer
     trainer = trainer_class(
         model=task.model,
         args=args,
