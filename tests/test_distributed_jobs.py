@@ -76,13 +76,14 @@ def model(tmp_path_factory) -> str:
     """The bundled tiny BERT with dropout off, saved with its tokenizer."""
     from transformers import AutoModel
 
-    from nbtoolkit.train.models import TINY_MODELS, TOKENIZERS, load_tokenizer, tiny_config
+    from nbtoolkit.bundled import tokenizer_dir
+    from nbtoolkit.train.models import load_tokenizer, tiny_config
 
     path = tmp_path_factory.mktemp("tiny-bert-no-dropout")
     config = tiny_config("nbtoolkit/tiny-bert", load_tokenizer("nbtoolkit/tiny-bert"), hidden_dropout_prob=0.0,
                          attention_probs_dropout_prob=0.0)
     AutoModel.from_config(config).save_pretrained(path)
-    shutil.copytree(TOKENIZERS / TINY_MODELS["nbtoolkit/tiny-bert"][0], path, dirs_exist_ok=True)
+    shutil.copytree(tokenizer_dir("nbtoolkit/tiny-bert"), path, dirs_exist_ok=True)
     return str(path)
 
 
