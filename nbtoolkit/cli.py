@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from nbtoolkit.api import Job, launch
+from nbtoolkit.api import Job, attach, launch
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, read_log, stop
 from nbtoolkit.jobs.listing import format_table, listing_row
@@ -42,6 +42,12 @@ def started(job: Job) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     job = launch(args.spec)
+    started(job)
+    return follow(job) if args.follow else 0
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    job = attach(args.name, region=args.region)
     started(job)
     return follow(job) if args.follow else 0
 
@@ -120,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("spec", help="spec.yaml or spec.json")
     run.add_argument("--follow", "-f", action="store_true", help="print the log until the job ends")
     run.set_defaults(handler=cmd_run)
+
+    attach_ = commands.add_parser("attach", help="follow a SageMaker training job started elsewhere, as a job")
+    attach_.add_argument("name", help="the SageMaker training job name")
+    attach_.add_argument("--region", help="its AWS region (default: the configured one)")
+    attach_.add_argument("--follow", "-f", action="store_true", help="print the log until the job ends")
+    attach_.set_defaults(handler=cmd_attach)
 
     demo = commands.add_parser("demo", help="fine-tune the bundled tiny model offline and show the result")
     demo.set_defaults(handler=cmd_demo)

@@ -19,6 +19,7 @@ __all__ = ["BACKENDS", "Backend", "Launch", "LaunchError", "Stage", "backend_nam
 #: backend name -> module implementing it (imported only when used)
 BACKENDS: dict[str, str] = {
     "local": "nbtoolkit.backends.local",
+    "sagemaker": "nbtoolkit.backends.sagemaker",
 }
 
 

@@ -2,7 +2,8 @@
 
 Understands the dict lines the HF Trainer prints (float values in transformers 4, string
 values in transformers 5), the final `train_runtime` line, eval lines, `[rankN]:` /
-`[defaultN]:` prefixes from torchrun, and tqdm progress bars (which give the step).
+`[defaultN]:` prefixes from torchrun, and tqdm progress bars or nbtoolkit's own
+`[nbtoolkit] step N/M` lines (which give the step).
 Never raises on odd input: a log is whatever a program happened to print.
 """
 
@@ -16,12 +17,24 @@ from typing import Any
 
 # `[rank1]:`, `[default0]:` (torchrun --tee), `[1,0]<stdout>:` (mpirun), `0: ` (torchrun -t 3 older)
 RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default|[a-z_]+)?(\d+)\]:\s?|^\s*\[1,(\d+)\]<std(?:out|err)>:\s?")
-# `'loss': '4.766'` or `'loss': 4.766` or `"loss": 4.766`; numbers, nan, inf
-PAIR = re.compile(
-    r"""['"]([A-Za-z_][\w./-]*)['"]\s*:\s*['"]?([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)['"]?"""
-)
+# a number as the Trainer prints it: 4.766, 1e-05, nan, inf (no capturing groups inside)
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf"
+
+
+def pair_pattern(key: str) -> str:
+    """`'key': '4.766'` or `'key': 4.766` or `"key": 4.766`; the value is the last group.
+
+    `key` is a regex; pass `re.escape(name)` for one metric. SageMaker metric definitions are
+    built from this too, so the console's charts read the same numbers as this parser.
+    """
+    return rf"""['"]{key}['"]\s*:\s*['"]?({NUMBER})['"]?"""
+
+
+PAIR = re.compile(pair_pattern(r"([A-Za-z_][\w./-]*)"))
 # tqdm: ` 12/120 [00:03<00:30,  3.51it/s]`
 TQDM = re.compile(r"(\d+)/(\d+) \[[\d:]+<[\d:?]+,\s*([\d.]+|\?)(it/s|s/it)")
+# nbtoolkit's own progress line (train/callbacks.py), printed just before the Trainer's dict line
+PROGRESS = re.compile(r"^\[nbtoolkit\] step (\d+)/(\d+)")
 
 
 def parse_dict_line(line: str) -> dict[str, float] | None:
@@ -94,6 +107,10 @@ class LogParser:
                 return None  # metrics come from rank 0 only
             segment = segment[prefix.end():]
         # nested bars (evaluation inside training) move the cursor with ESC[A: only the outer bar is the step
+        own = PROGRESS.match(segment)
+        if own:
+            self._step, self._total = int(own.group(1)), int(own.group(2)) or None
+            return None
         progress = TQDM.search(segment) if "\x1b[" not in segment else None
         if progress:
             self._step, self._total = int(progress.group(1)), int(progress.group(2))
