@@ -22,7 +22,12 @@ install: $(STAMP)
 demo: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/nbtoolkit demo
 
-test: install
+# the SageMaker SDK (~1 GB) and the moto stand-in its tests run against: tests only, not the demo
+$(VENV)/.sagemaker: $(STAMP)
+	$(BIN)/pip install -c constraints.txt -e ".[test,sagemaker]"
+	touch $@
+
+test: install $(VENV)/.sagemaker
 	$(BIN)/python -m pytest
 
 clean:

@@ -79,6 +79,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     for key, value in {**listing_row(record), "dir": job.dir, "message": record.message or "",
                        "exit code": "" if record.exit_code is None else record.exit_code}.items():
         print(f"{key:>10}: {value}")
+    if record.remote_name:  # a remote job: where to see it, and what it was billed
+        info = record.info
+        print(f"{'remote':>10}: {record.remote_name} {info.get('console_url', '')}".rstrip())
+        if info.get("billable_seconds") is not None:
+            savings = f", spot saved {info['spot_savings_pct']:.0f}%" if info.get("spot_savings_pct") is not None else ""
+            print(f"{'billable':>10}: {info['billable_seconds']} s{savings}")
     evals = [metric for metric in job.records() if metric.get("kind") == "eval"]
     if evals:
         shown = {key: value for key, value in evals[-1].items() if key.startswith("eval_")}

@@ -8,10 +8,11 @@ import pytest
 
 from tests.conftest import PYTHON
 
-HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplotlib")
+HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplotlib", "boto3", "botocore")
 
 
-@pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local"])
+@pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local",
+                                    "nbtoolkit.backends.sagemaker"])
 def test_light_imports(module):
     result = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True,
                             check=True)

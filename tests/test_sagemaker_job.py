@@ -18,6 +18,8 @@ from nbtoolkit.spec import load_spec
 from tests.conftest import DATA, PYTHON
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker"
+#: SageMaker's distributed libraries need a script written for them, as the seed's run_qa.py
+SCRIPT = {"path": "/work/src/run_qa.py", "args": ["--do_train"]}
 
 
 def sagemaker_spec(**changes):
@@ -65,8 +67,9 @@ def test_a_sagemaker_target_renders_a_follower_stage_and_the_job_files():
 def test_distribution_per_strategy(parallelism, instance, nodes, expected):
     sagemaker = {"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"} \
         if parallelism["strategy"] == "smddp" else {}
+    script = SCRIPT if parallelism["strategy"] in ("smddp", "smp") else None
     job = training_job(sagemaker_spec(parallelism=parallelism, hardware={"instance_type": instance, "nodes": nodes},
-                                      sagemaker=sagemaker))
+                                      sagemaker=sagemaker, script=script))
     distributed, per_node, smp, env = expected
     assert (job.distributed, job.processes_per_node, job.smp) == (distributed, per_node, smp)
     assert env.items() <= job.environment.items()
@@ -89,14 +92,18 @@ def test_neuron_on_trainium_uses_the_documented_image_and_optional_precompile():
 
 
 @pytest.mark.parametrize("changes, sentence", [
-    ({"parallelism": {"strategy": "smddp"}, "hardware": {"instance_type": "ml.g5.12xlarge"}},
+    ({"parallelism": {"strategy": "smddp"}, "hardware": {"instance_type": "ml.g5.12xlarge"}, "script": SCRIPT},
      "parallelism.strategy 'smddp' does not run on 'ml.g5.12xlarge'"),
-    ({"parallelism": {"strategy": "smddp"}},
+    ({"parallelism": {"strategy": "smddp"}, "script": SCRIPT},
      "parallelism.strategy 'smddp' needs a Hugging Face image with PyTorch older than 2.2 "
      "(sagemaker.pytorch_version is '2.9.0')"),
-    ({"parallelism": {"strategy": "smp"}, "hardware": {"instance_type": "ml.g5.48xlarge"}},
+    ({"parallelism": {"strategy": "smddp"}},
+     "parallelism.strategy 'smddp' with nbtoolkit's training program needs sagemaker.image_uri"),
+    ({"parallelism": {"strategy": "smp"}}, "parallelism.strategy 'smp' needs a training script that calls "
+                                          "torch.sagemaker.init()"),
+    ({"parallelism": {"strategy": "smp"}, "hardware": {"instance_type": "ml.g5.48xlarge"}, "script": SCRIPT},
      "parallelism.strategy 'smp' does not run on 'ml.g5.48xlarge'"),
-    ({"parallelism": {"strategy": "smp", "pipeline_parallel_degree": 4}},
+    ({"parallelism": {"strategy": "smp", "pipeline_parallel_degree": 4}, "script": SCRIPT},
      "parallelism.pipeline_parallel_degree 4 is not available"),
     ({"hardware": {"instance_type": "ml.m5.xlarge"}}, "hardware.instance_type 'ml.m5.xlarge' has no GPU"),
     ({"hardware": {"instance_type": "ml.g5.2xlarge", "accelerator": "neuron"}},
@@ -114,9 +121,10 @@ def test_what_sagemaker_cannot_run_is_one_sentence(changes, sentence):
 
 
 def test_smddp_with_an_explicit_image_or_an_older_pytorch_is_accepted():
-    for sagemaker in ({"image_uri": "111.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu"},
-                      {"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"}):
-        job = training_job(sagemaker_spec(parallelism={"strategy": "smddp"}, sagemaker=sagemaker))
+    for sagemaker, script in (({"image_uri": "111.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu"}, None),
+                              ({"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"},
+                               SCRIPT)):
+        job = training_job(sagemaker_spec(parallelism={"strategy": "smddp"}, sagemaker=sagemaker, script=script))
         assert job.distributed and SMDDP_ENV.items() <= job.environment.items()
 
 
@@ -149,7 +157,7 @@ def test_metric_definitions_read_the_same_numbers_as_the_log_parser():
 
 
 def test_the_exported_scripts_are_python_that_says_what_the_job_is():
-    spec = sagemaker_spec(parallelism={"strategy": "smp", "tensor_parallel_degree": 2},
+    spec = sagemaker_spec(parallelism={"strategy": "smp", "tensor_parallel_degree": 2}, script=SCRIPT,
                           sagemaker={"spot": True, "bucket": "my-bucket"})
     files = render(spec).files
     v3, v2 = files["sagemaker/launch_v3.py"], files["sagemaker/launch_v2.py"]
@@ -191,6 +199,7 @@ def test_cost_is_instance_price_times_billable_time_with_spot_savings():
 
 
 def test_preflight_names_missing_credentials_and_unknown_instance_types(monkeypatch, tmp_path):
+    pytest.importorskip("sagemaker.train", reason="the SageMaker SDK is the optional extra nbtoolkit[sagemaker]")
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
@@ -206,7 +215,7 @@ def test_preflight_names_missing_credentials_and_unknown_instance_types(monkeypa
 
 
 def test_the_job_description_round_trips_as_json():
-    job = training_job(sagemaker_spec(parallelism={"strategy": "smp", "tensor_parallel_degree": 2}))
+    job = training_job(sagemaker_spec(parallelism={"strategy": "smp", "tensor_parallel_degree": 2}, script=SCRIPT))
     assert TrainingJob.model_validate_json(job.model_dump_json()) == job
     assert json.loads(job.model_dump_json())["smp"] == {"tensor_parallel_degree": 2}
 

@@ -15,9 +15,10 @@ from nbtoolkit.api import Job, attach, launch
 from nbtoolkit.jobs.listing import listing_row
 from nbtoolkit.remote.sagemaker_job import training_job
 from nbtoolkit.remote.sagemaker_submit import submit
+from nbtoolkit.remote.standin import BUCKET, ROLE
 from nbtoolkit.spec import load_spec
 from tests.conftest import PYTHON, SCRIPTS
-from tests.sagemaker_standin import BUCKET, ROLE, standin, standin_server  # noqa: F401 (fixtures)
+from tests.sagemaker_standin import standin, standin_server  # noqa: F401 (fixtures)
 
 pytest.importorskip("sagemaker.train", reason="the SageMaker SDK is the optional extra nbtoolkit[sagemaker]")
 pytest.importorskip("moto", reason="moto is the local AWS stand-in")
@@ -154,6 +155,7 @@ def test_spot_job_lifecycle_with_an_interruption_resumes_from_checkpoints(standi
     train = [metric for metric in job.records() if metric["kind"] == "train"]
     steps = [metric["step"] for metric in train]
     assert steps[-1] == 12 and all(metric["max_steps"] == 12 for metric in train)
+    assert all(metric["samples_per_second"] > 0 and metric["tokens_per_second"] > 0 for metric in train)
     assert steps[0] == 2 and steps.count(2) == 1  # steps before the checkpoint were not trained twice from 0
     assert [metric["kind"] for metric in job.records()].count("summary") >= 1
     assert (record.step, record.total_steps) == (12, 12)

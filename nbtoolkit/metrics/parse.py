@@ -33,8 +33,10 @@ def pair_pattern(key: str) -> str:
 PAIR = re.compile(pair_pattern(r"([A-Za-z_][\w./-]*)"))
 # tqdm: ` 12/120 [00:03<00:30,  3.51it/s]`
 TQDM = re.compile(r"(\d+)/(\d+) \[[\d:]+<[\d:?]+,\s*([\d.]+|\?)(it/s|s/it)")
-# nbtoolkit's own progress line (train/callbacks.py), printed just before the Trainer's dict line
+# nbtoolkit's own progress line (train/callbacks.py), printed just before the Trainer's dict line: the
+# step, and the logging window's throughput (evaluation and checkpoint time left out)
 PROGRESS = re.compile(r"^\[nbtoolkit\] step (\d+)/(\d+)")
+WINDOW = re.compile(r"\| ([\d.]+) (samples|tokens)/s")
 
 
 def parse_dict_line(line: str) -> dict[str, float] | None:
@@ -81,6 +83,7 @@ class LogParser:
         self._step: int | None = None
         self._total: int | None = None
         self._steps_per_second: float | None = None
+        self._window: dict[str, float] = {}
         self._train_records = 0
 
     def feed(self, text: str) -> list[dict[str, Any]]:
@@ -106,11 +109,12 @@ class LogParser:
             if int(prefix.group(1) or prefix.group(2)) != 0:
                 return None  # metrics come from rank 0 only
             segment = segment[prefix.end():]
-        # nested bars (evaluation inside training) move the cursor with ESC[A: only the outer bar is the step
         own = PROGRESS.match(segment)
         if own:
             self._step, self._total = int(own.group(1)), int(own.group(2)) or None
+            self._window = {f"{unit}_per_second": float(rate) for rate, unit in WINDOW.findall(segment)}
             return None
+        # nested bars (evaluation inside training) move the cursor with ESC[A: only the outer bar is the step
         progress = TQDM.search(segment) if "\x1b[" not in segment else None
         if progress:
             self._step, self._total = int(progress.group(1)), int(progress.group(2))
@@ -134,6 +138,9 @@ class LogParser:
             record["max_steps"] = self._total
         if kind == "train" and self._steps_per_second is not None:
             record["steps_per_second"] = round(self._steps_per_second, 4)
+        if kind == "train":
+            record.update(self._window)
+            self._window = {}
         # NaN/inf (a diverged loss) becomes null: JSON readers elsewhere (the browser) reject NaN
         record.update({key: value if math.isfinite(value) else None for key, value in values.items()})
         return record

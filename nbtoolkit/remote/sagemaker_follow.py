@@ -104,7 +104,7 @@ class Follower:
     """Follows one training job until it ends; `stop_requested` (set by a signal) stops it first."""
 
     def __init__(self, boto, name: str, *, phase: str = "train", instance_price: float | None = None,
-                 poll_s: float = 10.0) -> None:
+                 poll_s: float = 5.0) -> None:
         self.sagemaker, self.s3, self.name, self.phase = boto.client("sagemaker"), boto.client("s3"), name, phase
         self.region = boto.region_name
         self.tail = LogTail(boto.client("logs"), name)
@@ -219,7 +219,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     source.add_argument("--attach", metavar="NAME", help="follow an existing training job")
     parser.add_argument("--phase", choices=["train", "precompile"], default="train")
     parser.add_argument("--region", help="with --attach: the job's region (default: the configured one)")
-    parser.add_argument("--poll", type=float, default=float(os.environ.get("NBTOOLKIT_SAGEMAKER_POLL_S", 10)),
+    parser.add_argument("--poll", type=float, default=float(os.environ.get("NBTOOLKIT_SAGEMAKER_POLL_S", 5)),
                         help="seconds between status checks")
     return parser.parse_args(argv)
 

@@ -49,6 +49,15 @@ METRIC_KEYS = ("loss", "learning_rate", "grad_norm", "epoch", "eval_loss", "eval
 SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY|SECRET_KEY|SESSION_TOKEN)($|_)")
 
 Phase = Literal["train", "precompile"]
+#: why nbtoolkit's own program cannot use SageMaker's distributed libraries with the images the SDK resolves
+OWN_PROGRAM_CANNOT = {
+    "smddp": "parallelism.strategy 'smddp' with nbtoolkit's training program needs sagemaker.image_uri: the Hugging "
+             "Face images that ship SageMaker data parallel (PyTorch < 2.2, transformers 4.36) predate the "
+             "transformers >= 4.46 it needs; give an image with both, run your own script (script:), or use ddp",
+    "smp": "parallelism.strategy 'smp' needs a training script that calls torch.sagemaker.init() and "
+           "torch.sagemaker.transform(model) (SageMaker model parallel v2), which nbtoolkit's training program does "
+           "not; give script: with one (or sagemaker.image_uri if yours does), or use ddp",
+}
 
 
 class SageMakerSetupError(ValueError):
@@ -265,6 +274,8 @@ def _check_distribution(spec: RunSpec, instance: str, image_uri: str | None, ver
     if strategy == "deepspeed":
         raise SageMakerSetupError("parallelism.strategy 'deepspeed' is not offered on SageMaker by nbtoolkit; "
                                   "use ddp, smddp or smp there (or run DeepSpeed with launcher deepspeed)")
+    if strategy in ("smddp", "smp") and spec.script is None and image_uri is None:
+        raise SageMakerSetupError(OWN_PROGRAM_CANNOT[strategy])
     if strategy == "smddp":
         if instance not in SMDDP_INSTANCE_TYPES:
             raise SageMakerSetupError(
