@@ -229,3 +229,48 @@ def test_resume_after_an_interruption_skips_a_checkpoint_cut_short(tmp_path):
             (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
     assert latest_complete_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-8")
     assert latest_complete_checkpoint(str(tmp_path / "missing")) is None
+
+
+class FakeAWS:
+    """Just enough of boto3 for the follower: DescribeTrainingJob fails `failures` times, then reports Completed."""
+
+    class NotFound(Exception):
+        pass
+
+    def __init__(self, failures):
+        self.failures, self.region_name = failures, "us-east-1"
+        self.exceptions = self  # logs.exceptions.ResourceNotFoundException
+        self.ResourceNotFoundException = FakeAWS.NotFound
+
+    def client(self, name):
+        return self
+
+    def describe_training_job(self, TrainingJobName):
+        from botocore.exceptions import EndpointConnectionError
+
+        if self.failures:
+            self.failures -= 1
+            raise EndpointConnectionError(endpoint_url="https://api.sagemaker.us-east-1.amazonaws.com/")
+        return {"TrainingJobStatus": "Completed", "SecondaryStatus": "Completed", "BillableTimeInSeconds": 60,
+                "ResourceConfig": {"InstanceCount": 1}, "SecondaryStatusTransitions": []}
+
+    def describe_log_streams(self, **kwargs):
+        raise FakeAWS.NotFound
+
+
+def test_the_follower_rides_out_a_network_blip_and_gives_up_with_a_sentence(monkeypatch, capsys):
+    import threading
+
+    from nbtoolkit.remote import sagemaker_follow
+
+    pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
+    monkeypatch.delenv("NBTOOLKIT_JOB_ID", raising=False)
+    follower = sagemaker_follow.Follower(FakeAWS(failures=2), "job-1", stop_requested=threading.Event(), poll_s=0,
+                                         instance_price=1.515)
+    assert follower.run() == 0
+    out = capsys.readouterr().out
+    assert out.count("cannot reach AWS, retrying: could not reach AWS") == 2 and "Completed; billable 60 s" in out
+    monkeypatch.setattr(sagemaker_follow, "LOST_CONTACT_S", 0.0)
+    follower = sagemaker_follow.Follower(FakeAWS(failures=5), "job-1", stop_requested=threading.Event(), poll_s=0)
+    with pytest.raises(sagemaker_follow.LostContact, match="may still be running: `nbtoolkit attach job-1`"):
+        follower.run()

@@ -1,6 +1,7 @@
-"""SageMaker jobs end to end against the local AWS stand-in (moto + tests/sagemaker_standin.py):
-the real SDK v3 sends each CreateTrainingJob request, the follower streams CloudWatch lines into the
-job's log and metrics, records billable time and cost, stops jobs, survives spot interruptions."""
+"""SageMaker jobs against the local AWS stand-in (moto + nbtoolkit/remote/standin.py): the real SDK v3
+sends each CreateTrainingJob request; jobs are stopped, interrupted and attached. The full lifecycle of a
+spot job (log lines -> metrics -> interruption -> resume -> completed, cost) is the example notebook's,
+tested in test_notebook_sagemaker.py."""
 
 from __future__ import annotations
 
@@ -12,16 +13,18 @@ import time
 import pytest
 
 from nbtoolkit.api import Job, attach, launch
-from nbtoolkit.jobs.listing import listing_row
 from nbtoolkit.remote.sagemaker_job import training_job
 from nbtoolkit.remote.sagemaker_submit import submit
 from nbtoolkit.remote.standin import BUCKET, ROLE
 from nbtoolkit.spec import load_spec
 from tests.conftest import PYTHON, SCRIPTS
 from tests.sagemaker_standin import standin, standin_server  # noqa: F401 (fixtures)
+from tests.test_jobs import wait_for
 
 pytest.importorskip("sagemaker.train", reason="the SageMaker SDK is the optional extra nbtoolkit[sagemaker]")
 pytest.importorskip("moto", reason="moto is the local AWS stand-in")
+# the SDK's own modules still import its moved configs module
+pytestmark = pytest.mark.filterwarnings("ignore:sagemaker.train.configs has been moved:DeprecationWarning")
 
 UNIQUE = iter(range(1000))
 
@@ -40,16 +43,6 @@ def user_script(tmp_path, body: str = "print('hello')\n"):
     source.mkdir(exist_ok=True)
     (source / "train.py").write_text(body)
     return {"path": str(source / "train.py"), "args": ["--learning_rate", "3e-5", "--do_train"]}
-
-
-def wait_for(condition, timeout=120.0, poll=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 # -- the CreateTrainingJob request, as the SDK sends it -------------------------------------------
@@ -136,36 +129,6 @@ def test_spot_with_checkpoints_and_the_exported_v3_script_send_the_same_request(
 
 
 # -- jobs: submit -> in progress -> log lines -> metrics -> completed / stopped ----------------
-
-
-def test_spot_job_lifecycle_with_an_interruption_resumes_from_checkpoints(standin, store):
-    spec = spec_for("lifecycle", train={"max_steps": 12, "batch_size": 8, "logging_steps": 2, "save_steps": 4,
-                                        "eval_steps": 12, "learning_rate": 0.003},
-                    sagemaker={"spot": True, "max_run": 3600})
-    job = launch(spec, store=store)
-    assert job.record.backend == "sagemaker"
-    name = wait_for(lambda: job.record.remote_name, timeout=180)
-    wait_for(lambda: job.record.info.get("status") == "InProgress")
-    assert job.record.status == "running"
-    standin.interrupt_at_checkpoint(name)  # the job restarts and resumes from that checkpoint
-    assert job.wait(timeout=300) == "succeeded", job.logs()
-    record, log = job.record, job.logs()
-    assert "[nbtoolkit] sagemaker: Interrupted: Spot capacity was interrupted" in log
-    assert "[nbtoolkit] resuming from /" in log and "checkpoint-" in log
-    train = [metric for metric in job.records() if metric["kind"] == "train"]
-    steps = [metric["step"] for metric in train]
-    assert steps[-1] == 12 and all(metric["max_steps"] == 12 for metric in train)
-    assert all(metric["samples_per_second"] > 0 and metric["tokens_per_second"] > 0 for metric in train)
-    assert steps[0] == 2 and steps.count(2) == 1  # steps before the checkpoint were not trained twice from 0
-    assert [metric["kind"] for metric in job.records()].count("summary") >= 1
-    assert (record.step, record.total_steps) == (12, 12)
-    info = record.info
-    assert info["status"] == "Completed" and info["secondary_status"] == "Completed" and not info["cost_estimated"]
-    assert info["billable_seconds"] >= 1 and info["training_seconds"] >= info["billable_seconds"]
-    assert info["cost_usd"] == round(1.515 * info["billable_seconds"] / 3600, 4) and info["spot_savings_pct"] > 0
-    assert listing_row(record)["cost"] == f"${info['cost_usd']:.2f}" and listing_row(record)["backend"] == "sagemaker"
-    # the model went where SageMaker uploads it from
-    assert (standin.root / name / "model" / "config.json").is_file()
 
 
 def test_stop_ends_the_training_job_and_records_billable_time(standin, store, tmp_path):

@@ -35,6 +35,19 @@ FINAL = ("Completed", "Failed", "Stopped")
 #: spot capacity was taken back; SageMaker restarts the job when capacity returns
 INTERRUPTED = ("Interrupted", "Restarting")
 HOST = re.compile(r"/algo-(\d+)")
+#: how long the follower keeps trying when AWS cannot be reached before it gives up on the job
+LOST_CONTACT_S = 900.0
+
+
+def transient(exc: BaseException) -> bool:
+    """Worth retrying: no connection, throttling, a service-side error, credentials that a refresh renews."""
+    from botocore.exceptions import ClientError, ConnectionError, NoCredentialsError
+
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500)
+        return status >= 500 or status == 429 or "Throttl" in error.get("Code", "") or "Expired" in error.get("Code", "")
+    return isinstance(exc, (ConnectionError, NoCredentialsError, OSError))
 
 
 def console_url(region: str, name: str) -> str:
@@ -100,16 +113,19 @@ class LogTail:
         return lines
 
 
+class LostContact(RuntimeError):
+    """AWS could not be reached for too long; the training job itself may still be running."""
+
+
 class Follower:
     """Follows one training job until it ends; `stop_requested` (set by a signal) stops it first."""
 
-    def __init__(self, boto, name: str, *, phase: str = "train", instance_price: float | None = None,
-                 poll_s: float = 5.0) -> None:
+    def __init__(self, boto, name: str, *, stop_requested: threading.Event, phase: str = "train",
+                 instance_price: float | None = None, poll_s: float = 5.0) -> None:
         self.sagemaker, self.s3, self.name, self.phase = boto.client("sagemaker"), boto.client("s3"), name, phase
         self.region = boto.region_name
         self.tail = LogTail(boto.client("logs"), name)
-        self.instance_price, self.poll_s = instance_price, poll_s
-        self.stop_requested = threading.Event()
+        self.instance_price, self.poll_s, self.stop_requested = instance_price, poll_s, stop_requested
         self.stop_sent = False
         self.transitions_seen = 0
         self.warned_interruption = False
@@ -117,19 +133,37 @@ class Follower:
 
     def run(self) -> int:
         say(f"following training job {self.name} ({console_url(self.region, self.name)})")
+        failing_since = None
         while True:
-            described = self.sagemaker.describe_training_job(TrainingJobName=self.name)
-            self._report(described)
-            for line in self.tail.read_new():
-                print(line, flush=True)
-            status = described["TrainingJobStatus"]
-            if status in FINAL:
+            try:
+                described = self._poll()
+                failing_since = None
+            except Exception as exc:  # a laptop asleep, a network blip, throttling: retry a while
+                failing_since = failing_since or time.monotonic()
+                if not transient(exc) or time.monotonic() - failing_since > LOST_CONTACT_S:
+                    raise LostContact(f"{explain(exc, action='follow the training job')}; training job {self.name} "
+                                      f"may still be running: `nbtoolkit attach {self.name}` follows it again") from exc
+                say(f"cannot reach AWS, retrying: {explain(exc, action='follow the training job')}")
+                time.sleep(self.poll_s)
+                continue
+            if described["TrainingJobStatus"] in FINAL:
                 return self._finish(described)
-            if self.stop_requested.is_set() and not self.stop_sent:
-                say(f"stopping training job {self.name}; waiting until SageMaker reports it Stopped")
-                self.sagemaker.stop_training_job(TrainingJobName=self.name)
-                self.stop_sent = True
-            self.stop_requested.wait(self.poll_s if not self.stop_sent else min(self.poll_s, 5.0))
+            if self.stop_sent:
+                time.sleep(self.poll_s)
+            else:
+                self.stop_requested.wait(self.poll_s)
+
+    def _poll(self) -> dict[str, Any]:
+        """One round: status, new log lines, and the stop request if one came."""
+        described = self.sagemaker.describe_training_job(TrainingJobName=self.name)
+        self._report(described)
+        for line in self.tail.read_new():
+            print(line, flush=True)
+        if self.stop_requested.is_set() and not self.stop_sent and described["TrainingJobStatus"] not in FINAL:
+            say(f"stopping training job {self.name}; waiting until SageMaker reports it Stopped")
+            self.sagemaker.stop_training_job(TrainingJobName=self.name)
+            self.stop_sent = True
+        return described
 
     def _report(self, described: dict[str, Any]) -> None:
         transitions = described.get("SecondaryStatusTransitions", [])
@@ -241,8 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             name, region, price = args.attach, args.region, None
         boto = boto_session(region)
-        follower = Follower(boto, name, phase=args.phase, poll_s=args.poll, instance_price=price)
-        follower.stop_requested = stop
+        follower = Follower(boto, name, stop_requested=stop, phase=args.phase, poll_s=args.poll, instance_price=price)
         if price is None:
             described = follower.sagemaker.describe_training_job(TrainingJobName=name)
             follower.instance_price = hourly_price(described["ResourceConfig"]["InstanceType"])
@@ -250,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         follower.record.phase_facts(args.phase, {"remote_name": name, "region": region,
                                                  "console_url": console_url(boto.region_name, name)})
         return follower.run()
-    except SubmitError as exc:
+    except (SubmitError, LostContact) as exc:
         message = str(exc)
     except Exception as exc:  # AWS calls while following: one sentence, not a traceback
         message = explain(exc, action="follow the training job")
