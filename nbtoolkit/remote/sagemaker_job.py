@@ -138,7 +138,6 @@ def training_job(spec: RunSpec) -> TrainingJob:
     image_uri, image_lookup, versions = _image(spec, instance)
     _check_distribution(spec, instance, image_uri, versions)
     distributed = strategy != "none" or spec.world_size > 1 or accelerator_of(instance) == "neuron"
-    checkpoints = settings.spot or settings.checkpoint_s3_uri is not None
     own_program = spec.script is None
     environment = {**BASE_ENV, CHECKPOINT_DIR_ENV: CHECKPOINT_LOCAL_PATH,
                    **(SMDDP_ENV if strategy == "smddp" else {}), **settings.environment}
@@ -158,7 +157,7 @@ def training_job(spec: RunSpec) -> TrainingJob:
         max_wait=(settings.max_wait or 2 * settings.max_run) if settings.spot else None,
         spot=settings.spot,
         checkpoint_s3_uri=settings.checkpoint_s3_uri,
-        checkpoints=checkpoints,
+        checkpoints=syncs_checkpoints(spec),
         strategy=strategy,
         distributed=distributed,
         processes_per_node=hardware.devices if distributed and hardware.devices > 1 else None,
@@ -173,12 +172,16 @@ def training_job(spec: RunSpec) -> TrainingJob:
     )
 
 
+def syncs_checkpoints(spec: RunSpec) -> bool:
+    """Spot jobs, and jobs given a checkpoint URI, sync /opt/ml/checkpoints to S3 and get it back on a restart."""
+    return spec.sagemaker is not None and (spec.sagemaker.spot or spec.sagemaker.checkpoint_s3_uri is not None)
+
+
 def shipped_spec(spec: RunSpec) -> RunSpec:
     """The spec the job's container runs: the instance's accelerator, and resume from its checkpoints."""
-    job_resumes = spec.sagemaker is not None and (spec.sagemaker.spot or spec.sagemaker.checkpoint_s3_uri)
     hardware = spec.hardware.model_copy(update={"accelerator": accelerator_of(spec.hardware.instance_type or "")})
     return spec.model_copy(update={"hardware": hardware,
-                                   "resume": spec.resume or ("latest" if job_resumes else None)})
+                                   "resume": spec.resume or ("latest" if syncs_checkpoints(spec) else None)})
 
 
 def code_files(spec: RunSpec) -> dict[str, str]:
