@@ -195,6 +195,7 @@ def test_cost_is_instance_price_times_billable_time_with_spot_savings():
     estimate = cost_facts(running, 1.515, now=start.timestamp() + 600)
     assert estimate["billable_seconds"] == 600 and estimate["cost_estimated"] and estimate["cost_usd"] == 0.2525
     assert cost_facts(running, None, now=0).get("cost_usd") is None
+    assert cost_facts({"ResourceConfig": {"InstanceCount": 1}}, 1.515, now=0)["cost_usd"] == 0  # not training yet
     assert "restarts it from step 0" in not_resumable_message("job-1")
 
 

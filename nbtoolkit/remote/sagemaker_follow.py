@@ -70,7 +70,7 @@ def cost_facts(described: dict[str, Any], instance_price: float | None, now: flo
     if estimated:
         started, ended = described.get("TrainingStartTime"), described.get("TrainingEndTime")
         end = ended.timestamp() if isinstance(ended, datetime) else now
-        billable = max(0, int(end - started.timestamp())) if isinstance(started, datetime) else None
+        billable = max(0, int(end - started.timestamp())) if isinstance(started, datetime) else 0  # not yet training
     facts.update(billable_seconds=billable, training_seconds=training, cost_estimated=estimated)
     if instance_price is not None and billable is not None:
         facts["cost_usd"] = round(instance_price * count * billable / 3600, 4)
