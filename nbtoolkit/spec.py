@@ -31,6 +31,24 @@ BUNDLED_MODELS: dict[str, str] = {
 }
 
 
+#: The DeepSpeed configs of the FLAN-T5 XL/XXL tutorial, by file name: where each offloads
+#: (ZeRO-3 all). Names ending in _bf16 train in bf16; the others in fp16 (GPU) or fp32.
+DEEPSPEED_TUTORIAL_CONFIGS: dict[str, Offload] = {
+    "ds_flan_t5_z3_config": "none",
+    "ds_flan_t5_z3_config_bf16": "none",
+    "ds_flan_t5_z3_offload": "cpu",
+    "ds_flan_t5_z3_offload_bf16": "cpu",
+}
+DeepSpeedConfigName = Literal[tuple(DEEPSPEED_TUTORIAL_CONFIGS)]
+
+#: NeuronCores per Trainium instance type, and the worker counts the Neuron tutorials run on each
+NEURON_WORKERS: dict[str, tuple[int, ...]] = {
+    "trn1.2xlarge": (1, 2),
+    "trn1.32xlarge": (1, 2, 8, 32),
+    "trn1n.32xlarge": (1, 2, 8, 32),
+}
+
+
 class SpecError(ValueError):
     """A spec that cannot run; its message is the one sentence a user reads."""
 
@@ -91,12 +109,28 @@ class HardwareSpec(_Part):
     instance_type: str | None = Field(None, description="e.g. ml.p4d.24xlarge, trn1.2xlarge")
     hourly_price_usd: float | None = Field(None, ge=0, description="overrides the catalog price")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_worker_per_neuroncore(cls, data: Any) -> Any:
+        """On a known Trainium instance, `devices` defaults to all its NeuronCores."""
+        if isinstance(data, dict) and data.get("accelerator") == "neuron" and "devices" not in data:
+            workers = NEURON_WORKERS.get(str(data.get("instance_type")).removeprefix("ml."))
+            if workers:
+                data = {**data, "devices": workers[-1]}
+        return data
+
     @model_validator(mode="after")
     def _rank_in_range(self) -> HardwareSpec:
         if self.node_rank >= self.nodes:
             raise ValueError(
                 f"hardware.node_rank {self.node_rank} is out of range for {self.nodes} node(s); "
                 f"use 0 to {self.nodes - 1}"
+            )
+        workers = NEURON_WORKERS.get(str(self.instance_type).removeprefix("ml."))
+        if self.accelerator == "neuron" and workers and self.devices not in workers:
+            raise ValueError(
+                f"hardware.devices {self.devices} does not fit {self.instance_type}: Neuron runs one worker per "
+                f"NeuronCore, use {', '.join(map(str, workers))}"
             )
         return self
 
@@ -109,15 +143,32 @@ class ParallelismSpec(_Part):
     offload_optimizer: Offload = "none"
     offload_params: Offload = "none"
     nvme_path: str | None = None
+    deepspeed_config: DeepSpeedConfigName | None = Field(
+        None, description="a FLAN-T5 tutorial config by name; default: generated from zero_stage and offload")
     tensor_parallel_degree: int = Field(1, ge=1, description="SageMaker model parallel (smp)")
     pipeline_parallel_degree: int = Field(1, ge=1, description="SageMaker model parallel (smp)")
 
     @field_validator("offload_optimizer", "offload_params", mode="before")
     @classmethod
     def _bool_means_cpu(cls, value: Any) -> Any:
-        if isinstance(value, bool):
-            return "cpu" if value else "none"
-        return value
+        return _offload(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tutorial_config_settings(cls, data: Any) -> Any:
+        """A tutorial config by name sets strategy, ZeRO stage and offload; stated values must agree."""
+        name = data.get("deepspeed_config") if isinstance(data, dict) else None
+        if name not in DEEPSPEED_TUTORIAL_CONFIGS:
+            return data
+        offload = DEEPSPEED_TUTORIAL_CONFIGS[name]
+        implied = {"strategy": "deepspeed", "zero_stage": 3, "offload_optimizer": offload, "offload_params": offload}
+        for field, value in implied.items():
+            if field in data and _offload(data[field]) != value:
+                raise ValueError(
+                    f"parallelism.{field} {data[field]!r} disagrees with deepspeed_config '{name}', which sets "
+                    f"{field} {value!r}; remove {field} or pick another config"
+                )
+        return {**data, **implied}
 
     @model_validator(mode="after")
     def _deepspeed_only_options(self) -> ParallelismSpec:
@@ -168,6 +219,16 @@ class TrainSpec(_Part):
     save_total_limit: int | None = Field(2, ge=1)
     gradient_checkpointing: bool = False
     predict_with_generate: bool | None = Field(None, description="summarization; default on except on Neuron")
+
+
+class NeuronSpec(_Part):
+    """Trainium (trn1) runs: graph precompilation before training, generation on CPU after it."""
+
+    precompile: bool = Field(True, description="neuron_parallel_compile the same command for a few steps first")
+    precompile_steps: int = Field(10, ge=1, description="training steps of the precompile run")
+    predict: bool = Field(False, description="evaluate the trained model on CPU afterwards (NEURON_NUM_DEVICES=0)")
+    cache_dir: str = Field("/var/tmp/neuron-compile-cache", description="persistent compile cache (a path or s3://)")
+    cc_flags: str | None = Field(None, description="more NEURON_CC_FLAGS, e.g. --model-type=transformer")
 
 
 class ScriptSpec(_Part):
@@ -228,6 +289,7 @@ class RunSpec(_Part):
     script: ScriptSpec | None = None
     resume: str | None = Field(None, description="'latest' or a checkpoint directory")
     sagemaker: SageMakerSpec | None = None
+    neuron: NeuronSpec = Field(default_factory=NeuronSpec)
     extra: dict[str, Any] = Field(default_factory=dict, description="passed through to TrainingArguments")
 
     @model_validator(mode="before")
@@ -294,8 +356,24 @@ class RunSpec(_Part):
             raise ValueError(
                 f"launcher 'deepspeed' needs parallelism.strategy 'deepspeed' (it is '{par.strategy}')"
             )
-        if par.strategy == "ddp" and self.launcher == "local":
-            raise ValueError("parallelism.strategy 'ddp' needs launcher torchrun (or auto), not local")
+        if par.strategy in ("ddp", "deepspeed") and self.launcher == "local":
+            launchers = "torchrun or deepspeed" if par.strategy == "deepspeed" else "torchrun"
+            raise ValueError(f"parallelism.strategy '{par.strategy}' needs launcher {launchers} (or auto), not local")
+        if par.deepspeed_config and par.deepspeed_config.endswith("_bf16") != (self.precision == "bf16"):
+            wanted = "bf16" if par.deepspeed_config.endswith("_bf16") else "fp32 or fp16"
+            raise ValueError(
+                f"parallelism.deepspeed_config '{par.deepspeed_config}' trains in {wanted}, but precision is "
+                f"'{self.precision}'; change precision or pick the config "
+                f"{'without' if self.precision != 'bf16' else 'with'} _bf16"
+            )
+        if self.neuron != NeuronSpec() and hw.accelerator != "neuron":
+            raise ValueError(
+                f"the neuron block applies to Trainium runs, but hardware.accelerator is '{hw.accelerator}'; "
+                "set hardware.accelerator: neuron or remove the block"
+            )
+        if hw.accelerator == "neuron" and self.neuron.predict and self.script is not None:
+            raise ValueError("neuron.predict runs nbtoolkit's own program; with script: set predict: false "
+                             "and predict in your script")
         if self.resume is not None and self.resume != "latest" and not self.resume.strip():
             raise ValueError("resume must be 'latest' or a checkpoint directory")
         for message in spec_warnings(self):
@@ -326,6 +404,13 @@ class RunSpec(_Part):
     def to_dict(self) -> dict[str, Any]:
         """Only what differs from the defaults, so a saved spec reads like the one the user wrote."""
         return self.model_dump(mode="json", exclude_defaults=True)
+
+
+def _offload(value: Any) -> Any:
+    """`true`/`false` mean cpu/none."""
+    if isinstance(value, bool):
+        return "cpu" if value else "none"
+    return value
 
 
 def spec_warnings(spec: RunSpec) -> list[str]:

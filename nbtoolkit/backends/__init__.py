@@ -19,6 +19,9 @@ __all__ = ["BACKENDS", "Backend", "Launch", "LaunchError", "Stage", "backend_nam
 #: backend name -> module implementing it (imported only when used)
 BACKENDS: dict[str, str] = {
     "local": "nbtoolkit.backends.local",
+    "torchrun": "nbtoolkit.backends.torchrun",
+    "deepspeed": "nbtoolkit.backends.deepspeed",
+    "neuron": "nbtoolkit.backends.neuron",
     "sagemaker": "nbtoolkit.backends.sagemaker",
 }
 
@@ -34,7 +37,12 @@ class Backend(Protocol):
 
 
 def backend_name(spec: RunSpec) -> str:
-    """The backend a spec runs on: the explicit launcher, else inferred from target and parallelism."""
+    """The backend a spec runs on: the explicit launcher, else inferred from target and parallelism.
+
+    DeepSpeed runs render in the deepspeed backend, also when torchrun starts their processes.
+    """
+    if spec.launcher == "torchrun" and spec.parallelism.strategy == "deepspeed":
+        return "deepspeed"
     if spec.launcher != "auto":
         return spec.launcher
     if spec.hardware.target == "sagemaker":

@@ -38,6 +38,10 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: several nodes: the argv items that carry this node's rank -> their form in run.sh, which takes
+    #: the node rank as its first argument (the job runs the concrete items; run.sh serves every node)
+    per_node: dict[str, str] = field(default_factory=dict)
+    nodes: int = 1
 
     @property
     def command(self) -> str:
@@ -53,11 +57,15 @@ class Launch:
         lines = ["#!/usr/bin/env bash", f"# nbtoolkit launch ({self.backend}); run from anywhere:", "set -euo pipefail",
                  'cd "$(dirname "$0")"']
         lines += [f"# {note}" for note in self.notes]
+        if self.per_node:
+            usage = f"usage: run.sh NODE_RANK (0 to {self.nodes - 1}; 0 on the master node)"
+            lines.append(f'NODE_RANK="${{1:?{usage}}}"')
         lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(self.env.items())]
         for stage in self.stages:
             lines.append(f"\n# stage: {stage.name}")
             prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(stage.env.items()))
-            lines.append(f"{prefix + ' ' if prefix else ''}{shlex.join(stage.argv)}")
+            command = " ".join(self.per_node.get(item) or shlex.quote(item) for item in stage.argv)
+            lines.append(f"{prefix + ' ' if prefix else ''}{command}")
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> str:

@@ -18,10 +18,10 @@ BASE_ENV = {
 }
 
 
-def program_args(spec: RunSpec) -> list[str]:
+def program_args(spec: RunSpec, spec_file: str = SPEC_FILE) -> list[str]:
     """Arguments after the interpreter (or launcher): `-m nbtoolkit.train --spec spec.json` or the script."""
     if spec.script is None:
-        return ["-m", "nbtoolkit.train", "--spec", SPEC_FILE]
+        return ["-m", "nbtoolkit.train", "--spec", spec_file]
     return [str(Path(spec.script.path).expanduser().resolve()), *spec.script.args]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -25,10 +26,12 @@ from nbtoolkit.backends.launch import Launch, Stage
 from nbtoolkit.backends.program import ERROR_PREFIX
 from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobStore
 from nbtoolkit.jobs.tree import terminate_tree
-from nbtoolkit.metrics.parse import LogParser
+from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader, Progress
 
 LOG_PREFIX = "[nbtoolkit]"
+#: `ValueError: ...`, `torch.OutOfMemoryError: ...`: what a failed rank's traceback ends with
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*:")
 POLL_S = 1.0
 STOP_GRACE_S = 5.0
 #: every stage learns its job's id from this variable (a remote job's follower records facts in its row)
@@ -56,6 +59,8 @@ class Supervisor:
                     break
                 exit_code = self._run_stage(index, stage, log)
                 if exit_code != 0:
+                    for later in range(index + 1, len(self.stages)):
+                        self._set_stage(later, status="skipped")
                     break
             self._finish(exit_code, log)
         return exit_code
@@ -141,11 +146,14 @@ def failure_message(log_path: Path, exit_code: int) -> str:
     """The program's own error sentence (`[nbtoolkit] error: ...`), else its last line."""
     with open(log_path, "rb") as handle:
         handle.seek(max(0, log_path.stat().st_size - 65536))
-        lines = [line.strip() for line in handle.read().decode("utf-8", errors="replace").splitlines()]
+        text = handle.read().decode("utf-8", errors="replace")
+    lines = [RANK_PREFIX.sub("", line, count=1).strip() for line in text.splitlines()]  # `[rank0]:` from torchrun
     explained = [line for line in lines if line.startswith(ERROR_PREFIX)]
     if explained:
         return explained[-1][len(ERROR_PREFIX):].strip()
-    lines = [line for line in lines if line and not line.startswith(LOG_PREFIX)]
+    # a rank's exception rather than the launcher's summary of it
+    raised = [line for line in lines if EXCEPTION_LINE.match(line) and "ChildFailedError" not in line]
+    lines = raised or [line for line in lines if line and not line.startswith(LOG_PREFIX)]
     last = lines[-1][:300] if lines else "no output"
     return f"exited with code {exit_code}: {last}"
 

@@ -21,11 +21,14 @@ class MetricsReader:
     path: Path
     offset: int = 0
 
-    def read_new(self) -> list[dict[str, Any]]:
+    def read_new(self, max_bytes: int | None = None) -> list[dict[str, Any]]:
+        """With `max_bytes`, only the whole lines within that many bytes (at least one line)."""
         try:
             with open(self.path, "rb") as handle:
                 handle.seek(self.offset)
-                chunk = handle.read()
+                chunk = handle.read() if max_bytes is None else handle.read(max_bytes)
+                if max_bytes is not None and b"\n" not in chunk:
+                    chunk += handle.readline()  # a line longer than max_bytes still comes whole
         except FileNotFoundError:
             return []
         end = chunk.rfind(b"\n")

@@ -2,19 +2,23 @@
 
 Each train record carries the throughput of its logging window: samples/s and tokens/s over
 the steps since the previous log, with evaluation and checkpoint time left out, so later
-windows show steady-state speed and the first shows warm-up (and compile) cost.
+windows show steady-state speed and the first shows warm-up (and compile) cost. The summary
+record adds the steady-state figures (warm-up window excluded) next to the Trainer's own
+averages, and the process's peak memory.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import resource
 import time
 from pathlib import Path
 
 from transformers import TrainerCallback
 
 from nbtoolkit.metrics.parse import classify
+from nbtoolkit.metrics.throughput import steady_state
 
 
 class MetricsCallback(TrainerCallback):
@@ -25,6 +29,7 @@ class MetricsCallback(TrainerCallback):
         self._window_step = step_offset
         self._window_tokens = 0
         self._train_start = time.time()
+        self._train_records: list[dict] = []
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._window_start = self._train_start = time.time()
@@ -51,6 +56,10 @@ class MetricsCallback(TrainerCallback):
             record.update(self._window(state, now))
         record.update({key: value if math.isfinite(value) else None for key, value in numbers.items()
                        if key not in ("epoch", "step")})
+        if kind == "train":
+            self._train_records.append(record)
+        elif kind == "summary":
+            record.update(self._steady_state_and_memory())
         with open(self.path, "a") as handle:
             handle.write(json.dumps(record) + "\n")
         if kind == "train":
@@ -68,6 +77,14 @@ class MetricsCallback(TrainerCallback):
         if tokens > 0:
             window["tokens_per_second"] = round(tokens / elapsed, 3)
         return window
+
+    def _steady_state_and_memory(self) -> dict[str, float]:
+        steady = steady_state(self._train_records)
+        figures = {"steady_samples_per_second": steady.samples_per_second,
+                   "steady_tokens_per_second": steady.tokens_per_second,
+                   "warmup_seconds": round(steady.warmup_seconds, 4),
+                   "peak_memory_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}  # KiB on Linux
+        return {key: value for key, value in figures.items() if value is not None}
 
 
 def progress_line(record: dict, elapsed: float) -> str:

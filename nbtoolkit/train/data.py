@@ -5,25 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 
 from datasets import Dataset, DatasetDict, load_dataset
+from datasets.exceptions import DatasetNotFoundError
 
+from nbtoolkit.bundled import bundled_files
 from nbtoolkit.spec import DatasetSpec, RunSpec
 from nbtoolkit.train.errors import TrainError
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
-
-
-def bundled_files(task: str) -> dict[str, str]:
-    """The small sample dataset shipped for a task (train + validation jsonl)."""
-    folder = ASSETS / "data" / task
-    return {path.stem: str(path) for path in sorted(folder.glob("*.jsonl"))}
 
 
 def load_splits(spec: RunSpec) -> DatasetDict:
     """Train and (optional) eval splits, trimmed to max_*_samples."""
     data = spec.dataset
     if data.name:
-        splits = load_dataset(data.name, data.config)
+        try:
+            splits = load_dataset(data.name, data.config)
+        except (ConnectionError, DatasetNotFoundError) as exc:
+            raise TrainError(f"dataset.name '{data.name}' could not be loaded ({str(exc).splitlines()[0]}); "
+                             "check the name, or give local files in dataset.files") from None
     else:
         files = data.files or bundled_files(spec.task)
         splits = _load_files(files)

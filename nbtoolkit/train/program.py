@@ -15,8 +15,8 @@ from nbtoolkit.backends.program import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 
 
-def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, **overrides):
-    """TrainingArguments from the spec; `spec.extra` has the last word."""
+def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments_class=None, **overrides):
+    """TrainingArguments (or the task's or engine's subclass of it) from the spec; `spec.extra` has the last word."""
     from transformers import TrainingArguments
 
     train = spec.train
@@ -56,43 +56,56 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, **overrid
         kwargs["activation_checkpointing" if renamed else "gradient_checkpointing"] = True
     kwargs.update(overrides)
     kwargs.update(spec.extra)
-    return TrainingArguments(**kwargs)
+    return (arguments_class or TrainingArguments)(**kwargs)
 
 
-def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | bool | None:
+def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | None:
+    """The checkpoint to continue from: the spec's path, or with 'latest' the last complete one in output_dir."""
+    from nbtoolkit.jobs.checkpoints import is_complete, last_checkpoint
+    from nbtoolkit.train.errors import TrainError
+
     if spec.resume is None:
         return None
     if spec.resume == "latest":
-        return latest_complete_checkpoint(output_dir)
-    return str(Path(spec.resume).expanduser())
+        latest = last_checkpoint(output_dir)
+        return str(latest) if latest else None
+    path = Path(spec.resume).expanduser()
+    if not is_complete(path):
+        raise TrainError(f"resume: {spec.resume} is not a complete checkpoint (no readable trainer_state.json); "
+                         "give a checkpoint-N folder or 'latest'")
+    return str(path)
 
 
-def latest_complete_checkpoint(output_dir: str) -> str | None:
-    """The newest `checkpoint-N` whose save finished: the Trainer writes trainer_state.json last, and an
-    interruption (a spot instance taken back) can cut the newest one short."""
-    complete = [path for path in Path(output_dir).glob("checkpoint-*")
-                if path.name.split("-")[-1].isdigit() and (path / "trainer_state.json").is_file()]
-    return str(max(complete, key=lambda path: int(path.name.split("-")[-1]))) if complete else None
+def quiet_libraries() -> None:
+    """Warnings only, no progress bars: the log carries our progress lines."""
+    import datasets
+    import transformers
+
+    transformers.logging.set_verbosity_warning()
+    transformers.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
 
 
 def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None = None) -> dict:
-    import datasets
     import transformers
     from transformers import Trainer
 
     from nbtoolkit.train.callbacks import MetricsCallback
     from nbtoolkit.train.data import load_splits
-    from nbtoolkit.train.tasks import setup_task
+    from nbtoolkit.train.engines import engine_for
+    from nbtoolkit.train.tasks import check_task, setup_task
 
-    transformers.logging.set_verbosity_warning()
-    transformers.logging.disable_progress_bar()
-    datasets.disable_progress_bars()
+    quiet_libraries()
     transformers.set_seed(spec.train.seed)
+    check_task(spec)
     splits = load_splits(spec)
     task = setup_task(spec, splits)
-    args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None, **task.argument_overrides)
+    engine = engine_for(spec)
+    args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None,
+                              arguments_class=task.arguments_class or engine.arguments_class,
+                              **task.argument_overrides, **engine.arguments)
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
-    trainer_class = task.trainer_class or Trainer
+    trainer_class = task.trainer_class or engine.trainer_class or Trainer
     trainer = trainer_class(
         model=task.model,
         args=args,

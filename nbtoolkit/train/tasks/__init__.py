@@ -9,6 +9,9 @@ from typing import Any
 
 TASK_MODULES = {
     "text-classification": "nbtoolkit.train.tasks.classification",
+    "summarization": "nbtoolkit.train.tasks.summarization",
+    "question-answering": "nbtoolkit.train.tasks.question_answering",
+    "causal-lm": "nbtoolkit.train.tasks.causal_lm",
 }
 
 
@@ -23,13 +26,21 @@ class TaskSetup:
     data_collator: Any
     compute_metrics: Callable | None = None
     trainer_class: type | None = None  # default transformers.Trainer
+    arguments_class: type | None = None  # default transformers.TrainingArguments
     argument_overrides: dict[str, Any] = field(default_factory=dict)
 
 
-def setup_task(spec, splits) -> TaskSetup:
+def check_task(spec) -> None:
+    """Fail in one sentence, before any data or weights load, if the model cannot do the task."""
     from nbtoolkit.train.errors import TrainError
+    from nbtoolkit.train.models import model_config
+    from nbtoolkit.train.pairing import check_pairing
 
     if spec.task not in TASK_MODULES:
         raise TrainError(f"task '{spec.task}' is not supported by nbtoolkit.train yet; "
                          f"supported: {', '.join(TASK_MODULES)}")
+    check_pairing(spec, model_config(spec.model_name))
+
+
+def setup_task(spec, splits) -> TaskSetup:
     return importlib.import_module(TASK_MODULES[spec.task]).setup(spec, splits)

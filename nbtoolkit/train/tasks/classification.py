@@ -6,7 +6,7 @@ import numpy as np
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
 from nbtoolkit.train.data import column
-from nbtoolkit.train.models import load_model, load_tokenizer
+from nbtoolkit.train.models import ensure_pad_token, load_model, load_tokenizer
 from nbtoolkit.train.tasks import TaskSetup
 
 
@@ -39,6 +39,7 @@ def setup(spec, splits) -> TaskSetup:
     is_class_label = hasattr(train.features[label], "names")
 
     tokenizer = load_tokenizer(spec.model_name)
+    ensure_pad_token(tokenizer)
     padding = "max_length" if spec.dataset.pad_to_max_length else False
 
     def encode(batch):
@@ -58,6 +59,7 @@ def setup(spec, splits) -> TaskSetup:
 
     model = load_model(AutoModelForSequenceClassification, spec.model_name, tokenizer, num_labels=len(names),
                        id2label=dict(enumerate(names)), label2id=label2id)
+    model.config.pad_token_id = tokenizer.pad_token_id  # decoder-only models find the last real token by it
 
     def compute_metrics(prediction):
         logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions

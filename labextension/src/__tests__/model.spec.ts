@@ -1,0 +1,147 @@
+import {
+  DEFAULT_REFRESH,
+  JobFollower,
+  JobsModel,
+  nextInterval,
+  progressFraction,
+  seriesOf,
+  trimLog
+} from '../model';
+import { detail, FakeAPI, job, list } from './fixtures';
+
+describe('polling interval', () => {
+  const settings = { interval: 1000, idleInterval: 8000 };
+
+  it('stays at the base interval while a job runs', () => {
+    expect(nextInterval(4000, settings, true, false)).toBe(1000);
+  });
+
+  it('doubles while idle and unchanged, up to the idle interval', () => {
+    const waits = [1000];
+    for (let i = 0; i < 5; i++) {
+      waits.push(nextInterval(waits[waits.length - 1], settings, false, false));
+    }
+    expect(waits).toEqual([1000, 2000, 4000, 8000, 8000, 8000]);
+  });
+
+  it('comes back to the base interval when the list changes', () => {
+    expect(nextInterval(8000, settings, false, true)).toBe(1000);
+  });
+});
+
+describe('pure helpers', () => {
+  it('computes progress only when the total is known', () => {
+    expect(progressFraction(job({ step: 30, total_steps: 120 }))).toBe(0.25);
+    expect(progressFraction(job({ step: 30, total_steps: null }))).toBeNull();
+    expect(progressFraction(job({ step: 130, total_steps: 120 }))).toBe(1);
+  });
+
+  it('takes a chart series from train records only', () => {
+    const records = [
+      { kind: 'eval', step: 0, eval_loss: 3 },
+      { kind: 'train', step: 10, loss: 2.5, samples_per_second: 40 },
+      { kind: 'train', step: 20, loss: 2.0 },
+      { kind: 'summary', step: 20, train_runtime: 5 }
+    ];
+    expect(seriesOf(records, 'loss')).toEqual([
+      { x: 10, y: 2.5 },
+      { x: 20, y: 2.0 }
+    ]);
+    expect(seriesOf(records, 'samples_per_second')).toEqual([{ x: 10, y: 40 }]);
+  });
+
+  it('trims a long log at a line start', () => {
+    expect(trimLog('one\ntwo\nthree\n', 9)).toBe('three\n');
+    expect(trimLog('short\n', 100)).toBe('short\n');
+  });
+});
+
+describe('JobsModel', () => {
+  it('holds the server list and says when it changed', async () => {
+    const api = new FakeAPI();
+    api.lists = [list([job()], 7)];
+    const model = new JobsModel(api, DEFAULT_REFRESH);
+    let emitted = 0;
+    model.changed.connect(() => emitted++);
+    expect(model.state.loaded).toBe(false);
+    await model.refresh();
+    expect(model.state.loaded).toBe(true);
+    expect(model.state.jobs.map(j => j.id)).toEqual(['0a1b2c3d']);
+    expect(model.state.total).toBe(7);
+    expect(model.state.error).toBeNull();
+    expect(emitted).toBe(1);
+  });
+
+  it('shows a server error as a message and keeps the last list', async () => {
+    const api = new FakeAPI();
+    api.lists = [list([job()]), new Error('the job API answered 500: database is locked'), list([job()])];
+    const model = new JobsModel(api);
+    await model.refresh();
+    await model.refresh();
+    expect(model.state.error).toBe('the job API answered 500: database is locked');
+    expect(model.state.jobs).toHaveLength(1);
+    await model.refresh();
+    expect(model.state.error).toBeNull();
+  });
+
+  it('polls fast while jobs run and backs off once they are done', async () => {
+    const api = new FakeAPI();
+    const done = job({ status: 'succeeded', display: { ...job().display, remaining: '' } });
+    api.lists = [list([job()]), list([job()]), list([done]), list([done]), list([done])];
+    const model = new JobsModel(api, { interval: 1000, idleInterval: 5000 });
+    const waits = [];
+    for (let i = 0; i < 5; i++) {
+      await model.refresh();
+      waits.push(model.interval);
+    }
+    // running, running, just finished (changed), idle, idle
+    expect(waits).toEqual([1000, 1000, 1000, 2000, 4000]);
+  });
+});
+
+describe('JobFollower', () => {
+  it('reads metrics and log incrementally, starting the log at its tail', async () => {
+    const api = new FakeAPI();
+    api.details = [detail()];
+    api.metricPages = [
+      { records: [{ kind: 'train', step: 10, loss: 2 }], since: 0, next: 50, status: 'running' },
+      { records: [{ kind: 'train', step: 20, loss: 1 }], since: 50, next: 99, status: 'running' }
+    ];
+    api.logPages = [
+      { text: 'a\n', offset: 0, next: 2, size: 2, status: 'running' },
+      { text: 'b\n', offset: 2, next: 4, size: 4, status: 'running' }
+    ];
+    const follower = new JobFollower(api, '0a1b2c3d');
+    await follower.refresh();
+    await follower.refresh();
+    expect(api.calls).toEqual([
+      'job 0a1b2c3d',
+      'metrics 0a1b2c3d since 0',
+      'log 0a1b2c3d offset -65536',
+      'job 0a1b2c3d',
+      'metrics 0a1b2c3d since 50',
+      'log 0a1b2c3d offset 2'
+    ]);
+    expect(follower.state.records.map(r => r.step)).toEqual([10, 20]);
+    expect(follower.state.log).toBe('a\nb\n');
+    expect(follower.state.done).toBe(false);
+  });
+
+  it('is done once the job ended and nothing new came', async () => {
+    const api = new FakeAPI();
+    api.details = [detail({ status: 'succeeded' })];
+    api.metricPages = [
+      { records: [{ kind: 'summary' }], since: 0, next: 9, status: 'succeeded' },
+      { records: [], since: 9, next: 9, status: 'succeeded' }
+    ];
+    api.logPages = [
+      { text: 'end\n', offset: 0, next: 4, size: 4, status: 'succeeded' },
+      { text: '', offset: 4, next: 4, size: 4, status: 'succeeded' }
+    ];
+    const follower = new JobFollower(api, '0a1b2c3d');
+    await follower.refresh();
+    expect(follower.state.done).toBe(false);
+    await follower.refresh();
+    expect(follower.state.done).toBe(true);
+  });
+});

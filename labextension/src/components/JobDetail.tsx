@@ -1,0 +1,72 @@
+/**
+ * One job at full size: its state, larger loss and throughput charts, and a log tail that follows.
+ */
+import React, { useEffect, useRef } from 'react';
+
+import { IFollowedJob, seriesOf } from '../model';
+import { LineChart } from './LineChart';
+import { rowFacts } from './JobRow';
+
+export interface IJobDetailProps extends IFollowedJob {
+  /** Charts and facts too, or only the log. */
+  charts: boolean;
+}
+
+/** A log that stays scrolled to its end while the reader has not scrolled up. */
+export function LogTail(props: { text: string }): JSX.Element {
+  const ref = useRef<HTMLPreElement>(null);
+  const following = useRef(true);
+  useEffect(() => {
+    const element = ref.current;
+    if (element && following.current) {
+      element.scrollTop = element.scrollHeight;
+    }
+  }, [props.text]);
+  const onScroll = () => {
+    const element = ref.current;
+    if (element) {
+      following.current = element.scrollHeight - element.scrollTop - element.clientHeight < 24;
+    }
+  };
+  return (
+    <pre className="nbt-LogTail" ref={ref} onScroll={onScroll}>
+      {props.text || 'no output yet'}
+    </pre>
+  );
+}
+
+export function JobDetail(props: IJobDetailProps): JSX.Element {
+  const { job, records, log, error, charts } = props;
+  return (
+    <div className="nbt-JobDetail">
+      {error && (
+        <div className="nbt-JobList-error" role="alert">
+          {error}
+        </div>
+      )}
+      {job && (
+        <header className="nbt-JobDetail-header">
+          <h2>{`${job.name} `}</h2>
+          <span className={`nbt-JobRow-status nbt-mod-${job.status}`}>{job.display.status}</span>
+          <span className="nbt-JobRow-launcher">{job.backend}</span>
+          <span className="nbt-JobRow-id">{job.id}</span>
+          {charts && <div className="nbt-JobRow-facts">{[job.display.progress, ...rowFacts(job)].filter(Boolean).join(' · ')}</div>}
+          {job.message && <div className="nbt-JobRow-message">{job.message}</div>}
+        </header>
+      )}
+      {charts && (
+        <div className="nbt-JobDetail-charts">
+          <LineChart points={seriesOf(records, 'loss')} width={420} height={180} labelled title="loss" />
+          <LineChart
+            points={seriesOf(records, 'samples_per_second')}
+            width={420}
+            height={180}
+            labelled
+            title="samples/s"
+          />
+        </div>
+      )}
+      <LogTail text={log} />
+    </div>
+  );
+}

@@ -1,0 +1,105 @@
+/**
+ * One job in the sidebar list: what runs, how far it is, how it goes, and what can be done with it.
+ */
+import React from 'react';
+
+import { IJobSummary } from '../handler';
+import { isActive, progressFraction } from '../model';
+import { Sparkline } from './LineChart';
+
+/** What a row's buttons do; the plugin supplies them (commands, dialogs). */
+export interface IJobActions {
+  open(job: IJobSummary): void;
+  openLog(job: IJobSummary): void;
+  insertCell(job: IJobSummary): void;
+  stop(job: IJobSummary): void;
+}
+
+/** The measures a row shows after its progress bar, from the server's display strings. */
+export function rowFacts(job: IJobSummary): string[] {
+  const shown = job.display;
+  const facts: string[] = [];
+  if (shown.loss) {
+    facts.push(`loss ${shown.loss}`);
+  }
+  if (shown['samples/s']) {
+    facts.push(`${shown['samples/s']} samples/s`);
+  }
+  if (shown.elapsed) {
+    facts.push(`${shown.elapsed} elapsed`);
+  }
+  if (shown.remaining) {
+    facts.push(`${shown.remaining} left`);
+  }
+  if (shown.cost) {
+    facts.push(shown.cost);
+  }
+  return facts;
+}
+
+export function ProgressBar(props: { job: IJobSummary }): JSX.Element {
+  const fraction = progressFraction(props.job);
+  const label = props.job.display.progress || 'no steps yet';
+  return (
+    <div className="nbt-Progress" title={label}>
+      <div
+        className="nbt-Progress-bar"
+        role="progressbar"
+        aria-valuemin={0}
+        aria-valuemax={100}
+        aria-valuenow={fraction === null ? undefined : Math.round(fraction * 100)}
+      >
+        <div className="nbt-Progress-fill" style={{ width: `${(fraction ?? 0) * 100}%` }} />
+      </div>
+      <span className="nbt-Progress-label">{label}</span>
+    </div>
+  );
+}
+
+export function JobRow(props: { job: IJobSummary; actions: IJobActions }): JSX.Element {
+  const { job, actions } = props;
+  const facts = rowFacts(job);
+  return (
+    <li className={`nbt-JobRow nbt-mod-${job.status}`} data-job-id={job.id}>
+      <div className="nbt-JobRow-head">
+        <button
+          className="nbt-JobRow-name"
+          title={`${job.name} (${job.id}): open charts and log`}
+          onClick={() => actions.open(job)}
+        >
+          {job.name}
+        </button>
+        <Sparkline values={job.loss_series} />
+      </div>
+      <div className="nbt-JobRow-line">
+        <span className={`nbt-JobRow-status nbt-mod-${job.status}`}>{job.display.status}</span>
+        <span className="nbt-JobRow-launcher" title="launcher">
+          {job.backend}
+        </span>
+        <span className="nbt-JobRow-id">{job.id}</span>
+      </div>
+      <ProgressBar job={job} />
+      {facts.length > 0 && <div className="nbt-JobRow-facts">{facts.join(' · ')}</div>}
+      {job.message && !isActive(job) && job.status !== 'succeeded' && (
+        <div className="nbt-JobRow-message">{job.message}</div>
+      )}
+      <div className="nbt-JobRow-actions">
+        {isActive(job) && (
+          <button className="nbt-Button nbt-mod-warn" title="Stop job" onClick={() => actions.stop(job)}>
+            Stop
+          </button>
+        )}
+        <button className="nbt-Button" title="Open log" onClick={() => actions.openLog(job)}>
+          Log
+        </button>
+        <button
+          className="nbt-Button"
+          title={`Insert a %job ${job.id} cell into the active notebook`}
+          onClick={() => actions.insertCell(job)}
+        >
+          %job
+        </button>
+      </div>
+    </li>
+  );
+}

@@ -1,0 +1,286 @@
+/**
+ * View state of the job panel and of one job's detail view. Everything comes from the server,
+ * so a page reload loses nothing; polling is fast while jobs run and backs off when idle or hidden.
+ */
+import { Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import {
+  IJobDetail,
+  IJobsAPI,
+  IJobSummary,
+  IMetricRecord,
+  JobStatus
+} from './handler';
+
+export interface IRefreshSettings {
+  /** Milliseconds between polls while a job is queued or running. */
+  interval: number;
+  /** The longest wait, in milliseconds, that polling backs off to while nothing runs. */
+  idleInterval: number;
+}
+
+export const DEFAULT_REFRESH: IRefreshSettings = {
+  interval: 2000,
+  idleInterval: 30000
+};
+/** Jobs the panel lists (newest first). */
+export const LIST_LIMIT = 100;
+/** The detail view starts its log this many bytes before the end. */
+export const LOG_TAIL_BYTES = 64 * 1024;
+/** ...and keeps at most this many characters of it. */
+export const LOG_KEEP_CHARS = 256 * 1024;
+
+export interface IPoint {
+  x: number;
+  y: number;
+}
+
+export function isActive(job: { status: JobStatus }): boolean {
+  return job.status === 'queued' || job.status === 'running';
+}
+
+/**
+ * The wait before the next poll: the base interval while any job runs or the list just
+ * changed, else twice the last wait, up to the idle interval.
+ */
+export function nextInterval(
+  last: number,
+  settings: IRefreshSettings,
+  anyActive: boolean,
+  changed: boolean
+): number {
+  if (anyActive || changed) {
+    return settings.interval;
+  }
+  return Math.min(Math.max(last, settings.interval) * 2, longestWait(settings));
+}
+
+function longestWait(settings: IRefreshSettings): number {
+  return Math.max(settings.idleInterval, settings.interval);
+}
+
+/** What must differ for the list to count as changed (new jobs, status, progress). */
+export function fingerprint(jobs: IJobSummary[]): string {
+  return jobs.map(job => `${job.id}:${job.status}:${job.step}`).join('|');
+}
+
+/** Steps done as a fraction of all steps, or null when the total is unknown. */
+export function progressFraction(job: IJobSummary): number | null {
+  if (!job.total_steps || job.step === null) {
+    return null;
+  }
+  return Math.min(1, Math.max(0, job.step / job.total_steps));
+}
+
+/** The train records' `key` against their step, for a chart. */
+export function seriesOf(
+  records: IMetricRecord[],
+  key: 'loss' | 'samples_per_second'
+): IPoint[] {
+  return records
+    .filter(
+      record =>
+        record.kind === 'train' &&
+        typeof record.step === 'number' &&
+        typeof record[key] === 'number'
+    )
+    .map(record => ({ x: record.step as number, y: record[key] as number }));
+}
+
+/** The last `keep` characters of a log, starting at a line start. */
+export function trimLog(text: string, keep = LOG_KEEP_CHARS): string {
+  if (text.length <= keep) {
+    return text;
+  }
+  const cut = text.slice(text.length - keep);
+  const lineStart = cut.indexOf('\n');
+  return lineStart < 0 ? cut : cut.slice(lineStart + 1);
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * State read from the server, again and again by a Poll. Views re-render on `changed`. A failed
+ * read keeps the last state with the error's sentence in `error`, and the Poll backs off.
+ */
+export abstract class ServerState<T extends { error: string | null }> {
+  constructor(private _state: T) {}
+
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+  get state(): T {
+    return this._state;
+  }
+
+  /** Read once from the server. */
+  async refresh(): Promise<void> {
+    try {
+      this._state = { ...(await this.read(this._state)), error: null };
+    } catch (error) {
+      this._state = { ...this._state, error: messageOf(error) };
+    }
+    this._changed.emit();
+  }
+
+  dispose(): void {
+    this.poll?.dispose();
+    this.poll = null;
+    Signal.clearData(this);
+  }
+
+  /** The next state, from what the server says now. */
+  protected abstract read(state: T): Promise<T>;
+
+  /** Start polling; the first read happens at once. */
+  protected startPolling(name: string, frequency: IFrequency, standby: Poll.Standby | (() => boolean | Poll.Standby)): void {
+    if (this.poll) {
+      return;
+    }
+    this.poll = new Poll({
+      factory: async () => {
+        await this.refresh();
+        if (this._state.error) {
+          throw new Error(this._state.error); // lets the Poll back off
+        }
+      },
+      frequency,
+      standby,
+      name
+    });
+  }
+
+  protected poll: Poll | null = null;
+  private _changed = new Signal<this, void>(this);
+}
+
+type IFrequency = { interval: number; backoff: boolean; max: number };
+
+export interface IJobListState {
+  jobs: IJobSummary[];
+  /** Jobs in the store, beyond the page shown. */
+  total: number;
+  /** Whether a list has arrived yet. */
+  loaded: boolean;
+  /** The last refresh's error, as a sentence; null when it worked. */
+  error: string | null;
+}
+
+/** The job list the sidebar panel shows. */
+export class JobsModel extends ServerState<IJobListState> {
+  constructor(
+    readonly api: IJobsAPI,
+    private _settings: IRefreshSettings = DEFAULT_REFRESH
+  ) {
+    super({ jobs: [], total: 0, loaded: false, error: null });
+    this._interval = _settings.interval;
+  }
+
+  get settings(): IRefreshSettings {
+    return this._settings;
+  }
+  /** The current wait between polls, in milliseconds. */
+  get interval(): number {
+    return this._interval;
+  }
+
+  async refresh(): Promise<void> {
+    await super.refresh();
+    this._syncPoll();
+  }
+
+  start(): void {
+    this.startPolling('nbtoolkit:jobs', this._frequency(), () => (this._visible ? 'when-hidden' : true));
+  }
+
+  /** The panel shows or hides: hidden, polling stands by; shown again, it refreshes at once. */
+  setVisible(visible: boolean): void {
+    this._visible = visible;
+    if (visible && this.poll) {
+      void this.poll.refresh();
+    }
+  }
+
+  updateSettings(settings: IRefreshSettings): void {
+    this._settings = settings;
+    this._interval = settings.interval;
+    this._syncPoll();
+  }
+
+  protected async read(): Promise<IJobListState> {
+    const page = await this.api.listJobs({ limit: LIST_LIMIT });
+    const print = fingerprint(page.jobs);
+    const changed = print !== this._fingerprint;
+    this._fingerprint = print;
+    this._interval = nextInterval(this._interval, this._settings, page.jobs.some(isActive), changed);
+    return { jobs: page.jobs, total: page.total, loaded: true, error: null };
+  }
+
+  private _frequency(): IFrequency {
+    return { interval: this._interval, backoff: true, max: longestWait(this._settings) };
+  }
+
+  private _syncPoll(): void {
+    if (this.poll) {
+      this.poll.frequency = this._frequency();
+    }
+  }
+
+  private _fingerprint = '';
+  private _interval: number;
+  private _visible = true;
+}
+
+export interface IFollowedJob {
+  job: IJobDetail | null;
+  records: IMetricRecord[];
+  log: string;
+  error: string | null;
+  /** The job has ended and everything it wrote has been read. */
+  done: boolean;
+}
+
+/** One job followed for its detail view: the job, its metric records, and its log tail. */
+export class JobFollower extends ServerState<IFollowedJob> {
+  constructor(
+    readonly api: IJobsAPI,
+    readonly id: string,
+    private readonly _settings: IRefreshSettings = DEFAULT_REFRESH
+  ) {
+    super({ job: null, records: [], log: '', error: null, done: false });
+  }
+
+  async refresh(): Promise<void> {
+    await super.refresh();
+    if (this.state.done && this.poll) {
+      this.poll.frequency = { interval: Poll.NEVER, backoff: false, max: Poll.NEVER };
+    }
+  }
+
+  start(): void {
+    const frequency = { interval: this._settings.interval, backoff: true, max: longestWait(this._settings) };
+    this.startPolling(`nbtoolkit:job-${this.id}`, frequency, 'when-hidden');
+  }
+
+  /** Only what is new: metric records after the cursor, log text after the offset. */
+  protected async read(state: IFollowedJob): Promise<IFollowedJob> {
+    const job = await this.api.getJob(this.id);
+    const metrics = await this.api.metrics(this.id, this._metricsCursor);
+    const log = await this.api.log(this.id, this._logOffset ?? -LOG_TAIL_BYTES);
+    this._metricsCursor = metrics.next;
+    this._logOffset = log.next;
+    return {
+      job,
+      records: metrics.records.length ? [...state.records, ...metrics.records] : state.records,
+      log: trimLog(state.log + log.text),
+      error: null,
+      done: !isActive(job) && !metrics.records.length && !log.text
+    };
+  }
+
+  private _metricsCursor = 0;
+  private _logOffset: number | null = null;
+}

@@ -1,0 +1,46 @@
+/**
+ * The left-sidebar widget: renders the job list whenever the model changes; tells the model
+ * when it is shown or hidden so polling stands by while nobody looks.
+ */
+import { ReactWidget, UseSignal } from '@jupyterlab/ui-components';
+import React from 'react';
+
+import { JobList } from '../components/JobList';
+import { IJobActions } from '../components/JobRow';
+import { jobsIcon } from '../icons';
+import { JobsModel } from '../model';
+
+export class JobsPanel extends ReactWidget {
+  constructor(
+    readonly model: JobsModel,
+    private readonly _actions: IJobActions
+  ) {
+    super();
+    this.id = 'nbtoolkit-jobs';
+    this.addClass('nbt-JobsPanel');
+    this.title.icon = jobsIcon;
+    this.title.caption = 'nbtoolkit jobs';
+  }
+
+  protected onAfterShow(): void {
+    this.model.setVisible(true);
+  }
+
+  protected onAfterHide(): void {
+    this.model.setVisible(false);
+  }
+
+  render(): JSX.Element {
+    return (
+      <UseSignal signal={this.model.changed}>
+        {() => (
+          <JobList
+            {...this.model.state}
+            actions={this._actions}
+            onRefresh={() => void this.model.refresh()}
+          />
+        )}
+      </UseSignal>
+    );
+  }
+}

@@ -1,0 +1,59 @@
+"""The bundled tiny models and sample data under nbtoolkit/assets/: names, sizes, files.
+
+Light on purpose (no transformers, no datasets): the planner and the form size and count
+these without loading any model library.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, NamedTuple
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+TOKENIZERS = ASSETS / "tokenizers"
+
+
+class TinyModel(NamedTuple):
+    tokenizer: str  # folder under assets/tokenizers
+    model_type: str  # transformers config type
+    sizes: dict[str, int]
+
+
+#: bundled tiny models (train in seconds on CPU); the spec's BUNDLED_MODELS picks one per task
+TINY_MODELS: dict[str, TinyModel] = {
+    "nbtoolkit/tiny-bert": TinyModel("wordpiece", "bert", dict(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, max_position_embeddings=512)),
+    "nbtoolkit/tiny-t5": TinyModel("sentencepiece-style", "t5", dict(
+        d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4)),
+    "nbtoolkit/tiny-gpt2": TinyModel("byte-bpe", "gpt2", dict(n_embd=64, n_layer=2, n_head=2, n_positions=512)),
+}
+
+
+def is_bundled(name: str) -> bool:
+    return name in TINY_MODELS
+
+
+def tokenizer_dir(name: str) -> Path:
+    return TOKENIZERS / TINY_MODELS[name].tokenizer
+
+
+@cache
+def vocab_size(name: str) -> int:
+    """The bundled tokenizer's size (what `len(tokenizer)` gives), read from its tokenizer.json."""
+    data = json.loads((tokenizer_dir(name) / "tokenizer.json").read_text())
+    ids = set(data["model"]["vocab"].values()) | {token["id"] for token in data.get("added_tokens", [])}
+    return max(ids) + 1
+
+
+def tiny_config_fields(name: str) -> dict[str, Any]:
+    """config.json fields of a bundled tiny model (what the planner needs to size it)."""
+    model = TINY_MODELS[name]
+    return {"model_type": model.model_type, "vocab_size": vocab_size(name), **model.sizes}
+
+
+def bundled_files(task: str) -> dict[str, str]:
+    """The small sample dataset shipped for a task: split name -> jsonl path."""
+    folder = ASSETS / "data" / task
+    return {path.stem: str(path) for path in sorted(folder.glob("*.jsonl"))}

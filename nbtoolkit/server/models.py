@@ -1,0 +1,92 @@
+"""The REST API's response bodies (pydantic): what the sidebar panel reads. openapi.yaml documents them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from nbtoolkit.jobs.listing import cost_usd, listing_row, remaining_seconds
+from nbtoolkit.jobs.store import JobRecord
+
+
+class JobSummary(BaseModel):
+    """One row of the job list: the listing's strings for people plus the raw numbers a panel draws."""
+
+    id: str
+    name: str
+    task: str
+    backend: str
+    status: str
+    stage: str | None
+    display: dict[str, str] = Field(description="the columns `nbtoolkit jobs` and %jobs show, as text")
+    step: int | None
+    total_steps: int | None
+    loss: float | None
+    samples_per_second: float | None
+    created: float
+    started: float | None
+    ended: float | None
+    elapsed_seconds: float | None
+    remaining_seconds: float | None
+    cost_usd: float | None
+    message: str | None
+    loss_series: list[float] = Field(description="train loss over the run, thinned to a sparkline's points")
+
+    @classmethod
+    def of(cls, record: JobRecord, loss_series: list[float]) -> JobSummary:
+        return cls(**cls._fields(record), loss_series=loss_series)
+
+    @staticmethod
+    def _fields(record: JobRecord) -> dict[str, Any]:
+        return {
+            "id": record.id, "name": record.name, "task": record.task, "backend": record.backend,
+            "status": record.status, "stage": record.stage,
+            "display": {key: str(value) for key, value in listing_row(record).items()},
+            "step": record.step, "total_steps": record.total_steps, "loss": record.loss,
+            "samples_per_second": record.samples_per_second, "created": record.created,
+            "started": record.started, "ended": record.ended, "elapsed_seconds": record.elapsed,
+            "remaining_seconds": remaining_seconds(record), "cost_usd": cost_usd(record),
+            "message": record.message,
+        }
+
+
+class JobDetail(JobSummary):
+    """One job in full: the summary plus its stages, exit code and backend facts."""
+
+    host: str
+    exit_code: int | None
+    stages: list[dict[str, Any]]
+    resumed_from: str | None
+    info: dict[str, Any]
+
+    @classmethod
+    def of(cls, record: JobRecord, loss_series: list[float]) -> JobDetail:
+        return cls(**cls._fields(record), loss_series=loss_series, host=record.host, exit_code=record.exit_code,
+                   stages=record.stages, resumed_from=record.resumed_from, info=record.info)
+
+
+class JobList(BaseModel):
+    jobs: list[JobSummary]
+    total: int = Field(description="jobs matching the filter, all pages")
+    limit: int
+    offset: int
+
+
+class MetricsPage(BaseModel):
+    """Metric records written after cursor `since`; pass `next` as `since` to get only newer ones."""
+
+    records: list[dict[str, Any]]
+    since: int
+    next: int
+    status: str
+
+
+class LogPage(BaseModel):
+    """Log text from byte `offset`; pass `next` as `offset` to get only newer text."""
+
+    text: str
+    offset: int
+    next: int
+    size: int = Field(description="the log's size in bytes when read")
+    status: str

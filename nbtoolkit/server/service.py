@@ -1,0 +1,100 @@
+"""What the REST API does, apart from HTTP: list, read, follow and stop jobs of one store.
+
+Handlers stay thin and call this; it validates every id before any path is built from it,
+so nothing outside the store's job directories can be read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from nbtoolkit.jobs import control
+from nbtoolkit.jobs.store import JOB_ID, LOG_FILE, STATUSES, JobRecord, JobStore
+from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader
+from nbtoolkit.server.models import JobDetail, JobList, JobSummary, LogPage, MetricsPage
+from nbtoolkit.server.sparklines import LossSparklines
+
+LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 100, 1000
+LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX = 64 * 1024, 1024 * 1024
+METRICS_PAGE_BYTES = 1024 * 1024
+
+
+class InvalidRequest(ValueError):
+    """A parameter the API cannot take; the message names it, the value, and what would be valid."""
+
+
+class JobsService:
+    def __init__(self, store: JobStore | None = None, sparklines: LossSparklines | None = None) -> None:
+        self.store = store or JobStore()
+        self.sparklines = sparklines or LossSparklines()
+
+    def list(self, statuses: Iterable[str] = (), limit: int = LIST_LIMIT_DEFAULT, offset: int = 0) -> JobList:
+        statuses = list(statuses)
+        for status in statuses:
+            if status not in STATUSES:
+                raise InvalidRequest(f"status '{status}' is not a job status; use one of {', '.join(STATUSES)}")
+        _check_range("limit", limit, 1, LIST_LIMIT_MAX)
+        _check_range("offset", offset, 0, None)
+        records = self.store.list(statuses or None, limit=limit, offset=offset)
+        # a page that is not full is the last one: no need to count
+        total = offset + len(records) if len(records) < limit else self.store.count(statuses or None)
+        return JobList(jobs=[self._summary(record) for record in records], total=total, limit=limit, offset=offset)
+
+    def get(self, job_id: str) -> JobDetail:
+        return self._detail(self._record(job_id))
+
+    def metrics(self, job_id: str, since: int = 0) -> MetricsPage:
+        """Records completed after byte cursor `since` (a page of at most about 1 MiB)."""
+        record = self._record(job_id)
+        _check_range("since", since, 0, None)
+        reader = MetricsReader(self.store.job_dir(record.id) / METRICS_FILE, offset=since)
+        records = reader.read_new(max_bytes=METRICS_PAGE_BYTES)
+        return MetricsPage(records=records, since=since, next=reader.offset, status=record.status)
+
+    def log(self, job_id: str, offset: int = 0, limit: int = LOG_LIMIT_DEFAULT) -> LogPage:
+        """Log text from byte `offset` (negative: that many bytes before the end, from a line start)."""
+        record = self._record(job_id)
+        _check_range("limit", limit, 1, LOG_LIMIT_MAX)
+        path = self.store.job_dir(record.id) / LOG_FILE
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:  # not written yet
+            return LogPage(text="", offset=0, next=0, size=0, status=record.status)
+        if offset < 0:
+            offset = _next_line_start(path, max(0, size + offset))
+        text, next_offset = control.read_log(record.id, store=self.store, offset=offset, limit=limit)
+        return LogPage(text=text, offset=offset, next=next_offset, size=size, status=record.status)
+
+    def stop(self, job_id: str) -> JobDetail:
+        """End every process of the job (blocks for up to the stop grace period)."""
+        return self._detail(control.stop(self._record(job_id).id, store=self.store))
+
+    def _record(self, job_id: str) -> JobRecord:
+        if not JOB_ID.match(job_id):
+            raise InvalidRequest(f"'{job_id[:40]}' is not a job id; a job id is 8 hex digits, e.g. 3f9a0c1d")
+        return self.store.get(job_id)
+
+    def _summary(self, record: JobRecord) -> JobSummary:
+        return JobSummary.of(record, self._loss_series(record))
+
+    def _detail(self, record: JobRecord) -> JobDetail:
+        return JobDetail.of(record, self._loss_series(record))
+
+    def _loss_series(self, record: JobRecord) -> list[float]:
+        return self.sparklines.loss(record.id, self.store.jobs_root / record.id, ended=not record.active)
+
+
+def _check_range(name: str, value: int, low: int, high: int | None) -> None:
+    if value < low or (high is not None and value > high):
+        valid = f"from {low} to {high}" if high is not None else f"{low} or more"
+        raise InvalidRequest(f"{name} {value} is out of range; use {valid}")
+
+
+def _next_line_start(path: Path, position: int) -> int:
+    """The offset of the first line that starts at or after `position`."""
+    if position == 0:
+        return 0
+    with open(path, "rb") as handle:
+        handle.seek(position - 1)
+        return position - 1 + len(handle.readline())

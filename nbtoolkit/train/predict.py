@@ -1,0 +1,96 @@
+"""`python -m nbtoolkit.train.predict --spec spec.json`: evaluate the trained model on CPU.
+
+The Neuron backend's last stage. On Trainium every new shape compiles a new graph, so generation
+(summaries grow token by token) runs on CPU after training, as in the Neuron T5 tutorial:
+NEURON_NUM_DEVICES=0, and libneuronxla kept from configuring the XLA devices. Appends one eval
+record (`"stage": "predict"`) at the last training step to metrics.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.spec import RunSpec, SpecError, load_spec
+
+#: settings of the training run that do not apply to an evaluation on CPU
+TRAINING_ONLY = ("hardware", "parallelism", "precision", "compile", "launcher", "neuron", "resume", "sagemaker")
+
+
+def keep_off_neuron() -> None:
+    """The tutorial's lines before transformers is imported: no XLA device configuration."""
+    try:
+        import libneuronxla
+    except ImportError:
+        return
+    libneuronxla.configure_environment = lambda: None
+
+
+def cpu_spec(spec: RunSpec, model_dir: Path) -> RunSpec:
+    """The run's data and task, with the trained model, on CPU, generating where the task can."""
+    data = {key: value for key, value in spec.model_dump(mode="json").items() if key not in TRAINING_ONLY}
+    data["model"] = str(model_dir)
+    data["train"]["predict_with_generate"] = True
+    return RunSpec.model_validate(data)
+
+
+def predict(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
+    from transformers import Trainer
+
+    from nbtoolkit.metrics.series import read_metrics
+    from nbtoolkit.train.data import load_splits
+    from nbtoolkit.train.errors import TrainError
+    from nbtoolkit.train.program import quiet_libraries, training_arguments
+    from nbtoolkit.train.tasks import setup_task
+
+    quiet_libraries()
+    model_dir = Path(output_dir) / "model"
+    if not (model_dir / "config.json").is_file():
+        raise TrainError(f"there is no trained model in {model_dir} to predict with; the train stage saves it there")
+    spec = cpu_spec(spec, model_dir)
+    task = setup_task(spec, load_splits(spec))
+    if task.eval_dataset is None:
+        raise TrainError("neuron.predict needs an eval split and the dataset has none; set dataset.eval_split")
+    args = training_arguments(spec, str(Path(output_dir) / "predict"), has_eval=True, **task.argument_overrides)
+    trainer = (task.trainer_class or Trainer)(model=task.model, args=args, eval_dataset=task.eval_dataset,
+                                               data_collator=task.data_collator, processing_class=task.tokenizer,
+                                               compute_metrics=task.compute_metrics)
+    metrics = trainer.evaluate()
+    steps = [record["step"] for record in read_metrics(metrics_path) if record.get("kind") == "train"]
+    record = {"time": time.time(), "step": max(steps, default=0), "kind": "eval", "stage": "predict",
+              **{key: value if math.isfinite(value) else None for key, value in metrics.items()
+                 if isinstance(value, (int, float)) and key != "epoch"}}
+    with open(metrics_path, "a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    shown = ", ".join(f"{key} {value:.4f}" for key, value in metrics.items()
+                      if key.startswith("eval_") and not key.endswith(("runtime", "per_second", "time")))
+    print(f"[nbtoolkit] predict on CPU: {shown}", flush=True)
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.train.predict", description=__doc__)
+    parser.add_argument("--spec", required=True, help="spec.json of the run")
+    parser.add_argument("--metrics", default="metrics.jsonl")
+    parser.add_argument("--output-dir", default="output", help="where the train stage saved model/")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("NEURON_NUM_DEVICES", "0")
+    keep_off_neuron()
+    from nbtoolkit.train.errors import TrainError
+
+    try:
+        predict(load_spec(Path(args.spec)), args.metrics, args.output_dir)
+    except (SpecError, TrainError) as exc:
+        print(f"{ERROR_PREFIX} {exc}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

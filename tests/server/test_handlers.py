@@ -1,0 +1,212 @@
+"""The job REST API through a real Jupyter server: auth, id checks, paging, incremental reads, stop."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import psutil
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from nbtoolkit.api import launch
+from nbtoolkit.jobs.store import LOG_FILE
+from nbtoolkit.metrics.series import METRICS_FILE
+from tests.conftest import SCRIPTS
+
+API = "nbtoolkit/api"
+
+
+async def get_json(jp_fetch, *parts, **params):
+    response = await jp_fetch(API, *parts, params=params)
+    assert response.code == 200
+    return json.loads(response.body)
+
+
+async def error_of(fetching) -> tuple[int, dict]:
+    with pytest.raises(HTTPClientError) as caught:
+        await fetching
+    body = caught.value.response.body if caught.value.response is not None else b""
+    return caught.value.code, json.loads(body) if body.startswith(b"{") else {}
+
+
+def finished_job(store, name="done", status="succeeded", losses=(2.0, 1.5, 1.0), log="line 1\nline 2\n", **values):
+    record = store.create(name=name, task="text-classification", backend="local",
+                          info={"hourly_price_usd": 3.6})
+    directory = store.job_dir(record.id)
+    (directory / LOG_FILE).write_text(log)
+    with open(directory / METRICS_FILE, "w") as metrics:
+        for step, loss in enumerate(losses, start=1):
+            metrics.write(json.dumps({"time": 1000.0 + step, "step": step * 10, "kind": "train", "loss": loss,
+                                      "samples_per_second": 50.0, "max_steps": 30}) + "\n")
+    store.update(record.id, status=status, started=1000.0, ended=1100.0, step=30, total_steps=30,
+                 loss=losses[-1] if losses else None, samples_per_second=50.0, **values)
+    return store.get(record.id)
+
+
+ENDPOINTS = [("GET", "jobs"), ("GET", "jobs/{id}"), ("GET", "jobs/{id}/metrics"), ("GET", "jobs/{id}/log"),
+             ("POST", "jobs/{id}/stop")]
+
+
+@pytest.mark.parametrize("method,path", ENDPOINTS)
+async def test_every_endpoint_refuses_a_request_without_a_token(jp_fetch, store, method, path):
+    job = finished_job(store)
+    code, _ = await error_of(jp_fetch(API, path.format(id=job.id), method=method, headers={"Authorization": ""},
+                                      body=b"" if method == "POST" else None))
+    assert code == 403
+
+
+@pytest.mark.parametrize("method,path", ENDPOINTS[1:])
+async def test_unknown_job_ids_are_404(jp_fetch, store, method, path):
+    finished_job(store)
+    code, body = await error_of(jp_fetch(API, path.format(id="0badc0de"), method=method,
+                                         body=b"" if method == "POST" else None))
+    assert code == 404 and "no job '0badc0de'" in body["message"]
+
+
+@pytest.mark.parametrize("job_id", ["..", "...", "jobs.db", "0badc0d", "0BADC0DE", "0badc0de0", "x" * 200])
+async def test_what_is_not_a_job_id_is_refused_before_any_path_is_built(jp_fetch, store, job_id):
+    code, body = await error_of(jp_fetch(API, "jobs", job_id, "log"))
+    assert code == 400 and "is not a job id" in body["message"]
+
+
+@pytest.mark.parametrize("path", [
+    "jobs/..%2F..%2Fsecret.txt/log",             # encoded slashes reach the handler as one id
+    "jobs/%2E%2E%2Fsecret.txt/log",
+    "jobs/..%252F..%252Fsecret.txt/log",         # double-encoded
+    "jobs/../../secret.txt/log",                 # plain dot segments
+    "jobs/%2Fetc%2Fpasswd/log",
+    "jobs/%00/log",
+])
+async def test_traversal_attempts_read_nothing_outside_the_jobs_root(http_server_client, jp_auth_header,
+                                                                     jp_serverapp, jp_base_url, home, path):
+    (home / "secret.txt").write_text("the secret\n")
+    with pytest.raises(HTTPClientError) as caught:
+        await http_server_client.fetch(f"{jp_base_url}{API}/{path}", headers=jp_auth_header)
+    response = caught.value.response
+    assert 400 <= caught.value.code < 500
+    assert response is None or b"the secret" not in response.body
+
+
+async def test_job_list_pages_filters_and_carries_what_the_panel_draws(jp_fetch, store):
+    first = finished_job(store, name="first", losses=[3.0 - i * 0.01 for i in range(300)])
+    failed = finished_job(store, name="second", status="failed", message="exited with code 1: boom")
+    newest = finished_job(store, name="third")
+
+    page = await get_json(jp_fetch, "jobs")
+    assert page["total"] == 3 and (page["limit"], page["offset"]) == (100, 0)
+    assert [job["id"] for job in page["jobs"]] == [newest.id, failed.id, first.id]
+
+    row = page["jobs"][2]
+    assert row["display"]["name"] == "first" and row["display"]["progress"] == "30/30"
+    assert row["display"]["cost"] == "$0.10" and row["cost_usd"] == pytest.approx(0.1)
+    assert (row["step"], row["total_steps"], row["samples_per_second"]) == (30, 30, 50.0)
+    assert row["elapsed_seconds"] == pytest.approx(100.0) and row["remaining_seconds"] is None
+    # the whole run, thinned to a sparkline, ending at the last loss
+    assert 24 <= len(row["loss_series"]) <= 49
+    assert row["loss_series"][0] == 3.0 and row["loss_series"][-1] == pytest.approx(3.0 - 299 * 0.01)
+    assert page["jobs"][0]["loss_series"] == [2.0, 1.5, 1.0]
+
+    second_page = await get_json(jp_fetch, "jobs", limit="2", offset="2")
+    assert [job["id"] for job in second_page["jobs"]] == [first.id] and second_page["total"] == 3
+
+    failed_only = await get_json(jp_fetch, "jobs", status="failed,stopped")
+    assert [job["id"] for job in failed_only["jobs"]] == [failed.id] and failed_only["total"] == 1
+    assert failed_only["jobs"][0]["message"] == "exited with code 1: boom"
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"status": "done"}, "status 'done' is not a job status; use one of queued, running"),
+    ({"limit": "0"}, "limit 0 is out of range; use from 1 to 1000"),
+    ({"limit": "ten"}, "limit 'ten' is not a whole number"),
+    ({"offset": "-1"}, "offset -1 is out of range; use 0 or more"),
+])
+async def test_bad_list_parameters_are_400_with_a_sentence(jp_fetch, store, params, message):
+    code, body = await error_of(jp_fetch(API, "jobs", params=params))
+    assert code == 400 and message in body["message"]
+
+
+async def test_job_detail_has_stages_and_backend_facts(jp_fetch, store):
+    job = finished_job(store, stages=[{"name": "train", "status": "succeeded", "exit_code": 0}], exit_code=0)
+    detail = await get_json(jp_fetch, "jobs", job.id)
+    assert detail["id"] == job.id and detail["status"] == "succeeded" and detail["exit_code"] == 0
+    assert detail["stages"][0]["name"] == "train" and detail["info"] == {"hourly_price_usd": 3.6}
+
+
+async def test_metrics_are_read_incrementally_and_a_torn_line_waits(jp_fetch, store):
+    job = finished_job(store)
+    first = await get_json(jp_fetch, "jobs", job.id, "metrics")
+    assert [record["loss"] for record in first["records"]] == [2.0, 1.5, 1.0] and first["since"] == 0
+
+    again = await get_json(jp_fetch, "jobs", job.id, "metrics", since=str(first["next"]))
+    assert again["records"] == [] and again["next"] == first["next"]
+
+    path = store.job_dir(job.id) / METRICS_FILE
+    with open(path, "a") as metrics:
+        metrics.write(json.dumps({"step": 40, "kind": "eval", "eval_loss": 0.9}) + "\n")
+        metrics.write('{"step": 50, "kind": "tra')  # being written right now
+    newer = await get_json(jp_fetch, "jobs", job.id, "metrics", since=str(first["next"]))
+    assert newer["records"] == [{"step": 40, "kind": "eval", "eval_loss": 0.9}]
+
+    with open(path, "a") as metrics:
+        metrics.write('in", "loss": 0.8}\n')
+    last = await get_json(jp_fetch, "jobs", job.id, "metrics", since=str(newer["next"]))
+    assert last["records"] == [{"step": 50, "kind": "train", "loss": 0.8}] and last["next"] == path.stat().st_size
+
+
+async def test_log_is_read_incrementally_bounded_and_as_a_tail(jp_fetch, store):
+    job = finished_job(store, log="".join(f"line {i}\n" for i in range(1, 101)))
+    first = await get_json(jp_fetch, "jobs", job.id, "log", limit="30")
+    assert first["text"] == "line 1\nline 2\nline 3\nline 4\n" and first["next"] == len(first["text"])
+
+    rest = await get_json(jp_fetch, "jobs", job.id, "log", offset=str(first["next"]))
+    assert rest["text"].startswith("line 5\n") and rest["text"].endswith("line 100\n")
+    assert rest["next"] == rest["size"]
+
+    with open(store.job_dir(job.id) / LOG_FILE, "a") as log:
+        log.write("line 101\n")
+    newer = await get_json(jp_fetch, "jobs", job.id, "log", offset=str(rest["next"]))
+    assert newer["text"] == "line 101\n"
+
+    tail = await get_json(jp_fetch, "jobs", job.id, "log", offset="-20")
+    assert tail["text"] == "line 100\nline 101\n" and tail["next"] == tail["size"]
+
+    code, body = await error_of(jp_fetch(API, "jobs", job.id, "log", params={"limit": str(2 * 1024 * 1024)}))
+    assert code == 400 and "limit 2097152 is out of range" in body["message"]
+
+
+def wait_for(condition, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+async def test_stop_ends_a_real_running_job_and_all_its_processes(jp_fetch, store):
+    job = launch({"task": "text-classification", "name": "sleepy", "script": {"path": str(SCRIPTS / "sleepy.py")}},
+                 store=store)
+    ready = wait_for(lambda: next((line for line in job.logs().splitlines() if line.startswith("ready pids")), None))
+    pids = [int(pid) for pid in ready.split()[2:]]
+    assert all(psutil.pid_exists(pid) for pid in pids)
+
+    # a running job's log and metrics grow: each read returns only what came since the last
+    log = await get_json(jp_fetch, "jobs", job.id, "log")
+    wait_for(lambda: len([r for r in job.records() if r["kind"] == "train"]) >= 2)
+    metrics = await get_json(jp_fetch, "jobs", job.id, "metrics")
+    wait_for(lambda: len([r for r in job.records() if r["kind"] == "train"]) >= len(metrics["records"]) + 2)
+    newer_metrics = await get_json(jp_fetch, "jobs", job.id, "metrics", since=str(metrics["next"]))
+    assert newer_metrics["records"] and newer_metrics["status"] == "running"
+    assert min(r["step"] for r in newer_metrics["records"]) > max(r["step"] for r in metrics["records"])
+    newer_log = await get_json(jp_fetch, "jobs", job.id, "log", offset=str(log["next"]))
+    assert newer_log["offset"] == log["next"] and newer_log["text"] and not log["text"].endswith(newer_log["text"])
+
+    listed = await get_json(jp_fetch, "jobs", status="running")
+    assert [row["id"] for row in listed["jobs"]] == [job.id]
+
+    response = await jp_fetch(API, "jobs", job.id, "stop", method="POST", body=b"", request_timeout=60)
+    stopped = json.loads(response.body)
+    assert response.code == 200 and stopped["status"] == "stopped" and stopped["message"] == "stopped on request"
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
+    assert (await get_json(jp_fetch, "jobs", job.id))["status"] == "stopped"

@@ -1,0 +1,126 @@
+"""Browser-test fixtures: a real JupyterLab server (`lab`) and a headless Chromium page (`page`).
+
+Run apart from the other tests (Playwright's sync API needs no running event loop):
+    python -m pytest -p no:asyncio tests/ui
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / "test-output" / "ui"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]
+#: user settings every browser test starts with: no news toast; the job panel refreshes fast
+USER_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false"},
+    "nbtoolkit/plugin": {"refreshInterval": 0.5, "idleInterval": 2},
+}
+
+
+@dataclass(frozen=True)
+class Lab:
+    url: str          # base URL, ending in /
+    token: str
+    root_dir: Path    # the server's file browser root
+    home: Path        # NBTOOLKIT_HOME: the job store the server reads
+    log: Path
+
+    def page_url(self, path: str = "lab") -> str:
+        return f"{self.url}{path}?token={self.token}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_serving(lab: Lab, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited with {process.returncode}; see {lab.log}")
+        try:
+            with urllib.request.urlopen(f"{lab.url}api/status?token={lab.token}", timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"jupyter lab did not answer within {timeout}s; see {lab.log}")
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory) -> Iterator[Lab]:
+    """A JupyterLab server on a free local port with its own settings, workspace and job store."""
+    base = tmp_path_factory.mktemp("lab")
+    settings = base / "settings"
+    for plugin, values in USER_SETTINGS.items():
+        package, name = plugin.rsplit("/", 1)
+        (settings / package).mkdir(parents=True, exist_ok=True)
+        (settings / package / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    port, token = free_port(), secrets.token_hex(16)
+    lab = Lab(url=f"http://127.0.0.1:{port}/", token=token, root_dir=base / "root", home=base / "nbhome",
+              log=SCREENSHOTS / "jupyterlab.log")
+    lab.root_dir.mkdir()
+    env = {**os.environ, "NBTOOLKIT_HOME": str(lab.home), "JUPYTERLAB_SETTINGS_DIR": str(settings),
+           "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"), "JUPYTER_CONFIG_DIR": str(base / "config"),
+           "JUPYTER_RUNTIME_DIR": str(base / "runtime")}
+    with open(lab.log, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
+             "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
+             f"--ServerApp.root_dir={lab.root_dir}"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_until_serving(lab, process)
+        yield lab
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture(scope="session")
+def browser_context(tmp_path_factory):
+    """Headless Debian Chromium driven by Playwright, with a fresh profile."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no Chromium at /usr/bin/chromium; `apt-get install -y chromium` (make test does)")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+            headless=True, viewport={"width": 1400, "height": 900})
+        yield context
+        context.close()
+
+
+@pytest.fixture
+def page(lab, browser_context):
+    """A browser page with JupyterLab loaded and ready."""
+    page = browser_context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(lab.page_url())
+    page.wait_for_selector("#jp-main-dock-panel", state="visible", timeout=90_000)
+    yield page
+    page.close()
