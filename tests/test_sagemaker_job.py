@@ -76,19 +76,24 @@ def test_distribution_per_strategy(parallelism, instance, nodes, expected):
     assert job.instance_count == nodes
 
 
-def test_neuron_on_trainium_uses_the_documented_image_and_optional_precompile():
-    spec = sagemaker_spec(task="text-classification", hardware={"instance_type": "ml.trn1.2xlarge", "devices": 2,
-                                                                "accelerator": "neuron"},
-                          compile="neuron", precision="bf16")
+def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cache_on_s3():
+    spec = sagemaker_spec(task="text-classification", precision="bf16",
+                          hardware={"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"})
     job = training_job(spec)
-    assert job.distributed and job.processes_per_node == 2 and job.precompile
+    assert job.distributed and job.processes_per_node == 2 and job.precompile  # one worker per NeuronCore
     assert job.image_uri.startswith("763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:")
+    assert job.environment["NEURON_CC_FLAGS"] == "--cache_dir={neuron_cache}" and job.environment["XLA_USE_BF16"] == "1"
     precompile = job.for_phase("precompile")
     assert precompile.environment["RUN_NEURON_PARALLEL_COMPILE"] == "1" and precompile.metric_definitions == []
+    assert precompile.environment["NBTOOLKIT_SPEC_FILE"] == "precompile.json"
     assert precompile.base_job_name == f"{job.base_job_name}-precompile"
     launch = render(spec)
     assert [(stage.name, stage.metrics_from_log) for stage in launch.stages] == [("precompile", False),
                                                                                  ("train", True)]
+    assert load_spec(launch.files[f"{CODE_DIR}/precompile.json"]).train.max_steps == spec.neuron.precompile_steps
+    assert [stage.name for stage in render(sagemaker_spec(
+        task="text-classification", hardware={"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"},
+        neuron={"precompile": False})).stages] == ["train"]
 
 
 @pytest.mark.parametrize("changes, sentence", [
@@ -219,17 +224,6 @@ def test_the_job_description_round_trips_as_json():
     job = training_job(sagemaker_spec(parallelism={"strategy": "smp", "tensor_parallel_degree": 2}, script=SCRIPT))
     assert TrainingJob.model_validate_json(job.model_dump_json()) == job
     assert json.loads(job.model_dump_json())["smp"] == {"tensor_parallel_degree": 2}
-
-
-def test_resume_after_an_interruption_skips_a_checkpoint_cut_short(tmp_path):
-    from nbtoolkit.train.program import latest_complete_checkpoint
-
-    for step, complete in ((4, True), (8, True), (12, False)):
-        (tmp_path / f"checkpoint-{step}").mkdir()
-        if complete:
-            (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
-    assert latest_complete_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-8")
-    assert latest_complete_checkpoint(str(tmp_path / "missing")) is None
 
 
 class FakeAWS:

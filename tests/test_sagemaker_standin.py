@@ -65,7 +65,7 @@ def test_create_training_job_request_for_each_distribution(standin, tmp_path):
     for strategy, hardware, sagemaker, torchrun in DISTRIBUTIONS:
         parallelism = {"strategy": strategy, **({"tensor_parallel_degree": 4} if strategy == "smp" else {})}
         spec = load_spec(spec_for(f"dist-{strategy}", hardware=hardware, sagemaker=sagemaker, parallelism=parallelism,
-                                  script=user_script(tmp_path), compile="neuron" if strategy == "xla" else "none"))
+                                  script=user_script(tmp_path)))
         name, region = submit(training_job(spec), tmp_path)
         request = standin.requests[name]
         assert region == "us-east-1" and request["RoleArn"] == ROLE
@@ -90,12 +90,12 @@ def test_create_training_job_request_for_each_distribution(standin, tmp_path):
             assert json.loads(request["HyperParameters"]["mp_parameters"]) == {"tensor_parallel_degree": 4}
         elif strategy == "xla":
             assert image.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training-neuronx:")
-            cache = f"s3://{BUCKET}/{spec.display_name}/neuron-cache/"
-            assert environment["NEURON_COMPILE_CACHE_URL"] == cache and "RUN_NEURON_PARALLEL_COMPILE" not in environment
+            cache = f"--cache_dir=s3://{BUCKET}/{spec.display_name}/neuron-cache"
+            assert environment["NEURON_CC_FLAGS"] == cache and "RUN_NEURON_PARALLEL_COMPILE" not in environment
             precompile, _ = submit(training_job(spec).for_phase("precompile"), tmp_path)
             assert precompile.startswith(f"{spec.display_name}-precompile-")
             assert standin.requests[precompile]["Environment"].items() >= {
-                "RUN_NEURON_PARALLEL_COMPILE": "1", "NEURON_COMPILE_CACHE_URL": cache}.items()
+                "RUN_NEURON_PARALLEL_COMPILE": "1", "NEURON_CC_FLAGS": cache}.items()
         else:
             assert image.endswith("huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04")
         assert "ACCELERATE_USE_SAGEMAKER" not in environment or strategy == "smddp"

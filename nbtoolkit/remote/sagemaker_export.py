@@ -10,8 +10,8 @@ from __future__ import annotations
 import textwrap
 
 from nbtoolkit.metrics.parse import pair_pattern
-from nbtoolkit.remote.sagemaker_job import (CHECKPOINT_LOCAL_PATH, CODE_DIR, PACKAGE_IGNORE, PRECOMPILE_ENV, SMP_IMAGE,
-                                            TrainingJob)
+from nbtoolkit.remote.sagemaker_job import (CHECKPOINT_LOCAL_PATH, CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE,
+                                            PRECOMPILE_ENV, SMP_IMAGE, TrainingJob)
 
 V3_FILE = "sagemaker/launch_v3.py"
 V2_FILE = "sagemaker/launch_v2.py"
@@ -21,7 +21,12 @@ def _literal(value) -> str:
     """A Python literal for a keyword argument; a dict gets one item per line."""
     if not isinstance(value, dict) or not value:
         return repr(value)
-    return "{\n" + "".join(f"        {key!r}: {item!r},\n" for key, item in value.items()) + "    }"
+    return "{\n" + "".join(f"        {key!r}: {_item(item)},\n" for key, item in value.items()) + "    }"
+
+
+def _item(value) -> str:
+    """A value; one naming the Neuron compile cache becomes an f-string over `neuron_cache`."""
+    return f"f{value!r}" if isinstance(value, str) and NEURON_CACHE in value else repr(value)
 
 
 def _code_lines(job: TrainingJob) -> list[str]:
@@ -57,12 +62,15 @@ def _metric_lines(job: TrainingJob, make: str) -> list[str]:
             f"metric_definitions = [{make} for key in METRIC_KEYS]"]
 
 
-def _precompile_note(job: TrainingJob) -> list[str]:
-    if not job.precompile:
-        return []
-    return [f"# nbtoolkit first runs this job once with environment {PRECOMPILE_ENV} (base name "
-            f"'{job.base_job_name}-precompile') and waits for it; both jobs share NEURON_COMPILE_CACHE_URL "
-            f"(s3://<bucket>/{job.base_job_name}/neuron-cache/)."]
+def _neuron_lines(job: TrainingJob) -> list[str]:
+    """Where Trainium jobs keep their compile cache, and the precompile job nbtoolkit runs first."""
+    lines = []
+    if any(NEURON_CACHE in value for value in job.environment.values()):
+        lines.append(f"neuron_cache = f's3://{{session.default_bucket()}}/{job.base_job_name}/neuron-cache'")
+    if job.precompile:
+        lines += [f"# nbtoolkit first runs this job once with environment {PRECOMPILE_ENV}",
+                  f"# (base name '{job.base_job_name}-precompile') and waits for it: it fills the compile cache."]
+    return lines
 
 
 def v3_script(job: TrainingJob, title: str) -> str:
@@ -80,7 +88,7 @@ def v3_script(job: TrainingJob, title: str) -> str:
              "HERE = Path(__file__).resolve().parent", *_session_lines(job, "Session"), *_code_lines(job),
              *_image_lines(job, "image_uris.retrieve"),
              *_metric_lines(job, "MetricDefinition(name=key, regex=METRIC_PATTERN.replace('KEY', key))"),
-             *_precompile_note(job), ""]
+             *_neuron_lines(job), ""]
     smp = f", smp=SMP({', '.join(f'{key}={value!r}' for key, value in job.smp.items())})" if job.smp else ""
     distributed = f"Torchrun(process_count_per_node={job.processes_per_node!r}{smp})" if job.distributed else "None"
     checkpoint = f"CheckpointConfig(s3_uri={job.checkpoint_s3_uri!r})" if job.checkpoints else "None"
@@ -140,7 +148,7 @@ def v2_script(job: TrainingJob, title: str) -> str:
              "HERE = Path(__file__).resolve().parent", *_session_lines(job, "sagemaker.Session"), *_code_lines(job),
              *image_lines,
              *_metric_lines(job, "{'Name': key, 'Regex': METRIC_PATTERN.replace('KEY', key)}"),
-             *_precompile_note(job),
+             *_neuron_lines(job),
              *([f"# SDK v2 starts one process per GPU; nbtoolkit asked for {job.processes_per_node} per instance"]
                if job.processes_per_node else []), "",
              "estimator = HuggingFace(",

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.catalog import hourly_price
 from nbtoolkit.jobs.supervisor import JOB_ID_ENV
 from nbtoolkit.remote.aws_errors import explain
-from nbtoolkit.remote.sagemaker_instances import hourly_price
 from nbtoolkit.remote.sagemaker_job import TrainingJob
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"

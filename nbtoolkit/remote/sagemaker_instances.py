@@ -1,4 +1,5 @@
-"""What nbtoolkit needs to know about SageMaker instance types: validity, accelerator, price.
+"""What SageMaker jobs need to know about instance types beyond the catalog: validity, accelerator,
+which ones run SageMaker's distributed libraries. (Prices come from nbtoolkit.catalog.)
 
 Validity comes from the SageMaker API model that botocore ships (its TrainingInstanceType enum),
 so it follows the service without a list of our own. Which instances run SageMaker's distributed
@@ -21,21 +22,6 @@ SMDDP_INSTANCE_TYPES = ("ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge
 #: SageMaker model parallel v2 (smp) runs on these only
 SMP_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge",
                       "ml.p5en.48xlarge")
-
-#: On-demand SageMaker training $/hour per instance, us-east-1 (https://aws.amazon.com/sagemaker/pricing/).
-#: Only here until nbtoolkit.catalog lands; `hourly_price` is the one function that reads it.
-_PRICES_USD = {
-    "ml.m5.xlarge": 0.23, "ml.m5.2xlarge": 0.461, "ml.g4dn.xlarge": 0.736, "ml.g4dn.12xlarge": 4.89,
-    "ml.g5.xlarge": 1.408, "ml.g5.2xlarge": 1.515, "ml.g5.12xlarge": 7.09, "ml.g5.48xlarge": 20.36,
-    "ml.p3.2xlarge": 3.825, "ml.p3.8xlarge": 14.688, "ml.p3.16xlarge": 28.152, "ml.p3dn.24xlarge": 35.894,
-    "ml.p4d.24xlarge": 37.688, "ml.p5.48xlarge": 113.07, "ml.trn1.32xlarge": 24.725,
-}
-
-
-def hourly_price(instance_type: str) -> float | None:
-    """On-demand USD per hour for one instance, or None when unknown (costs are then not shown)."""
-    return _PRICES_USD.get(instance_type)
-
 
 def accelerator_of(instance_type: str) -> Accelerator:
     """What a SageMaker instance trains on: ml.p*/ml.g* GPUs, ml.trn*/ml.inf* NeuronCores, else CPU."""

@@ -14,15 +14,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from nbtoolkit.backends.neuron import neuron_env, precompile_spec
 from nbtoolkit.backends.program import BASE_ENV, SPEC_FILE
+from nbtoolkit.catalog import hourly_price
 from nbtoolkit.metrics.parse import pair_pattern
-from nbtoolkit.remote.sagemaker_instances import SMDDP_INSTANCE_TYPES, SMP_INSTANCE_TYPES, accelerator_of, hourly_price
+from nbtoolkit.remote.sagemaker_instances import SMDDP_INSTANCE_TYPES, SMP_INSTANCE_TYPES, accelerator_of
 from nbtoolkit.spec import RunSpec
 
 JOB_FILE = "sagemaker/job.json"
 #: the job's code as shipped for nbtoolkit's own program: spec, entry script, requirements (+ the package)
 CODE_DIR = "sagemaker/code"
 ENTRY_SCRIPT = "nbtoolkit_train.py"
+#: the precompile job's shorter run of nbtoolkit's program (neuron.precompile_steps), and how the entry picks it
+PRECOMPILE_SPEC_FILE = "precompile.json"
+SPEC_FILE_ENV = "NBTOOLKIT_SPEC_FILE"
+#: in the environment, replaced at submit by s3://<bucket>/<base job name>/neuron-cache (the bucket may be the SDK's)
+NEURON_CACHE = "{neuron_cache}"
 #: parts of the installed package a training container does not need
 PACKAGE_IGNORE = ("__pycache__", "*.pyc", "labextension", "static")
 REQUIREMENTS = "requirements.txt"
@@ -42,7 +49,7 @@ TRAINIUM_IMAGE = ("763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytor
 SMDDP_PYTORCH_BELOW = (2, 2)
 SMDDP_ENV = {"ACCELERATE_USE_SAGEMAKER": "true", "ACCELERATE_SAGEMAKER_DISTRIBUTED_TYPE": "DATA_PARALLEL"}
 #: the Torchrun driver of SDK v3 runs `neuron_parallel_compile torchrun ...` when this is set
-PRECOMPILE_ENV = {"RUN_NEURON_PARALLEL_COMPILE": "1"}
+PRECOMPILE_ENV = {"RUN_NEURON_PARALLEL_COMPILE": "1", SPEC_FILE_ENV: PRECOMPILE_SPEC_FILE}
 #: Trainer log keys charted in the SageMaker console (its limit is 40 definitions)
 METRIC_KEYS = ("loss", "learning_rate", "grad_norm", "epoch", "eval_loss", "eval_accuracy", "eval_f1",
                "train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss")
@@ -80,7 +87,7 @@ class TrainingJob(BaseModel):
     versions: dict[str, str] | None
     instance_type: str
     instance_count: int
-    #: on-demand USD per instance-hour: the spec's hardware.hourly_price_usd, else the price table's
+    #: on-demand USD per instance-hour: the spec's hardware.hourly_price_usd, else the catalog's
     hourly_price_usd: float | None
     volume_size_gb: int
     max_run: int
@@ -105,7 +112,8 @@ class TrainingJob(BaseModel):
     requirements: str | None
 
     def for_phase(self, phase: Phase) -> TrainingJob:
-        """The precompile job: the same run under neuron_parallel_compile; its numbers are not metrics."""
+        """The precompile job: a short run under neuron_parallel_compile that fills the compile cache on S3
+        the training job then reads; its numbers are not metrics."""
         if phase == "train":
             return self
         return self.model_copy(update={"base_job_name": f"{self.base_job_name}-precompile",
@@ -137,10 +145,11 @@ def training_job(spec: RunSpec) -> TrainingJob:
     strategy = spec.parallelism.strategy
     image_uri, image_lookup, versions = _image(spec, instance)
     _check_distribution(spec, instance, image_uri, versions)
-    distributed = strategy != "none" or spec.world_size > 1 or accelerator_of(instance) == "neuron"
+    trainium = accelerator_of(instance) == "neuron"
+    distributed = strategy != "none" or spec.world_size > 1 or trainium
     own_program = spec.script is None
-    environment = {**BASE_ENV, CHECKPOINT_DIR_ENV: CHECKPOINT_LOCAL_PATH,
-                   **(SMDDP_ENV if strategy == "smddp" else {}), **settings.environment}
+    environment = {**BASE_ENV, CHECKPOINT_DIR_ENV: CHECKPOINT_LOCAL_PATH, **(SMDDP_ENV if strategy == "smddp" else {}),
+                   **(trainium_env(spec) if trainium else {}), **settings.environment}
     return TrainingJob(
         base_job_name=base_job_name(spec),
         role=settings.role,
@@ -162,7 +171,7 @@ def training_job(spec: RunSpec) -> TrainingJob:
         distributed=distributed,
         processes_per_node=hardware.devices if distributed and hardware.devices > 1 else None,
         smp={"tensor_parallel_degree": spec.parallelism.tensor_parallel_degree} if strategy == "smp" else None,
-        precompile=spec.compile == "neuron",
+        precompile=trainium and spec.neuron.precompile,
         environment=environment,
         hyperparameters={} if own_program else script_hyperparameters(spec.script.args),
         metric_definitions=metric_definitions(),
@@ -170,6 +179,12 @@ def training_job(spec: RunSpec) -> TrainingJob:
         entry_script=ENTRY_SCRIPT if own_program else _script_entry(spec),
         requirements=REQUIREMENTS if own_program else None,
     )
+
+
+def trainium_env(spec: RunSpec) -> dict[str, str]:
+    """The Neuron backend's environment, with the persistent compile cache on S3 (shared by both jobs)."""
+    cache = spec.neuron.cache_dir if spec.neuron.cache_dir.startswith("s3://") else NEURON_CACHE
+    return neuron_env(spec.model_copy(update={"neuron": spec.neuron.model_copy(update={"cache_dir": cache})}))
 
 
 def syncs_checkpoints(spec: RunSpec) -> bool:
@@ -188,9 +203,13 @@ def code_files(spec: RunSpec) -> dict[str, str]:
     """Files of the job's code directory that nbtoolkit writes (the package itself is copied at submit)."""
     if spec.script is not None:
         return {}
-    return {f"{CODE_DIR}/{SPEC_FILE}": shipped_spec(spec).model_dump_json(indent=2),
-            f"{CODE_DIR}/{ENTRY_SCRIPT}": ENTRY_SOURCE,
-            f"{CODE_DIR}/{REQUIREMENTS}": CONTAINER_REQUIREMENTS}
+    shipped = shipped_spec(spec)
+    files = {f"{CODE_DIR}/{SPEC_FILE}": shipped.model_dump_json(indent=2),
+             f"{CODE_DIR}/{ENTRY_SCRIPT}": ENTRY_SOURCE,
+             f"{CODE_DIR}/{REQUIREMENTS}": CONTAINER_REQUIREMENTS}
+    if accelerator_of(spec.hardware.instance_type or "") == "neuron" and spec.neuron.precompile:
+        files[f"{CODE_DIR}/{PRECOMPILE_SPEC_FILE}"] = precompile_spec(shipped).model_dump_json(indent=2)
+    return files
 
 
 def script_hyperparameters(args: list[str]) -> dict[str, Any]:
@@ -299,9 +318,6 @@ def _check_distribution(spec: RunSpec, instance: str, image_uri: str | None, ver
             raise SageMakerSetupError(
                 f"parallelism.pipeline_parallel_degree {parallelism.pipeline_parallel_degree} is not available: "
                 "SageMaker model parallel v2 shards tensors, not pipeline stages; use tensor_parallel_degree")
-    if spec.compile == "neuron" and accelerator_of(instance) != "neuron":
-        raise SageMakerSetupError(f"compile 'neuron' needs a Trainium instance (hardware.instance_type is "
-                                  f"'{instance}'); use ml.trn1.2xlarge or ml.trn1.32xlarge")
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -317,7 +333,8 @@ import sys
 from nbtoolkit.train.program import main
 
 output_data = os.environ.get("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data")
-sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__)), "{SPEC_FILE}"),
+spec = os.environ.get("{SPEC_FILE_ENV}", "{SPEC_FILE}")
+sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__)), spec),
                "--metrics", os.path.join(output_data, "metrics.jsonl"),
                "--output-dir", os.environ.get("{CHECKPOINT_DIR_ENV}", "{CHECKPOINT_LOCAL_PATH}"),
                "--model-dir", os.environ.get("SM_MODEL_DIR", "/opt/ml/model")]))

@@ -11,9 +11,8 @@ import shutil
 from pathlib import Path
 
 from nbtoolkit.remote.aws_errors import NO_REGION, explain
-from nbtoolkit.remote.sagemaker_job import CODE_DIR, PACKAGE_IGNORE, TrainingJob
+from nbtoolkit.remote.sagemaker_job import CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE, TrainingJob
 
-PRECOMPILE_CACHE_ENV = "NEURON_COMPILE_CACHE_URL"
 
 
 class SubmitError(RuntimeError):
@@ -96,9 +95,10 @@ def submit(job: TrainingJob, job_dir: Path) -> tuple[str, str]:
         from sagemaker.core.helper.session_helper import Session
 
         session = Session(boto_session=boto, default_bucket=job.bucket)
-        if job.precompile:  # both phases share the Neuron compile cache on S3
-            cache = f"s3://{session.default_bucket()}/{job.base_job_name.removesuffix('-precompile')}/neuron-cache/"
-            job = job.model_copy(update={"environment": {**job.environment, PRECOMPILE_CACHE_ENV: cache}})
+        if any(NEURON_CACHE in value for value in job.environment.values()):  # both Neuron jobs share it
+            cache = f"s3://{session.default_bucket()}/{job.base_job_name.removesuffix('-precompile')}/neuron-cache"
+            job = job.model_copy(update={"environment": {key: value.replace(NEURON_CACHE, cache)
+                                                         for key, value in job.environment.items()}})
         trainer = model_trainer(job, stage_code(job, job_dir), session, image_uri(job, boto.region_name))
         trainer.train(wait=False, logs=False)
     except SubmitError:
