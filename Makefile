@@ -55,9 +55,10 @@ deepspeed: $(DEEPSPEED_STAMP)
 demo: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/nbtoolkit demo
 
-# the SageMaker SDK (~1 GB) and the moto stand-in its tests run against: tests only, not the demo
+# the SageMaker SDK (~1 GB; the extra nbtoolkit[sagemaker]) for the SageMaker tests, not the demo
+# (moto, their local AWS stand-in, comes with the test extra)
 $(VENV)/.sagemaker: | $(STAMP)
-	$(BIN)/pip install -c constraints.txt -e ".[test,sagemaker]"
+	$(BIN)/pip install -c constraints.txt sagemaker
 	touch $@
 
 test: install deepspeed $(VENV)/.sagemaker $(LAB_BUILT) $(CHROMIUM)
