@@ -55,7 +55,13 @@ deepspeed: $(DEEPSPEED_STAMP)
 demo: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/nbtoolkit demo
 
-test: install deepspeed $(LAB_BUILT) $(CHROMIUM)
+# the SageMaker SDK (~1 GB; the extra nbtoolkit[sagemaker]) for the SageMaker tests, not the demo
+# (moto, their local AWS stand-in, comes with the test extra)
+$(VENV)/.sagemaker: | $(STAMP)
+	$(BIN)/pip install -c constraints.txt sagemaker
+	touch $@
+
+test: install deepspeed $(VENV)/.sagemaker $(LAB_BUILT) $(CHROMIUM)
 	cd $(LAB) && $(WITH_VENV) jlpm test
 	$(BIN)/python -m pytest
 	$(BIN)/python -m pytest -p no:asyncio tests/ui

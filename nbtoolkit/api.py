@@ -129,6 +129,16 @@ def check_fit(spec: RunSpec, *, force: bool = False) -> None:
     warnings.warn(problem, stacklevel=3)
 
 
+def attach(name: str, *, region: str | None = None, store: JobStore | None = None) -> Job:
+    """Follow a SageMaker training job started elsewhere as a job here: listed, logged, charted, stoppable."""
+    from nbtoolkit.backends.sagemaker import attach_launch, check_aws
+
+    check_aws(region)
+    store = store or JobStore()
+    record = job_control.submit(attach_launch(name, region), name=name, task="attached", store=store)
+    return Job(record.id, store)
+
+
 def jobs(status: str | None = None, limit: int = 100, store: JobStore | None = None) -> list[Job]:
     """Known jobs, newest first."""
     store = store or JobStore()

@@ -9,7 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from nbtoolkit.api import Job, launch, resume
+from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, read_log, stop
 from nbtoolkit.jobs.listing import format_table, listing_row
@@ -61,6 +61,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return follow(job) if args.follow else 0
 
 
+def cmd_attach(args: argparse.Namespace) -> int:
+    job = attach(args.name, region=args.region)
+    started(job)
+    return follow(job) if args.follow else 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     if args.real:
         model = REAL_DEMO_SPEC["model"]
@@ -107,6 +113,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     for key, value in {**listing_row(record), "dir": job.dir, "message": record.message or "",
                        "exit code": "" if record.exit_code is None else record.exit_code}.items():
         print(f"{key:>10}: {value}")
+    if record.remote_name:  # a remote job: where to see it, and what it was billed
+        info = record.info
+        print(f"{'remote':>10}: {record.remote_name} {info.get('console_url', '')}".rstrip())
+        if info.get("billable_seconds") is not None:
+            savings = f", spot saved {info['spot_savings_pct']:.0f}%" if info.get("spot_savings_pct") is not None else ""
+            print(f"{'billable':>10}: {info['billable_seconds']} s{savings}")
     evals = [metric for metric in job.records() if metric.get("kind") == "eval"]
     if evals:
         shown = {key: value for key, value in evals[-1].items() if key.startswith("eval_")}
@@ -172,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan_.add_argument("--dataset-size", type=int, metavar="N", help="training examples per epoch")
     plan_.add_argument("--utilisation", type=float, help="fraction of peak FLOP/s to assume (default 0.35)")
     plan_.set_defaults(handler=cmd_plan)
+
+    attach_ = commands.add_parser("attach", help="follow a SageMaker training job started elsewhere, as a job")
+    attach_.add_argument("name", help="the SageMaker training job name")
+    attach_.add_argument("--region", help="its AWS region (default: the configured one)")
+    attach_.add_argument("--follow", "-f", action="store_true", help="print the log until the job ends")
+    attach_.set_defaults(handler=cmd_attach)
 
     demo = commands.add_parser("demo", help="fine-tune the bundled tiny model offline and show the result")
     demo.add_argument("--real", action="store_true",

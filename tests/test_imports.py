@@ -8,13 +8,13 @@ import pytest
 
 from tests.conftest import PYTHON
 
-HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplotlib")
+HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplotlib", "boto3", "botocore")
 
 
 @pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local",
                                     "nbtoolkit.planner", "nbtoolkit.catalog", "nbtoolkit.server.extension",
                                     "nbtoolkit.backends.torchrun", "nbtoolkit.backends.deepspeed",
-                                    "nbtoolkit.backends.neuron"])
+                                    "nbtoolkit.backends.neuron", "nbtoolkit.backends.sagemaker"])
 def test_light_imports(module):
     result = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True,
                             check=True)

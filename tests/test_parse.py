@@ -68,3 +68,13 @@ def test_classify_and_dict_line():
     assert classify({"train_runtime": 3.0, "train_loss": 1.0}) == "summary"
     assert classify({"eval_loss": 1.0}) == "eval"
     assert classify({"grad_norm": 1.0}) is None
+
+
+def test_nbtoolkit_progress_lines_give_the_step_and_window_throughput():
+    text = ("[nbtoolkit] step 20/150 (13%) | loss 1.5320 | lr 4.00e-05 | 12.5 samples/s | 1600 tokens/s | eta 0:12\n"
+            "{'loss': '1.532', 'learning_rate': '4e-05', 'epoch': '0.2'}\n"
+            "{'eval_loss': '1.4', 'eval_accuracy': '0.5', 'epoch': '0.2'}\n")
+    train, evaluation = parse_all(text)
+    assert (train["step"], train["max_steps"], train["samples_per_second"], train["tokens_per_second"]) == \
+        (20, 150, 12.5, 1600.0)
+    assert evaluation["step"] == 20 and "samples_per_second" not in evaluation

@@ -22,6 +22,7 @@ BACKENDS: dict[str, str] = {
     "torchrun": "nbtoolkit.backends.torchrun",
     "deepspeed": "nbtoolkit.backends.deepspeed",
     "neuron": "nbtoolkit.backends.neuron",
+    "sagemaker": "nbtoolkit.backends.sagemaker",
 }
 
 

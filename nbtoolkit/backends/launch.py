@@ -18,12 +18,15 @@ class Stage:
 
     `metrics_from_log`: the program writes no metrics.jsonl itself (a user script, a remote
     job's log stream), so the supervisor parses its output into metrics.
+    `stop_grace_s`: how long a stop waits after SIGTERM before SIGKILL, when the program needs
+    longer than the supervisor's default to wind down (a remote job waits for its service).
     """
 
     name: str
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     metrics_from_log: bool = False
+    stop_grace_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import psutil
 
 from nbtoolkit.backends.launch import Launch
 from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobRecord, JobStore, supervisor_process
+from nbtoolkit.jobs.supervisor import stage_grace
 from nbtoolkit.jobs.tree import terminate_tree
 from nbtoolkit.metrics.series import METRICS_FILE
 
@@ -60,12 +61,17 @@ def submit(launch: Launch, *, name: str, task: str, store: JobStore | None = Non
     return store.get(record.id)
 
 
+def job_launch(directory: Path) -> Launch:
+    return Launch.from_dict(json.loads((directory / "launch.json").read_text()))
+
+
 def stop(job_id: str, *, store: JobStore | None = None, grace: float = 5.0) -> JobRecord:
     """End every process of the job (the supervisor ends the ranks; we make sure) and mark it stopped."""
     store = store or JobStore()
     record = store.get(job_id)
     if not record.active:
         return record
+    grace = max(grace, *(stage_grace(stage) for stage in job_launch(store.job_dir(record.id)).stages))
     supervisor = supervisor_process(record)
     if supervisor is not None:
         supervisor.terminate()

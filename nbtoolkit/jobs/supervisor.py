@@ -34,6 +34,8 @@ LOG_PREFIX = "[nbtoolkit]"
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*:")
 POLL_S = 1.0
 STOP_GRACE_S = 5.0
+#: every stage learns its job's id from this variable (a remote job's follower records facts in its row)
+JOB_ID_ENV = "NBTOOLKIT_JOB_ID"
 
 
 class Supervisor:
@@ -66,7 +68,7 @@ class Supervisor:
     def _run_stage(self, index: int, stage: Stage, log) -> int:
         self._say(log, f"stage {stage.name}: {shlex.join(stage.argv)}")
         self._set_stage(index, status="running", started=time.time())
-        env = {**os.environ, **self.launch.env, **stage.env}
+        env = {**os.environ, **self.launch.env, **stage.env, JOB_ID_ENV: self.job_id}
         try:
             process = subprocess.Popen(stage.argv, cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True)
@@ -86,7 +88,7 @@ class Supervisor:
                 pass
             if self.stop_requested.is_set():
                 self._say(log, f"stop requested: ending stage {stage.name} and all its processes")
-                terminate_tree(process.pid, grace=STOP_GRACE_S)
+                terminate_tree(process.pid, grace=stage_grace(stage))
             log_offset = self._follow(parser, log_offset)
         terminate_tree(process.pid, grace=STOP_GRACE_S)  # stragglers a rank left behind
         self._follow(parser, log_offset, final=True)
@@ -133,6 +135,11 @@ class Supervisor:
     @staticmethod
     def _say(log, text: str) -> None:
         log.write(f"{LOG_PREFIX} {time.strftime('%H:%M:%S')} {text}\n".encode())
+
+
+def stage_grace(stage: Stage) -> float:
+    """Seconds between SIGTERM and SIGKILL when the stage is stopped."""
+    return stage.stop_grace_s if stage.stop_grace_s is not None else STOP_GRACE_S
 
 
 def failure_message(log_path: Path, exit_code: int) -> str:

@@ -2,7 +2,8 @@
 
 Understands the dict lines the HF Trainer prints (float values in transformers 4, string
 values in transformers 5), the final `train_runtime` line, eval lines, `[rankN]:` /
-`[defaultN]:` prefixes from torchrun, and tqdm progress bars (which give the step).
+`[defaultN]:` prefixes from torchrun, and tqdm progress bars or nbtoolkit's own
+`[nbtoolkit] step N/M` lines (which give the step).
 Never raises on odd input: a log is whatever a program happened to print.
 """
 
@@ -16,12 +17,26 @@ from typing import Any
 
 # `[rank1]:`, `[default0]:` (torchrun --tee), `[1,0]<stdout>:` (mpirun), `0: ` (torchrun -t 3 older)
 RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default|[a-z_]+)?(\d+)\]:\s?|^\s*\[1,(\d+)\]<std(?:out|err)>:\s?")
-# `'loss': '4.766'` or `'loss': 4.766` or `"loss": 4.766`; numbers, nan, inf
-PAIR = re.compile(
-    r"""['"]([A-Za-z_][\w./-]*)['"]\s*:\s*['"]?([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)['"]?"""
-)
+# a number as the Trainer prints it: 4.766, 1e-05, nan, inf (no capturing groups inside)
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf"
+
+
+def pair_pattern(key: str) -> str:
+    """`'key': '4.766'` or `'key': 4.766` or `"key": 4.766`; the value is the last group.
+
+    `key` is a regex; pass `re.escape(name)` for one metric. SageMaker metric definitions are
+    built from this too, so the console's charts read the same numbers as this parser.
+    """
+    return rf"""['"]{key}['"]\s*:\s*['"]?({NUMBER})['"]?"""
+
+
+PAIR = re.compile(pair_pattern(r"([A-Za-z_][\w./-]*)"))
 # tqdm: ` 12/120 [00:03<00:30,  3.51it/s]`
 TQDM = re.compile(r"(\d+)/(\d+) \[[\d:]+<[\d:?]+,\s*([\d.]+|\?)(it/s|s/it)")
+# nbtoolkit's own progress line (train/callbacks.py), printed just before the Trainer's dict line: the
+# step, and the logging window's throughput (evaluation and checkpoint time left out)
+PROGRESS = re.compile(r"^\[nbtoolkit\] step (\d+)/(\d+)")
+WINDOW = re.compile(r"\| ([\d.]+) (samples|tokens)/s")
 
 
 def parse_dict_line(line: str) -> dict[str, float] | None:
@@ -68,6 +83,7 @@ class LogParser:
         self._step: int | None = None
         self._total: int | None = None
         self._steps_per_second: float | None = None
+        self._window: dict[str, float] = {}
         self._train_records = 0
 
     def feed(self, text: str) -> list[dict[str, Any]]:
@@ -93,6 +109,11 @@ class LogParser:
             if int(prefix.group(1) or prefix.group(2)) != 0:
                 return None  # metrics come from rank 0 only
             segment = segment[prefix.end():]
+        own = PROGRESS.match(segment)
+        if own:
+            self._step, self._total = int(own.group(1)), int(own.group(2)) or None
+            self._window = {f"{unit}_per_second": float(rate) for rate, unit in WINDOW.findall(segment)}
+            return None
         # nested bars (evaluation inside training) move the cursor with ESC[A: only the outer bar is the step
         progress = TQDM.search(segment) if "\x1b[" not in segment else None
         if progress:
@@ -117,6 +138,9 @@ class LogParser:
             record["max_steps"] = self._total
         if kind == "train" and self._steps_per_second is not None:
             record["steps_per_second"] = round(self._steps_per_second, 4)
+        if kind == "train":
+            record.update(self._window)
+            self._window = {}
         # NaN/inf (a diverged loss) becomes null: JSON readers elsewhere (the browser) reject NaN
         record.update({key: value if math.isfinite(value) else None for key, value in values.items()})
         return record

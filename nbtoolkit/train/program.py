@@ -86,7 +86,7 @@ def quiet_libraries() -> None:
     datasets.disable_progress_bars()
 
 
-def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
+def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None = None) -> dict:
     import transformers
     from transformers import Trainer
 
@@ -121,9 +121,12 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
         print(f"[nbtoolkit] {spec.task} | model {spec.model_name} ({parameters / 1e6:.2f}M parameters) | "
               f"{len(task.train_dataset)} train / {len(task.eval_dataset or [])} eval examples | "
               f"{args.world_size} process(es) x batch {args.per_device_train_batch_size}", flush=True)
-    result = trainer.train(resume_from_checkpoint=resume_checkpoint(spec, output_dir))
+    checkpoint = resume_checkpoint(spec, output_dir)
+    if checkpoint and trainer.is_world_process_zero():
+        print(f"[nbtoolkit] resuming from {checkpoint}", flush=True)
+    result = trainer.train(resume_from_checkpoint=checkpoint)
     final = final_evaluation(trainer) if task.eval_dataset is not None else {}
-    trainer.save_model(str(Path(output_dir) / "model"))
+    trainer.save_model(model_dir or str(Path(output_dir) / "model"))
     if trainer.is_world_process_zero():
         shown = ", ".join(f"{key} {value:.4f}" for key, value in final.items() if key.startswith("eval_")
                           and not key.endswith(("runtime", "per_second")))
@@ -146,13 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="spec.json or spec.yaml")
     parser.add_argument("--metrics", default="metrics.jsonl", help="where rank 0 appends metric records")
     parser.add_argument("--output-dir", default="output", help="checkpoints and the final model")
+    parser.add_argument("--model-dir", default=None, help="the final model, when not OUTPUT_DIR/model "
+                        "(SageMaker uploads /opt/ml/model; checkpoints live in /opt/ml/checkpoints)")
     parser.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     from nbtoolkit.train.errors import TrainError
 
     try:
         spec = load_spec(Path(args.spec))
-        run(spec, args.metrics, args.output_dir)
+        run(spec, args.metrics, args.output_dir, args.model_dir)
     except (SpecError, TrainError) as exc:
         if os.environ.get("RANK", "0") == "0":
             print(f"{ERROR_PREFIX} {exc}", file=sys.stderr, flush=True)

@@ -1,0 +1,295 @@
+"""The program a SageMaker job's supervisor runs: submit (or attach), follow, stop.
+
+    python -m nbtoolkit.remote.sagemaker_follow --job sagemaker/job.json [--phase precompile]
+    python -m nbtoolkit.remote.sagemaker_follow --attach NAME [--region REGION]
+
+It prints the training job's CloudWatch log lines as they arrive (the supervisor appends them to
+output.log and parses them into metrics.jsonl), keeps the job record's `info` current (status,
+billable seconds, cost, spot savings), and on SIGTERM or Ctrl-C stops the training job and waits
+until SageMaker reports it Stopped. Run by hand (run.sh), it does the same without a job record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.catalog import hourly_price
+from nbtoolkit.jobs.supervisor import JOB_ID_ENV
+from nbtoolkit.remote.aws_errors import explain
+from nbtoolkit.remote.sagemaker_job import TrainingJob
+
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+SAY = "[nbtoolkit] sagemaker:"
+FINAL = ("Completed", "Failed", "Stopped")
+#: spot capacity was taken back; SageMaker restarts the job when capacity returns
+INTERRUPTED = ("Interrupted", "Restarting")
+HOST = re.compile(r"/algo-(\d+)")
+#: how long the follower keeps trying when AWS cannot be reached before it gives up on the job
+LOST_CONTACT_S = 900.0
+
+
+def transient(exc: BaseException) -> bool:
+    """Worth retrying: no connection, throttling, a service-side error, credentials that a refresh renews."""
+    from botocore.exceptions import ClientError, ConnectionError, NoCredentialsError
+
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500)
+        return status >= 500 or status == 429 or "Throttl" in error.get("Code", "") or "Expired" in error.get("Code", "")
+    return isinstance(exc, (ConnectionError, NoCredentialsError, OSError))
+
+
+def console_url(region: str, name: str) -> str:
+    return f"https://{region}.console.aws.amazon.com/sagemaker/home?region={region}#/jobs/{name}"
+
+
+def not_resumable_message(name: str) -> str:
+    return (f"spot capacity for training job {name} was interrupted and the job has no checkpoints to resume from, "
+            "so SageMaker restarts it from step 0; save checkpoints to /opt/ml/checkpoints (nbtoolkit's program "
+            "does with train.save_steps) to resume from the latest one instead")
+
+
+def cost_facts(described: dict[str, Any], instance_price: float | None, now: float) -> dict[str, Any]:
+    """Billable time and cost from DescribeTrainingJob; an estimate from the start time while it runs."""
+    count = described.get("ResourceConfig", {}).get("InstanceCount", 1)
+    facts: dict[str, Any] = {"instance_hourly_price_usd": instance_price,
+                             "hourly_price_usd": instance_price * count if instance_price is not None else None}
+    billable, training = described.get("BillableTimeInSeconds"), described.get("TrainingTimeInSeconds")
+    estimated = billable is None
+    if estimated:
+        started, ended = described.get("TrainingStartTime"), described.get("TrainingEndTime")
+        end = ended.timestamp() if isinstance(ended, datetime) else now
+        billable = max(0, int(end - started.timestamp())) if isinstance(started, datetime) else 0  # not yet training
+    facts.update(billable_seconds=billable, training_seconds=training, cost_estimated=estimated)
+    if instance_price is not None and billable is not None:
+        facts["cost_usd"] = round(instance_price * count * billable / 3600, 4)
+        if training and described.get("EnableManagedSpotTraining") and not estimated:
+            facts["on_demand_cost_usd"] = round(instance_price * count * training / 3600, 4)
+            facts["spot_savings_pct"] = round(100 * (1 - billable / training), 1)
+    return facts
+
+
+@dataclass
+class LogTail:
+    """New CloudWatch lines of one training job, across its hosts' streams (and restarts after spot interruptions)."""
+
+    logs: Any
+    name: str
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def read_new(self) -> list[str]:
+        """Lines not seen before; other hosts' lines carry an `[algoN]:` prefix (the parser keeps host 1's metrics)."""
+        try:
+            streams = self.logs.describe_log_streams(logGroupName=LOG_GROUP, logStreamNamePrefix=f"{self.name}/",
+                                                     orderBy="LogStreamName")["logStreams"]
+        except self.logs.exceptions.ResourceNotFoundException:
+            return []  # no container has logged yet
+        lines = []
+        for stream in streams:
+            stream_name = stream["logStreamName"]
+            host = HOST.search(stream_name)
+            prefix = f"[algo{host.group(1)}]: " if host and host.group(1) != "1" else ""
+            while True:
+                kwargs = {"nextToken": self.tokens[stream_name]} if stream_name in self.tokens else {}
+                page = self.logs.get_log_events(logGroupName=LOG_GROUP, logStreamName=stream_name,
+                                                startFromHead=True, **kwargs)
+                lines += [prefix + event["message"].rstrip("\n") for event in page["events"]]
+                token = page.get("nextForwardToken")
+                if not page["events"] or token is None or token == self.tokens.get(stream_name):
+                    self.tokens[stream_name] = token or self.tokens.get(stream_name)
+                    break
+                self.tokens[stream_name] = token
+        return lines
+
+
+class LostContact(RuntimeError):
+    """AWS could not be reached for too long; the training job itself may still be running."""
+
+
+class Follower:
+    """Follows one training job until it ends; `stop_requested` (set by a signal) stops it first."""
+
+    def __init__(self, boto, name: str, *, stop_requested: threading.Event, phase: str = "train",
+                 instance_price: float | None = None, poll_s: float = 5.0) -> None:
+        self.sagemaker, self.s3, self.name, self.phase = boto.client("sagemaker"), boto.client("s3"), name, phase
+        self.region = boto.region_name
+        self.tail = LogTail(boto.client("logs"), name)
+        self.instance_price, self.poll_s, self.stop_requested = instance_price, poll_s, stop_requested
+        self.stop_sent = False
+        self.transitions_seen = 0
+        self.warned_interruption = False
+        self.record = JobRecordUpdater.from_environment()
+
+    def run(self) -> int:
+        say(f"following training job {self.name} ({console_url(self.region, self.name)})")
+        failing_since = None
+        while True:
+            try:
+                described = self._poll()
+                failing_since = None
+            except Exception as exc:  # a laptop asleep, a network blip, throttling: retry a while
+                failing_since = failing_since or time.monotonic()
+                if not transient(exc) or time.monotonic() - failing_since > LOST_CONTACT_S:
+                    raise LostContact(f"{explain(exc, action='follow the training job')}; training job {self.name} "
+                                      f"may still be running: `nbtoolkit attach {self.name}` follows it again") from exc
+                say(f"cannot reach AWS, retrying: {explain(exc, action='follow the training job')}")
+                time.sleep(self.poll_s)
+                continue
+            if described["TrainingJobStatus"] in FINAL:
+                return self._finish(described)
+            if self.stop_sent:
+                time.sleep(self.poll_s)
+            else:
+                self.stop_requested.wait(self.poll_s)
+
+    def _poll(self) -> dict[str, Any]:
+        """One round: status, new log lines, and the stop request if one came."""
+        described = self.sagemaker.describe_training_job(TrainingJobName=self.name)
+        self._report(described)
+        for line in self.tail.read_new():
+            print(line, flush=True)
+        if self.stop_requested.is_set() and not self.stop_sent and described["TrainingJobStatus"] not in FINAL:
+            say(f"stopping training job {self.name}; waiting until SageMaker reports it Stopped")
+            self.sagemaker.stop_training_job(TrainingJobName=self.name)
+            self.stop_sent = True
+        return described
+
+    def _report(self, described: dict[str, Any]) -> None:
+        transitions = described.get("SecondaryStatusTransitions", [])
+        for transition in transitions[self.transitions_seen:]:
+            say(f"{transition['Status']}: {transition.get('StatusMessage', '')}".rstrip(": "))
+            if transition["Status"] in INTERRUPTED and not self.warned_interruption and not self._checkpointed(described):
+                self.warned_interruption = True
+                message = not_resumable_message(self.name)
+                print(f"[nbtoolkit] warning: {message}", flush=True)
+                self.record.update(message=message)
+        self.transitions_seen = max(self.transitions_seen, len(transitions))
+        facts = {"status": described["TrainingJobStatus"], "secondary_status": described.get("SecondaryStatus"),
+                 **cost_facts(described, self.instance_price, time.time())}
+        self.record.phase_facts(self.phase, facts)
+
+    def _checkpointed(self, described: dict[str, Any]) -> bool:
+        """Whether the job has saved a checkpoint to its CheckpointConfig S3 URI (what a restart resumes from)."""
+        uri = described.get("CheckpointConfig", {}).get("S3Uri")
+        if not uri:
+            return False
+        bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+        return self.s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount", 0) > 0
+
+    def _finish(self, described: dict[str, Any]) -> int:
+        status, reason = described["TrainingJobStatus"], described.get("FailureReason")
+        facts = self.record.phase(self.phase)
+        cost = f", cost ${facts['cost_usd']:.2f}" if facts.get("cost_usd") is not None else ""
+        savings = f" (spot saved {facts['spot_savings_pct']:.0f}%)" if facts.get("spot_savings_pct") is not None else ""
+        say(f"training job {self.name} {status}; billable {facts.get('billable_seconds')} s{cost}{savings}")
+        if status == "Completed" or (status == "Stopped" and self.stop_sent):
+            return 0
+        detail = f": {reason}" if reason else (f" ({described.get('SecondaryStatus')})" if status == "Stopped" else "")
+        print(f"{ERROR_PREFIX} SageMaker training job {self.name} {status.lower()}{detail}", file=sys.stderr,
+              flush=True)
+        return 1
+
+
+class JobRecordUpdater:
+    """Writes the follower's facts into its job's record (when it runs as a job's stage)."""
+
+    def __init__(self, store, job_id: str | None) -> None:
+        self.store, self.job_id = store, job_id
+        self.phases: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def from_environment(cls) -> JobRecordUpdater:
+        job_id = os.environ.get(JOB_ID_ENV)
+        if not job_id:
+            return cls(None, None)
+        from nbtoolkit.jobs.store import JobStore
+
+        return cls(JobStore(), job_id)
+
+    def phase(self, phase: str) -> dict[str, Any]:
+        return self.phases.get(phase, {})
+
+    def phase_facts(self, phase: str, facts: dict[str, Any]) -> None:
+        """Record one SageMaker job's facts; the totals (billable seconds, cost) add up every phase."""
+        self.phases[phase] = {**self.phases.get(phase, {}), **facts}
+        if self.store is None:
+            return
+        info = self.store.get(self.job_id).info
+        phases = {**info.get("sagemaker_jobs", {}), phase: self.phases[phase]}
+        totals = {"billable_seconds": sum(item.get("billable_seconds") or 0 for item in phases.values()),
+                  "cost_usd": _sum_or_none(item.get("cost_usd") for item in phases.values())}
+        self.store.update(self.job_id, info={**info, **facts, **totals, "sagemaker_jobs": phases})
+
+    def update(self, **values: Any) -> None:
+        if self.store is not None:
+            self.store.update(self.job_id, **values)
+
+
+def _sum_or_none(values) -> float | None:
+    known = [value for value in values if value is not None]
+    return round(sum(known), 4) if known else None
+
+
+def say(text: str) -> None:
+    print(f"{SAY} {text}", flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.remote.sagemaker_follow", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--job", type=Path, help="sagemaker/job.json: submit this training job, then follow it")
+    source.add_argument("--attach", metavar="NAME", help="follow an existing training job")
+    parser.add_argument("--phase", choices=["train", "precompile"], default="train")
+    parser.add_argument("--region", help="with --attach: the job's region (default: the configured one)")
+    parser.add_argument("--poll", type=float, default=float(os.environ.get("NBTOOLKIT_SAGEMAKER_POLL_S", 5)),
+                        help="seconds between status checks")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    from nbtoolkit.remote.sagemaker_submit import SubmitError, boto_session, submit
+
+    try:
+        if args.job:
+            job = TrainingJob.model_validate_json(args.job.read_text()).for_phase(args.phase)
+            say(f"submitting {args.phase} job {job.base_job_name}-* on {job.instance_count} x {job.instance_type}"
+                + (" (managed spot)" if job.spot else ""))
+            name, region = submit(job, Path.cwd())
+            price = job.hourly_price_usd
+        else:
+            name, region, price = args.attach, args.region, None
+        boto = boto_session(region)
+        follower = Follower(boto, name, stop_requested=stop, phase=args.phase, poll_s=args.poll, instance_price=price)
+        if price is None:
+            described = follower.sagemaker.describe_training_job(TrainingJobName=name)
+            follower.instance_price = hourly_price(described["ResourceConfig"]["InstanceType"])
+        follower.record.update(remote_name=name)
+        follower.record.phase_facts(args.phase, {"remote_name": name, "region": region,
+                                                 "console_url": console_url(boto.region_name, name)})
+        return follower.run()
+    except (SubmitError, LostContact) as exc:
+        message = str(exc)
+    except Exception as exc:  # AWS calls while following: one sentence, not a traceback
+        message = explain(exc, action="follow the training job")
+    print(f"{ERROR_PREFIX} {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,345 @@
+"""A SageMaker training job described from a spec: pure data, no SDK, no network.
+
+One description, three uses: the follower submits it (sagemaker_submit), `nbtoolkit export`
+writes it as copyable SDK code (sagemaker_export), and the job directory keeps it as
+`sagemaker/job.json`. Every rule that can be checked without AWS is checked here, with the
+sentence the user reads.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from nbtoolkit.backends.neuron import neuron_env, precompile_spec
+from nbtoolkit.backends.program import BASE_ENV, SPEC_FILE
+from nbtoolkit.catalog import hourly_price
+from nbtoolkit.metrics.parse import pair_pattern
+from nbtoolkit.remote.sagemaker_instances import SMDDP_INSTANCE_TYPES, SMP_INSTANCE_TYPES, accelerator_of
+from nbtoolkit.spec import RunSpec
+
+JOB_FILE = "sagemaker/job.json"
+#: the job's code as shipped for nbtoolkit's own program: spec, entry script, requirements (+ the package)
+CODE_DIR = "sagemaker/code"
+ENTRY_SCRIPT = "nbtoolkit_train.py"
+#: the precompile job's shorter run of nbtoolkit's program (neuron.precompile_steps), and how the entry picks it
+PRECOMPILE_SPEC_FILE = "precompile.json"
+SPEC_FILE_ENV = "NBTOOLKIT_SPEC_FILE"
+#: in the environment, replaced at submit by s3://<bucket>/<base job name>/neuron-cache (the bucket may be the SDK's)
+NEURON_CACHE = "{neuron_cache}"
+#: parts of the installed package a training container does not need
+PACKAGE_IGNORE = ("__pycache__", "*.pyc", "labextension", "static")
+REQUIREMENTS = "requirements.txt"
+#: where the training program keeps checkpoints in the container; synced to S3 when configured
+CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
+CHECKPOINT_DIR_ENV = "NBTOOLKIT_CHECKPOINT_DIR"
+
+#: The newest Hugging Face training image the SDK knows (transformers 5, which nbtoolkit.train is written for)
+DEFAULT_VERSIONS = {"transformers_version": "5.3.0", "pytorch_version": "2.9.0", "py_version": "py312"}
+#: SageMaker model parallel v2 image (smdistributed-modelparallel), resolved through the SDK as `pytorch-smp`
+SMP_IMAGE = {"framework": "pytorch-smp", "version": "2.4.1", "py_version": "py311", "container_version": "cu121"}
+#: The SDKs cannot look up Hugging Face Trainium (neuronx) training images, so this one is named outright:
+#: transformers 4.55.4, PyTorch 2.7, Neuron SDK 2.26 (from the SDK's own huggingface-neuronx table).
+TRAINIUM_IMAGE = ("763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:"
+                  "2.7.0-transformers4.55.4-neuronx-py310-sdk2.26.0-ubuntu22.04")
+#: The SageMaker SDK v2 refuses smdistributed data parallel on Hugging Face images with PyTorch >= 2.2
+SMDDP_PYTORCH_BELOW = (2, 2)
+SMDDP_ENV = {"ACCELERATE_USE_SAGEMAKER": "true", "ACCELERATE_SAGEMAKER_DISTRIBUTED_TYPE": "DATA_PARALLEL"}
+#: the Torchrun driver of SDK v3 runs `neuron_parallel_compile torchrun ...` when this is set
+PRECOMPILE_ENV = {"RUN_NEURON_PARALLEL_COMPILE": "1", SPEC_FILE_ENV: PRECOMPILE_SPEC_FILE}
+#: Trainer log keys charted in the SageMaker console (its limit is 40 definitions)
+METRIC_KEYS = ("loss", "learning_rate", "grad_norm", "epoch", "eval_loss", "eval_accuracy", "eval_f1",
+               "train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss")
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY|SECRET_KEY|SESSION_TOKEN)($|_)")
+
+Phase = Literal["train", "precompile"]
+#: why nbtoolkit's own program cannot use SageMaker's distributed libraries with the images the SDK resolves
+OWN_PROGRAM_CANNOT = {
+    "smddp": "parallelism.strategy 'smddp' with nbtoolkit's training program needs sagemaker.image_uri: the Hugging "
+             "Face images that ship SageMaker data parallel (PyTorch < 2.2, transformers 4.36) predate the "
+             "transformers >= 4.46 it needs; give an image with both, run your own script (script:), or use ddp",
+    "smp": "parallelism.strategy 'smp' needs a training script that calls torch.sagemaker.init() and "
+           "torch.sagemaker.transform(model) (SageMaker model parallel v2), which nbtoolkit's training program does "
+           "not; give script: with one (or sagemaker.image_uri if yours does), or use ddp",
+}
+
+
+class SageMakerSetupError(ValueError):
+    """A spec SageMaker cannot run as asked; the message is the sentence the user reads."""
+
+
+class TrainingJob(BaseModel):
+    """Everything CreateTrainingJob needs except what only AWS knows (account bucket, image URI lookup)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_job_name: str
+    role: str
+    region: str | None
+    bucket: str | None
+    #: an explicit image (may hold `{region}`), else `image_lookup`: kwargs for sagemaker.core.image_uris.retrieve
+    image_uri: str | None
+    image_lookup: dict[str, str] | None
+    #: the Hugging Face DLC versions (for the v2 estimator export); None with an explicit or SMP image
+    versions: dict[str, str] | None
+    instance_type: str
+    instance_count: int
+    #: on-demand USD per instance-hour: the spec's hardware.hourly_price_usd, else the catalog's
+    hourly_price_usd: float | None
+    volume_size_gb: int
+    max_run: int
+    max_wait: int | None
+    spot: bool
+    checkpoint_s3_uri: str | None
+    #: whether CheckpointConfig is sent (spot jobs and jobs with a checkpoint URI); S3 URI None = SDK default
+    checkpoints: bool
+    strategy: str
+    #: torchrun (SDK v3 Torchrun driver) rather than one process
+    distributed: bool
+    #: processes per instance under torchrun; None: one per GPU or NeuronCore
+    processes_per_node: int | None
+    smp: dict[str, int] | None
+    precompile: bool
+    environment: dict[str, str]
+    hyperparameters: dict[str, Any]
+    metric_definitions: list[dict[str, str]]
+    #: relative to the job directory (nbtoolkit's program, staged at submit) or an absolute path (user script)
+    source_dir: str
+    entry_script: str
+    requirements: str | None
+
+    def for_phase(self, phase: Phase) -> TrainingJob:
+        """The precompile job: a short run under neuron_parallel_compile that fills the compile cache on S3
+        the training job then reads; its numbers are not metrics."""
+        if phase == "train":
+            return self
+        return self.model_copy(update={"base_job_name": f"{self.base_job_name}-precompile",
+                                       "environment": {**self.environment, **PRECOMPILE_ENV},
+                                       "metric_definitions": []})
+
+
+def metric_definitions() -> list[dict[str, str]]:
+    """SageMaker metric regexes built from the log parser's own pattern, one per Trainer key."""
+    return [{"Name": key, "Regex": pair_pattern(re.escape(key))} for key in METRIC_KEYS]
+
+
+def base_job_name(spec: RunSpec) -> str:
+    """A SageMaker-safe prefix (letters, digits, dashes); the SDK appends a timestamp."""
+    name = re.sub(r"[^A-Za-z0-9]+", "-", spec.display_name).strip("-")[:40].strip("-")
+    return name or "nbtoolkit"
+
+
+def training_job(spec: RunSpec) -> TrainingJob:
+    """The SageMaker training job for a spec; raises SageMakerSetupError with one sentence."""
+    settings, hardware = spec.sagemaker, spec.hardware
+    if settings is None or hardware.instance_type is None:  # RunSpec refuses this for target sagemaker
+        raise SageMakerSetupError("a SageMaker job needs hardware.target: sagemaker, sagemaker.role and "
+                                  "hardware.instance_type")
+    instance = hardware.instance_type
+    _check_accelerator(spec, instance)
+    _check_inputs(spec)
+    _check_environment(settings.environment)
+    strategy = spec.parallelism.strategy
+    image_uri, image_lookup, versions = _image(spec, instance)
+    _check_distribution(spec, instance, image_uri, versions)
+    trainium = accelerator_of(instance) == "neuron"
+    distributed = strategy != "none" or spec.world_size > 1 or trainium
+    own_program = spec.script is None
+    environment = {**BASE_ENV, CHECKPOINT_DIR_ENV: CHECKPOINT_LOCAL_PATH, **(SMDDP_ENV if strategy == "smddp" else {}),
+                   **(trainium_env(spec) if trainium else {}), **settings.environment}
+    return TrainingJob(
+        base_job_name=base_job_name(spec),
+        role=settings.role,
+        region=settings.region,
+        bucket=settings.bucket,
+        image_uri=image_uri,
+        image_lookup=image_lookup,
+        versions=versions,
+        instance_type=instance,
+        instance_count=hardware.nodes,
+        hourly_price_usd=hardware.hourly_price_usd if hardware.hourly_price_usd is not None else hourly_price(instance),
+        volume_size_gb=settings.volume_size_gb,
+        max_run=settings.max_run,
+        max_wait=(settings.max_wait or 2 * settings.max_run) if settings.spot else None,
+        spot=settings.spot,
+        checkpoint_s3_uri=settings.checkpoint_s3_uri,
+        checkpoints=syncs_checkpoints(spec),
+        strategy=strategy,
+        distributed=distributed,
+        processes_per_node=hardware.devices if distributed and hardware.devices > 1 else None,
+        smp={"tensor_parallel_degree": spec.parallelism.tensor_parallel_degree} if strategy == "smp" else None,
+        precompile=trainium and spec.neuron.precompile,
+        environment=environment,
+        hyperparameters={} if own_program else script_hyperparameters(spec.script.args),
+        metric_definitions=metric_definitions(),
+        source_dir=CODE_DIR if own_program else str(_script_source_dir(spec)),
+        entry_script=ENTRY_SCRIPT if own_program else _script_entry(spec),
+        requirements=REQUIREMENTS if own_program else None,
+    )
+
+
+def trainium_env(spec: RunSpec) -> dict[str, str]:
+    """The Neuron backend's environment, with the persistent compile cache on S3 (shared by both jobs)."""
+    cache = spec.neuron.cache_dir if spec.neuron.cache_dir.startswith("s3://") else NEURON_CACHE
+    return neuron_env(spec.model_copy(update={"neuron": spec.neuron.model_copy(update={"cache_dir": cache})}))
+
+
+def syncs_checkpoints(spec: RunSpec) -> bool:
+    """Spot jobs, and jobs given a checkpoint URI, sync /opt/ml/checkpoints to S3 and get it back on a restart."""
+    return spec.sagemaker is not None and (spec.sagemaker.spot or spec.sagemaker.checkpoint_s3_uri is not None)
+
+
+def shipped_spec(spec: RunSpec) -> RunSpec:
+    """The spec the job's container runs: the instance's accelerator, and resume from its checkpoints."""
+    hardware = spec.hardware.model_copy(update={"accelerator": accelerator_of(spec.hardware.instance_type or "")})
+    return spec.model_copy(update={"hardware": hardware,
+                                   "resume": spec.resume or ("latest" if syncs_checkpoints(spec) else None)})
+
+
+def code_files(spec: RunSpec) -> dict[str, str]:
+    """Files of the job's code directory that nbtoolkit writes (the package itself is copied at submit)."""
+    if spec.script is not None:
+        return {}
+    shipped = shipped_spec(spec)
+    files = {f"{CODE_DIR}/{SPEC_FILE}": shipped.model_dump_json(indent=2),
+             f"{CODE_DIR}/{ENTRY_SCRIPT}": ENTRY_SOURCE,
+             f"{CODE_DIR}/{REQUIREMENTS}": CONTAINER_REQUIREMENTS}
+    if accelerator_of(spec.hardware.instance_type or "") == "neuron" and spec.neuron.precompile:
+        files[f"{CODE_DIR}/{PRECOMPILE_SPEC_FILE}"] = precompile_spec(shipped).model_dump_json(indent=2)
+    return files
+
+
+def script_hyperparameters(args: list[str]) -> dict[str, Any]:
+    """`--name value` pairs and `--flag`s as SageMaker hyperparameters (it passes them back as `--name value`)."""
+    hyperparameters: dict[str, Any] = {}
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if not arg.startswith("--") or len(arg) < 3:
+            raise SageMakerSetupError(
+                f"script.args item {arg!r} is not a --name; SageMaker passes a script's arguments as "
+                "hyperparameters, so give them as --name value pairs or --flags")
+        name, _, inline = arg[2:].partition("=")
+        if inline:
+            hyperparameters[name], index = inline, index + 1
+        elif index + 1 < len(args) and not args[index + 1].startswith("--"):
+            hyperparameters[name], index = args[index + 1], index + 2
+        else:
+            hyperparameters[name], index = True, index + 1
+    return hyperparameters
+
+
+def _script_source_dir(spec: RunSpec) -> Path:
+    script = Path(spec.script.path).expanduser().resolve()
+    return Path(spec.script.source_dir).expanduser().resolve() if spec.script.source_dir else script.parent
+
+
+def _script_entry(spec: RunSpec) -> str:
+    script, source_dir = Path(spec.script.path).expanduser().resolve(), _script_source_dir(spec)
+    if not script.is_relative_to(source_dir):
+        raise SageMakerSetupError(f"script.path {spec.script.path} is not inside script.source_dir "
+                                  f"{spec.script.source_dir}; SageMaker ships only the source directory")
+    return script.relative_to(source_dir).as_posix()
+
+
+def _image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | None, dict[str, str] | None]:
+    """(explicit image URI, image lookup, Hugging Face versions) for the instance and strategy."""
+    settings = spec.sagemaker
+    if settings.image_uri:
+        return settings.image_uri, None, None
+    if accelerator_of(instance) == "neuron":
+        return TRAINIUM_IMAGE, None, None
+    if spec.parallelism.strategy == "smp":
+        return None, {**SMP_IMAGE, "image_scope": "training", "instance_type": instance}, None
+    if accelerator_of(instance) != "cuda":
+        raise SageMakerSetupError(
+            f"hardware.instance_type '{instance}' has no GPU, and Hugging Face training images exist for GPU "
+            "instances only; choose an ml.g5/ml.p4d-class instance or give sagemaker.image_uri")
+    given = {"transformers_version": settings.transformers_version, "pytorch_version": settings.pytorch_version,
+             "py_version": settings.py_version}
+    versions = {key: value or DEFAULT_VERSIONS[key] for key, value in given.items()}
+    lookup = {"framework": "huggingface", "version": versions["transformers_version"],
+              "base_framework_version": f"pytorch{versions['pytorch_version']}", "py_version": versions["py_version"],
+              "image_scope": "training", "instance_type": instance}
+    return None, lookup, versions
+
+
+def _check_accelerator(spec: RunSpec, instance: str) -> None:
+    expected, given = accelerator_of(instance), spec.hardware.accelerator
+    if given != "cpu" and given != expected:
+        raise SageMakerSetupError(f"hardware.accelerator '{given}' does not match instance type '{instance}' "
+                                  f"(it has {expected}); set hardware.accelerator: {expected} or pick another instance")
+
+
+def _check_inputs(spec: RunSpec) -> None:
+    """Files on this machine are not in the job's container; only hub ids and the bundled data are."""
+    local = [("model", spec.model)] if spec.model and Path(spec.model).expanduser().exists() else []
+    local += [(f"dataset.files.{split}", path) for split, path in (spec.dataset.files or {}).items()]
+    if local:
+        field, value = local[0]
+        raise SageMakerSetupError(f"{field} '{value}' is a file on this machine, which a SageMaker job cannot read; "
+                                  "use a Hugging Face Hub id (or the bundled sample data by leaving it out)")
+
+
+def _check_environment(environment: dict[str, str]) -> None:
+    secret = next((name for name in environment if SECRET_NAME.search(name.upper())), None)
+    if secret:
+        raise SageMakerSetupError(f"sagemaker.environment.{secret} looks like a secret, and nbtoolkit never writes "
+                                  "secrets into job files; keep it in AWS Secrets Manager or the role's permissions")
+
+
+def _check_distribution(spec: RunSpec, instance: str, image_uri: str | None, versions: dict[str, str] | None) -> None:
+    strategy, parallelism = spec.parallelism.strategy, spec.parallelism
+    if strategy == "deepspeed":
+        raise SageMakerSetupError("parallelism.strategy 'deepspeed' is not offered on SageMaker by nbtoolkit; "
+                                  "use ddp, smddp or smp there (or run DeepSpeed with launcher deepspeed)")
+    if strategy in ("smddp", "smp") and spec.script is None and image_uri is None:
+        raise SageMakerSetupError(OWN_PROGRAM_CANNOT[strategy])
+    if strategy == "smddp":
+        if instance not in SMDDP_INSTANCE_TYPES:
+            raise SageMakerSetupError(
+                f"parallelism.strategy 'smddp' does not run on '{instance}'; SageMaker data parallel needs one of "
+                f"{', '.join(SMDDP_INSTANCE_TYPES)} (or use strategy ddp on this instance)")
+        if versions is not None and _version(versions["pytorch_version"]) >= SMDDP_PYTORCH_BELOW:
+            raise SageMakerSetupError(
+                f"parallelism.strategy 'smddp' needs a Hugging Face image with PyTorch older than 2.2 "
+                f"(sagemaker.pytorch_version is '{versions['pytorch_version']}'); set transformers_version '4.36.0' "
+                "and pytorch_version '2.1.0' for a script of that era, give sagemaker.image_uri of an image with "
+                "smdistributed-dataparallel, or use strategy ddp")
+    if strategy == "smp":
+        if instance not in SMP_INSTANCE_TYPES:
+            raise SageMakerSetupError(
+                f"parallelism.strategy 'smp' does not run on '{instance}'; SageMaker model parallel v2 needs one of "
+                f"{', '.join(SMP_INSTANCE_TYPES)}")
+        if parallelism.pipeline_parallel_degree > 1:
+            raise SageMakerSetupError(
+                f"parallelism.pipeline_parallel_degree {parallelism.pipeline_parallel_degree} is not available: "
+                "SageMaker model parallel v2 shards tensors, not pipeline stages; use tensor_parallel_degree")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:2])
+
+
+#: The entry script SageMaker runs (under torchrun for distributed jobs): nbtoolkit's program with
+#: SageMaker's directories. Hyperparameter arguments SageMaker appends are not for it and are ignored.
+ENTRY_SOURCE = f'''"""SageMaker entry point written by nbtoolkit: runs `python -m nbtoolkit.train` in the job's container."""
+import os
+import sys
+
+from nbtoolkit.train.program import main
+
+output_data = os.environ.get("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data")
+spec = os.environ.get("{SPEC_FILE_ENV}", "{SPEC_FILE}")
+sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__)), spec),
+               "--metrics", os.path.join(output_data, "metrics.jsonl"),
+               "--output-dir", os.environ.get("{CHECKPOINT_DIR_ENV}", "{CHECKPOINT_LOCAL_PATH}"),
+               "--model-dir", os.environ.get("SM_MODEL_DIR", "/opt/ml/model")]))
+'''
+
+#: What the container must add to a Hugging Face image for nbtoolkit's program (the image has torch,
+#: transformers, datasets and accelerate)
+CONTAINER_REQUIREMENTS = "pydantic>=2.6\npyyaml>=6\npsutil>=5.9\nplatformdirs>=3\n"

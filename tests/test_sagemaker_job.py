@@ -1,0 +1,271 @@
+"""The SageMaker backend without AWS: the job a spec becomes, its rules and sentences, its export,
+the metric definitions (the log parser's own pattern), costs, and what is checked before submitting."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from nbtoolkit.backends import LaunchError, backend_name, preflight, render
+from nbtoolkit.metrics.parse import LogParser
+from nbtoolkit.remote.sagemaker_follow import cost_facts, not_resumable_message
+from nbtoolkit.remote.sagemaker_job import (CODE_DIR, DEFAULT_VERSIONS, ENTRY_SCRIPT, JOB_FILE, SMDDP_ENV, TrainingJob,
+                                            script_hyperparameters, training_job)
+from nbtoolkit.spec import load_spec
+from tests.conftest import DATA, PYTHON
+
+ROLE = "arn:aws:iam::111122223333:role/sagemaker"
+#: SageMaker's distributed libraries need a script written for them, as the seed's run_qa.py
+SCRIPT = {"path": "/work/src/run_qa.py", "args": ["--do_train"]}
+
+
+def sagemaker_spec(**changes):
+    spec = {"name": "bert qa", "task": "question-answering",
+            "hardware": {"target": "sagemaker", "instance_type": "ml.p4d.24xlarge"},
+            "sagemaker": {"role": ROLE, "region": "us-east-1"}}
+    for key, value in changes.items():
+        spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
+    return load_spec(spec)
+
+
+def test_a_sagemaker_target_renders_a_follower_stage_and_the_job_files():
+    spec = sagemaker_spec(train={"save_steps": 20}, sagemaker={"spot": True, "max_run": 3600})
+    assert backend_name(spec) == "sagemaker"
+    launch = render(spec)
+    assert launch.backend == "sagemaker" and [stage.name for stage in launch.stages] == ["train"]
+    stage = launch.stages[0]
+    assert stage.argv[1:] == ["-m", "nbtoolkit.remote.sagemaker_follow", "--job", JOB_FILE]
+    assert stage.metrics_from_log and stage.stop_grace_s >= 120  # SageMaker gives a container 120 s to stop
+    assert set(launch.files) == {"spec.json", JOB_FILE, f"{CODE_DIR}/spec.json", f"{CODE_DIR}/{ENTRY_SCRIPT}",
+                                 f"{CODE_DIR}/requirements.txt", "sagemaker/launch_v3.py", "sagemaker/launch_v2.py"}
+    job = TrainingJob.model_validate_json(launch.files[JOB_FILE])
+    assert (job.instance_type, job.instance_count, job.spot, job.max_run, job.max_wait) == \
+        ("ml.p4d.24xlarge", 1, True, 3600, 7200)
+    assert job.checkpoints and job.hourly_price_usd == 37.688
+    assert not any("restarts from step 0" in note for note in launch.notes)
+    assert job.image_lookup == {"framework": "huggingface", "version": DEFAULT_VERSIONS["transformers_version"],
+                                "base_framework_version": f"pytorch{DEFAULT_VERSIONS['pytorch_version']}",
+                                "py_version": DEFAULT_VERSIONS["py_version"], "image_scope": "training",
+                                "instance_type": "ml.p4d.24xlarge"}
+    # the container trains on the instance's GPUs and resumes from its checkpoints
+    shipped = load_spec(launch.files[f"{CODE_DIR}/spec.json"])
+    assert shipped.hardware.accelerator == "cuda" and shipped.resume == "latest"
+    assert load_spec(launch.files["spec.json"]) == spec
+    assert not any(secret in text for text in launch.files.values() for secret in ("AWS_SECRET", "aws_secret"))
+
+
+@pytest.mark.parametrize("parallelism, instance, nodes, expected", [
+    ({"strategy": "none"}, "ml.g5.2xlarge", 1, (False, None, None, {})),
+    ({"strategy": "ddp"}, "ml.g5.12xlarge", 2, (True, None, None, {})),
+    ({"strategy": "smddp"}, "ml.p4d.24xlarge", 2, (True, None, None, SMDDP_ENV)),
+    ({"strategy": "smp", "tensor_parallel_degree": 4}, "ml.p4d.24xlarge", 1,
+     (True, None, {"tensor_parallel_degree": 4}, {})),
+])
+def test_distribution_per_strategy(parallelism, instance, nodes, expected):
+    sagemaker = {"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"} \
+        if parallelism["strategy"] == "smddp" else {}
+    script = SCRIPT if parallelism["strategy"] in ("smddp", "smp") else None
+    job = training_job(sagemaker_spec(parallelism=parallelism, hardware={"instance_type": instance, "nodes": nodes},
+                                      sagemaker=sagemaker, script=script))
+    distributed, per_node, smp, env = expected
+    assert (job.distributed, job.processes_per_node, job.smp) == (distributed, per_node, smp)
+    assert env.items() <= job.environment.items()
+    assert job.instance_count == nodes
+
+
+def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cache_on_s3():
+    spec = sagemaker_spec(task="text-classification", precision="bf16",
+                          hardware={"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"})
+    job = training_job(spec)
+    assert job.distributed and job.processes_per_node == 2 and job.precompile  # one worker per NeuronCore
+    assert job.image_uri.startswith("763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:")
+    assert job.environment["NEURON_CC_FLAGS"] == "--cache_dir={neuron_cache}" and job.environment["XLA_USE_BF16"] == "1"
+    precompile = job.for_phase("precompile")
+    assert precompile.environment["RUN_NEURON_PARALLEL_COMPILE"] == "1" and precompile.metric_definitions == []
+    assert precompile.environment["NBTOOLKIT_SPEC_FILE"] == "precompile.json"
+    assert precompile.base_job_name == f"{job.base_job_name}-precompile"
+    launch = render(spec)
+    assert [(stage.name, stage.metrics_from_log) for stage in launch.stages] == [("precompile", False),
+                                                                                 ("train", True)]
+    assert load_spec(launch.files[f"{CODE_DIR}/precompile.json"]).train.max_steps == spec.neuron.precompile_steps
+    assert [stage.name for stage in render(sagemaker_spec(
+        task="text-classification", hardware={"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"},
+        neuron={"precompile": False})).stages] == ["train"]
+
+
+@pytest.mark.parametrize("changes, sentence", [
+    ({"parallelism": {"strategy": "smddp"}, "hardware": {"instance_type": "ml.g5.12xlarge"}, "script": SCRIPT},
+     "parallelism.strategy 'smddp' does not run on 'ml.g5.12xlarge'"),
+    ({"parallelism": {"strategy": "smddp"}, "script": SCRIPT},
+     "parallelism.strategy 'smddp' needs a Hugging Face image with PyTorch older than 2.2 "
+     "(sagemaker.pytorch_version is '2.9.0')"),
+    ({"parallelism": {"strategy": "smddp"}},
+     "parallelism.strategy 'smddp' with nbtoolkit's training program needs sagemaker.image_uri"),
+    ({"parallelism": {"strategy": "smp"}}, "parallelism.strategy 'smp' needs a training script that calls "
+                                          "torch.sagemaker.init()"),
+    ({"parallelism": {"strategy": "smp"}, "hardware": {"instance_type": "ml.g5.48xlarge"}, "script": SCRIPT},
+     "parallelism.strategy 'smp' does not run on 'ml.g5.48xlarge'"),
+    ({"parallelism": {"strategy": "smp", "pipeline_parallel_degree": 4}, "script": SCRIPT},
+     "parallelism.pipeline_parallel_degree 4 is not available"),
+    ({"hardware": {"instance_type": "ml.m5.xlarge"}}, "hardware.instance_type 'ml.m5.xlarge' has no GPU"),
+    ({"hardware": {"instance_type": "ml.g5.2xlarge", "accelerator": "neuron"}},
+     "hardware.accelerator 'neuron' does not match instance type 'ml.g5.2xlarge'"),
+    ({"sagemaker": {"environment": {"HF_TOKEN": "hf_x"}}}, "sagemaker.environment.HF_TOKEN looks like a secret"),
+    ({"dataset": {"files": {"train": "train.jsonl"}}}, "dataset.files.train 'train.jsonl' is a file on this machine"),
+    ({"parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
+     "parallelism.strategy 'deepspeed' is not offered on SageMaker"),
+])
+def test_what_sagemaker_cannot_run_is_one_sentence(changes, sentence):
+    with pytest.raises(LaunchError) as raised:
+        render(sagemaker_spec(**changes))
+    message = str(raised.value)
+    assert message.startswith(sentence) and "\n" not in message
+
+
+def test_smddp_with_an_explicit_image_or_an_older_pytorch_is_accepted():
+    for sagemaker, script in (({"image_uri": "111.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu"}, None),
+                              ({"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"},
+                               SCRIPT)):
+        job = training_job(sagemaker_spec(parallelism={"strategy": "smddp"}, sagemaker=sagemaker, script=script))
+        assert job.distributed and SMDDP_ENV.items() <= job.environment.items()
+
+
+def test_a_user_script_ships_its_directory_and_arguments_become_hyperparameters(tmp_path):
+    script = tmp_path / "src" / "run_qa.py"
+    script.parent.mkdir()
+    script.write_text("print('hi')\n")
+    spec = sagemaker_spec(script={"path": str(script), "args": ["--model_name_or_path", "bert-large-uncased",
+                                                                "--do_train", "--max_steps=100"]})
+    job = training_job(spec)
+    assert (job.source_dir, job.entry_script, job.requirements) == (str(script.parent), "run_qa.py", None)
+    assert job.hyperparameters == {"model_name_or_path": "bert-large-uncased", "do_train": True, "max_steps": "100"}
+    assert not job.checkpoints
+    with pytest.raises(ValueError, match="script.args item 'positional' is not a --name"):
+        script_hyperparameters(["positional"])
+
+
+def test_metric_definitions_read_the_same_numbers_as_the_log_parser():
+    job = training_job(sagemaker_spec())
+    for log in ("trainer_v5_plain.log", "trainer_v4_tqdm.log"):
+        text = (DATA / log).read_text()
+        parsed = LogParser().feed(text)
+        for definition in job.metric_definitions:
+            found = [float(match) for match in re.findall(definition["Regex"], text)]
+            expected = [record[definition["Name"]] for record in parsed if definition["Name"] in record]
+            assert found == expected, (log, definition["Name"])
+        assert any(re.search(definition["Regex"], text) for definition in job.metric_definitions)
+    # one capture group each (SageMaker reads the first) and within SageMaker's 500-character limit
+    assert all(re.compile(item["Regex"]).groups == 1 and len(item["Regex"]) <= 500 for item in job.metric_definitions)
+
+
+def test_the_exported_scripts_are_python_that_says_what_the_job_is():
+    spec = sagemaker_spec(parallelism={"strategy": "smp", "tensor_parallel_degree": 2}, script=SCRIPT,
+                          sagemaker={"spot": True, "bucket": "my-bucket"})
+    files = render(spec).files
+    v3, v2 = files["sagemaker/launch_v3.py"], files["sagemaker/launch_v2.py"]
+    for name, text in (("launch_v3.py", v3), ("launch_v2.py", v2)):
+        compile(text, name, "exec")
+    assert "Torchrun(process_count_per_node=None, smp=SMP(tensor_parallel_degree=2))" in v3
+    assert "enable_managed_spot_training=True" in v3 and "max_wait_time_in_seconds=172800" in v3
+    assert "from sagemaker.huggingface import HuggingFace" in v2 and "use_spot_instances=True" in v2
+    assert "'smdistributed': {'modelparallel': {'enabled': True, 'parameters': {'tensor_parallel_degree': 2}}}" in v2
+    assert "checkpoint_s3_uri=f's3://{session.default_bucket()}/bert-qa/checkpoints'" in v2
+
+
+def test_export_cli_writes_the_sdk_scripts_without_starting_anything(tmp_path, home):
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(sagemaker_spec().model_dump_json())
+    out = tmp_path / "export"
+    result = subprocess.run([PYTHON, "-m", "nbtoolkit.cli", "export", str(spec_path), "--out", str(out)],
+                            capture_output=True, text=True, timeout=120, check=True)
+    assert "nbtoolkit.remote.sagemaker_follow --job sagemaker/job.json" in result.stdout
+    assert (out / "sagemaker" / "launch_v3.py").is_file() and (out / "sagemaker" / "code" / ENTRY_SCRIPT).is_file()
+    assert not (home / "jobs.db").exists()
+
+
+def test_cost_is_instance_price_times_billable_time_with_spot_savings():
+    from datetime import datetime, timezone
+
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    done = {"ResourceConfig": {"InstanceCount": 2}, "BillableTimeInSeconds": 1080, "TrainingTimeInSeconds": 3600,
+            "EnableManagedSpotTraining": True, "TrainingStartTime": start}
+    facts = cost_facts(done, 37.688, now=0)
+    assert facts["cost_usd"] == round(37.688 * 2 * 1080 / 3600, 4) and facts["hourly_price_usd"] == 75.376
+    assert facts["on_demand_cost_usd"] == 75.376 and facts["spot_savings_pct"] == 70.0
+    assert not facts["cost_estimated"]
+    running = {"ResourceConfig": {"InstanceCount": 1}, "TrainingStartTime": start}
+    estimate = cost_facts(running, 1.515, now=start.timestamp() + 600)
+    assert estimate["billable_seconds"] == 600 and estimate["cost_estimated"] and estimate["cost_usd"] == 0.2525
+    assert cost_facts(running, None, now=0).get("cost_usd") is None
+    assert cost_facts({"ResourceConfig": {"InstanceCount": 1}}, 1.515, now=0)["cost_usd"] == 0  # not training yet
+    assert "restarts it from step 0" in not_resumable_message("job-1")
+
+
+def test_preflight_names_missing_credentials_and_unknown_instance_types(monkeypatch, tmp_path):
+    pytest.importorskip("sagemaker.train", reason="the SageMaker SDK is the optional extra nbtoolkit[sagemaker]")
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(LaunchError, match=r"^no AWS credentials found; run `aws configure`"):
+        preflight(sagemaker_spec())
+    with pytest.raises(LaunchError, match=r"'ml.p4d.24xlarg' is not a SageMaker training instance type; "
+                                          r"did you mean ml.p4d.24xlarge"):
+        preflight(sagemaker_spec(hardware={"instance_type": "ml.p4d.24xlarg"}))
+    with pytest.raises(ValueError, match="sagemaker.role is missing"):
+        load_spec({"task": "text-classification", "hardware": {"target": "sagemaker", "instance_type": "ml.g5.xlarge"}})
+
+
+def test_the_job_description_round_trips_as_json():
+    job = training_job(sagemaker_spec(parallelism={"strategy": "smp", "tensor_parallel_degree": 2}, script=SCRIPT))
+    assert TrainingJob.model_validate_json(job.model_dump_json()) == job
+    assert json.loads(job.model_dump_json())["smp"] == {"tensor_parallel_degree": 2}
+
+
+class FakeAWS:
+    """Just enough of boto3 for the follower: DescribeTrainingJob fails `failures` times, then reports Completed."""
+
+    class NotFound(Exception):
+        pass
+
+    def __init__(self, failures):
+        self.failures, self.region_name = failures, "us-east-1"
+        self.exceptions = self  # logs.exceptions.ResourceNotFoundException
+        self.ResourceNotFoundException = FakeAWS.NotFound
+
+    def client(self, name):
+        return self
+
+    def describe_training_job(self, TrainingJobName):
+        from botocore.exceptions import EndpointConnectionError
+
+        if self.failures:
+            self.failures -= 1
+            raise EndpointConnectionError(endpoint_url="https://api.sagemaker.us-east-1.amazonaws.com/")
+        return {"TrainingJobStatus": "Completed", "SecondaryStatus": "Completed", "BillableTimeInSeconds": 60,
+                "ResourceConfig": {"InstanceCount": 1}, "SecondaryStatusTransitions": []}
+
+    def describe_log_streams(self, **kwargs):
+        raise FakeAWS.NotFound
+
+
+def test_the_follower_rides_out_a_network_blip_and_gives_up_with_a_sentence(monkeypatch, capsys):
+    import threading
+
+    from nbtoolkit.remote import sagemaker_follow
+
+    pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
+    monkeypatch.delenv("NBTOOLKIT_JOB_ID", raising=False)
+    follower = sagemaker_follow.Follower(FakeAWS(failures=2), "job-1", stop_requested=threading.Event(), poll_s=0,
+                                         instance_price=1.515)
+    assert follower.run() == 0
+    out = capsys.readouterr().out
+    assert out.count("cannot reach AWS, retrying: could not reach AWS") == 2 and "Completed; billable 60 s" in out
+    monkeypatch.setattr(sagemaker_follow, "LOST_CONTACT_S", 0.0)
+    follower = sagemaker_follow.Follower(FakeAWS(failures=5), "job-1", stop_requested=threading.Event(), poll_s=0)
+    with pytest.raises(sagemaker_follow.LostContact, match="may still be running: `nbtoolkit attach job-1`"):
+        follower.run()

@@ -1,0 +1,171 @@
+"""SageMaker jobs against the local AWS stand-in (moto + nbtoolkit/remote/standin.py): the real SDK v3
+sends each CreateTrainingJob request; jobs are stopped, interrupted and attached. The full lifecycle of a
+spot job (log lines -> metrics -> interruption -> resume -> completed, cost) is the example notebook's,
+tested in test_notebook_sagemaker.py."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import subprocess
+import time
+
+import pytest
+
+from nbtoolkit.api import Job, attach, launch
+from nbtoolkit.remote.sagemaker_job import training_job
+from nbtoolkit.remote.sagemaker_submit import submit
+from nbtoolkit.remote.standin import BUCKET, ROLE
+from nbtoolkit.spec import load_spec
+from tests.conftest import PYTHON, SCRIPTS
+from tests.sagemaker_standin import standin, standin_server  # noqa: F401 (fixtures)
+from tests.test_jobs import wait_for
+
+pytest.importorskip("sagemaker.train", reason="the SageMaker SDK is the optional extra nbtoolkit[sagemaker]")
+pytest.importorskip("moto", reason="moto is the local AWS stand-in")
+# the SDK's own modules still import its moved configs module
+pytestmark = pytest.mark.filterwarnings("ignore:sagemaker.train.configs has been moved:DeprecationWarning")
+
+UNIQUE = iter(range(1000))
+
+
+def spec_for(name: str, **changes) -> dict:
+    spec = {"name": f"{name}-{next(UNIQUE)}", "task": "text-classification",
+            "hardware": {"target": "sagemaker", "instance_type": "ml.g5.2xlarge"},
+            "sagemaker": {"role": ROLE, "region": "us-east-1", "bucket": BUCKET}}
+    for key, value in changes.items():
+        spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
+    return spec
+
+
+def user_script(tmp_path, body: str = "print('hello')\n"):
+    source = tmp_path / "src"
+    source.mkdir(exist_ok=True)
+    (source / "train.py").write_text(body)
+    return {"path": str(source / "train.py"), "args": ["--learning_rate", "3e-5", "--do_train"]}
+
+
+# -- the CreateTrainingJob request, as the SDK sends it -------------------------------------------
+
+DISTRIBUTIONS = [
+    ("none", {"instance_type": "ml.g5.2xlarge"}, {}, None),
+    ("ddp", {"instance_type": "ml.g5.12xlarge", "nodes": 2}, {}, {"process_count_per_node": None, "smp": None}),
+    ("smddp", {"instance_type": "ml.p4d.24xlarge", "nodes": 2},
+     {"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"},
+     {"process_count_per_node": None, "smp": None}),
+    ("smp", {"instance_type": "ml.p4d.24xlarge", "devices": 8}, {},
+     {"process_count_per_node": 8, "smp": {"tensor_parallel_degree": 4}}),
+    ("xla", {"instance_type": "ml.trn1.32xlarge", "accelerator": "neuron", "devices": 32}, {},
+     {"process_count_per_node": 32, "smp": None}),
+]
+
+
+def test_create_training_job_request_for_each_distribution(standin, tmp_path):
+    standin.run_containers = False
+    for strategy, hardware, sagemaker, torchrun in DISTRIBUTIONS:
+        parallelism = {"strategy": strategy, **({"tensor_parallel_degree": 4} if strategy == "smp" else {})}
+        spec = load_spec(spec_for(f"dist-{strategy}", hardware=hardware, sagemaker=sagemaker, parallelism=parallelism,
+                                  script=user_script(tmp_path)))
+        name, region = submit(training_job(spec), tmp_path)
+        request = standin.requests[name]
+        assert region == "us-east-1" and request["RoleArn"] == ROLE
+        assert request["ResourceConfig"] == {"InstanceType": hardware["instance_type"],
+                                             "InstanceCount": hardware.get("nodes", 1), "VolumeSizeInGB": 100}
+        assert request["HyperParameters"].items() >= {"learning_rate": "3e-5", "do_train": "true"}.items()
+        drivers = next(item for item in request["InputDataConfig"] if item["ChannelName"] == "sm_drivers")
+        uri = drivers["DataSource"]["S3DataSource"]["S3Uri"].removeprefix(f"s3://{BUCKET}/")
+        distributed = json.loads(standin.s3.get_object(Bucket=BUCKET, Key=f"{uri}/distributed.json")["Body"].read())
+        source = json.loads(standin.s3.get_object(Bucket=BUCKET, Key=f"{uri}/sourcecode.json")["Body"].read())
+        assert source["entry_script"] == "train.py"
+        if distributed.get("smp"):
+            distributed["smp"] = {key: value for key, value in distributed["smp"].items() if value is not None}
+        assert (distributed or None) == torchrun, strategy
+        image = request["AlgorithmSpecification"]["TrainingImage"]
+        environment = request["Environment"]
+        if strategy == "smddp":
+            assert image.endswith("huggingface-pytorch-training:2.1.0-transformers4.36.0-gpu-py310-cu121-ubuntu20.04")
+            assert environment["ACCELERATE_SAGEMAKER_DISTRIBUTED_TYPE"] == "DATA_PARALLEL"
+        elif strategy == "smp":
+            assert "/smdistributed-modelparallel:" in image
+            assert json.loads(request["HyperParameters"]["mp_parameters"]) == {"tensor_parallel_degree": 4}
+        elif strategy == "xla":
+            assert image.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training-neuronx:")
+            cache = f"--cache_dir=s3://{BUCKET}/{spec.display_name}/neuron-cache"
+            assert environment["NEURON_CC_FLAGS"] == cache and "RUN_NEURON_PARALLEL_COMPILE" not in environment
+            precompile, _ = submit(training_job(spec).for_phase("precompile"), tmp_path)
+            assert precompile.startswith(f"{spec.display_name}-precompile-")
+            assert standin.requests[precompile]["Environment"].items() >= {
+                "RUN_NEURON_PARALLEL_COMPILE": "1", "NEURON_CC_FLAGS": cache}.items()
+        else:
+            assert image.endswith("huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04")
+        assert "ACCELERATE_USE_SAGEMAKER" not in environment or strategy == "smddp"
+        assert "EnableManagedSpotTraining" not in request and "CheckpointConfig" not in request
+        names = [item["Name"] for item in request["AlgorithmSpecification"]["MetricDefinitions"]]
+        assert names[:3] == ["loss", "learning_rate", "grad_norm"]
+
+
+def test_spot_with_checkpoints_and_the_exported_v3_script_send_the_same_request(standin, tmp_path, monkeypatch):
+    standin.run_containers = False
+    spec = load_spec(spec_for("spot", train={"save_steps": 10},
+                              sagemaker={"spot": True, "max_run": 3600, "max_wait": 5400}))
+    launch_files = __import__("nbtoolkit.backends", fromlist=["render"]).render(spec).files
+    job_dir = tmp_path / "job"
+    for name, text in launch_files.items():
+        (job_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (job_dir / name).write_text(text)
+    ours, _ = submit(training_job(spec), job_dir)
+    request = standin.requests[ours]
+    assert request["EnableManagedSpotTraining"] is True
+    assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 5400}
+    assert request["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/{spec.display_name}/{ours}/checkpoints",
+                                           "LocalPath": "/opt/ml/checkpoints"}
+    assert request["Environment"]["NBTOOLKIT_CHECKPOINT_DIR"] == "/opt/ml/checkpoints"
+    # the exported script, run as a user would, makes the same request (names and upload paths aside)
+    before = set(standin.requests)
+    time.sleep(1.1)  # job names carry a timestamp to the second
+    monkeypatch.setattr("sys.argv", ["launch_v3.py"])
+    runpy.run_path(str(job_dir / "sagemaker" / "launch_v3.py"), run_name="__main__")
+    exported = standin.requests[(set(standin.requests) - before).pop()]
+
+    def comparable(sent):
+        text = json.dumps(sent, sort_keys=True)
+        return json.loads(text.replace(sent["TrainingJobName"], "NAME"))
+
+    assert comparable(exported) == comparable(request)
+
+
+# -- jobs: submit -> in progress -> log lines -> metrics -> completed / stopped ----------------
+
+
+def test_stop_ends_the_training_job_and_records_billable_time(standin, store, tmp_path):
+    script = {"path": str(SCRIPTS / "sleepy.py"), "source_dir": str(SCRIPTS)}
+    job = launch(spec_for("stop", script=script, sagemaker={"spot": True}), store=store)
+    wait_for(lambda: [m for m in job.records() if m["kind"] == "train"], timeout=180)
+    name = job.record.remote_name
+    # spot interrupted without checkpoints of its own: the job says so, and keeps going
+    standin.interrupt(name)
+    wait_for(lambda: "no checkpoints to resume from" in (job.record.message or ""), timeout=60)
+    assert job.stop() == "stopped"
+    assert name in standin.stop_requests and standin.job(name).training_job_status == "Stopped"
+    record = job.record
+    assert record.info["status"] == "Stopped" and record.info["billable_seconds"] >= 1
+    assert record.message == "stopped on request"
+    assert "waiting until SageMaker reports it Stopped" in job.logs()
+
+
+def test_attach_follows_an_existing_job_and_it_lists_beside_local_jobs(standin, store, tmp_path, home):
+    standin.run_containers = False
+    spec = load_spec(spec_for("attached", script=user_script(tmp_path)))
+    name, _ = submit(training_job(spec), tmp_path)
+    attached = attach(name, store=store)
+    wait_for(lambda: attached.record.info.get("secondary_status") == "Training", timeout=120)
+    local = launch({"task": "text-classification", "script": {"path": str(tmp_path / "src" / "train.py")}},
+                   store=store)
+    assert local.wait(timeout=120) == "succeeded"
+    listed = subprocess.run([PYTHON, "-m", "nbtoolkit.cli", "jobs", "--json"], capture_output=True, text=True,
+                            check=True, timeout=60)
+    rows = {row["id"]: row for row in json.loads(listed.stdout)}
+    assert rows[attached.id]["backend"] == "sagemaker" and rows[attached.id]["status"] == "running"
+    assert rows[attached.id]["name"] == name and rows[local.id]["backend"] == "local"
+    assert attached.stop() == "stopped" and standin.job(name).training_job_status == "Stopped"
+    assert Job(attached.id, store).record.info["remote_name"] == name
