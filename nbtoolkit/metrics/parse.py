@@ -21,7 +21,7 @@ PAIR = re.compile(
     r"""['"]([A-Za-z_][\w./-]*)['"]\s*:\s*['"]?([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)['"]?"""
 )
 # tqdm: ` 12/120 [00:03<00:30,  3.51it/s]`
-TQDM = re.compile(r"(\d+)/(\d+) \[[\d:]+<[\d:?]+,\s*([\d.]+|\?)(it/s|s/it)")
+TQDM = re.compile(r"(?<!\d)(\d{1,15})/(\d{1,15}) \[[\d:]+<[\d:?]+,\s*(\d+(?:\.\d*)?|\?)(it/s|s/it)")
 
 
 def parse_dict_line(line: str) -> dict[str, float] | None:
@@ -90,7 +90,7 @@ class LogParser:
     def _parse_segment(self, segment: str) -> dict[str, Any] | None:
         prefix = RANK_PREFIX.match(segment)
         if prefix:
-            if int(prefix.group(1) or prefix.group(2)) != 0:
+            if (prefix.group(1) or prefix.group(2)).strip("0"):  # not rank 0 (no int(): digits may be many)
                 return None  # metrics come from rank 0 only
             segment = segment[prefix.end():]
         # nested bars (evaluation inside training) move the cursor with ESC[A: only the outer bar is the step
