@@ -69,6 +69,14 @@ def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | bool | None:
     return str(Path(spec.resume).expanduser())
 
 
+def use_inductor_cache(spec: RunSpec) -> None:
+    """torch.compile: keep compiled kernels under NBTOOLKIT_HOME (a cold compile takes 18-59 s, warm 4 s)."""
+    if spec.compile == "torch" and not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        from nbtoolkit.jobs.store import default_home
+
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(default_home() / "cache" / "torchinductor")
+
+
 def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
     import datasets
     import transformers
@@ -82,6 +90,7 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
     transformers.logging.disable_progress_bar()
     datasets.disable_progress_bars()
     transformers.set_seed(spec.train.seed)
+    use_inductor_cache(spec)
     splits = load_splits(spec)
     task = setup_task(spec, splits)
     args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None, **task.argument_overrides)
