@@ -78,3 +78,12 @@ def test_huge_numbers_and_odd_rates_do_not_break_a_real_line():
     assert records[-1]["loss"] == 0.5 and records[-1]["step"] == 3 and records[-1]["max_steps"] == 10
     assert all(value is None or not isinstance(value, float) or math.isfinite(value)
                for record in records for value in record.values())
+
+
+def test_steps_come_from_nbtoolkit_progress_lines_in_a_replayed_job_log():
+    parser = LogParser(clock=lambda: 0.0)
+    records = parser.feed("[nbtoolkit] step 5/40 (12%) | loss 1.7954 | lr 2.70e-03\n"
+                          "{'loss': '1.795', 'learning_rate': '0.0027', 'epoch': '0.06667'}\n"
+                          "[nbtoolkit] step 10/40 (25%) | loss 1.7977\n"
+                          "{'loss': '1.798', 'learning_rate': '0.002325', 'epoch': '0.1333'}\n")
+    assert [(record["step"], record["max_steps"]) for record in records] == [(5, 40), (10, 40)]

@@ -39,11 +39,12 @@ class RunMetrics:
 
     @property
     def start(self) -> float | None:
-        """When the run started: the job's start, else its first record."""
+        """When the run started: the job's start, else when its first logging window began."""
         if self.job is not None and self.job.started is not None:
             return self.job.started
-        times = [record["time"] for record in self.records if _number(record.get("time")) is not None]
-        return min(times) if times else None
+        starts = [record["time"] - (_number(record.get("window_seconds")) or 0.0) for record in self.records
+                  if _number(record.get("time")) is not None]
+        return min(starts) if starts else None
 
 
 @dataclass
@@ -63,7 +64,7 @@ class Comparison:
         """Throughput bars, and loss convergence by step and by wall time (a new Figure each call)."""
         from nbtoolkit.metrics.plots import COLORS, new_figure, plot_loss
 
-        figure, (bars, by_step, by_time) = new_figure(15, 4.2, ncols=3)
+        figure, (bars, by_step, by_time) = new_figure(15, 4.2, top=0.9, ncols=3)
         speeds = [_speed(row) for _, row in self.table.iterrows()]
         colors = [COLORS[index % len(COLORS)] for index in range(len(self.runs))]
         bars.bar(range(len(speeds)), [speed or 0 for speed in speeds], color=colors, width=0.6)
@@ -193,7 +194,8 @@ def total_seconds(run: RunMetrics, summary: dict[str, Any]) -> float | None:
     if _number(summary.get("train_runtime")) is not None:
         return float(summary["train_runtime"])
     times = [record["time"] for record in run.records if _number(record.get("time")) is not None]
-    return max(times) - min(times) if len(times) > 1 else None
+    start = run.start
+    return max(times) - start if times and start is not None and max(times) > start else None
 
 
 def relative_to(row: dict[str, Any], base: dict[str, Any], is_baseline: bool) -> dict[str, Any]:

@@ -22,6 +22,8 @@ PAIR = re.compile(
 )
 # tqdm: ` 12/120 [00:03<00:30,  3.51it/s]`
 TQDM = re.compile(r"(?<!\d)(\d{1,15})/(\d{1,15}) \[[\d:]+<[\d:?]+,\s*(\d+(?:\.\d*)?|\?)(it/s|s/it)")
+# nbtoolkit.train's own progress line (its log has no tqdm): `[nbtoolkit] step 20/150 (13%) | loss ...`
+STEP_LINE = re.compile(r"\[nbtoolkit\] step (\d{1,15})/(\d{1,15})\b")
 
 
 def parse_dict_line(line: str) -> dict[str, float] | None:
@@ -100,6 +102,8 @@ class LogParser:
             if progress.group(3) != "?":
                 rate = float(progress.group(3))
                 self._steps_per_second = rate if progress.group(4) == "it/s" else (1 / rate if rate else None)
+        elif own_progress := STEP_LINE.search(segment):
+            self._step, self._total = int(own_progress.group(1)), int(own_progress.group(2))
         values = parse_dict_line(segment)
         kind = classify(values) if values else None
         if kind is None:

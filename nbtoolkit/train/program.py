@@ -70,7 +70,10 @@ def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | bool | None:
 
 
 def use_inductor_cache(spec: RunSpec) -> None:
-    """torch.compile: keep compiled kernels under NBTOOLKIT_HOME (a cold compile takes 18-59 s, warm 4 s)."""
+    """torch.compile: keep compiled kernels under NBTOOLKIT_HOME (a cold compile takes 18-59 s, warm 4 s).
+
+    Must run before torch is imported: importing transformers already fixes torch's cache directory.
+    """
     if spec.compile == "torch" and not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         from nbtoolkit.jobs.store import default_home
 
@@ -78,6 +81,7 @@ def use_inductor_cache(spec: RunSpec) -> None:
 
 
 def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
+    use_inductor_cache(spec)
     import datasets
     import transformers
     from transformers import Trainer
@@ -90,7 +94,6 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
     transformers.logging.disable_progress_bar()
     datasets.disable_progress_bars()
     transformers.set_seed(spec.train.seed)
-    use_inductor_cache(spec)
     splits = load_splits(spec)
     task = setup_task(spec, splits)
     args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None, **task.argument_overrides)
