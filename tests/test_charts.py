@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import time
 
 import pytest
@@ -120,3 +121,13 @@ def test_progress_line_says_where_the_run_is():
 def test_smoothing_out_of_range_is_refused(store):
     with pytest.raises(ValueError, match="smoothing 1.0 is out of range"):
         LiveChart(None, smoothing=1.0)
+
+
+def test_load_ext_and_the_chart_compare_modules_import_nothing_heavy():
+    """Heavy libraries load only when a chart is drawn or a figure is made, not on import or %load_ext."""
+    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\nshell = InteractiveShell.instance()\n"
+            "shell.run_line_magic('load_ext', 'nbtoolkit')\nassert 'track_metrics' in shell.magics_manager.magics['cell']\n"
+            "import nbtoolkit.metrics.compare, nbtoolkit.compiled, nbtoolkit.notebook.charts\n"
+            "print(sorted(name for name in ('torch', 'transformers', 'matplotlib', 'datasets') if name in sys.modules))")
+    result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "[]"
