@@ -15,11 +15,14 @@ from nbtoolkit import jobs as job_control
 from nbtoolkit.api import Job, launch
 from nbtoolkit.jobs.store import JobStore
 from nbtoolkit.metrics.compare import Comparison, compare
-from nbtoolkit.spec import RunSpec, load_spec
+from nbtoolkit.spec import RunSpec, SpecError, load_spec
 
 def compiled_variants(spec: RunSpec | dict | str | Path) -> dict[str, RunSpec]:
     """The native spec, then the compiled one, by label, with fixed padding and the same seed."""
     spec = load_spec(spec)
+    if spec.script is not None:
+        raise SpecError(f"script {spec.script.path} decides for itself whether to compile, so both runs would be the "
+                        "same; compare_compiled needs a spec without script (nbtoolkit's training program)")
     base = spec.model_dump()
     base["dataset"]["pad_to_max_length"] = True
     name = spec.display_name

@@ -98,6 +98,13 @@ def test_compiled_variants_share_seed_and_padding_and_differ_only_in_compile():
     assert native.model_dump(exclude={"compile", "name"}) == compiled.model_dump(exclude={"compile", "name"})
 
 
+def test_a_user_script_cannot_be_compared_compiled_vs_native():
+    from nbtoolkit.spec import SpecError
+
+    with pytest.raises(SpecError, match="script train.py decides for itself whether to compile"):
+        compiled_variants({"task": "text-classification", "script": {"path": "train.py"}})
+
+
 def test_on_neuron_native_means_the_same_run_on_cpu():
     spec = {"task": "text-classification", "hardware": {"accelerator": "neuron", "devices": 2},
             "parallelism": {"strategy": "xla"}, "compile": "neuron"}
@@ -190,3 +197,17 @@ def test_compare_on_the_eager_and_compiled_jobs_matches_their_metrics_files(comp
     for line, record in zip([line for line in by_step.lines if "eval" not in line.get_label()], (eager, compiled)):
         assert list(line.get_ydata()) == pytest.approx(own_numbers(store.job_dir(record.id))["losses"])
     assert len(by_time.lines) == len(by_step.lines)
+
+
+def test_a_comparison_displays_as_verdicts_and_table_then_the_figure():
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()
+    comparison = compare([RunMetrics("native", windows([100] * 3)), RunMetrics("compiled", windows([150] * 3))])
+    with capture_output() as captured:
+        display(comparison)
+    table, figure = captured.outputs
+    assert "<li>compiled: 1.50x faster" in table.data["text/html"] and "<table" in table.data["text/html"]
+    assert figure.data["image/png"].startswith(PNG)
