@@ -210,4 +210,4 @@ def test_a_comparison_displays_as_verdicts_and_table_then_the_figure():
         display(comparison)
     table, figure = captured.outputs
     assert "<li>compiled: 1.50x faster" in table.data["text/html"] and "<table" in table.data["text/html"]
-    assert figure.data["image/png"].startswith(PNG)
+    assert base64.b64decode(figure.data["image/png"]).startswith(PNG)
