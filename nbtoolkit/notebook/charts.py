@@ -2,13 +2,15 @@
 
 A background thread follows the metrics (a job's metrics.jsonl, or a cell's captured output),
 redraws at most about once a second when something new arrived, and stops by itself when the
-run ends. The chart is one display output updated in place (`display_id`), so JupyterLab,
+run ends. It draws at a lower priority and within a CPU budget, so watching a job on a small
+machine does not slow the job. The chart is one display output updated in place (`display_id`), so JupyterLab,
 headless nbclient and a saved notebook all end with the final image, no widget state needed.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -22,6 +24,11 @@ from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader
 REDRAW_INTERVAL_S = 1.0
 #: how often the follower looks for new metrics
 POLL_S = 0.25
+#: the share of one core the follower may spend drawing: after a drawing that took c seconds of CPU it
+#: waits at least c / DRAW_CPU_SHARE, so a chart never takes more than this from the run it watches
+DRAW_CPU_SHARE = 0.1
+#: how much lower than the kernel the drawing thread runs (Linux nice is per thread): the job comes first
+DRAW_NICENESS = 10
 
 
 @dataclass(frozen=True)
@@ -99,16 +106,19 @@ class LiveChart:
 
     def _follow(self) -> None:
         drawn: tuple | None = None
-        last_draw = float("-inf")
+        last_draw, gap = float("-inf"), self.interval
         try:
+            _yield_to_others()
             while True:
                 state = self.source.state()  # before reading: records written before the end are all read
                 self.records += self.source.read_new()
                 final = state.finished or self._stop.is_set()
                 current = (len(self.records), state.status)
-                if current != drawn and (final or time.monotonic() - last_draw >= self.interval):
+                if current != drawn and (final or time.monotonic() - last_draw >= gap):
+                    cpu = time.thread_time()
                     self._draw(state)
                     drawn, last_draw = current, time.monotonic()
+                    gap = max(self.interval, (time.thread_time() - cpu) / DRAW_CPU_SHARE)
                 if final:
                     return
                 self._stop.wait(POLL_S)
@@ -145,6 +155,15 @@ def live_chart(job, *, log_scale: bool = False, smoothing: float = 0.6, show: bo
 
         job = Job(job)
     return LiveChart(JobSource(job), log_scale=log_scale, smoothing=smoothing, show=show)
+
+
+def _yield_to_others() -> None:
+    """Lower this thread's priority (Linux: nice is per thread), so training on the same cores goes first."""
+    try:
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + DRAW_NICENESS))
+    except (AttributeError, OSError):  # not Linux-like, or not allowed: draw at normal priority
+        pass
 
 
 def _display_handle(title: str):
