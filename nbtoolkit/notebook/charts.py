@@ -84,7 +84,7 @@ class LiveChart:
         self.redraws = 0
         self.png: bytes | None = None
         self.error: BaseException | None = None
-        self._figure: ChartFigure | None = None  # built by the follower thread, on its first drawing
+        self._figure: ChartFigure | None = None  # built by the follower thread before its first drawing
         self._stop = threading.Event()
         self._done = threading.Event()
         self._handle = _display_handle(source.title) if show else None
@@ -115,6 +115,8 @@ class LiveChart:
                 final = state.finished or self._stop.is_set()
                 current = (len(self.records), state.status)
                 if current != drawn and (final or time.monotonic() - last_draw >= gap):
+                    if self._figure is None:  # once: importing matplotlib and building the figure
+                        self._figure = ChartFigure(log_scale=self.log_scale, smoothing=self.smoothing)
                     cpu = time.thread_time()
                     self._draw(state)
                     drawn, last_draw = current, time.monotonic()
@@ -128,8 +130,6 @@ class LiveChart:
             self._done.set()
 
     def _draw(self, state: RunState) -> None:
-        if self._figure is None:
-            self._figure = ChartFigure(log_scale=self.log_scale, smoothing=self.smoothing)
         line = progress_line(self.records, state)
         self.png = self._figure.draw(self.records, f"{self.source.title}\n{line}")
         self.redraws += 1
