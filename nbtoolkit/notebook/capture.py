@@ -4,8 +4,7 @@ The tutorials run `!python run_glue.py ...` or stream a SageMaker job's log in a
 `%%capture` it and pull dicts out with `literal_eval`. Here the cell's stdout and stderr are
 teed (still shown, unless --quiet) into the same log parser the job supervisor uses, the
 chart follows while the cell runs, and NAME ends up holding a DataFrame of the records
-(`compare` takes it like a job). `!cmd` output reaches the kernel through `sys.stdout`
-(IPython prints what it reads from the command's pty), so the tee sees it as it comes.
+(`compare` takes it like a job).
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
@@ -67,40 +67,40 @@ class CapturedSeries:
         return frame
 
 
-class TeeStream:
-    """Stands in for sys.stdout/sys.stderr: passes text on (unless quiet) and feeds the series.
+class Tee:
+    """A stream's write, passed on (unless quiet) and fed to the series.
 
-    Only whole lines go to the shared parser (progress bars end theirs with \\r), so stdout
-    and stderr interleaving mid-line cannot garble a record. Anything else (encoding,
-    isatty, ipykernel's set_parent, ...) is the wrapped stream's.
+    Only whole lines go to the shared parser (progress bars end theirs with \\r), so stdout and
+    stderr interleaving mid-line cannot garble a record.
     """
 
-    def __init__(self, stream, series: CapturedSeries, echo: bool = True) -> None:
-        self._stream, self._series, self._echo = stream, series, echo
+    def __init__(self, write: Callable[[str], Any], series: CapturedSeries, echo: bool = True) -> None:
+        self._write, self._series, self._echo = write, series, echo
         self._partial = ""
+        self._lock = threading.Lock()
 
     def write(self, text: str) -> int:
-        if not isinstance(text, str):
-            text = str(text)
-        whole = self._partial + text
-        end = max(whole.rfind("\n"), whole.rfind("\r")) + 1
-        self._partial = whole[end:]
+        with self._lock:
+            whole = self._partial + str(text)
+            end = max(whole.rfind("\n"), whole.rfind("\r")) + 1
+            self._partial = whole[end:]
         if end:
             self._series.feed(whole[:end].replace("\r\n", "\n").replace("\r", "\n"))
-        return self._stream.write(text) if self._echo else len(text)
+        return self._write(text) if self._echo else len(text)
 
-    def writelines(self, lines) -> None:
-        for line in lines:
-            self.write(line)
-
-    def flush(self) -> None:
-        self._stream.flush()
-
-    def close_capture(self) -> None:
+    def close(self) -> None:
         """Hand a last unterminated line to the series."""
-        if self._partial:
-            self._series.feed(self._partial + "\n")
-            self._partial = ""
+        with self._lock:
+            rest, self._partial = self._partial, ""
+        if rest:
+            self._series.feed(rest + "\n")
+
+
+class _TeeProxy:
+    """Stands in for a stream whose write cannot be replaced (a plain TextIOWrapper outside a kernel)."""
+
+    def __init__(self, stream, tee: Tee) -> None:
+        self._stream, self.write = stream, tee.write
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
@@ -108,16 +108,34 @@ class TeeStream:
 
 @contextmanager
 def tee_output(series: CapturedSeries, echo: bool = True):
-    """Tee sys.stdout and sys.stderr into `series` for the duration of the block."""
-    saved = sys.stdout, sys.stderr
-    tees = TeeStream(sys.stdout, series, echo), TeeStream(sys.stderr, series, echo)
-    sys.stdout, sys.stderr = tees
+    """Tee stdout and stderr into `series` for the duration of the block.
+
+    In a kernel the streams' own `write` is wrapped, not just `sys.stdout` swapped: so logging
+    handlers that hold the stream (a SageMaker SDK log stream), `!cmd` output (IPython prints
+    what it reads from the command's pty) and what ipykernel forwards from the process's file
+    descriptors are all seen.
+    """
+    tees, swapped = [], []
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        tee = Tee(stream.write, series, echo)
+        tees.append(tee)
+        try:
+            stream.write = tee.write
+        except (AttributeError, TypeError):
+            setattr(sys, name, _TeeProxy(stream, tee))
+            swapped.append((name, stream))
+        else:
+            swapped.append((None, stream))
     try:
         yield series
     finally:
-        sys.stdout, sys.stderr = saved
-        for tee in tees:
-            tee.close_capture()
+        for (name, stream), tee in zip(swapped, tees):
+            if name is None:
+                del stream.write
+            else:
+                setattr(sys, name, stream)
+            tee.close()
         series.close()
 
 

@@ -26,9 +26,11 @@ REDRAW_INTERVAL_S = 1.0
 POLL_S = 0.25
 #: the share of one core the follower may spend drawing: after a drawing that took c seconds of CPU it
 #: waits at least c / DRAW_CPU_SHARE, so a chart never takes more than this from the run it watches
-DRAW_CPU_SHARE = 0.1
+DRAW_CPU_SHARE = 0.05
 #: how much lower than the kernel the drawing thread runs (Linux nice is per thread): the job comes first
 DRAW_NICENESS = 10
+#: live images are drawn a little smaller than comparison figures: cheaper to redraw, as legible on screen
+LIVE_DPI = 80
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,7 @@ class ChartFigure:
         from nbtoolkit.metrics.plots import COLORS, new_figure
 
         self.log_scale, self.smoothing = log_scale, smoothing
-        self.figure, (self.loss, self.rate, self.speed) = new_figure(13, 3.8, ncols=3)
+        self.figure, (self.loss, self.rate, self.speed) = new_figure(13, 3.8, dpi=LIVE_DPI, ncols=3)
         blue, orange, green = COLORS[0], COLORS[1], COLORS[2]
         (self.loss_raw,) = self.loss.plot([], [], color=blue, alpha=0.3, linewidth=1)
         (self.loss_line,) = self.loss.plot([], [], color=blue, linewidth=2, label="train loss")
