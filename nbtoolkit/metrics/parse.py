@@ -32,11 +32,11 @@ def pair_pattern(key: str) -> str:
 
 PAIR = re.compile(pair_pattern(r"([A-Za-z_][\w./-]*)"))
 # tqdm: ` 12/120 [00:03<00:30,  3.51it/s]`
-TQDM = re.compile(r"(\d+)/(\d+) \[[\d:]+<[\d:?]+,\s*([\d.]+|\?)(it/s|s/it)")
-# nbtoolkit's own progress line (train/callbacks.py), printed just before the Trainer's dict line: the
-# step, and the logging window's throughput (evaluation and checkpoint time left out)
-PROGRESS = re.compile(r"^\[nbtoolkit\] step (\d+)/(\d+)")
-WINDOW = re.compile(r"\| ([\d.]+) (samples|tokens)/s")
+TQDM = re.compile(r"(?<!\d)(\d{1,15})/(\d{1,15}) \[[\d:]+<[\d:?]+,\s*(\d+(?:\.\d*)?|\?)(it/s|s/it)")
+# nbtoolkit.train's own progress line (its log has no tqdm), printed just before the Trainer's dict
+# line: the step, and the logging window's throughput (evaluation and checkpoint time left out)
+PROGRESS = re.compile(r"\[nbtoolkit\] step (\d{1,15})/(\d{1,15})\b")
+WINDOW = re.compile(r"\| (\d{1,15}(?:\.\d{0,15})?) (samples|tokens)/s")
 
 
 def parse_dict_line(line: str) -> dict[str, float] | None:
@@ -92,10 +92,7 @@ class LogParser:
         lines = (self._pending + text).split("\n")
         self._pending = lines.pop()
         for line in lines:
-            for segment in line.split("\r"):
-                record = self._parse_segment(segment)
-                if record is not None:
-                    records.append(record)
+            records += self._parse_line(line)
         return records
 
     def flush(self) -> list[dict[str, Any]]:
@@ -103,24 +100,60 @@ class LogParser:
         rest, self._pending = self._pending, ""
         return self.feed(rest + "\n") if rest else []
 
-    def _parse_segment(self, segment: str) -> dict[str, Any] | None:
+    def _parse_line(self, line: str) -> list[dict[str, Any]]:
+        """A line is progress-bar updates separated by \\r, some ending in a dict: each dict takes the
+        step of the last bar before it, so only that bar is read (a bar per step is most of a log)."""
+        records = []
+        segments = line.split("\r")
+        since_record = 0
+        for index, segment in enumerate(segments):
+            if "{" in segment:
+                self._read_last_progress(segments[since_record:index])
+                record = self._parse_segment(segment)
+                if record is not None:
+                    records.append(record)
+                since_record = index + 1
+        self._read_last_progress(segments[since_record:])
+        return records
+
+    def _read_last_progress(self, segments: list[str]) -> None:
+        for segment in reversed(segments):
+            rank_zero = self._rank_zero_text(segment)
+            if rank_zero is not None and self._read_progress(rank_zero):
+                return
+
+    @staticmethod
+    def _rank_zero_text(segment: str) -> str | None:
+        """The segment without its rank prefix; None if another rank printed it (metrics come from rank 0)."""
         prefix = RANK_PREFIX.match(segment)
-        if prefix:
-            if int(prefix.group(1) or prefix.group(2)) != 0:
-                return None  # metrics come from rank 0 only
-            segment = segment[prefix.end():]
-        own = PROGRESS.match(segment)
-        if own:
-            self._step, self._total = int(own.group(1)), int(own.group(2)) or None
-            self._window = {f"{unit}_per_second": float(rate) for rate, unit in WINDOW.findall(segment)}
+        if not prefix:
+            return segment
+        if (prefix.group(1) or prefix.group(2)).strip("0"):  # not rank 0 (no int(): digits may be many)
             return None
+        return segment[prefix.end():]
+
+    def _read_progress(self, segment: str) -> bool:
+        """Take step/total (and steps/s) from a tqdm bar or nbtoolkit's own progress line, if this is one."""
         # nested bars (evaluation inside training) move the cursor with ESC[A: only the outer bar is the step
-        progress = TQDM.search(segment) if "\x1b[" not in segment else None
+        progress = TQDM.search(segment) if "/" in segment and "\x1b[" not in segment else None
         if progress:
             self._step, self._total = int(progress.group(1)), int(progress.group(2))
             if progress.group(3) != "?":
                 rate = float(progress.group(3))
                 self._steps_per_second = rate if progress.group(4) == "it/s" else (1 / rate if rate else None)
+            return True
+        own_progress = PROGRESS.search(segment) if "[nbtoolkit] step" in segment else None
+        if own_progress:
+            self._step, self._total = int(own_progress.group(1)), int(own_progress.group(2)) or None
+            self._window = {f"{unit}_per_second": float(rate) for rate, unit in WINDOW.findall(segment)}
+            return True
+        return False
+
+    def _parse_segment(self, segment: str) -> dict[str, Any] | None:
+        segment = self._rank_zero_text(segment)
+        if segment is None:
+            return None
+        self._read_progress(segment)
         values = parse_dict_line(segment)
         kind = classify(values) if values else None
         if kind is None:

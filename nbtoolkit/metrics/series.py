@@ -43,7 +43,7 @@ def parse_lines(chunk: bytes) -> list[dict[str, Any]]:
     for line in chunk.splitlines():
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to decode
             continue
         if isinstance(record, dict):
             records.append(record)

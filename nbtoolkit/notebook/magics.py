@@ -8,7 +8,9 @@ from __future__ import annotations
 import importlib
 
 #: module -> IPython Magics class registered by `%load_ext nbtoolkit`
-MAGIC_CLASSES: dict[str, str] = {}
+MAGIC_CLASSES: dict[str, str] = {
+    "nbtoolkit.notebook.capture": "CaptureMagics",
+}
 
 
 def register(ipython) -> None:

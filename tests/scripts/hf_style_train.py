@@ -6,12 +6,14 @@ nbtoolkit's bundled sample data. Works with transformers 4 and 5.
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from datasets import Dataset
-from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+from transformers import (AutoTokenizer, BertConfig, BertForSequenceClassification, Trainer, TrainerCallback,
+                          TrainingArguments)
 
 import nbtoolkit
 
@@ -20,6 +22,7 @@ parser.add_argument("--max_steps", type=int, default=40)
 parser.add_argument("--logging_steps", type=int, default=5)
 parser.add_argument("--output_dir", default="output")
 parser.add_argument("--disable_tqdm", action="store_true")
+parser.add_argument("--step_seconds", type=float, default=0.0, help="hold each step to at least this long")
 args = parser.parse_args()
 
 assets = Path(nbtoolkit.__file__).parent / "assets"
@@ -43,6 +46,19 @@ def accuracy(prediction):
     return {"accuracy": float(np.mean(np.argmax(prediction.predictions, -1) == prediction.label_ids))}
 
 
+class Pace(TrainerCallback):
+    """A steady pace on any machine, so a test can watch the run live (a fast machine finishes in a blink)."""
+
+    def __init__(self, step_seconds: float) -> None:
+        self.step_seconds, self.started = step_seconds, time.monotonic()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.started = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        time.sleep(max(0.0, self.step_seconds - (time.monotonic() - self.started)))
+
+
 trainer = Trainer(model=model, args=training, train_dataset=split["train"], eval_dataset=split["test"],
-                  compute_metrics=accuracy)
+                  compute_metrics=accuracy, callbacks=[Pace(args.step_seconds)] if args.step_seconds else None)
 trainer.train()

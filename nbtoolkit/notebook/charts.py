@@ -1,0 +1,277 @@
+"""Live charts in a notebook: a job's loss, learning rate and throughput, redrawn as metrics arrive.
+
+A background thread follows the metrics (a job's metrics.jsonl, or a cell's captured output),
+redraws at most about once a second when something new arrived, and stops by itself when the
+run ends. It draws at a lower priority and within a CPU budget, so watching a job on a small
+machine does not slow the job. The chart is one display output updated in place (`display_id`), so JupyterLab,
+headless nbclient and a saved notebook all end with the final image, no widget state needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from nbtoolkit.jobs.listing import duration
+from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader
+
+#: at most one redraw per this many seconds while a run is going
+REDRAW_INTERVAL_S = 1.0
+#: how often the follower looks for new metrics
+POLL_S = 0.25
+#: the share of one core the follower may spend drawing: after a drawing that took c seconds of CPU it
+#: waits at least c / DRAW_CPU_SHARE, so a chart never takes more than this from the run it watches
+DRAW_CPU_SHARE = 0.05
+#: how much lower than the kernel the drawing thread runs (Linux nice is per thread): the job comes first
+DRAW_NICENESS = 10
+#: live images are drawn a little smaller than comparison figures: cheaper to redraw, as legible on screen
+LIVE_DPI = 80
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What the progress line needs besides the records: where the run is in its life."""
+
+    status: str
+    started: float | None
+    ended: float | None
+    finished: bool
+
+
+class MetricSource(Protocol):
+    """Something a LiveChart follows: new records since the last call, and the run's state."""
+
+    title: str
+
+    def read_new(self) -> list[dict[str, Any]]: ...
+
+    def state(self) -> RunState: ...
+
+
+class JobSource:
+    """A job's metrics.jsonl and store row (works for any job, including one older than this kernel)."""
+
+    def __init__(self, job) -> None:
+        self.job = job
+        record = job.record
+        self.title = f"job {record.id} · {record.name}"
+        self._reader = MetricsReader(Path(job.dir) / METRICS_FILE)
+
+    def read_new(self) -> list[dict[str, Any]]:
+        return self._reader.read_new()
+
+    def state(self) -> RunState:
+        record = self.job.record
+        return RunState(record.status, record.started, record.ended, not record.active)
+
+
+class LiveChart:
+    """Follows a MetricSource from a daemon thread and keeps one display output up to date.
+
+    `redraws` counts the images drawn, `png` is the latest, `wait()` blocks until the run
+    has ended and the final image is out, `stop()` ends following early (drawing once more).
+    """
+
+    def __init__(self, source: MetricSource, *, log_scale: bool = False, smoothing: float = 0.6,
+                 interval: float = REDRAW_INTERVAL_S, show: bool = True) -> None:
+        if not 0 <= smoothing < 1:
+            raise ValueError(f"smoothing {smoothing} is out of range; use 0 (none) up to 0.99")
+        self.source, self.log_scale, self.smoothing, self.interval = source, log_scale, smoothing, interval
+        self.records: list[dict[str, Any]] = []
+        self.redraws = 0
+        self.png: bytes | None = None
+        self.error: BaseException | None = None
+        self._figure: ChartFigure | None = None  # built by the follower thread before its first drawing
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._handle = _display_handle(source.title) if show else None
+        self._thread = threading.Thread(target=self._follow, daemon=True, name=f"nbtoolkit-chart {source.title}")
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return not self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run ended and the final image is drawn; False if `timeout` passed first."""
+        return self._done.wait(timeout)
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        """Stop following (the chart keeps what it drew last, redrawn once with everything read)."""
+        self._stop.set()
+        self._done.wait(timeout)
+
+    def _follow(self) -> None:
+        drawn: tuple | None = None
+        last_draw, gap = float("-inf"), self.interval
+        try:
+            _yield_to_others()
+            while True:
+                state = self.source.state()  # before reading: records written before the end are all read
+                self.records += self.source.read_new()
+                final = state.finished or self._stop.is_set()
+                current = (len(self.records), state.status)
+                if current != drawn and (final or time.monotonic() - last_draw >= gap):
+                    if self._figure is None:  # once: importing matplotlib and building the figure
+                        self._figure = ChartFigure(log_scale=self.log_scale, smoothing=self.smoothing)
+                    cpu = time.thread_time()
+                    self._draw(state)
+                    drawn, last_draw = current, time.monotonic()
+                    gap = max(self.interval, (time.thread_time() - cpu) / DRAW_CPU_SHARE)
+                if final:
+                    return
+                self._stop.wait(POLL_S)
+        except BaseException as exc:  # a chart must never take the kernel down; keep the reason
+            self.error = exc
+        finally:
+            self._done.set()
+
+    def _draw(self, state: RunState) -> None:
+        line = progress_line(self.records, state)
+        self.png = self._figure.draw(self.records, f"{self.source.title}\n{line}")
+        self.redraws += 1
+        self._publish({"image/png": base64.b64encode(self.png).decode("ascii"),
+                       "text/plain": f"{self.source.title}: {line}"})
+
+    def _publish(self, bundle: dict[str, str]) -> None:
+        if self._handle is not None:
+            self._handle.update(bundle, raw=True)
+
+    def __repr__(self) -> str:
+        return f"<LiveChart {self.source.title!r} {'following' if self.running else 'done'}, {self.redraws} redraws>"
+
+
+def live_chart(job, *, log_scale: bool = False, smoothing: float = 0.6, show: bool = True) -> LiveChart:
+    """A live chart of a job (a Job handle or a job id): shown now, redrawn until the job ends.
+
+    `smoothing` (0 to 0.99) is the weight of the moving average drawn over the raw loss;
+    `log_scale` draws loss on a log axis. Returns at once: the kernel stays free.
+    """
+    if isinstance(job, str):
+        from nbtoolkit.api import Job
+
+        job = Job(job)
+    return LiveChart(JobSource(job), log_scale=log_scale, smoothing=smoothing, show=show)
+
+
+def _yield_to_others() -> None:
+    """Lower this thread's priority (Linux: nice is per thread), so training on the same cores goes first."""
+    try:
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + DRAW_NICENESS))
+    except (AttributeError, OSError):  # not Linux-like, or not allowed: draw at normal priority
+        pass
+
+
+def _display_handle(title: str):
+    """A display output to update in place, when running under IPython (else None)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    if not InteractiveShell.initialized():
+        return None
+    from IPython.display import display
+
+    return display({"text/plain": f"{title}: waiting for metrics"}, raw=True, display_id=True)
+
+
+def progress_line(records: list[dict[str, Any]], state: RunState, now: float | None = None) -> str:
+    """`running · step 20/60 (33%) · elapsed 0:12 · remaining ~0:24 · loss 0.6931`"""
+    parts = [state.status]
+    steps = [record for record in records if record.get("step") is not None]
+    step = steps[-1]["step"] if steps else None
+    total = next((record["max_steps"] for record in reversed(records) if record.get("max_steps")), None)
+    if step is not None:
+        parts.append(f"step {step}/{total} ({100 * step // total}%)" if total else f"step {step}")
+    if state.started is not None:
+        elapsed = (state.ended or now or time.time()) - state.started
+        parts.append(f"elapsed {duration(elapsed)}")
+        if not state.finished and step and total and total > step:
+            parts.append(f"remaining ~{duration(elapsed / step * (total - step))}")
+    loss = next((record["loss"] for record in reversed(records)
+                 if record.get("kind") == "train" and record.get("loss") is not None), None)
+    if loss is not None:
+        parts.append(f"loss {loss:.4f}")
+    if not records:
+        parts.append("waiting for metrics")
+    return " · ".join(parts)
+
+
+class ChartFigure:
+    """The live chart's figure: loss (raw, smoothed, eval), learning rate, throughput.
+
+    Built once per chart; each redraw only moves data and rescales, which costs about half of
+    building a new figure (tick objects and axes are reused), so following a job stays cheap.
+    """
+
+    def __init__(self, *, log_scale: bool = False, smoothing: float = 0.6) -> None:
+        from nbtoolkit.metrics.plots import COLORS, new_figure
+
+        self.log_scale, self.smoothing = log_scale, smoothing
+        self.figure, (self.loss, self.rate, self.speed) = new_figure(13, 3.8, dpi=LIVE_DPI, ncols=3)
+        blue, orange, green = COLORS[0], COLORS[1], COLORS[2]
+        (self.loss_raw,) = self.loss.plot([], [], color=blue, alpha=0.3, linewidth=1)
+        (self.loss_line,) = self.loss.plot([], [], color=blue, linewidth=2, label="train loss")
+        (self.eval_line,) = self.loss.plot([], [], "o--", color=blue, markersize=4, linewidth=1, alpha=0.8,
+                                           label="eval loss")
+        (self.rate_line,) = self.rate.plot([], [], color=green)
+        (self.speed_line,) = self.speed.plot([], [], "o-", color=blue, markersize=3)
+        self.steady_line = self.speed.axhline(0, color=blue, linestyle=":", linewidth=1)
+        self.tokens = self.speed.twinx()
+        (self.tokens_line,) = self.tokens.plot([], [], "s--", color=orange, markersize=3)
+        self.tokens.set_ylabel("tokens/s", color=orange)
+        self.loss.set(title="Loss", xlabel="step")
+        self.rate.set(title="Learning rate", xlabel="step")
+        self.speed.set_xlabel("step")
+        self.rate.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+        self.empty = {axes: axes.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=axes.transAxes,
+                                      color="gray") for axes in (self.loss, self.rate, self.speed)}
+
+    def draw(self, records: list[dict[str, Any]], title: str) -> bytes:
+        """The chart of these records as PNG bytes."""
+        from nbtoolkit.metrics.plots import png, points, smoothed
+        from nbtoolkit.metrics.throughput import steady_state
+
+        self.figure.suptitle(title, fontsize=10)
+        steps, losses = points(records, "loss", "train")
+        self.loss_raw.set_data(steps, losses if self.smoothing else [])
+        self.loss_line.set_data(steps, smoothed(losses, self.smoothing))
+        self.eval_line.set_data(*points(records, "eval_loss", "eval"))
+        if self.log_scale and losses and self.loss.get_yscale() != "log":
+            self.loss.set_yscale("log")
+        self.rate_line.set_data(*points(records, "learning_rate", "train"))
+        self._draw_throughput(records, steady_state(records).samples_per_second)
+        for axes in (self.loss, self.rate, self.speed, self.tokens):
+            axes.relim()
+            axes.autoscale_view()
+        shown = [line for line in (self.loss_line, self.eval_line) if len(line.get_xdata())]
+        legend = self.loss.get_legend()
+        if legend is not None:
+            legend.remove()
+        if shown:
+            self.loss.legend(handles=shown, fontsize=8)
+        for axes, note in self.empty.items():
+            note.set_visible(not any(len(line.get_xdata()) for line in axes.lines if line is not self.steady_line))
+        return png(self.figure)
+
+    def _draw_throughput(self, records: list[dict[str, Any]], steady: float | None) -> None:
+        """samples/s (left) and tokens/s (right); steps/s for parsed logs that give only that."""
+        from nbtoolkit.metrics.plots import points
+
+        steps, speeds = points(records, "samples_per_second", "train")
+        unit = "samples/s"
+        if not steps:
+            steps, speeds = points(records, "steps_per_second", "train")
+            unit = "steps/s"
+        self.speed_line.set_data(steps, speeds)
+        self.speed.set_ylabel(unit if steps else "", color=self.speed_line.get_color())
+        self.steady_line.set_ydata([steady or 0, steady or 0])
+        self.steady_line.set_visible(bool(steady))
+        self.speed.set_title(f"Throughput (steady {steady:.1f} samples/s)" if steady else "Throughput")
+        token_steps, tokens = points(records, "tokens_per_second", "train")
+        self.tokens_line.set_data(token_steps, tokens)
+        self.tokens.set_visible(bool(token_steps))
