@@ -56,6 +56,18 @@ class Job:
     def stop(self) -> str:
         return job_control.stop(self.id, store=self.store).status
 
+    def chart(self, *, log_scale: bool = False):
+        """The job's live chart (loss, learning rate, throughput, progress), following it until it ends."""
+        from nbtoolkit.notebook.charts import live_chart
+
+        return live_chart(self, log_scale=log_scale)
+
+    def _ipython_display_(self) -> None:
+        """In a notebook, a job shows itself as its live chart."""
+        from IPython.display import display
+
+        display(self.chart())
+
     def __repr__(self) -> str:
         record = self.record
         return f"<Job {record.id} {record.name!r} {record.backend} {record.status}>"
