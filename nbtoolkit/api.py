@@ -57,16 +57,14 @@ class Job:
         return job_control.stop(self.id, store=self.store).status
 
     def chart(self, *, log_scale: bool = False):
-        """The job's live chart (loss, learning rate, throughput, progress), following it until it ends."""
+        """Show the job's live chart (loss, learning rate, throughput, progress), redrawn until it ends."""
         from nbtoolkit.notebook.charts import live_chart
 
         return live_chart(self, log_scale=log_scale)
 
     def _ipython_display_(self) -> None:
         """In a notebook, a job shows itself as its live chart."""
-        from IPython.display import display
-
-        display(self.chart())
+        self.chart()
 
     def __repr__(self) -> str:
         record = self.record

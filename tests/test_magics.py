@@ -14,16 +14,7 @@ from nbtoolkit.notebook.preview import Preview
 from nbtoolkit.spec import SpecError, load_spec
 from tests.conftest import SCRIPTS
 from tests.test_jobs import wait_for
-from tests.markers import needs_charts, needs_compare
-
-
-@pytest.fixture
-def shell(home):
-    from IPython.core.interactiveshell import InteractiveShell
-
-    ip = InteractiveShell.instance()
-    ip.extension_manager.load_extension("nbtoolkit")
-    return ip
+from tests.notebook_support import needs_charts, needs_compare, shell  # noqa: F401 (fixture)
 
 
 def dry_run(shell, line: str, cell: str | None = None):
@@ -120,7 +111,7 @@ def test_form_flag_opens_the_form_filled_in(shell):
 def test_launch_list_and_stop_a_job(shell, store, capsys):
     job = shell.run_line_magic("finetune", f"--task text-classification --name sleeper "
                                            f"--set script.path={SCRIPTS / 'sleepy.py'}")
-    assert f"job {job.id} (sleeper, local)" in capsys.readouterr().out
+    assert f"job {job.id} (sleeper, local) launched" in capsys.readouterr().out
     table = shell.run_line_magic("jobs", "")
     assert list(table.index) == [job.id]
     assert {"name", "backend", "status", "progress", "loss", "samples/s", "started", "ended"} <= set(table.columns)

@@ -7,8 +7,11 @@ to the current choices are shown. Widget kinds, choices and defaults come from t
 
 from __future__ import annotations
 
+import base64
 import copy
 import html
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +19,6 @@ from typing import Any
 
 import ipywidgets as widgets
 import yaml
-from IPython.display import display
 
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.notebook.preview import pre, preview, quiet_load
@@ -348,10 +350,31 @@ class SpecForm(widgets.VBox):
         self.stop_button.disabled = False
         self._say(f"job {self.job.id} started ({self.job.record.backend}); "
                   f"nbtoolkit.Job('{self.job.id}') is its handle")
+        self._show_chart()
+        return self.job
+
+    def _show_chart(self) -> None:
+        """The job's live chart below the form.
+
+        A chart redraws one display in place (by display id), and widget Output areas ignore
+        such updates (ipywidgets #1844), so the form re-shows each new frame itself.
+        """
         self.output.clear_output()
         with self.output:
-            display(self.job)
-        return self.job
+            chart = self.job.chart()
+        threading.Thread(target=self._mirror, args=(chart,), daemon=True, name=f"nbtoolkit-form {self.job.id}").start()
+
+    def _mirror(self, chart, poll: float = 0.5) -> None:
+        shown = 0
+        while True:
+            done = not chart.running
+            if chart.redraws != shown and chart.png:
+                shown = chart.redraws
+                self.output.outputs = ({"output_type": "display_data", "metadata": {}, "data": {
+                    "image/png": base64.b64encode(chart.png).decode("ascii"), "text/plain": repr(chart)}},)
+            if done:
+                return
+            time.sleep(poll)
 
     def stop(self) -> None:
         if self.job is not None:

@@ -16,7 +16,6 @@ import yaml
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import display
 
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
 from nbtoolkit.spec import TASKS, SpecError, load_spec
@@ -187,7 +186,7 @@ class FinetuneMagics(Magics):
         except (SpecError, LaunchError) as exc:
             raise UsageError(str(exc)) from None
         record = job.record
-        print(f"job {record.id} ({record.name}, {record.backend}) {record.status}; "
+        print(f"job {record.id} ({record.name}, {record.backend}) launched; "
               f"%job {record.id} shows it, %finetune_stop {record.id} stops it")
         return job
 
@@ -227,7 +226,7 @@ class FinetuneMagics(Magics):
             raise UsageError(str(exc)) from None
         row = listing_row(job.record)
         print("  ".join(f"{key} {value}" for key, value in row.items() if value))
-        display(job.chart(log_scale=args.log_scale))
+        job.chart(log_scale=args.log_scale)
         print(f"--- last {args.tail} lines of {job.dir / 'output.log'}\n{job.logs(tail=args.tail)}")
 
     @line_magic
