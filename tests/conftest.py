@@ -15,6 +15,8 @@ TESTS = Path(__file__).resolve().parent
 DATA = TESTS / "data"
 SCRIPTS = TESTS / "scripts"
 PYTHON = sys.executable
+#: browser tests run in their own pytest invocation (`pytest -p no:asyncio tests/ui`, see tests/ui/conftest.py)
+collect_ignore = ["ui"]
 
 
 @pytest.fixture

@@ -162,7 +162,7 @@ def make_widget(path: str, label: str, look: Look) -> widgets.ValueWidget:
     if path == SOURCE:
         return widgets.Dropdown(options=SOURCES, description=label, **look.of(widgets.Dropdown))
     common = {"description": label, "tooltip": describe(path) or None}
-    options = TASKS if path == "task" else choices(path)
+    options = choices(path)
     kind = value_type(path)
     if options:
         return widgets.Dropdown(options=[(str(option), option) for option in options], **common,
