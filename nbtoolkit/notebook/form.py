@@ -240,8 +240,8 @@ class SpecForm(widgets.VBox):
         self.copy_button.on_click(lambda _: self.copy_cell())
         self.export_button.on_click(lambda _: self.export())
         super().__init__([
-            self.status,
             widgets.HBox([widgets.VBox(self.section_boxes, layout=widgets.Layout(width="48%")), self.tabs]),
+            self.status,
             widgets.HBox([self.launch_button, self.stop_button, self.copy_button, self.export_button,
                           self.export_dir]),
             self.cell,
