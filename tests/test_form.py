@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from IPython.core.error import UsageError
 
 from nbtoolkit.notebook.form import FIELDS, SpecForm
 from nbtoolkit.notebook.preview import quiet_load
@@ -105,6 +106,13 @@ def test_each_field_validates_as_you_type_with_the_specs_sentence():
     form.fields["train.max_steps"].value = "10"
     assert form.spec is not None and form.field_error.value == "" and not form.launch_button.disabled
     assert all(form.field_error not in box.children for box in form.section_boxes)
+
+
+def test_a_value_no_dropdown_offers_is_refused_with_the_specs_sentence(shell):
+    with pytest.raises(SpecError, match="^precision: 'fp8' is not valid; expected 'fp32', 'bf16' or 'fp16'$"):
+        SpecForm({"task": "causal-lm", "precision": "fp8"})
+    with pytest.raises(UsageError, match="precision: 'fp8' is not valid"):
+        shell.run_line_magic("finetune", "--form --task causal-lm --set precision=fp8")
 
 
 def test_a_prefilled_spec_keeps_what_the_form_does_not_show(tmp_path):

@@ -92,7 +92,8 @@ def test_finetune_help_documents_every_flag():
 def test_dry_run_shows_the_command_files_and_checks_and_starts_nothing(shell, store):
     preview = shell.run_line_magic("finetune", "--dry-run --task text-classification --steps 5")
     assert isinstance(preview, Preview) and store.list() == []
-    assert "-m nbtoolkit.train --spec spec.json" in preview.command and preview.command.startswith("#!/usr/bin/env bash")
+    assert preview.command.startswith("#!/usr/bin/env bash")
+    assert "-m nbtoolkit.train --spec spec.json" in preview.command
     assert load_spec(preview.files["spec.json"]) == preview.spec
     assert preview.checks == ["this machine can start it (local launcher)"]
     html = preview._repr_html_()

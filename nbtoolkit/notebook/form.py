@@ -73,7 +73,12 @@ class Section:
 SAGEMAKER = when("hardware.target", "sagemaker")
 DEEPSPEED = when("parallelism.strategy", "deepspeed")
 SMP = when("parallelism.strategy", "smp")
-MULTI_NODE_HERE = lambda values: values.get("hardware.target") == "local" and (values.get("hardware.nodes") or 1) > 1  # noqa: E731
+
+
+def multi_node_here(values: Values) -> bool:
+    """Several nodes started from here: each needs its rank and the master's address."""
+    return values.get("hardware.target") == "local" and (values.get("hardware.nodes") or 1) > 1
+
 
 SECTIONS: tuple[Section, ...] = (
     Section("Model and task", (
@@ -108,8 +113,8 @@ SECTIONS: tuple[Section, ...] = (
                   lambda values: SAGEMAKER(values) or values.get("hardware.accelerator") != "cpu"),
         FormField("hardware.devices", "Devices per node"),
         FormField("hardware.nodes", "Nodes"),
-        FormField("hardware.node_rank", "This node's rank", MULTI_NODE_HERE),
-        FormField("hardware.master_addr", "Master address", MULTI_NODE_HERE),
+        FormField("hardware.node_rank", "This node's rank", multi_node_here),
+        FormField("hardware.master_addr", "Master address", multi_node_here),
     )),
     Section("Parallelism", (
         FormField("launcher", "Launcher"),
@@ -157,24 +162,28 @@ FIELDS: dict[str, FormField] = {field.path: field for section in SECTIONS for fi
 OWNED = (*FIELDS, "dataset.files")
 
 
-def make_widget(path: str, label: str, look: Look) -> widgets.ValueWidget:
-    """A widget of the kind the spec field's type asks for, labelled, with its description as tooltip."""
+def make_widget(path: str, label: str, value: Any, look: Look) -> widgets.ValueWidget:
+    """A widget of the kind the spec field's type asks for, labelled, with its description as tooltip.
+
+    Everything is given at construction: each later change would be one more message to the browser.
+    """
+    common = {"description": label, "_dom_classes": ("nbtoolkit-field-" + path.replace(".", "-").replace("_", "-"),)}
     if path == SOURCE:
-        return widgets.Dropdown(options=SOURCES, description=label, **look.of(widgets.Dropdown))
-    common = {"description": label, "tooltip": describe(path) or None}
+        return widgets.Dropdown(options=SOURCES, value=value, **common, **look.of(widgets.Dropdown))
+    common["tooltip"] = describe(path) or None
     options = choices(path)
     kind = value_type(path)
     if options:
-        return widgets.Dropdown(options=[(str(option), option) for option in options], **common,
+        return widgets.Dropdown(options=[(str(option), option) for option in options], value=value, **common,
                                 **look.of(widgets.Dropdown))
     if kind is bool:
-        return widgets.Checkbox(**common, **look.of(widgets.Checkbox))
+        return widgets.Checkbox(value=value, **common, **look.of(widgets.Checkbox))
     if kind is int and not optional(path):
-        return widgets.IntText(continuous_update=True, **common, **look.of(widgets.IntText))
+        return widgets.IntText(value=value, continuous_update=True, **common, **look.of(widgets.IntText))
     if kind is float and not optional(path):
-        return widgets.FloatText(continuous_update=True, **common, **look.of(widgets.FloatText))
-    return widgets.Text(continuous_update=True, placeholder=PLACEHOLDERS.get(path, describe(path)), **common,
-                        **look.of(widgets.Text))
+        return widgets.FloatText(value=value, continuous_update=True, **common, **look.of(widgets.FloatText))
+    return widgets.Text(value="" if value is None else str(value), continuous_update=True,
+                        placeholder=PLACEHOLDERS.get(path, describe(path)), **common, **look.of(widgets.Text))
 
 
 class Look:
@@ -207,6 +216,8 @@ class SpecForm(widgets.VBox):
 
     def __init__(self, spec: RunSpec | Mapping[str, Any] | str | None = None) -> None:
         data = dict(spec) if isinstance(spec, Mapping) else quiet_load(spec).to_dict() if spec else {}
+        if any(_initial(data, path) not in choices(path) for path in FIELDS if path != SOURCE and choices(path)):
+            quiet_load(data)  # a value no dropdown offers: raise the spec's own sentence for it
         self.base = copy.deepcopy(data)
         for path in OWNED:
             remove_value(self.base, path)
@@ -216,10 +227,7 @@ class SpecForm(widgets.VBox):
         self.fields: dict[str, widgets.ValueWidget] = {}
         look = Look()
         for path, field in FIELDS.items():
-            widget = make_widget(path, field.label, look)
-            widget.value = _shown(widget, _initial(data, path))
-            widget.add_class("nbtoolkit-field-" + path.replace(".", "-").replace("_", "-"))
-            self.fields[path] = widget
+            self.fields[path] = make_widget(path, field.label, _initial(data, path), look)
         #: the spec's sentence, shown right below the field it names
         self.field_error = widgets.HTML(layout=widgets.Layout(margin=f"0 0 4px {LABEL_WIDTH}"))
         self.section_boxes = [widgets.VBox() for _ in SECTIONS]
@@ -412,9 +420,3 @@ class SpecForm(widgets.VBox):
         self._say(f"wrote {', '.join(path.name for path in written)} to {directory}/; run {directory / 'run.sh'}")
         return directory
 
-
-def _shown(widget: widgets.ValueWidget, value: Any) -> Any:
-    """A spec value as the widget holds it (text boxes hold '' for none)."""
-    if isinstance(widget, widgets.Text):
-        return "" if value is None else str(value)
-    return value
