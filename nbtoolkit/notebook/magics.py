@@ -8,6 +8,7 @@ every spec goes through `load_spec`; the form builds the same dict.
 
 from __future__ import annotations
 
+import copy
 import importlib
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,7 @@ FLAG_FIELDS: dict[str, str] = {
 
 def spec_data(args: Any, base: dict[str, Any] | None = None) -> dict[str, Any]:
     """The spec dict that `%finetune` flags describe, on top of `base` (a `--spec` file or cell body)."""
-    data = dict(base or {})
+    data = copy.deepcopy(base or {})
     for dest, path in FLAG_FIELDS.items():
         if getattr(args, dest) is not None:
             set_value(data, path, getattr(args, dest))
