@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -71,15 +72,37 @@ class Job:
         return f"<Job {record.id} {record.name!r} {record.backend} {record.status}>"
 
 
-def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None) -> Job:
-    """Check the spec, render its launch, and start it as a job that outlives this process."""
+def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, force: bool = False) -> Job:
+    """Check the spec, render its launch, and start it as a job that outlives this process.
+
+    A spec the planner is sure will not fit in device (or host) memory is refused with a
+    LaunchError unless `force=True` (then it only warns).
+    """
     spec = load_spec(spec)
+    check_fit(spec, force=force)
     backends.preflight(spec)
     launch_ = backends.render(spec)
     store = store or JobStore()
     info = {"hourly_price_usd": spec.hardware.hourly_price_usd}
     record = job_control.submit(launch_, name=spec.display_name, task=spec.task, store=store, info=info)
     return Job(record.id, store)
+
+
+def check_fit(spec: RunSpec, *, force: bool = False) -> None:
+    """Refuse (or, forced, warn about) a launch the planner predicts will run out of memory.
+
+    CPU runs on this machine are not checked; the planner is imported only for the others.
+    """
+    if spec.hardware.target == "local" and spec.hardware.accelerator == "cpu":
+        return
+    from nbtoolkit.planner import fit_problem
+
+    problem = fit_problem(spec)
+    if problem is None:
+        return
+    if not force:
+        raise backends.LaunchError(problem)
+    warnings.warn(problem, stacklevel=3)
 
 
 def jobs(status: str | None = None, limit: int = 100, store: JobStore | None = None) -> list[Job]:

@@ -6,12 +6,14 @@ import argparse
 import json
 import shlex
 import sys
+import warnings
 from pathlib import Path
 
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, read_log, stop
 from nbtoolkit.jobs.listing import format_table, listing_row
+from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.spec import SpecError, load_spec
 
 DEMO_SPEC = {
@@ -41,7 +43,11 @@ def started(job: Job) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    job = launch(args.spec)
+    with warnings.catch_warnings(record=True) as caught:  # a forced launch's plan warning, said plainly
+        warnings.simplefilter("always")
+        job = launch(args.spec, force=args.force)
+    for warning in caught:
+        print(f"nbtoolkit: warning: {warning.message}", file=sys.stderr)
     started(job)
     return follow(job) if args.follow else 0
 
@@ -112,6 +118,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from nbtoolkit.planner import plan
+
+    result = plan(args.spec, measured=args.measured, dataset_size=args.dataset_size, utilisation=args.utilisation)
+    print(json.dumps(result.to_json_dict()) if args.json else "\n".join(result.summary_lines()))
+    return 1 if result.fits is False else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbtoolkit", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -119,7 +133,17 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="start a job from a spec file")
     run.add_argument("spec", help="spec.yaml or spec.json")
     run.add_argument("--follow", "-f", action="store_true", help="print the log until the job ends")
+    run.add_argument("--force", action="store_true", help="launch even if the planner predicts it will not fit")
     run.set_defaults(handler=cmd_run)
+
+    plan_ = commands.add_parser("plan", help="will it fit, how long, how much (exit 1 if it will not fit)")
+    plan_.add_argument("spec", help="spec.yaml or spec.json")
+    plan_.add_argument("--json", action="store_true", help="print one JSON object")
+    plan_.add_argument("--measured", type=float, metavar="SAMPLES_PER_S",
+                       help="samples/s of a real run of this setup; replaces the assumed utilisation")
+    plan_.add_argument("--dataset-size", type=int, metavar="N", help="training examples per epoch")
+    plan_.add_argument("--utilisation", type=float, help="fraction of peak FLOP/s to assume (default 0.35)")
+    plan_.set_defaults(handler=cmd_plan)
 
     demo = commands.add_parser("demo", help="fine-tune the bundled tiny model offline and show the result")
     demo.set_defaults(handler=cmd_demo)
@@ -155,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (SpecError, LaunchError, JobNotFound) as exc:
+    except (SpecError, LaunchError, JobNotFound, ModelShapeError) as exc:
         print(f"nbtoolkit: {exc}", file=sys.stderr)
         return 2
 

@@ -11,7 +11,8 @@ from tests.conftest import PYTHON
 HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplotlib")
 
 
-@pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local"])
+@pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local",
+                                    "nbtoolkit.planner", "nbtoolkit.catalog"])
 def test_light_imports(module):
     result = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True,
                             check=True)

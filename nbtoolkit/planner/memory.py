@@ -1,0 +1,170 @@
+"""Training memory per device: model states (ZeRO stage, offload, precision) and activations.
+
+Model states follow DeepSpeed's own estimators (`estimate_zero2/3_model_states_mem_needs`,
+DeepSpeed 0.19.8) for DeepSpeed runs, and plain PyTorch data parallel otherwise; the ZeRO
+paper's ideal partitioning (Rajbhandari et al. 2020, Fig. 1) is kept alongside as the lower
+bound. Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+Transformer Models", sec. 4.1), written per block so encoder-decoders, gated FFNs and attention
+without a stored score matrix are counted as they run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from nbtoolkit.planner.shapes import ModelShape
+
+Offload = Literal["none", "cpu", "nvme"]
+
+#: DeepSpeed's `additional_buffer_factor` for host memory
+HOST_BUFFER_FACTOR = 1.5
+#: fp32 master weights (4) + AdamW's two fp32 moments (8): ZeRO's K for mixed-precision Adam
+MIXED_PRECISION_OPTIMIZER_BYTES = 12
+#: the fp32 gradient partition DeepSpeed keeps for the optimizer step
+FP32_GRADIENT_BYTES = 4
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    """Bytes of weights, gradients and optimizer states: per device, and on the host per node."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    gathered: float  # ZeRO-3: the largest layer gathered whole (weights + gradients) while in use
+    host: float
+    ideal: float  # per-device total under the ZeRO paper's partitioning (no buffers)
+
+    @property
+    def device(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.gathered
+
+
+def zero_paper_bytes(params: float, devices: int, stage: int, *, weight_bytes: int = 2, gradient_bytes: int = 2,
+                     optimizer_bytes: int = MIXED_PRECISION_OPTIMIZER_BYTES) -> float:
+    """ZeRO paper, Fig. 1: (2 + 2 + K)Ψ, with the optimizer (stage >= 1), gradients (>= 2)
+    and weights (3) partitioned over the devices. K = 12 for mixed-precision Adam."""
+    return (weight_bytes * params / (devices if stage >= 3 else 1)
+            + gradient_bytes * params / (devices if stage >= 2 else 1)
+            + optimizer_bytes * params / (devices if stage >= 1 else 1))
+
+
+def torch_model_states(params: float, devices_per_node: int) -> ModelStates:
+    """PyTorch (DDP or one process), AdamW; autocast keeps fp32 weights whatever the precision."""
+    return ModelStates(weights=4 * params, gradients=4 * params, optimizer=8 * params, gathered=0,
+                       host=_loading_host_bytes(params, devices_per_node), ideal=16 * params)
+
+
+def deepspeed_model_states(params: float, largest_layer: float, *, weight_bytes: int, stage: int,
+                           devices_per_node: int, nodes: int, offload_optimizer: Offload = "none",
+                           offload_params: Offload = "none") -> ModelStates:
+    """DeepSpeed ZeRO model states, as DeepSpeed 0.19.8's estimators count them.
+
+    16-bit weights: ZeRO-1/2 `2Ψ + 18Ψ/N` (optimizer offload: `2Ψ`); ZeRO-3 `4L + 18Ψ/N`
+    (optimizer offload: `4L + 2Ψ/N`; both offloaded: `4L`), L the largest layer. fp32 weights
+    (weight_bytes 4) double the 16-bit terms. Stage 0 is ZeRO-2's count on one device; stage 1
+    keeps the 16-bit gradients whole. Host per node, x1.5: offloaded states (16Ψ, 18Ψ with the
+    weights), else the fp32 model each process loads (4Ψ, 4L under ZeRO-3's zero.Init).
+    """
+    devices = devices_per_node * nodes
+    optimizer_on_host = offload_optimizer != "none"
+    weights_on_host = offload_params != "none"
+    shards = devices if stage >= 1 else 1
+    weights = 0.0 if weights_on_host else weight_bytes * params / (devices if stage >= 3 else 1)
+    if optimizer_on_host:
+        gradients = optimizer = 0.0
+    else:
+        half_gradients = 0.0 if stage >= 3 else weight_bytes * params / (devices if stage == 2 else 1)
+        gradients = half_gradients + FP32_GRADIENT_BYTES * params / shards
+        optimizer = MIXED_PRECISION_OPTIMIZER_BYTES * params / shards
+    gathered = 2 * weight_bytes * largest_layer if stage >= 3 else 0.0
+    offloaded = ((FP32_GRADIENT_BYTES + MIXED_PRECISION_OPTIMIZER_BYTES if optimizer_on_host else 0)
+                 + (weight_bytes if weights_on_host else 0))
+    if "nvme" in (offload_optimizer, offload_params):
+        offloaded = 0  # states live on the NVMe path; the host keeps buffers only
+    if offloaded and stage < 3:  # ZeRO-2 offload: every process also loads the fp32 model
+        host = params * max(4 * devices_per_node, offloaded) * HOST_BUFFER_FACTOR
+    elif offloaded:
+        host = params * offloaded / nodes * HOST_BUFFER_FACTOR
+    else:
+        host = _loading_host_bytes(largest_layer if stage >= 3 else params, devices_per_node)
+    ideal = zero_paper_bytes(params, devices, stage, weight_bytes=weight_bytes, gradient_bytes=weight_bytes,
+                             optimizer_bytes=MIXED_PRECISION_OPTIMIZER_BYTES if weight_bytes == 2 else 8)
+    return ModelStates(weights=weights, gradients=gradients, optimizer=optimizer, gathered=gathered, host=host,
+                       ideal=ideal)
+
+
+def _loading_host_bytes(params: float, devices_per_node: int) -> float:
+    """Each process on the node holds the fp32 weights it loads (DeepSpeed's no-offload host count)."""
+    return 4 * params * devices_per_node * HOST_BUFFER_FACTOR
+
+
+# -- activations ---------------------------------------------------------------------------------
+
+
+def _attention(shape: ModelShape, queries: int, keys: int, e: int) -> float:
+    """Bytes kept for backward by one attention block, per sample (Korthikanti: 11sh + 5as²)."""
+    h, inner = shape.hidden_size, shape.attention_dim
+    kept = e * queries * h  # input to the q (and, for self-attention, k/v) projections
+    kept += e * (queries + 2 * keys) * inner  # q, k, v
+    kept += e * queries * inner  # input to the output projection
+    kept += queries * h if shape.dropout else 0  # output dropout mask (1 byte)
+    if shape.stores_attention_scores:
+        per_score = e + (1 + e if shape.dropout else 0)  # softmax output, dropout mask and output
+        kept += shape.heads * queries * keys * per_score
+    return kept
+
+
+def _feed_forward(shape: ModelShape, tokens: int, e: int) -> float:
+    """Bytes kept by one feed-forward block, per sample (Korthikanti: 19sh for a 4h ReLU/GELU FFN)."""
+    h, f = shape.hidden_size, shape.ffn_dim
+    kept = e * tokens * h  # input
+    kept += e * tokens * f * (3 if shape.gated_ffn else 2)  # activation input(s), wo input
+    kept += tokens * h if shape.dropout else 0
+    return kept
+
+
+def _layer_norm(shape: ModelShape, tokens: int, e: int) -> float:
+    return e * tokens * shape.hidden_size
+
+
+def input_layer_bytes(shape: ModelShape, length: int, e: int) -> float:
+    """One encoder (or decoder-only) layer: norm, self-attention, norm, feed-forward."""
+    return (2 * _layer_norm(shape, length, e) + _attention(shape, length, length, e)
+            + _feed_forward(shape, length, e))
+
+
+def target_layer_bytes(shape: ModelShape, target: int, source: int, e: int) -> float:
+    """One encoder-decoder decoder layer: self-attention, cross-attention over the source, FFN."""
+    return (3 * _layer_norm(shape, target, e) + _attention(shape, target, target, e)
+            + _attention(shape, target, source, e) + _feed_forward(shape, target, e))
+
+
+def logits_bytes(shape: ModelShape, input_length: int, target_length: int, e: int) -> float:
+    """Vocabulary logits (in the activation dtype) plus the fp32 copy and log-softmax the loss keeps."""
+    tokens = {"input": input_length, "target": target_length}.get(shape.logits_on or "", 0)
+    return tokens * shape.vocab_size * (e + 8)
+
+
+def activation_bytes(shape: ModelShape, *, input_length: int, target_length: int, activation_bytes: int,
+                     checkpointing: bool) -> float:
+    """Activation bytes kept for backward, per sample.
+
+    Without checkpointing every layer's tensors are kept; with it (transformers checkpoints each
+    layer) only each layer's input is kept and one layer's tensors exist again while it is
+    recomputed. Either way the gradients flowing back through a layer take about one layer's
+    tensors more, and the logits and the loss's fp32 copies are kept.
+    """
+    e = activation_bytes
+    target_length = target_length if shape.decoder_layers else 0
+    input_layer = input_layer_bytes(shape, input_length, e)
+    target_layer = target_layer_bytes(shape, target_length, input_length, e) if target_length else 0.0
+    largest_layer = max(input_layer, target_layer)
+    if checkpointing:
+        layer_inputs = shape.layers * _layer_norm(shape, input_length, e)
+        layer_inputs += shape.decoder_layers * _layer_norm(shape, target_length, e)
+        kept = layer_inputs + largest_layer
+    else:
+        kept = shape.layers * input_layer + shape.decoder_layers * target_layer
+    return kept + largest_layer + logits_bytes(shape, input_length, target_length, e)

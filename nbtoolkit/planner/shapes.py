@@ -1,0 +1,268 @@
+"""Model and dataset sizes without downloading weights or data.
+
+A model's shape (parameter count, hidden size, layers, largest layer, the weights each token
+passes through) comes from its config: the built-in table of common families
+(`model_configs.yaml`), a local config.json, the bundled tiny models, or transformers'
+AutoConfig (imported only then; offline it finds cached configs only).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from nbtoolkit.catalog import read_yaml
+from nbtoolkit.spec import RunSpec
+
+MODEL_CONFIGS = Path(__file__).with_name("model_configs.yaml")
+
+#: model types sized with BERT's layout (embeddings + post-norm encoder layers + pooler)
+BERT_LIKE = ("bert", "roberta", "xlm-roberta", "camembert")
+T5_LIKE = ("t5", "mt5", "umt5")
+
+#: train-split sizes of hub datasets the seeds use: (name, config) -> examples
+KNOWN_DATASET_SIZES: dict[tuple[str, str | None], int] = {
+    ("cnn_dailymail", "3.0.0"): 287_113,   # https://huggingface.co/datasets/abisee/cnn_dailymail
+    ("abisee/cnn_dailymail", "3.0.0"): 287_113,
+    ("samsum", None): 14_732,              # https://huggingface.co/datasets/Samsung/samsum
+    ("philschmid/emotion", None): 16_000,  # https://huggingface.co/datasets/dair-ai/emotion
+    ("dair-ai/emotion", None): 16_000,
+    ("squad", None): 87_599,               # https://huggingface.co/datasets/rajpurkar/squad
+    ("rajpurkar/squad", None): 87_599,
+}
+
+
+class ModelShapeError(ValueError):
+    """No config could be found for a model; the message says where we looked."""
+
+
+class ModelShape(BaseModel):
+    """What memory and FLOP estimates need to know about a model, nothing more."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    model_type: str
+    architecture: Literal["encoder-decoder", "encoder", "decoder"]
+    params: int
+    exact: bool  # counted from the layout (True) or estimated from a few sizes (False)
+    source: str  # where the config came from
+    hidden_size: int
+    layers: int  # layers over the input sequence (the encoder's, or all of a decoder-only model's)
+    decoder_layers: int  # layers over the target sequence (encoder-decoder only)
+    heads: int
+    attention_dim: int  # heads x head size
+    ffn_dim: int
+    gated_ffn: bool
+    vocab_size: int
+    largest_layer_params: int  # the biggest single module (DeepSpeed's `largest_layer_params`)
+    input_matmul_params: int  # weights each input token multiplies through (FLOPs/token = 2x this)
+    target_matmul_params: int  # the same for each target token (encoder-decoder)
+    dropout: bool
+    stores_attention_scores: bool  # eager attention keeps heads x len x len scores for backward
+
+    @property
+    def logits_on(self) -> Literal["input", "target"] | None:
+        """Which sequence the vocabulary logits cover (none for encoders: a small head)."""
+        return {"encoder-decoder": "target", "decoder": "input"}.get(self.architecture)
+
+
+# -- parameter counts from config fields ---------------------------------------------------------
+
+
+def _t5(cfg: dict[str, Any]) -> dict[str, Any]:
+    d, f, heads = cfg["d_model"], cfg["d_ff"], cfg["num_heads"]
+    inner = heads * cfg["d_kv"]
+    enc_layers = cfg["num_layers"]
+    dec_layers = cfg.get("num_decoder_layers") or enc_layers
+    gated = str(cfg.get("feed_forward_proj", "relu")).startswith("gated")
+    tied = cfg.get("tie_word_embeddings", True)
+    vocab = cfg["vocab_size"]
+    attention = 4 * d * inner  # q, k, v, o
+    ffn = (3 if gated else 2) * d * f  # wi (wi_0, wi_1 when gated), wo
+    position_bias = cfg.get("relative_attention_num_buckets", 32) * heads  # first layer of each stack
+    encoder = enc_layers * (attention + ffn + 2 * d) + position_bias + d
+    decoder = dec_layers * (2 * attention + ffn + 3 * d) + position_bias + d
+    cross_kv = 2 * d * inner  # cross-attention k, v run over the encoder's (input) tokens
+    return dict(
+        architecture="encoder-decoder",
+        params=vocab * d * (1 if tied else 2) + encoder + decoder,
+        exact=True,
+        hidden_size=d, layers=enc_layers, decoder_layers=dec_layers, heads=heads, attention_dim=inner,
+        ffn_dim=f, gated_ffn=gated, vocab_size=vocab,
+        largest_layer_params=max(vocab * d, d * f, d * inner),
+        input_matmul_params=enc_layers * (attention + ffn) + dec_layers * cross_kv,
+        target_matmul_params=dec_layers * (2 * attention - cross_kv + ffn) + vocab * d,
+        dropout=cfg.get("dropout_rate", 0.1) > 0,
+        stores_attention_scores=True,  # T5's relative position bias needs eager attention
+    )
+
+
+def _bert(cfg: dict[str, Any]) -> dict[str, Any]:
+    h, layers, inner = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
+    vocab = cfg["vocab_size"]
+    embeddings = (vocab + cfg.get("max_position_embeddings", 512) + cfg.get("type_vocab_size", 2)) * h + 2 * h
+    layer = 4 * (h * h + h) + (h * inner + inner) + (inner * h + h) + 4 * h  # attention, ffn, 2 layer norms
+    pooler = h * h + h
+    return dict(
+        architecture="encoder",
+        params=embeddings + layers * layer + pooler,
+        exact=True,
+        hidden_size=h, layers=layers, decoder_layers=0, heads=cfg["num_attention_heads"], attention_dim=h,
+        ffn_dim=inner, gated_ffn=False, vocab_size=vocab,
+        largest_layer_params=max(vocab * h, cfg.get("max_position_embeddings", 512) * h, h * inner + inner),
+        input_matmul_params=layers * (4 * h * h + 2 * h * inner),
+        target_matmul_params=0,
+        dropout=cfg.get("hidden_dropout_prob", 0.1) > 0,
+        stores_attention_scores=False,  # PyTorch SDPA (transformers' default) keeps no score matrix
+    )
+
+
+def _gpt2(cfg: dict[str, Any]) -> dict[str, Any]:
+    h, layers, vocab = cfg["n_embd"], cfg["n_layer"], cfg["vocab_size"]
+    inner = cfg.get("n_inner") or 4 * h
+    layer = (h * 3 * h + 3 * h) + (h * h + h) + (h * inner + inner) + (inner * h + h) + 4 * h
+    return dict(
+        architecture="decoder",
+        params=(vocab + cfg.get("n_positions", 1024)) * h + layers * layer + 2 * h,
+        exact=True,
+        hidden_size=h, layers=layers, decoder_layers=0, heads=cfg["n_head"], attention_dim=h,
+        ffn_dim=inner, gated_ffn=False, vocab_size=vocab,
+        largest_layer_params=max(vocab * h, cfg.get("n_positions", 1024) * h, h * inner + inner, 3 * h * h + 3 * h),
+        input_matmul_params=layers * (4 * h * h + 2 * h * inner) + vocab * h,
+        target_matmul_params=0,
+        dropout=cfg.get("resid_pdrop", 0.1) > 0,
+        stores_attention_scores=False,
+    )
+
+
+def _generic_decoder(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Llama-style decoders and anything else with the usual size fields: an estimate."""
+    try:
+        h, layers, vocab = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+        heads = cfg["num_attention_heads"]
+        inner = cfg.get("intermediate_size") or 4 * h
+    except KeyError as missing:
+        raise ModelShapeError(f"its config has no {missing} field, so it cannot be sized") from None
+    head_dim = cfg.get("head_dim") or h // heads
+    kv_dim = (cfg.get("num_key_value_heads") or heads) * head_dim
+    gated = cfg.get("hidden_act") in ("silu", "swiglu") or cfg.get("hidden_activation") is not None
+    attention = 2 * h * heads * head_dim + 2 * h * kv_dim
+    ffn = (3 if gated else 2) * h * inner
+    tied = cfg.get("tie_word_embeddings", False)
+    return dict(
+        architecture="decoder",
+        params=layers * (attention + ffn + 2 * h) + vocab * h * (1 if tied else 2) + h,
+        exact=False,
+        hidden_size=h, layers=layers, decoder_layers=0, heads=heads, attention_dim=heads * head_dim,
+        ffn_dim=inner, gated_ffn=gated, vocab_size=vocab,
+        largest_layer_params=max(vocab * h, h * inner),
+        input_matmul_params=layers * (attention + ffn) + vocab * h,
+        target_matmul_params=0,
+        dropout=float(cfg.get("attention_dropout", 0.0) or 0.0) > 0,
+        stores_attention_scores=False,
+    )
+
+
+def shape_from_config(name: str, cfg: dict[str, Any], source: str) -> ModelShape:
+    """A ModelShape from config.json fields (also what `AutoConfig(...).to_dict()` gives)."""
+    model_type = str(cfg.get("model_type", ""))
+    if model_type in T5_LIKE:
+        fields = _t5(cfg)
+    elif model_type in BERT_LIKE:
+        fields = _bert(cfg)
+    elif model_type == "gpt2":
+        fields = _gpt2(cfg)
+    elif cfg.get("is_encoder_decoder"):
+        raise ModelShapeError(f"model {name} is an encoder-decoder of type '{model_type}', which the planner "
+                              f"cannot size; it sizes {', '.join(T5_LIKE)} encoder-decoders")
+    else:
+        try:
+            fields = _generic_decoder(cfg)
+        except ModelShapeError as exc:
+            raise ModelShapeError(f"model {name} ({model_type or 'unknown type'}): {exc}") from None
+    return ModelShape(name=name, model_type=model_type, source=source, **fields)
+
+
+# -- where configs come from ---------------------------------------------------------------------
+
+
+@cache
+def _builtin() -> dict[str, dict[str, Any]]:
+    table = {}
+    for name, entry in read_yaml(MODEL_CONFIGS).items():
+        entry = dict(entry)
+        for alias in [name, *entry.pop("aliases", [])]:
+            table[alias.lower()] = {"canonical": name, **entry}
+    return table
+
+
+def builtin_models() -> list[str]:
+    return sorted({entry["canonical"] for entry in _builtin().values()})
+
+
+def model_shape(name: str) -> ModelShape:
+    """Shape of a hub id, local path or bundled tiny model; raises ModelShapeError if unknown."""
+    entry = _builtin().get(name.lower())
+    if entry is not None:
+        return shape_from_config(name, entry, f"built-in table ({entry['canonical']})")
+    path = Path(name).expanduser()
+    if path.exists():
+        config_file = path / "config.json" if path.is_dir() else path
+        if not config_file.is_file():
+            raise ModelShapeError(f"model path {name} has no config.json; give a model directory saved by "
+                                  "save_pretrained")
+        return shape_from_config(name, json.loads(config_file.read_text()), str(config_file))
+    if name.startswith("nbtoolkit/"):
+        return _bundled(name)
+    return _hub(name)
+
+
+def _bundled(name: str) -> ModelShape:
+    from nbtoolkit.train.models import is_bundled, load_tokenizer, tiny_config
+
+    if not is_bundled(name):
+        raise ModelShapeError(f"model {name} is not a bundled tiny model of this nbtoolkit version")
+    return shape_from_config(name, tiny_config(name, load_tokenizer(name)).to_dict(), "bundled tiny model")
+
+
+def _hub(name: str) -> ModelShape:
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(name)
+    except Exception:  # offline without a cached config, unknown id, no network: all say the same
+        raise ModelShapeError(
+            f"model {name} could not be sized offline: it is not in the built-in table, not a local path, "
+            f"and transformers found no cached config; built-in: {', '.join(builtin_models())}"
+        ) from None
+    return shape_from_config(name, config.to_dict(), "transformers AutoConfig")
+
+
+# -- dataset size ----------------------------------------------------------------------------------
+
+
+def train_samples(spec: RunSpec) -> int | None:
+    """Training examples per epoch as far as known offline: max_train_samples caps what is found."""
+    data = spec.dataset
+    found: int | None = None
+    if data.name:
+        found = KNOWN_DATASET_SIZES.get((data.name, data.config)) or KNOWN_DATASET_SIZES.get((data.name, None))
+    else:
+        if data.files:
+            files = data.files
+        else:
+            from nbtoolkit.train.data import bundled_files
+
+            files = bundled_files(spec.task)
+        train_file = Path(files.get(data.train_split, "")).expanduser()
+        if train_file.suffix == ".jsonl" and train_file.is_file():
+            with train_file.open("rb") as lines:
+                found = sum(1 for line in lines if line.strip())
+    if data.max_train_samples is not None:
+        return min(found, data.max_train_samples) if found is not None else data.max_train_samples
+    return found

@@ -1,0 +1,141 @@
+"""plan(spec): fit, largest batch, time and cost, alternatives, and the words shown to people."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import pytest
+
+from nbtoolkit import catalog
+from nbtoolkit.api import check_fit
+from nbtoolkit.backends import LaunchError
+from nbtoolkit.planner import fit_problem, plan
+from nbtoolkit.planner.plan import FRAGMENTATION, RUNTIME_RESERVE_BYTES, GiB
+from nbtoolkit.planner import report
+from nbtoolkit.planner.report import row_spec
+
+SEED_003 = row_spec("google/flan-t5-xxl", "p4d.24xlarge", "bf16", "none", batch_size=8)
+
+
+def test_seed_003_setup_fits_and_costs_what_its_hours_cost():
+    result = plan(SEED_003, alternatives=False)
+    assert result.confident and result.fits and result.device_fits and result.host_fits
+    assert (result.devices_per_node, result.accelerator, result.params) == (8, "A100-40GB", 11_135_332_352)
+    part = result.memory
+    assert part.weights + part.gradients + part.optimizer == pytest.approx(18 * result.params / 8, rel=1e-6)
+    assert part.gathered == 4 * 32128 * 4096
+    states = part.weights + part.gradients + part.optimizer + part.gathered
+    assert result.per_device_bytes == pytest.approx((states + part.activations) * (1 + FRAGMENTATION)
+                                                    + RUNTIME_RESERVE_BYTES, abs=2)
+    assert result.steps == math.ceil(3 * math.ceil(287_113 / 64))
+    assert result.cost_usd == pytest.approx(result.hours * 32.7726)
+    assert result.tokens_per_step == 64 * (512 + 128)
+    assert 4 < result.hours < 15  # the seed reports roughly 10 hours
+
+
+def test_largest_batch_is_the_boundary():
+    result = plan(SEED_003, alternatives=False)
+    biggest = result.max_batch_size
+    at = plan({**SEED_003, "train": {**SEED_003["train"], "batch_size": biggest}}, alternatives=False)
+    over = plan({**SEED_003, "train": {**SEED_003["train"], "batch_size": biggest + 1}}, alternatives=False)
+    assert at.device_fits and not over.device_fits
+    assert over.per_device_bytes > at.device_memory_bytes >= at.per_device_bytes
+
+
+def test_measured_pace_replaces_the_assumed_one():
+    result = plan(SEED_003, measured=23.9, alternatives=False)  # the seed's 287,113 x 3 samples in ~10 h
+    assert result.hours == pytest.approx(287_113 * 3 / 23.9 / 3600, rel=0.01)
+    assert "measured 23.9 samples/s" in result.throughput_source
+    assert 0.05 < result.utilisation < 0.5
+
+
+def test_memory_does_not_fit_and_offload_needs_host_memory():
+    zero2 = plan(row_spec("google/flan-t5-xxl", "p3.16xlarge", "fp32", "none") | {
+        "parallelism": {"strategy": "deepspeed", "zero_stage": 2}}, alternatives=False)
+    assert zero2.fits is False and zero2.max_batch_size == 0
+    offloaded = plan(row_spec("google/flan-t5-xxl", "p3.8xlarge", "fp32", "optimizer + weights"),
+                     alternatives=False)
+    assert offloaded.device_fits and offloaded.host_fits is False and offloaded.fits is False
+    assert offloaded.host_bytes == pytest.approx(20 * offloaded.params * 1.5, rel=1e-6)  # fp32: 4 + 16 bytes
+    assert "host memory" in offloaded.wont_fit_message()
+
+
+def test_alternatives_are_ranked_fitting_and_cheapest_first():
+    result = plan(row_spec("google/flan-t5-xxl", "p3.16xlarge", "fp32", "none"))
+    assert result.fits is False and result.alternatives
+    fitting = [alt for alt in result.alternatives if alt.fits]
+    assert fitting and result.alternatives[: len(fitting)] == fitting
+    costs = [alt.cost_usd for alt in fitting if not alt.problems]
+    assert costs == sorted(costs)
+    here = result.best_on_same_hardware()
+    assert here.instance_type == "p3.16xlarge" and "parallelism.offload_optimizer cpu" in here.changes
+    assert all(alt.changes for alt in result.alternatives)
+    assert not any(alt.precision == "bf16" and alt.accelerator.startswith("V100") for alt in fitting)
+    lines = result.summary_lines()
+    assert any(line.startswith("on this hardware: ") for line in lines)
+    assert "does NOT fit" in "\n".join(lines)
+
+
+def test_sagemaker_instances_and_their_prices():
+    spec = {"task": "summarization", "model": "google/flan-t5-xl", "precision": "bf16",
+            "hardware": {"target": "sagemaker", "instance_type": "ml.g5.24xlarge"},
+            "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm"},
+            "dataset": {"max_train_samples": 1000}, "train": {"epochs": 1, "batch_size": 1}}
+    result = plan(spec)
+    assert result.devices_per_node == 4 and result.hourly_price_usd == catalog.hourly_price("ml.g5.24xlarge")
+    assert all(alt.instance_type.startswith("ml.") for alt in result.alternatives)
+    spec["hardware"]["hourly_price_usd"] = 5.0
+    assert plan(spec, alternatives=False).cost_usd == pytest.approx(plan(spec, alternatives=False).hours * 5.0)
+
+
+def test_cpu_runs_and_unknown_hardware_are_not_judged():
+    local = plan({"task": "text-classification", "train": {"max_steps": 10}}, alternatives=False)
+    assert local.fits is None and not local.confident and local.max_batch_size is None
+    assert local.wont_fit_message() is None and local.alternatives == []
+    assert any("device memory unknown" in line for line in local.summary_lines())
+    unknown = plan({"task": "summarization", "model": "google/flan-t5-xxl",
+                    "hardware": {"accelerator": "cuda", "instance_type": "p9.mega"}})
+    assert not unknown.confident and any("is not in the catalog" in problem for problem in unknown.problems)
+    assert fit_problem({"task": "summarization", "model": "someone/unsizeable",
+                        "hardware": {"accelerator": "cuda", "instance_type": "p3.2xlarge"}}) is None
+
+
+def test_bf16_on_v100_is_a_problem():
+    result = plan(row_spec("google/flan-t5-xl", "p3.16xlarge", "bf16", "none"), alternatives=False)
+    assert any("no bfloat16" in problem for problem in result.problems)
+
+
+def test_launch_check_refuses_or_warns_when_forced():
+    spec = plan(SEED_003, alternatives=False)  # fits: no complaint
+    assert spec.wont_fit_message() is None
+    too_big = row_spec("google/flan-t5-xxl", "g5.24xlarge", "bf16", "none", batch_size=8)
+    from nbtoolkit.spec import load_spec
+
+    with pytest.raises(LaunchError, match=r"predicted \d+\.\d GiB per device .* exceeds the 22.5 GiB of one A10G"):
+        check_fit(load_spec(too_big))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_fit(load_spec(too_big), force=True)
+    assert any("exceeds" in str(warning.message) for warning in caught)
+    check_fit(load_spec({"task": "text-classification"}))  # a local CPU run is never checked
+
+
+def test_plan_json_has_the_promised_keys():
+    data = plan(SEED_003, alternatives=False).to_json_dict()
+    assert {"fits", "per_device_bytes", "host_bytes", "max_batch_size", "hours", "cost_usd", "formula"} <= set(data)
+    assert "18Ψ/N" in data["formula"] and "8·(Ψ_in·s_in + Ψ_tgt·s_tgt)" in data["formula"]
+    assert data["per_device_bytes"] / GiB < 40
+
+
+def test_what_fits_where_doc_is_the_commands_output():
+    """docs/what-fits-where.md is exactly what `python -m nbtoolkit.planner.report` writes today."""
+    doc = Path(__file__).resolve().parent.parent / "docs" / "what-fits-where.md"
+    text = report.document()
+    assert text == doc.read_text(), "regenerate: python -m nbtoolkit.planner.report --out docs/what-fits-where.md"
+    rows = {tuple(row[:2] + row[3:5]): dict(zip(report.COLUMNS, row)) for row in report.table()}
+    assert int(rows["flan-t5-xxl", "p4d.24xlarge", "bf16", "none"]["largest batch/GPU"]) >= 8  # the seed ran 8
+    assert rows["flan-t5-xxl", "p3.8xlarge", "fp32", "none"]["largest batch/GPU"] == "OOM"
+    assert rows["flan-t5-xl", "p3.8xlarge", "bf16", "none"]["largest batch/GPU"] == "no bf16"
+    assert len(rows) == 2 * 4 * 2 * 3
