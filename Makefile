@@ -1,4 +1,4 @@
-# `make demo` and `make test` set everything up on a fresh machine, then run.
+# `make lab`, `make demo` and `make test` set everything up on a fresh machine, then run.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,7 +11,7 @@ WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
 CHROMIUM := /usr/bin/chromium
 DEEPSPEED_STAMP := $(VENV)/.deepspeed
 
-.PHONY: install deepspeed demo test clean
+.PHONY: install deepspeed demo lab test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,7 @@ install: $(STAMP)
 $(LAB_BUILT): $(LAB_SOURCES) | $(STAMP)
 	cd $(LAB) && $(WITH_VENV) jlpm build
 
-# the browser tests drive Debian's Chromium
+# the browser tests drive Debian's Chromium (Playwright's own browser downloads are not used)
 $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
@@ -58,12 +58,17 @@ deepspeed: $(DEEPSPEED_STAMP)
 demo: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/nbtoolkit demo
 
+# JupyterLab on the quickstart notebook (offline, bundled tiny model)
+lab: install
+	$(BIN)/jupyter lab notebooks/quickstart.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
+
 # the SageMaker SDK (~1 GB; the extra nbtoolkit[sagemaker]) for the SageMaker tests, not the demo
 # (moto, their local AWS stand-in, comes with the test extra)
 $(VENV)/.sagemaker: | $(STAMP)
 	$(BIN)/pip install -c constraints.txt sagemaker
 	touch $@
 
+# browser tests run apart: Playwright's sync API cannot share pytest-jupyter's event loop
 test: install deepspeed $(VENV)/.sagemaker $(LAB_BUILT) $(CHROMIUM)
 	cd $(LAB) && $(WITH_VENV) jlpm test
 	$(BIN)/python -m pytest

@@ -6,6 +6,8 @@ transformers, deepspeed or sagemaker. Heavy imports happen inside the training p
 
 from __future__ import annotations
 
+import importlib
+
 __version__ = "0.1.0"
 
 
@@ -19,3 +21,17 @@ def load_ipython_extension(ipython) -> None:
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
     """Where the built job panel is (`jupyter labextension develop .` links it into Lab)."""
     return [{"src": "labextension", "dest": "nbtoolkit"}]
+
+
+def __getattr__(name: str):
+    """`nbtoolkit.launch(spec)` and `nbtoolkit.Job`, imported on first use so `import nbtoolkit` stays light.
+
+    `nbtoolkit.jobs()` is the `nbtoolkit.jobs` package itself, which is callable (see there).
+    """
+    if name in ("launch", "Job"):
+        from nbtoolkit import api
+
+        return getattr(api, name)
+    if name == "jobs":
+        return importlib.import_module("nbtoolkit.jobs")
+    raise AttributeError(f"module 'nbtoolkit' has no attribute {name!r}")

@@ -66,6 +66,16 @@ class Job:
         """A new job that continues this one from its last checkpoint (see `resume`)."""
         return resume(self.id, max_steps=max_steps, store=self.store)
 
+    def chart(self, *, log_scale: bool = False):
+        """Show the job's live chart (loss, learning rate, throughput, progress), redrawn until it ends."""
+        from nbtoolkit.notebook.charts import live_chart
+
+        return live_chart(self, log_scale=log_scale)
+
+    def _ipython_display_(self) -> None:
+        """In a notebook, a job shows itself as its live chart."""
+        self.chart()
+
     def __repr__(self) -> str:
         record = self.record
         return f"<Job {record.id} {record.name!r} {record.backend} {record.status}>"

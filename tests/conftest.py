@@ -15,6 +15,8 @@ TESTS = Path(__file__).resolve().parent
 DATA = TESTS / "data"
 SCRIPTS = TESTS / "scripts"
 PYTHON = sys.executable
+#: browser tests run in their own pytest invocation (`pytest -p no:asyncio tests/ui`, see tests/ui/conftest.py)
+collect_ignore = ["ui"]
 
 
 @pytest.fixture
@@ -30,3 +32,13 @@ def store(home):
     from nbtoolkit.jobs import JobStore
 
     return JobStore(home)
+
+
+@pytest.fixture
+def shell(home):
+    """A real IPython shell with `%load_ext nbtoolkit` done, its jobs in a fresh store."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.extension_manager.load_extension("nbtoolkit")
+    return ip

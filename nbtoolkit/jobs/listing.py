@@ -50,6 +50,7 @@ def listing_row(record: JobRecord) -> dict[str, Any]:
         "loss": f"{record.loss:.4f}" if record.loss is not None else "",
         "samples/s": f"{record.samples_per_second:.1f}" if record.samples_per_second is not None else "",
         "started": clock(record.started),
+        "ended": clock(record.ended),
         "elapsed": duration(record.elapsed),
         "remaining": duration(remaining_seconds(record)),
         "cost": f"${cost:.2f}" if (cost := cost_usd(record)) is not None else "",

@@ -1,6 +1,9 @@
-"""Browser-test fixtures: a real JupyterLab server (`lab`) and a headless Chromium page (`page`).
+"""Browser-test fixtures: a real JupyterLab server and Debian's headless Chromium driven by Playwright.
 
-Run apart from the other tests (Playwright's sync API needs no running event loop):
+`lab` (a running JupyterLab: url, token, root dir, job store), `page` (a fresh browser page),
+`lab_page` (a page with JupyterLab loaded), `console_errors` (what the page logs as errors) and
+`screenshot(name)` (saved under test-output/ui/). Run apart from the other tests, since
+Playwright's sync API cannot run under pytest-jupyter's event loop:
     python -m pytest -p no:asyncio tests/ui
 """
 
@@ -45,6 +48,10 @@ class Lab:
     def page_url(self, path: str = "lab") -> str:
         return f"{self.url}{path}?token={self.token}"
 
+    def tree(self, path: str) -> str:
+        """The URL that opens `path` (relative to root_dir) in Lab."""
+        return self.page_url(f"lab/tree/{path}")
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -81,6 +88,7 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
               log=SCREENSHOTS / "jupyterlab.log")
     lab.root_dir.mkdir()
     env = {**os.environ, "NBTOOLKIT_HOME": str(lab.home), "JUPYTERLAB_SETTINGS_DIR": str(settings),
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"), "JUPYTER_CONFIG_DIR": str(base / "config"),
            "JUPYTER_RUNTIME_DIR": str(base / "runtime")}
     with open(lab.log, "wb") as log:
@@ -116,11 +124,38 @@ def browser_context(tmp_path_factory):
 
 
 @pytest.fixture
-def page(lab, browser_context):
-    """A browser page with JupyterLab loaded and ready."""
+def page(browser_context):
+    """A fresh browser page."""
     page = browser_context.new_page()
-    page.set_default_timeout(30_000)
-    page.goto(lab.page_url())
-    page.wait_for_selector("#jp-main-dock-panel", state="visible", timeout=90_000)
+    page.set_default_timeout(60_000)
     yield page
     page.close()
+
+
+@pytest.fixture
+def lab_page(lab, page):
+    """A browser page with JupyterLab loaded and ready."""
+    page.goto(lab.page_url())
+    page.wait_for_selector("#jp-main-dock-panel", state="visible", timeout=90_000)
+    return page
+
+
+@pytest.fixture
+def console_errors(page) -> list[str]:
+    """Errors the page logs from now on (console.error and uncaught exceptions)."""
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return errors
+
+
+@pytest.fixture
+def screenshot(page):
+    """`screenshot(name)` saves the page as test-output/ui/<name>.png and returns the path."""
+
+    def save(name: str) -> Path:
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return save

@@ -33,7 +33,8 @@ def row_of(page: Page, job: Job):
     return page.locator(f'#nbtoolkit-jobs .nbt-JobRow[data-job-id="{job.id}"]')
 
 
-def test_a_real_job_shows_running_then_succeeded_with_a_sparkline(lab, page: Page):
+def test_a_real_job_shows_running_then_succeeded_with_a_sparkline(lab, lab_page: Page):
+    page = lab_page
     open_panel(page)
     job = launch(TINY, store=JobStore(lab.home))
     row = row_of(page, job)

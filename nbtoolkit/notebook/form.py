@@ -1,0 +1,422 @@
+"""The configuration form (ipywidgets 8): a RunSpec as widgets, with live previews and buttons.
+
+The widgets' values become a spec dict that `load_spec` validates, the same way the `%finetune`
+flags do; the spec's own sentence appears next to the field it names. Only the fields that apply
+to the current choices are shown. Widget kinds, choices and defaults come from the spec's model.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import html
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as widgets
+import yaml
+
+from nbtoolkit.backends import LaunchError
+from nbtoolkit.notebook.preview import pre, preview, quiet_load
+from nbtoolkit.notebook.spec_fields import (choices, default, describe, get_value, named_fields, optional,
+                                            remove_value, set_value, value_type)
+from nbtoolkit.spec import TASKS, RunSpec, SpecError
+
+Values = Mapping[str, Any]
+#: a form-only choice (not a spec field): where the examples come from
+SOURCE = "dataset.source"
+SOURCES = (("bundled sample data", "bundled"), ("hub dataset", "hub"), ("local files", "files"))
+#: the dataset columns each task reads
+TASK_COLUMNS = {
+    "text-classification": ("text_column", "text_pair_column", "label_column"),
+    "question-answering": ("question_column", "context_column", "answer_column"),
+    "summarization": ("text_column", "summary_column"),
+    "causal-lm": ("text_column",),
+}
+LABEL_WIDTH = "150px"
+ERROR_COLOR = "var(--jp-error-color1, #d32f2f)"
+PLACEHOLDERS = {"model": "bundled tiny model for the task", "dataset.files.train": "data/train.jsonl",
+                "dataset.files.validation": "data/validation.jsonl"}
+
+
+def always(values: Values) -> bool:
+    return True
+
+
+def when(path: str, *allowed: Any) -> Callable[[Values], bool]:
+    """Applies while the field at `path` has one of the `allowed` values."""
+    return lambda values: values.get(path) in allowed
+
+
+def column_for(field: str) -> Callable[[Values], bool]:
+    return lambda values: field in TASK_COLUMNS.get(values.get("task"), ())
+
+
+@dataclass(frozen=True)
+class FormField:
+    path: str
+    label: str
+    applies: Callable[[Values], bool] = always
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    fields: tuple[FormField, ...]
+    applies: Callable[[Values], bool] = always
+
+
+SAGEMAKER = when("hardware.target", "sagemaker")
+DEEPSPEED = when("parallelism.strategy", "deepspeed")
+SMP = when("parallelism.strategy", "smp")
+
+
+def multi_node_here(values: Values) -> bool:
+    """Several nodes started from here: each needs its rank and the master's address."""
+    return values.get("hardware.target") == "local" and (values.get("hardware.nodes") or 1) > 1
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("Model and task", (
+        FormField("name", "Run name"),
+        FormField("task", "Task"),
+        FormField("model", "Model"),
+    )),
+    Section("Dataset", (
+        FormField(SOURCE, "Examples from"),
+        FormField("dataset.name", "Hub dataset", when(SOURCE, "hub")),
+        FormField("dataset.config", "Config", when(SOURCE, "hub")),
+        FormField("dataset.files.train", "Train file", when(SOURCE, "files")),
+        FormField("dataset.files.validation", "Validation file", when(SOURCE, "files")),
+        FormField("dataset.text_column", "Text column", column_for("text_column")),
+        FormField("dataset.text_pair_column", "Text pair column", column_for("text_pair_column")),
+        FormField("dataset.label_column", "Label column", column_for("label_column")),
+        FormField("dataset.question_column", "Question column", column_for("question_column")),
+        FormField("dataset.context_column", "Context column", column_for("context_column")),
+        FormField("dataset.answer_column", "Answer column", column_for("answer_column")),
+        FormField("dataset.summary_column", "Summary column", column_for("summary_column")),
+        FormField("dataset.prompt_template", "Prompt template", when("task", "summarization")),
+        FormField("dataset.max_length", "Max length"),
+        FormField("dataset.max_target_length", "Max target length", when("task", "summarization")),
+        FormField("dataset.doc_stride", "Doc stride", when("task", "question-answering")),
+        FormField("dataset.max_train_samples", "Max train samples"),
+        FormField("dataset.pad_to_max_length", "Pad to max length"),
+    )),
+    Section("Hardware", (
+        FormField("hardware.target", "Target"),
+        FormField("hardware.accelerator", "Accelerator"),
+        FormField("hardware.instance_type", "Instance type",
+                  lambda values: SAGEMAKER(values) or values.get("hardware.accelerator") != "cpu"),
+        FormField("hardware.devices", "Devices per node"),
+        FormField("hardware.nodes", "Nodes"),
+        FormField("hardware.node_rank", "This node's rank", multi_node_here),
+        FormField("hardware.master_addr", "Master address", multi_node_here),
+    )),
+    Section("Parallelism", (
+        FormField("launcher", "Launcher"),
+        FormField("parallelism.strategy", "Strategy"),
+        FormField("parallelism.zero_stage", "ZeRO stage", DEEPSPEED),
+        FormField("parallelism.offload_optimizer", "Offload optimizer", DEEPSPEED),
+        FormField("parallelism.offload_params", "Offload parameters", DEEPSPEED),
+        FormField("parallelism.nvme_path", "NVMe path", lambda values: DEEPSPEED(values) and "nvme" in (
+            values.get("parallelism.offload_optimizer"), values.get("parallelism.offload_params"))),
+        FormField("parallelism.tensor_parallel_degree", "Tensor parallel", SMP),
+        FormField("parallelism.pipeline_parallel_degree", "Pipeline parallel", SMP),
+    )),
+    Section("Precision and compile", (
+        FormField("precision", "Precision"),
+        FormField("compile", "Compile"),
+    )),
+    Section("Hyperparameters", (
+        FormField("train.epochs", "Epochs"),
+        FormField("train.max_steps", "Max steps"),
+        FormField("train.batch_size", "Batch size"),
+        FormField("train.grad_accum", "Grad accumulation"),
+        FormField("train.learning_rate", "Learning rate"),
+        FormField("train.warmup", "Warm-up"),
+        FormField("train.weight_decay", "Weight decay"),
+        FormField("train.logging_steps", "Logging steps"),
+        FormField("train.eval_steps", "Eval steps"),
+        FormField("train.save_steps", "Save steps"),
+        FormField("train.seed", "Seed"),
+        FormField("train.gradient_checkpointing", "Gradient checkpointing"),
+    )),
+    Section("SageMaker", (
+        FormField("sagemaker.role", "IAM role ARN"),
+        FormField("sagemaker.region", "Region"),
+        FormField("sagemaker.bucket", "S3 bucket"),
+        FormField("sagemaker.spot", "Spot instances"),
+        FormField("sagemaker.max_run", "Max run (s)"),
+        FormField("sagemaker.max_wait", "Max wait (s)", when("sagemaker.spot", True)),
+        FormField("sagemaker.checkpoint_s3_uri", "Checkpoint S3 URI"),
+        FormField("sagemaker.volume_size_gb", "Volume (GB)"),
+        FormField("sagemaker.image_uri", "Image URI"),
+    ), SAGEMAKER),
+)
+FIELDS: dict[str, FormField] = {field.path: field for section in SECTIONS for field in section.fields}
+#: what the form decides; everything else in a prefilled spec passes through untouched
+OWNED = (*FIELDS, "dataset.files")
+
+
+def make_widget(path: str, label: str, value: Any, look: Look) -> widgets.ValueWidget:
+    """A widget of the kind the spec field's type asks for, labelled, with its description as tooltip.
+
+    Everything is given at construction: each later change would be one more message to the browser.
+    """
+    common = {"description": label, "_dom_classes": ("nbtoolkit-field-" + path.replace(".", "-").replace("_", "-"),)}
+    if path == SOURCE:
+        return widgets.Dropdown(options=SOURCES, value=value, **common, **look.of(widgets.Dropdown))
+    common["tooltip"] = describe(path) or None
+    options = choices(path)
+    kind = value_type(path)
+    if options:
+        return widgets.Dropdown(options=[(str(option), option) for option in options], value=value, **common,
+                                **look.of(widgets.Dropdown))
+    if kind is bool:
+        return widgets.Checkbox(value=value, **common, **look.of(widgets.Checkbox))
+    if kind is int and not optional(path):
+        return widgets.IntText(value=value, continuous_update=True, **common, **look.of(widgets.IntText))
+    if kind is float and not optional(path):
+        return widgets.FloatText(value=value, continuous_update=True, **common, **look.of(widgets.FloatText))
+    return widgets.Text(value="" if value is None else str(value), continuous_update=True,
+                        placeholder=PLACEHOLDERS.get(path, describe(path)), **common, **look.of(widgets.Text))
+
+
+class Look:
+    """One layout and one style per widget class, shared: each is a widget model of its own, and
+    a form of ~60 fields would otherwise open ~250 models where ~100 do (it must open in < 0.5 s)."""
+
+    def __init__(self) -> None:
+        self.layout = widgets.Layout(width="95%")
+        self.styles: dict[type, widgets.Widget] = {}
+
+    def of(self, kind: type, layout: widgets.Layout | None = None) -> dict[str, Any]:
+        if kind not in self.styles:
+            style = kind.class_traits()["style"].klass
+            self.styles[kind] = style(description_width=LABEL_WIDTH) if "description_width" in style.class_traits() \
+                else style()
+        return {"layout": layout or self.layout, "style": self.styles[kind]}
+
+
+def _initial(data: Mapping[str, Any], path: str) -> Any:
+    if path == SOURCE:
+        return "files" if get_value(data, "dataset.files") else "hub" if get_value(data, "dataset.name") else "bundled"
+    value = get_value(data, path, missing=default(path))
+    if path == "task" and value is None:
+        return TASKS[0]
+    return value
+
+
+class SpecForm(widgets.VBox):
+    """Describe a run with widgets; preview its YAML, command, files and checks; launch or export it."""
+
+    def __init__(self, spec: RunSpec | Mapping[str, Any] | str | None = None) -> None:
+        data = dict(spec) if isinstance(spec, Mapping) else quiet_load(spec).to_dict() if spec else {}
+        if any(_initial(data, path) not in choices(path) for path in FIELDS if path != SOURCE and choices(path)):
+            quiet_load(data)  # a value no dropdown offers: raise the spec's own sentence for it
+        self.base = copy.deepcopy(data)
+        for path in OWNED:
+            remove_value(self.base, path)
+        self.spec: RunSpec | None = None
+        self.error: str | None = None
+        self.job = None
+        self.fields: dict[str, widgets.ValueWidget] = {}
+        look = Look()
+        for path, field in FIELDS.items():
+            self.fields[path] = make_widget(path, field.label, _initial(data, path), look)
+        #: the spec's sentence, shown right below the field it names
+        self.field_error = widgets.HTML(layout=widgets.Layout(margin=f"0 0 4px {LABEL_WIDTH}"))
+        self.section_boxes = [widgets.VBox() for _ in SECTIONS]
+        self.headings = {section.title: widgets.HTML(f"<b>{html.escape(section.title)}</b>", **look.of(widgets.HTML))
+                         for section in SECTIONS}
+        self.status = widgets.HTML()
+        self.tabs = widgets.Tab(layout=widgets.Layout(width="52%"))
+        button = look.of(widgets.Button, widgets.Layout(width="auto"))
+        self.launch_button = widgets.Button(description="Launch", button_style="primary", icon="play", **button)
+        self.stop_button = widgets.Button(description="Stop", icon="stop", disabled=True, **button)
+        self.copy_button = widgets.Button(description="Copy as %%finetune cell", icon="copy", **button)
+        self.export_button = widgets.Button(description="Export", icon="download", **button)
+        self.export_dir = widgets.Text(placeholder="export directory", layout=widgets.Layout(width="30%"))
+        self.cell = widgets.Textarea(layout=widgets.Layout(display="none", width="100%", height="12em"))
+        self.output = widgets.Output()
+        self.launch_button.on_click(lambda _: self.launch())
+        self.stop_button.on_click(lambda _: self.stop())
+        self.copy_button.on_click(lambda _: self.copy_cell())
+        self.export_button.on_click(lambda _: self.export())
+        super().__init__([
+            widgets.HBox([widgets.VBox(self.section_boxes, layout=widgets.Layout(width="48%")), self.tabs]),
+            self.status,
+            widgets.HBox([self.launch_button, self.stop_button, self.copy_button, self.export_button,
+                          self.export_dir]),
+            self.cell,
+            self.output,
+        ])
+        self.add_class("nbtoolkit-form")
+        self.refresh()
+        for widget in self.fields.values():
+            widget.observe(self.refresh, names="value")
+
+    # -- widgets -> spec ---------------------------------------------------------------------------
+
+    def values(self) -> dict[str, Any]:
+        return {path: widget.value for path, widget in self.fields.items()}
+
+    def applies(self, path: str, values: Values) -> bool:
+        section = next(section for section in SECTIONS if FIELDS[path] in section.fields)
+        return section.applies(values) and FIELDS[path].applies(values)
+
+    def spec_data(self) -> dict[str, Any]:
+        """The spec dict the visible fields describe, on top of what the prefilled spec had besides."""
+        values = self.values()
+        data = copy.deepcopy(self.base)
+        for path, value in values.items():
+            if path != SOURCE and self.applies(path, values) and value not in ("", None):
+                set_value(data, path, value.strip() if isinstance(value, str) else value)
+        return data
+
+    def refresh(self, change: Any = None) -> None:
+        """Show the fields that apply, validate, and redraw the previews."""
+        values = self.values()
+        visible = [path for path in FIELDS if self.applies(path, values)]
+        data = self.spec_data()
+        try:
+            self.spec, self.error = quiet_load(data), None
+        except SpecError as exc:
+            self.spec, self.error = None, str(exc)
+        named = named_fields(self.error, visible) if self.error else []
+        self._show_fields(values, visible, named)
+        self._show_status(named)
+        self._show_previews(data)
+        self.launch_button.disabled = self.spec is None
+        self.copy_button.disabled = self.export_button.disabled = self.spec is None
+
+    def _show_fields(self, values: Values, visible: list[str], named: list[str]) -> None:
+        """Each section lists the fields that apply, the spec's sentence below the one it names."""
+        for section, box in zip(SECTIONS, self.section_boxes):
+            rows: list[widgets.Widget] = []
+            for field in section.fields:
+                if field.path in visible:
+                    rows.append(self.fields[field.path])
+                    if named and field.path == named[0]:
+                        rows.append(self.field_error)
+            children = (self.headings[section.title], *rows) if rows and section.applies(values) else ()
+            if box.children != children:
+                box.children = children
+        self.field_error.value = f"<span style='color: {ERROR_COLOR}'>{html.escape(self.error)}</span>" \
+            if named else ""
+
+    def _show_status(self, named: list[str]) -> None:
+        if self.error is None:
+            self._say(f"valid spec: {self.spec.display_name}")
+        elif named:
+            self._say(f"fix {FIELDS[named[0]].label}: {self.error}", error=True)
+        else:
+            self._say(self.error, error=True)
+
+    def _show_previews(self, data: dict[str, Any]) -> None:
+        if self.spec is not None:
+            sections = preview(self.spec).sections()
+        else:
+            problem = f"<p style='color: {ERROR_COLOR}'>{html.escape(self.error)}</p>"
+            sections = {"Spec (YAML)": problem + pre(yaml.safe_dump(data, sort_keys=False)),
+                        "Command": problem, "Files": problem, "Checks": problem}
+        if len(self.tabs.children) != len(sections):
+            look = {"layout": self.status.layout, "style": self.status.style}
+            self.tabs.children = [widgets.HTML(**look) for _ in sections]
+            self.tabs.titles = tuple(sections)
+        for tab, body in zip(self.tabs.children, sections.values()):
+            tab.value = body
+
+    def _say(self, text: str, error: bool = False) -> None:
+        color = ERROR_COLOR if error else "var(--jp-success-color1, #388e3c)"
+        self.status.value = f"<span style='color: {color}'>{html.escape(text)}</span>"
+
+    # -- buttons -----------------------------------------------------------------------------------
+
+    @property
+    def cell_text(self) -> str:
+        """This spec as a `%%finetune` cell."""
+        if self.spec is None:
+            raise SpecError(self.error or "the form holds no valid spec")
+        return "%%finetune\n" + self.spec.to_yaml()
+
+    def launch(self):
+        """Start the spec as a job, then show its live chart below the form."""
+        from nbtoolkit.api import launch
+
+        if self.spec is None:
+            return None
+        try:
+            self.job = launch(self.spec)
+        except (SpecError, LaunchError) as exc:
+            self._say(str(exc), error=True)
+            return None
+        self.stop_button.disabled = False
+        self._say(f"job {self.job.id} started ({self.job.record.backend}); "
+                  f"nbtoolkit.Job('{self.job.id}') is its handle")
+        self._show_chart()
+        return self.job
+
+    def _show_chart(self) -> None:
+        """The job's live chart below the form.
+
+        A chart redraws one display in place (by display id), and widget Output areas ignore
+        such updates (ipywidgets #1844), so the form re-shows each new frame itself.
+        """
+        self.output.clear_output()
+        with self.output:
+            chart = self.job.chart()
+        threading.Thread(target=self._mirror, args=(chart,), daemon=True, name=f"nbtoolkit-form {self.job.id}").start()
+
+    def _mirror(self, chart, poll: float = 0.5) -> None:
+        shown = 0
+        while True:
+            done = not chart.running
+            if chart.redraws != shown and chart.png:
+                shown = chart.redraws
+                self.output.outputs = ({"output_type": "display_data", "metadata": {}, "data": {
+                    "image/png": base64.b64encode(chart.png).decode("ascii"), "text/plain": repr(chart)}},)
+            if done:
+                return
+            time.sleep(poll)
+
+    def stop(self) -> None:
+        if self.job is not None:
+            self._say(f"job {self.job.id} {self.job.stop()}")
+
+    def copy_cell(self) -> str:
+        """Offer the spec as a `%%finetune` cell: shown to copy, and inserted as a new cell.
+
+        A widget click is not a cell execution, so Jupyter inserts the cell when the next cell runs.
+        """
+        from IPython import get_ipython
+
+        text = self.cell_text
+        self.cell.value = text
+        self.cell.layout.display = ""
+        shell = get_ipython()
+        if shell is not None:
+            shell.set_next_input(text)
+        self._say("the %%finetune cell is below; it is also inserted after the next cell you run")
+        return text
+
+    def export(self) -> Path | None:
+        """Write run.sh, launch.json and the launch's files, to run this spec outside Jupyter."""
+        from nbtoolkit import backends
+        from nbtoolkit.jobs import write_launch_files
+
+        if self.spec is None:
+            return None
+        directory = Path(self.export_dir.value.strip() or f"nbtoolkit-export-{self.spec.display_name}")
+        try:
+            written = write_launch_files(backends.render(self.spec), directory)
+        except LaunchError as exc:
+            self._say(str(exc), error=True)
+            return None
+        self._say(f"wrote {', '.join(path.name for path in written)} to {directory}/; run {directory / 'run.sh'}")
+        return directory
+

@@ -1,0 +1,95 @@
+"""What a spec would launch, shown before anything starts: its YAML, command, files and checks.
+
+The form's preview tabs and `%finetune --dry-run` show the same Preview; nothing here starts a
+process or reaches the network.
+"""
+
+from __future__ import annotations
+
+import html
+import warnings
+from dataclasses import dataclass
+
+from nbtoolkit import backends
+from nbtoolkit.backends import Launch, LaunchError
+from nbtoolkit.spec import RunSpec, SpecWarning, load_spec, spec_warnings
+
+
+def checks(spec: RunSpec) -> list[str]:
+    """Every check that applies to the spec, one sentence each.
+
+    Advice about the spec first, then whether this machine can start it. Later checks (the
+    planner's fit and cost lines) belong here, so the form and `--dry-run` both show them.
+    """
+    found = list(spec_warnings(spec))
+    try:
+        backends.preflight(spec)
+    except LaunchError as exc:
+        found.append(f"cannot launch here: {exc}")
+    else:
+        found.append(f"this machine can start it ({backends.backend_name(spec)} launcher)")
+    return found
+
+
+@dataclass(frozen=True)
+class Preview:
+    """A spec and what launching it would do; `launch` is None when no backend can render it."""
+
+    spec: RunSpec
+    launch: Launch | None
+    launch_error: str | None
+    checks: list[str]
+
+    @property
+    def yaml(self) -> str:
+        return self.spec.to_yaml()
+
+    @property
+    def command(self) -> str:
+        """run.sh (what a user can run by hand), or why there is none."""
+        return self.launch.run_sh() if self.launch else f"no launch: {self.launch_error}"
+
+    @property
+    def files(self) -> dict[str, str]:
+        """Files the launch writes next to run.sh (spec.json, ds_config.json, SageMaker code, ...)."""
+        return dict(self.launch.files) if self.launch else {}
+
+    def sections(self) -> dict[str, str]:
+        """Title -> HTML: the form's preview tabs, and `--dry-run`'s output in that order."""
+        files = "".join(f"<details><summary><code>{html.escape(name)}</code></summary>{pre(text)}</details>"
+                        for name, text in self.files.items()) or "<i>no files</i>"
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.checks)
+        return {
+            "Spec (YAML)": pre(self.yaml),
+            "Command": pre(self.command),
+            "Files": files,
+            "Checks": f"<ul>{items}</ul>",
+        }
+
+    def _repr_html_(self) -> str:
+        return "".join(f"<h4>{title}</h4>{body}" for title, body in self.sections().items())
+
+    def __str__(self) -> str:
+        parts = [f"# spec\n{self.yaml}", f"# command\n{self.command}"]
+        parts += [f"# file {name}\n{text}" for name, text in self.files.items()]
+        parts.append("# checks\n" + "\n".join(f"- {line}" for line in self.checks))
+        return "\n".join(parts)
+
+
+def preview(spec: RunSpec) -> Preview:
+    try:
+        launch, error = backends.render(spec), None
+    except LaunchError as exc:
+        launch, error = None, str(exc)
+    return Preview(spec=spec, launch=launch, launch_error=error, checks=checks(spec))
+
+
+def pre(text: str) -> str:
+    return f"<pre style='white-space: pre-wrap; margin: 0'>{html.escape(text)}</pre>"
+
+
+def quiet_load(data) -> RunSpec:
+    """`load_spec` without SpecWarning noise: views show the same advice in their checks."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SpecWarning)
+        return load_spec(data)

@@ -1,0 +1,187 @@
+"""The configuration form driven as a user would: set values, read the spec and previews, press buttons."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from IPython.core.error import UsageError
+
+from nbtoolkit.notebook.form import FIELDS, SpecForm
+from nbtoolkit.notebook.preview import quiet_load
+from nbtoolkit.spec import TASKS, RunSpec, SpecError, load_spec
+from tests.conftest import SCRIPTS
+from tests.test_jobs import wait_for
+
+
+def shown(form: SpecForm) -> list[str]:
+    """The fields the form shows, in order (a section's children, headings and messages left out)."""
+    by_widget = {id(widget): path for path, widget in form.fields.items()}
+    return [by_widget[id(child)] for box in form.section_boxes for child in box.children if id(child) in by_widget]
+
+
+def tab(form: SpecForm, title: str) -> str:
+    return form.tabs.children[form.tabs.titles.index(title)].value
+
+
+def test_an_empty_form_holds_the_spec_defaults():
+    form = SpecForm()
+    assert form.spec == RunSpec(task=TASKS[0]) and form.error is None
+    assert "valid spec" in form.status.value and not form.launch_button.disabled
+    assert "task: text-classification" in tab(form, "Spec (YAML)")
+    assert "-m nbtoolkit.train --spec spec.json" in tab(form, "Command")
+    assert "<code>spec.json</code>" in tab(form, "Files")
+    assert "this machine can start it (local launcher)" in tab(form, "Checks")
+
+
+def test_setting_values_changes_the_spec_and_every_preview():
+    form = SpecForm({"task": "text-classification", "train": {"max_steps": 5}})
+    before = {title: tab(form, title) for title in form.tabs.titles}
+    form.fields["train.max_steps"].value = "40"
+    form.fields["train.learning_rate"].value = 0.003
+    form.fields["precision"].value = "bf16"
+    assert form.spec.to_dict() == {"task": "text-classification", "precision": "bf16",
+                                   "train": {"max_steps": 40, "learning_rate": 0.003}}
+    assert "max_steps: 40" in tab(form, "Spec (YAML)") and "precision: bf16" in tab(form, "Spec (YAML)")
+    assert "&quot;max_steps&quot;: 40" in tab(form, "Files")  # spec.json, as the job will get it
+    form.fields["parallelism.strategy"].value = "deepspeed"
+    form.fields["parallelism.zero_stage"].value = 2
+    assert form.spec.parallelism.zero_stage == 2
+    for title in ("Spec (YAML)", "Command", "Checks"):
+        assert tab(form, title) != before[title]
+    assert "deepspeed" in tab(form, "Command")  # its command, or why this branch has no such launcher
+
+
+def test_only_the_fields_that_apply_are_shown():
+    form = SpecForm()
+    assert "parallelism.zero_stage" not in shown(form) and "sagemaker.role" not in shown(form)
+    assert {"dataset.text_column", "dataset.label_column"} <= set(shown(form))
+    assert "dataset.question_column" not in shown(form) and "dataset.name" not in shown(form)
+    form.fields["parallelism.strategy"].value = "deepspeed"
+    assert {"parallelism.zero_stage", "parallelism.offload_optimizer"} <= set(shown(form))
+    assert "parallelism.nvme_path" not in shown(form)
+    form.fields["parallelism.zero_stage"].value = 3
+    form.fields["parallelism.offload_params"].value = "nvme"
+    assert "parallelism.nvme_path" in shown(form)
+    form.fields["task"].value = "question-answering"
+    assert {"dataset.question_column", "dataset.context_column", "dataset.doc_stride"} <= set(shown(form))
+    assert "dataset.label_column" not in shown(form)
+    form.fields["dataset.source"].value = "hub"
+    assert {"dataset.name", "dataset.config"} <= set(shown(form)) and "dataset.files.train" not in shown(form)
+    form.fields["hardware.target"].value = "sagemaker"
+    assert {"sagemaker.role", "hardware.instance_type"} <= set(shown(form))
+    assert "sagemaker.max_wait" not in shown(form)
+    form.fields["sagemaker.spot"].value = True
+    assert "sagemaker.max_wait" in shown(form)
+    form.fields["parallelism.strategy"].value = "smp"
+    assert {"parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree"} <= set(shown(form))
+    assert "parallelism.zero_stage" not in shown(form)
+
+
+def test_a_hidden_field_leaves_the_spec():
+    form = SpecForm({"task": "causal-lm", "parallelism": {"strategy": "deepspeed", "zero_stage": 2}})
+    form.fields["parallelism.strategy"].value = "ddp"
+    assert form.spec.parallelism.strategy == "ddp" and form.spec.parallelism.zero_stage == 0
+
+
+def test_each_field_validates_as_you_type_with_the_specs_sentence():
+    form = SpecForm({"task": "causal-lm"})
+    form.fields["parallelism.strategy"].value = "deepspeed"
+    form.fields["parallelism.zero_stage"].value = 1
+    form.fields["parallelism.offload_params"].value = "cpu"
+    with pytest.raises(SpecError) as expected:
+        load_spec(form.spec_data())
+    assert form.spec is None and form.error == str(expected.value)
+    box = next(box for box in form.section_boxes if form.fields["parallelism.offload_params"] in box.children)
+    at = list(box.children).index(form.fields["parallelism.offload_params"])
+    assert box.children[at + 1] is form.field_error and "needs ZeRO stage 3" in form.field_error.value
+    assert form.launch_button.disabled and form.export_button.disabled
+    assert "needs ZeRO stage 3" in tab(form, "Command")
+    form.fields["train.max_steps"].value = "ten"  # typed, not yet a number: the first problem is still shown
+    form.fields["parallelism.zero_stage"].value = 3
+    assert "train.max_steps: 'ten' is not valid" in form.error
+    box = next(box for box in form.section_boxes if form.fields["train.max_steps"] in box.children)
+    assert form.field_error in box.children
+    form.fields["train.max_steps"].value = "10"
+    assert form.spec is not None and form.field_error.value == "" and not form.launch_button.disabled
+    assert all(form.field_error not in box.children for box in form.section_boxes)
+
+
+def test_a_value_no_dropdown_offers_is_refused_with_the_specs_sentence(shell):
+    with pytest.raises(SpecError, match="^precision: 'fp8' is not valid; expected 'fp32', 'bf16' or 'fp16'$"):
+        SpecForm({"task": "causal-lm", "precision": "fp8"})
+    with pytest.raises(UsageError, match="precision: 'fp8' is not valid"):
+        shell.run_line_magic("finetune", "--form --task causal-lm --set precision=fp8")
+
+
+def test_a_prefilled_spec_keeps_what_the_form_does_not_show(tmp_path):
+    spec = load_spec({"task": "summarization", "extra": {"lr_scheduler_type": "cosine"},
+                      "script": {"path": "train.py", "args": ["--x", "1"]}, "resume": "latest",
+                      "dataset": {"files": {"train": "a.jsonl", "test": "t.jsonl"}, "summary_column": "sum"}})
+    form = SpecForm(spec)
+    assert form.fields["dataset.source"].value == "files" and form.fields["dataset.files.train"].value == "a.jsonl"
+    assert form.spec == load_spec({**spec.to_dict(), "dataset": {"files": {"train": "a.jsonl"},
+                                                                 "summary_column": "sum"}})
+    (tmp_path / "spec.yaml").write_text(spec.to_yaml())
+    assert SpecForm(str(tmp_path / "spec.yaml")).spec == form.spec
+
+
+@pytest.mark.parametrize("line", [
+    "--task text-classification --steps 40 --lr 0.003 --logging-steps 5 --name quick",
+    "--task summarization --zero 3 --offload all --bf16 --nproc 2 --dataset data/train.jsonl --eval-file data/v.jsonl",
+    "--task question-answering --target sagemaker --instance-type ml.p4d.24xlarge --strategy smddp --nodes 2 "
+    "--role arn:aws:iam::111122223333:role/sm --spot --set sagemaker.max_wait=90000 --dataset squad",
+    "--task causal-lm --compile --set dataset.pad_to_max_length=true --launcher torchrun --nproc 2 --strategy ddp",
+])
+def test_the_form_and_finetune_produce_the_same_spec(shell, line):
+    from_flags = shell.run_line_magic("finetune", f"--dry-run {line}").spec
+    form = shell.run_line_magic("finetune", f"--form {line}")
+    assert form.spec == from_flags
+    cell = form.copy_cell()
+    assert cell == shell.rl_next_input and form.cell.value == cell and form.cell.layout.display == ""
+    magic, body = cell.split("\n", 1)
+    assert magic == "%%finetune"
+    assert shell.run_cell_magic("finetune", "--dry-run", body).spec == from_flags
+
+
+def test_export_writes_a_runnable_launch(tmp_path):
+    form = SpecForm({"task": "text-classification", "train": {"max_steps": 3}})
+    form.export_dir.value = str(tmp_path / "out")
+    assert form.export() == tmp_path / "out"
+    assert os.access(tmp_path / "out" / "run.sh", os.X_OK)
+    assert "-m nbtoolkit.train --spec spec.json" in (tmp_path / "out" / "run.sh").read_text()
+    assert quiet_load(tmp_path / "out" / "spec.json") == form.spec
+    assert "wrote" in form.status.value
+
+
+def test_launch_starts_a_real_job_and_stop_ends_it(store):
+    form = SpecForm({"task": "text-classification", "train": {"max_steps": 4, "logging_steps": 2}})
+    assert form.stop_button.disabled
+    form.launch_button.click()  # a job's display is its live chart: the display needs issue 5's charts
+    job = form.job
+    assert job is not None and store.get(job.id).name == form.spec.display_name
+    assert f"job {job.id} started" in form.status.value and not form.stop_button.disabled
+    assert job.wait(timeout=180) == "succeeded", job.logs()
+    assert [record["step"] for record in job.records() if record["kind"] == "train"] == [2, 4]
+    assert job.spec == form.spec
+
+    sleeper = SpecForm({"task": "text-classification", "script": {"path": str(SCRIPTS / "sleepy.py")}})
+    sleeper.launch_button.click()
+    wait_for(lambda: "ready pids" in sleeper.job.logs())
+    sleeper.stop_button.click()
+    assert sleeper.job.status == "stopped" and f"job {sleeper.job.id} stopped" in sleeper.status.value
+
+
+def test_the_form_covers_every_block_of_the_spec():
+    blocks = {path.split(".")[0] for path in FIELDS}
+    assert {"name", "task", "model", "dataset", "hardware", "parallelism", "precision", "compile", "launcher",
+            "train", "sagemaker"} <= blocks
+
+
+def test_launch_shows_the_jobs_live_chart_in_the_form(store):
+    form = SpecForm({"task": "text-classification", "script": {"path": str(SCRIPTS / "sleepy.py")}})
+    job = form.launch()
+    try:
+        wait_for(lambda: any("image/png" in output["data"] for output in form.output.outputs), timeout=60)
+    finally:
+        job.stop()

@@ -1,0 +1,64 @@
+"""The form in a real JupyterLab, in headless Chromium: it renders, reacts to edits, logs no errors."""
+
+from __future__ import annotations
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
+
+from tests.conftest import SCRIPTS
+
+SLEEPY = SCRIPTS / "sleepy.py"
+
+
+def write_notebook(path, *sources: str) -> None:
+    nbformat.write(new_notebook(cells=[new_code_cell(source) for source in sources], metadata={
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}}), path)
+
+
+def open_form(lab, page, name: str, magic: str):
+    """Open a notebook that loads nbtoolkit and runs `magic`, run both cells, and return the form."""
+    write_notebook(lab.root_dir / name, "%load_ext nbtoolkit", magic)
+    page.goto(lab.tree(name))
+    page.locator(".jp-Notebook .jp-Cell").first.click()
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.press("Shift+Enter")
+    form = page.locator(".nbtoolkit-form")
+    form.wait_for(state="visible", timeout=180_000)  # a kernel starts first: slow on a busy machine
+    return form
+
+
+def test_the_form_renders_and_follows_edits(lab, page, console_errors, screenshot):
+    form = open_form(lab, page, "form.ipynb", "%finetune --form --task text-classification --steps 5")
+    yaml_tab = form.locator(".widget-tab .widget-html").first
+    assert "max_steps: 5" in yaml_tab.inner_text()
+    assert page.locator(".nbtoolkit-field-parallelism-zero-stage").count() == 0
+
+    page.locator(".nbtoolkit-field-parallelism-strategy select").select_option(label="deepspeed")
+    page.locator(".nbtoolkit-field-parallelism-zero-stage").wait_for(state="visible")
+    page.wait_for_function("() => document.querySelector('.nbtoolkit-form .widget-tab .widget-html')"
+                           ".innerText.includes('strategy: deepspeed')")
+
+    steps = page.locator(".nbtoolkit-field-train-max-steps input")
+    steps.fill("ten")  # validated as typed: the spec's sentence appears next to the field
+    form.get_by_text("train.max_steps: 'ten' is not valid").first.wait_for(state="visible")
+    steps.fill("12")
+    page.wait_for_function("() => document.querySelector('.nbtoolkit-form .widget-tab .widget-html')"
+                           ".innerText.includes('max_steps: 12')")
+    assert form.get_by_role("button", name="Launch").is_enabled()
+    assert screenshot("form").stat().st_size > 10_000
+    assert console_errors == []
+
+
+def test_launch_in_the_browser_shows_a_live_chart_and_stop_ends_the_job(lab, page, console_errors, screenshot):
+    form = open_form(lab, page, "launch.ipynb",
+                     f"%finetune --form --task text-classification --name ui-sleeper --set script.path={SLEEPY}")
+    form.get_by_role("button", name="Launch").click()
+    chart = form.locator(".widget-output img")
+    chart.wait_for(state="visible", timeout=120_000)
+    first = chart.get_attribute("src")
+    page.wait_for_function("first => { const img = document.querySelector('.nbtoolkit-form .widget-output img');"
+                           " return img && img.src !== first; }", arg=first)  # redrawn as the job logs
+    screenshot("form-launched")
+    form.get_by_role("button", name="Stop").click()
+    form.get_by_text("stopped").first.wait_for(state="visible")
+    assert console_errors == []
