@@ -21,6 +21,7 @@ class Job:
     def __init__(self, job_id: str, store: JobStore | None = None) -> None:
         self.store = store or JobStore()
         self.id = self.store.get(job_id).id
+        self._charts: list = []  # live charts this handle showed: `wait` lets them draw their last frame
 
     @property
     def record(self) -> JobRecord:
@@ -39,8 +40,16 @@ class Job:
         return load_spec(self.dir / "spec.json")
 
     def wait(self, timeout: float | None = None) -> str:
-        """Block until the job ends (or `timeout` seconds pass); returns the status."""
-        return job_control.wait(self.id, store=self.store, timeout=timeout).status
+        """Block until the job ends (or `timeout` seconds pass); returns the status.
+
+        Charts this handle showed get to draw their final frame first, so a notebook run headless
+        (or saved right after) keeps the finished chart, not the last one drawn while running.
+        """
+        record = job_control.wait(self.id, store=self.store, timeout=timeout)
+        if not record.active:
+            for chart in self._charts:
+                chart.wait(timeout=30)
+        return record.status
 
     def logs(self, tail: int | None = None) -> str:
         text, _ = job_control.read_log(self.id, store=self.store)
@@ -70,7 +79,9 @@ class Job:
         """Show the job's live chart (loss, learning rate, throughput, progress), redrawn until it ends."""
         from nbtoolkit.notebook.charts import live_chart
 
-        return live_chart(self, log_scale=log_scale)
+        chart = live_chart(self, log_scale=log_scale)
+        self._charts.append(chart)
+        return chart
 
     def _ipython_display_(self) -> None:
         """In a notebook, a job shows itself as its live chart."""

@@ -126,7 +126,8 @@ def test_launch_list_and_stop_a_job(shell, store, capsys):
 
 
 def test_a_launch_this_machine_cannot_start_is_refused(shell, store):
-    with pytest.raises(UsageError, match="launcher 'neuron' is not available here"):
+    with pytest.raises(UsageError, match=r"^hardware.accelerator 'neuron' needs a Trainium instance, but neuron-ls "
+                                         r"is not on PATH here; .* `nbtoolkit export SPEC`$"):
         shell.run_line_magic("finetune", "--task causal-lm --accelerator neuron --compile neuron --set "
                                          "dataset.pad_to_max_length=true")
     assert store.list() == []
