@@ -94,7 +94,10 @@ def test_dry_run_shows_the_command_files_and_checks_and_starts_nothing(shell, st
     assert preview.command.startswith("#!/usr/bin/env bash")
     assert "-m nbtoolkit.train --spec spec.json" in preview.command
     assert load_spec(preview.files["spec.json"]) == preview.spec
-    assert preview.checks == ["this machine can start it (local launcher)"]
+    # the planner's size, memory, time and cost lines, then whether this machine can start it
+    assert preview.checks[0].startswith("nbtoolkit/tiny-bert: 0.1M parameters")
+    assert any(line.startswith("memory per device:") for line in preview.checks)
+    assert preview.checks[-1] == "this machine can start it (local launcher)"
     html = preview._repr_html_()
     assert all(f"<h4>{title}</h4>" in html for title in ("Spec (YAML)", "Command", "Files", "Checks"))
     assert "max_steps: 5" in str(preview)

@@ -18,10 +18,18 @@ from nbtoolkit.spec import RunSpec, SpecWarning, load_spec, spec_warnings
 def checks(spec: RunSpec) -> list[str]:
     """Every check that applies to the spec, one sentence each.
 
-    Advice about the spec first, then whether this machine can start it. Later checks (the
-    planner's fit and cost lines) belong here, so the form and `--dry-run` both show them.
+    Advice about the spec first, then the planner's memory, fit, time and cost (its config-only
+    estimate, without ranking alternatives: fast enough to run as the user types), then whether
+    this machine can start it. The form and `--dry-run` both show these.
     """
+    from nbtoolkit.catalog import CatalogError
+    from nbtoolkit.planner import ModelShapeError, plan
+
     found = list(spec_warnings(spec))
+    try:
+        found += [line.strip() for line in plan(spec, alternatives=False).summary_lines()]
+    except (ModelShapeError, CatalogError) as exc:
+        found.append(f"no plan: {exc.args[0] if exc.args else exc}")
     try:
         backends.preflight(spec)
     except LaunchError as exc:

@@ -2,8 +2,8 @@
 
 A model's shape (parameter count, hidden size, layers, largest layer, the weights each token
 passes through) comes from its config: the built-in table of common families
-(`model_configs.yaml`), a local config.json, the bundled tiny models, or transformers'
-AutoConfig (imported only then; offline it finds cached configs only).
+(`model_configs.yaml`), a local config.json, the bundled tiny models, or a config.json already in
+the Hugging Face cache (read without importing transformers; planning never downloads).
 """
 
 from __future__ import annotations
@@ -230,17 +230,20 @@ def _bundled(name: str) -> ModelShape:
 
 
 def _hub(name: str) -> ModelShape:
-    """A config from the Hugging Face cache only: planning never waits on the network."""
-    try:
-        from transformers import AutoConfig
+    """A config.json from the Hugging Face cache only: planning never waits on the network, and
+    never imports transformers (and torch) into the kernel that shows the plan."""
+    from huggingface_hub import try_to_load_from_cache
 
-        config = AutoConfig.from_pretrained(name, local_files_only=True)
-    except Exception:  # unknown id, or never downloaded here: both say the same
+    try:
+        cached = try_to_load_from_cache(name, "config.json")
+    except ValueError:  # not a valid repo id
+        cached = None
+    if not isinstance(cached, str):
         raise ModelShapeError(
             f"model {name} could not be sized offline: it is not in the built-in table, not a local path, "
             f"and no config of it is in the Hugging Face cache; built-in: {', '.join(builtin_models())}"
-        ) from None
-    return shape_from_config(name, config.to_dict(), "transformers AutoConfig")
+        )
+    return shape_from_config(name, json.loads(Path(cached).read_text()), f"Hugging Face cache ({cached})")
 
 
 # -- dataset size ----------------------------------------------------------------------------------
