@@ -43,6 +43,7 @@ class Lab:
     token: str
     root_dir: Path    # the server's file browser root
     home: Path        # NBTOOLKIT_HOME: the job store the server reads
+    workspaces: Path  # where the server saves the layout (open tabs) each page restores
     log: Path
 
     def page_url(self, path: str = "lab") -> str:
@@ -85,11 +86,11 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     port, token = free_port(), secrets.token_hex(16)
     lab = Lab(url=f"http://127.0.0.1:{port}/", token=token, root_dir=base / "root", home=base / "nbhome",
-              log=SCREENSHOTS / "jupyterlab.log")
+              workspaces=base / "workspaces", log=SCREENSHOTS / "jupyterlab.log")
     lab.root_dir.mkdir()
     env = {**os.environ, "NBTOOLKIT_HOME": str(lab.home), "JUPYTERLAB_SETTINGS_DIR": str(settings),
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"), "JUPYTER_CONFIG_DIR": str(base / "config"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(lab.workspaces), "JUPYTER_CONFIG_DIR": str(base / "config"),
            "JUPYTER_RUNTIME_DIR": str(base / "runtime")}
     with open(lab.log, "wb") as log:
         process = subprocess.Popen(
@@ -106,6 +107,13 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@pytest.fixture(autouse=True)
+def fresh_workspace(lab) -> None:
+    """Each test starts on an empty layout: a saved workspace would reopen the last test's
+    notebooks, and locators would find two notebook panels or a hidden form."""
+    shutil.rmtree(lab.workspaces, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
