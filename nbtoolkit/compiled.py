@@ -44,18 +44,19 @@ def compare_compiled(spec: RunSpec | dict | str | Path, *, timeout: float | None
     """Run `spec` native, then compiled, wait for both, and compare them (native is the baseline).
 
     `on_launch(job)` is called as each job starts, e.g. `nbtoolkit.notebook.charts.live_chart`
-    to watch it. The table's verdict says plainly when compiling did not pay off.
+    to watch it; a chart it returns draws its final frame before the next run starts. The table's verdict says plainly when compiling did not pay off.
     """
     jobs: dict[str, Job] = {}
     for label, variant in compiled_variants(spec).items():
         job = launch(variant, store=store)
         jobs[label] = job
-        if on_launch is not None:
-            on_launch(job)
+        watcher = on_launch(job) if on_launch is not None else None
         record = job_control.wait(job.id, store=job.store, timeout=timeout)
         if record.active:
             raise TimeoutError(f"the {label} run (job {job.id}) is still {record.status} after {timeout}s; "
                                "compare the jobs later with nbtoolkit.metrics.compare.compare")
+        if callable(getattr(watcher, "wait", None)):  # a live chart: its final frame, before the next run
+            watcher.wait(timeout=30)
         if record.status != "succeeded":
             raise RuntimeError(f"the {label} run (job {job.id}) {record.status}: "
                                f"{record.message or 'see job.logs()'}; nothing to compare")

@@ -43,6 +43,7 @@ BUCKET = "nbtoolkit-standin"
 ROLE = "arn:aws:iam::123456789012:role/nbtoolkit-sagemaker"
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 SPOT_BILLED_FRACTION = 0.3
+LOG = logging.getLogger(__name__)
 TELEMETRY_OPT_OUT = "SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n"
 
 
@@ -82,17 +83,25 @@ class Container:
         args = [item for key, value in hyperparameters.items() for item in (f"--{key}", value)]
         self.process = subprocess.Popen([sys.executable, self.standin.entry_script(self.request), *args], cwd=code,
                                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)
+                                        stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
+                                        start_new_session=True)
         stream = f"{self.name}/algo-1-{int(time.time() * 1000)}"
         self.standin.logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=stream)
         threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
 
     def _pump(self, stream: str) -> None:
-        for line in self.process.stdout:
-            self.standin.logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=stream, logEvents=[
-                {"timestamp": int(time.time() * 1000), "message": line.rstrip("\n")}])
-        self.process.wait()
-        self.ended.set()
+        """Copy the container's output to CloudWatch Logs until it ends. Whatever happens to a line, the
+        process is reaped and `ended` is set: the job's status thread waits on it."""
+        try:
+            for line in self.process.stdout:
+                try:
+                    self.standin.logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=stream, logEvents=[
+                        {"timestamp": int(time.time() * 1000), "message": line.rstrip("\n")}])
+                except Exception:  # one lost line, not a job stuck InProgress
+                    LOG.exception("stand-in: a log line of %s was lost", self.name)
+        finally:
+            self.process.wait()
+            self.ended.set()
 
     def end(self, grace: float = 5.0) -> None:
         """End the program and everything it started (SIGTERM, SIGKILL after `grace`; 0: SIGKILL at once)."""
