@@ -122,7 +122,7 @@ def browser_context(tmp_path_factory):
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
-        pytest.skip("no Chromium at /usr/bin/chromium; `apt-get install -y chromium` (make test does)")
+        pytest.fail("no Chromium at /usr/bin/chromium: `make test` installs it (apt-get install -y chromium)")
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, args=CHROMIUM_ARGS,
