@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_notebook
+from playwright.sync_api import expect
 
 from tests.conftest import SCRIPTS
 
@@ -19,8 +23,17 @@ def open_form(lab, page, name: str, magic: str):
     """Open a notebook that loads nbtoolkit and runs `magic`, run both cells, and return the form."""
     write_notebook(lab.root_dir / name, "%load_ext nbtoolkit", magic)
     page.goto(lab.tree(name))
-    page.locator(".jp-Notebook .jp-Cell").first.click()
-    page.keyboard.press("Shift+Enter")
+    first = page.locator(".jp-Notebook .jp-CodeCell").first
+    for _ in range(6):  # JupyterLab passes over a cell run before the kernel is connected: run it again
+        first.click()
+        page.keyboard.press("Shift+Enter")
+        try:
+            expect(first.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=20_000)
+            break
+        except AssertionError:
+            continue
+    else:
+        pytest.fail(f"the first cell of {name} never ran: see {lab.log}")
     page.keyboard.press("Shift+Enter")
     form = page.locator(".nbtoolkit-form")
     form.wait_for(state="visible", timeout=180_000)  # a kernel starts first: slow on a busy machine
