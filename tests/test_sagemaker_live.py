@@ -1,7 +1,8 @@
 """Opt-in, costs money: one real SageMaker training job (a tiny run on ml.g5.xlarge, about 10 minutes).
 
 Runs only when NBTOOLKIT_LIVE_SAGEMAKER_ROLE names an IAM role SageMaker can assume and boto3 finds
-real credentials; otherwise it reports itself skipped with the reason. Optional:
+real credentials. Without the role it reports itself skipped with the reason; with the role but no
+AWS to reach, it fails (a live run was asked for). Optional:
 NBTOOLKIT_LIVE_SAGEMAKER_BUCKET (default: the SDK's sagemaker-<region>-<account> bucket),
 NBTOOLKIT_LIVE_SAGEMAKER_INSTANCE (default ml.g5.xlarge).
 """
@@ -19,21 +20,27 @@ pytestmark = pytest.mark.skipif(not ROLE, reason="live SageMaker test: set NBTOO
                                                  "credentials to run a real (billed) training job")
 
 
-def real_identity() -> str | None:
-    pytest.importorskip("sagemaker.train", reason="the SageMaker SDK (nbtoolkit[sagemaker]) is not installed")
-    import boto3
-
-    if os.environ.get("AWS_ENDPOINT_URL"):
-        return None  # pointed at a stand-in, not AWS
+def live_run_refused() -> str | None:
+    """Why a live run asked for by NBTOOLKIT_LIVE_SAGEMAKER_ROLE cannot go ahead here, else None."""
     try:
-        return boto3.client("sts").get_caller_identity()["Account"]
-    except Exception:  # no or bad credentials: not a live run
-        return None
+        import boto3
+        import sagemaker.train  # noqa: F401
+    except ImportError:
+        return "the SageMaker SDK is not installed (pip install 'nbtoolkit[sagemaker]')"
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        return f"AWS_ENDPOINT_URL points at {os.environ['AWS_ENDPOINT_URL']}, not AWS"
+    try:
+        boto3.client("sts").get_caller_identity()
+    except Exception as exc:  # no or bad credentials
+        return f"boto3 found no AWS credentials that STS accepts ({exc})"
+    return None
 
 
 def test_a_real_training_job_runs_and_reports_billable_time(home):
-    if real_identity() is None:
-        pytest.skip("live SageMaker test: no working AWS credentials (boto3's chain found none that STS accepts)")
+    # the role says a live run was asked for: without AWS that is a failure, not a skip
+    refused = live_run_refused()
+    if refused:
+        pytest.fail(f"NBTOOLKIT_LIVE_SAGEMAKER_ROLE is set but {refused}")
     spec = {"name": "nbtoolkit-live-test", "task": "text-classification",
             "train": {"max_steps": 30, "logging_steps": 10, "batch_size": 16, "learning_rate": 0.003},
             "hardware": {"target": "sagemaker",
