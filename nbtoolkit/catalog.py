@@ -42,6 +42,8 @@ class Accelerator(_Entry):
     """One device: what a single training process drives."""
 
     name: str
+    #: the hardware.accelerator value that drives it
+    kind: Literal["cuda", "neuron"] = "cuda"
     memory_gib: float
     usable_gib: float | None = None
     bf16: bool

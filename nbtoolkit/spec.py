@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, field_validator,
+                      model_serializer, model_validator)
+
+from nbtoolkit import catalog
 
 Task = Literal["text-classification", "summarization", "question-answering", "causal-lm"]
 TASKS: tuple[str, ...] = Task.__args__
@@ -111,12 +114,33 @@ class HardwareSpec(_Part):
 
     @model_validator(mode="before")
     @classmethod
-    def _one_worker_per_neuroncore(cls, data: Any) -> Any:
-        """On a known Trainium instance, `devices` defaults to all its NeuronCores."""
-        if isinstance(data, dict) and data.get("accelerator") == "neuron" and "devices" not in data:
-            workers = NEURON_WORKERS.get(str(data.get("instance_type")).removeprefix("ml."))
-            if workers:
-                data = {**data, "devices": workers[-1]}
+    def _devices_follow_the_instance(cls, data: Any) -> Any:
+        """A named instance type brings its accelerator and all its devices, unless the spec says otherwise.
+
+        One rule for planner, form, dry run and launch: a p4d.24xlarge run is 8 processes per node,
+        a trn1.32xlarge run 32 Neuron workers. An instance the catalog does not know changes nothing
+        (the planner and the SageMaker checks name it). A spec that keeps `accelerator: cpu` on a
+        local instance runs one CPU process, as before.
+        """
+        if not isinstance(data, dict) or not data.get("instance_type"):
+            return data
+        try:
+            instance = catalog.instance(str(data["instance_type"]))
+        except catalog.CatalogError:
+            return data
+        data = {"accelerator": instance.device.kind, **data}
+        if "devices" not in data and (data["accelerator"] != "cpu" or data.get("target") == "sagemaker"):
+            data["devices"] = instance.devices
+        return data
+
+    @model_serializer(mode="wrap")
+    def _keep_what_the_instance_would_change(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """With an instance type, the accelerator and devices stay in the saved spec even at their defaults:
+        loaded again, the spec would otherwise take the instance's."""
+        data = handler(self)
+        if self.instance_type:
+            data.setdefault("accelerator", self.accelerator)
+            data.setdefault("devices", self.devices)
         return data
 
     @model_validator(mode="after")

@@ -185,3 +185,11 @@ def test_launch_shows_the_jobs_live_chart_in_the_form(store):
         wait_for(lambda: any("image/png" in output["data"] for output in form.output.outputs), timeout=60)
     finally:
         job.stop()
+
+
+def test_picking_an_instance_type_brings_its_devices():
+    form = SpecForm({"task": "causal-lm", "hardware": {"target": "sagemaker"},
+                     "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm"}})
+    form.fields["hardware.instance_type"].value = "ml.p4d.24xlarge"
+    assert (form.fields["hardware.accelerator"].value, form.fields["hardware.devices"].value) == ("cuda", 8)
+    assert form.spec is not None and form.spec.world_size == 8

@@ -39,7 +39,8 @@ def dry_run(shell, line: str, cell: str | None = None):
       "extra": {"lr_scheduler_type": "cosine"}}),
     ("--task question-answering --target sagemaker --instance-type ml.g5.2xlarge --strategy smddp "
      "--role arn:aws:iam::111122223333:role/sm --spot",
-     {"task": "question-answering", "hardware": {"target": "sagemaker", "instance_type": "ml.g5.2xlarge"},
+     {"task": "question-answering", "hardware": {"target": "sagemaker", "accelerator": "cuda", "devices": 1,
+                                                 "instance_type": "ml.g5.2xlarge"},
       "parallelism": {"strategy": "smddp"},
       "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm", "spot": True}}),
 ])

@@ -59,10 +59,10 @@ def test_a_sagemaker_target_renders_a_follower_stage_and_the_job_files():
 
 @pytest.mark.parametrize("parallelism, instance, nodes, expected", [
     ({"strategy": "none"}, "ml.g5.2xlarge", 1, (False, None, None, {})),
-    ({"strategy": "ddp"}, "ml.g5.12xlarge", 2, (True, None, None, {})),
-    ({"strategy": "smddp"}, "ml.p4d.24xlarge", 2, (True, None, None, SMDDP_ENV)),
+    ({"strategy": "ddp"}, "ml.g5.12xlarge", 2, (True, 4, None, {})),
+    ({"strategy": "smddp"}, "ml.p4d.24xlarge", 2, (True, 8, None, SMDDP_ENV)),
     ({"strategy": "smp", "tensor_parallel_degree": 4}, "ml.p4d.24xlarge", 1,
-     (True, None, {"tensor_parallel_degree": 4}, {})),
+     (True, 8, {"tensor_parallel_degree": 4}, {})),
 ])
 def test_distribution_per_strategy(parallelism, instance, nodes, expected):
     sagemaker = {"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"} \
@@ -168,7 +168,7 @@ def test_the_exported_scripts_are_python_that_says_what_the_job_is():
     v3, v2 = files["sagemaker/launch_v3.py"], files["sagemaker/launch_v2.py"]
     for name, text in (("launch_v3.py", v3), ("launch_v2.py", v2)):
         compile(text, name, "exec")
-    assert "Torchrun(process_count_per_node=None, smp=SMP(tensor_parallel_degree=2))" in v3
+    assert "Torchrun(process_count_per_node=8, smp=SMP(tensor_parallel_degree=2))" in v3
     assert "enable_managed_spot_training=True" in v3 and "max_wait_time_in_seconds=172800" in v3
     assert "from sagemaker.huggingface import HuggingFace" in v2 and "use_spot_instances=True" in v2
     assert "'smdistributed': {'modelparallel': {'enabled': True, 'parameters': {'tensor_parallel_degree': 2}}}" in v2

@@ -49,10 +49,10 @@ def user_script(tmp_path, body: str = "print('hello')\n"):
 
 DISTRIBUTIONS = [
     ("none", {"instance_type": "ml.g5.2xlarge"}, {}, None),
-    ("ddp", {"instance_type": "ml.g5.12xlarge", "nodes": 2}, {}, {"process_count_per_node": None, "smp": None}),
+    ("ddp", {"instance_type": "ml.g5.12xlarge", "nodes": 2}, {}, {"process_count_per_node": 4, "smp": None}),
     ("smddp", {"instance_type": "ml.p4d.24xlarge", "nodes": 2},
      {"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"},
-     {"process_count_per_node": None, "smp": None}),
+     {"process_count_per_node": 8, "smp": None}),
     ("smp", {"instance_type": "ml.p4d.24xlarge", "devices": 8}, {},
      {"process_count_per_node": 8, "smp": {"tensor_parallel_degree": 4}}),
     ("xla", {"instance_type": "ml.trn1.32xlarge", "accelerator": "neuron", "devices": 32}, {},

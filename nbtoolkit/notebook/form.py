@@ -8,6 +8,7 @@ to the current choices are shown. Widget kinds, choices and defaults come from t
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import html
 import threading
@@ -19,12 +20,13 @@ from typing import Any
 
 import ipywidgets as widgets
 import yaml
+from pydantic import ValidationError
 
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.notebook.preview import pre, preview, quiet_load
 from nbtoolkit.notebook.spec_fields import (choices, default, describe, get_value, named_fields, optional,
                                             remove_value, set_value, value_type)
-from nbtoolkit.spec import TASKS, RunSpec, SpecError
+from nbtoolkit.spec import TASKS, HardwareSpec, RunSpec, SpecError
 
 Values = Mapping[str, Any]
 #: a form-only choice (not a spec field): where the examples come from
@@ -216,6 +218,9 @@ class SpecForm(widgets.VBox):
 
     def __init__(self, spec: RunSpec | Mapping[str, Any] | str | None = None) -> None:
         data = dict(spec) if isinstance(spec, Mapping) else quiet_load(spec).to_dict() if spec else {}
+        if isinstance(spec, Mapping):
+            with contextlib.suppress(SpecError):  # a valid spec opens as loaded (an instance's devices filled in)
+                data = quiet_load(data).to_dict()
         if any(_initial(data, path) not in choices(path) for path in FIELDS if path != SOURCE and choices(path)):
             quiet_load(data)  # a value no dropdown offers: raise the spec's own sentence for it
         self.base = copy.deepcopy(data)
@@ -257,8 +262,19 @@ class SpecForm(widgets.VBox):
         ])
         self.add_class("nbtoolkit-form")
         self.refresh()
+        self.fields["hardware.instance_type"].observe(self._follow_instance, names="value")
         for widget in self.fields.values():
             widget.observe(self.refresh, names="value")
+
+    def _follow_instance(self, change: dict[str, Any]) -> None:
+        """A chosen instance type brings its accelerator and devices, by the spec's own rule."""
+        try:
+            hardware = HardwareSpec(target=self.fields["hardware.target"].value, instance_type=change["new"] or None)
+        except ValidationError:
+            return
+        if hardware.instance_type:
+            self.fields["hardware.accelerator"].value = hardware.accelerator
+            self.fields["hardware.devices"].value = hardware.devices
 
     # -- widgets -> spec ---------------------------------------------------------------------------
 

@@ -400,17 +400,13 @@ def _spec_setup(spec: RunSpec) -> tuple[Setup, list[str]]:
     device = None
     if instance is not None and (hw.accelerator != "cpu" or hw.target == "sagemaker"):
         device = instance.device
-        is_neuron = device.name.startswith("Trainium")
-        if hw.accelerator != "cpu" and is_neuron != (hw.accelerator == "neuron"):
+        if hw.accelerator != "cpu" and device.kind != hw.accelerator:
             problems.append(f"hardware.instance_type {instance.name} has {device.name} devices, but "
                             f"hardware.accelerator is '{hw.accelerator}'")
-    devices_per_node = hw.devices
-    if instance is not None and "devices" not in hw.model_fields_set:
-        devices_per_node = instance.devices
-    elif instance is not None and hw.devices > instance.devices:
+    if instance is not None and hw.devices > instance.devices:
         problems.append(f"hardware.devices {hw.devices} is more than the {instance.devices} of a {instance.name}")
     setup = Setup(
-        instance=instance, device=device, devices_per_node=devices_per_node, nodes=hw.nodes,
+        instance=instance, device=device, devices_per_node=hw.devices, nodes=hw.nodes,
         precision=spec.precision, deepspeed=par.strategy == "deepspeed", zero_stage=par.zero_stage,
         offload_optimizer=par.offload_optimizer, offload_params=par.offload_params,
         checkpointing=spec.train.gradient_checkpointing, batch_size=spec.train.batch_size,
@@ -477,13 +473,13 @@ def alternative_setups(current: Setup, shape: ModelShape) -> list[Setup]:
     ZeRO stages, offload and checkpointing, at the spec's batch size."""
     if current.device is None:
         return []
-    neuron = current.device.name.startswith("Trainium")
+    neuron = current.device.kind == "neuron"
     sagemaker = bool(current.instance and current.instance.sagemaker)
     setups = []
     for name in catalog.instance_names(sagemaker=sagemaker):
         instance = catalog.instance(name)
         device = instance.device
-        if device.name.startswith("Trainium") != neuron:
+        if device.kind != current.device.kind:
             continue
         for nodes in sorted({1, 2, current.nodes}):
             for precision in _precisions(device, shape):
