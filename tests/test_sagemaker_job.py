@@ -133,6 +133,30 @@ def test_smddp_with_an_explicit_image_or_an_older_pytorch_is_accepted():
         assert job.distributed and SMDDP_ENV.items() <= job.environment.items()
 
 
+def test_the_image_python_comes_from_the_sdks_own_image_table():
+    """nbtoolkit's advice for smddp (transformers 4.36.0, PyTorch 2.1.0) without a py_version resolves to
+    the only Python that image has, and the SDK's own lookup accepts what both exports ask for."""
+    from sagemaker.core import image_uris
+
+    spec = sagemaker_spec(parallelism={"strategy": "smddp"}, script=SCRIPT,
+                          sagemaker={"transformers_version": "4.36.0", "pytorch_version": "2.1.0"})
+    job = training_job(spec)
+    assert job.versions["py_version"] == job.image_lookup["py_version"] == "py310"
+    assert image_uris.retrieve(region="us-east-1", **job.image_lookup).endswith("-py310-cu121-ubuntu20.04")
+    files = render(spec).files
+    assert "py_version='py310'" in files["sagemaker/launch_v3.py"] + files["sagemaker/launch_v2.py"]
+    assert "py312" not in files["sagemaker/launch_v3.py"] + files["sagemaker/launch_v2.py"]
+    default = training_job(sagemaker_spec())
+    assert image_uris.retrieve(region="us-east-1", **default.image_lookup)
+    with pytest.raises(ValueError, match=r"^sagemaker.py_version 'py312' has no Hugging Face training image for "
+                                         r"transformers 4.36.0 and PyTorch 2.1.0; use py310 \(or leave it out\)$"):
+        training_job(sagemaker_spec(parallelism={"strategy": "smddp"}, script=SCRIPT, sagemaker={
+            "transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py312"}))
+    with pytest.raises(ValueError, match=r"^sagemaker.pytorch_version '2.9.0' has no Hugging Face training image "
+                                         r"with transformers 4.36.0; use 2.1.0$"):
+        training_job(sagemaker_spec(sagemaker={"transformers_version": "4.36", "pytorch_version": "2.9.0"}))
+
+
 def test_a_user_script_ships_its_directory_and_arguments_become_hyperparameters(tmp_path):
     script = tmp_path / "src" / "run_qa.py"
     script.parent.mkdir()

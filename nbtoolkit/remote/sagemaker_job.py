@@ -8,7 +8,10 @@ sentence the user reads.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -258,13 +261,57 @@ def _image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | N
         raise SageMakerSetupError(
             f"hardware.instance_type '{instance}' has no GPU, and Hugging Face training images exist for GPU "
             "instances only; choose an ml.g5/ml.p4d-class instance or give sagemaker.image_uri")
-    given = {"transformers_version": settings.transformers_version, "pytorch_version": settings.pytorch_version,
-             "py_version": settings.py_version}
-    versions = {key: value or DEFAULT_VERSIONS[key] for key, value in given.items()}
+    versions = {"transformers_version": settings.transformers_version or DEFAULT_VERSIONS["transformers_version"],
+                "pytorch_version": settings.pytorch_version or DEFAULT_VERSIONS["pytorch_version"]}
+    versions["py_version"] = image_python(versions["transformers_version"], versions["pytorch_version"],
+                                          settings.py_version)
     lookup = {"framework": "huggingface", "version": versions["transformers_version"],
               "base_framework_version": f"pytorch{versions['pytorch_version']}", "py_version": versions["py_version"],
               "image_scope": "training", "instance_type": instance}
     return None, lookup, versions
+
+
+def image_python(transformers_version: str, pytorch_version: str, wanted: str | None) -> str:
+    """The Python of the Hugging Face training image for these versions, from the SDK's own image table.
+
+    Without the SDK installed (an export on a machine without it), the wanted or default version is
+    kept: the submit, which needs the SDK, checks it then.
+    """
+    table = huggingface_training_images()
+    if table is None:
+        return wanted or DEFAULT_VERSIONS["py_version"]
+    transformers = (table.get("version_aliases") or {}).get(transformers_version, transformers_version)
+    if transformers not in table["versions"]:
+        raise SageMakerSetupError(
+            f"sagemaker.transformers_version '{transformers_version}' has no Hugging Face training image; "
+            f"use one of {', '.join(table['versions'])}")
+    frameworks = table["versions"][transformers]
+    key = f"pytorch{pytorch_version}"
+    key = (frameworks.get("version_aliases") or {}).get(key, key)
+    if key not in frameworks:
+        pytorches = [name.removeprefix("pytorch") for name in frameworks if name.startswith("pytorch")]
+        raise SageMakerSetupError(
+            f"sagemaker.pytorch_version '{pytorch_version}' has no Hugging Face training image with transformers "
+            f"{transformers}; use {', '.join(pytorches)}")
+    pythons = frameworks[key]["py_versions"]
+    if wanted is None:
+        return pythons[-1]
+    if wanted not in pythons:
+        raise SageMakerSetupError(
+            f"sagemaker.py_version '{wanted}' has no Hugging Face training image for transformers {transformers} "
+            f"and PyTorch {pytorch_version}; use {', '.join(pythons)} (or leave it out)")
+    return wanted
+
+
+@cache
+def huggingface_training_images() -> dict[str, Any] | None:
+    """The SageMaker SDK's table of Hugging Face training images (huggingface.json), read without
+    importing the SDK; None when the SDK is not installed."""
+    found = importlib.util.find_spec("sagemaker")
+    if found is None or not found.submodule_search_locations:
+        return None
+    table = Path(found.submodule_search_locations[0]) / "core" / "image_uri_config" / "huggingface.json"
+    return json.loads(table.read_text())["training"] if table.is_file() else None
 
 
 def _check_accelerator(spec: RunSpec, instance: str) -> None:
