@@ -147,3 +147,28 @@ def test_torch_data_parallel_keeps_16_bytes_per_parameter_whole():
     assert states.device == 16e9 and states.ideal == 16e9
     assert shape_from_config("x", {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 2,
                                    "vocab_size": 100}, "test").params > 0
+
+
+@pytest.mark.parametrize("fields, batch, source, target", [
+    (dict(d_model=256, d_kv=64, d_ff=640, num_heads=4, num_layers=2), 2, 128, 32),
+    (dict(d_model=384, d_kv=32, d_ff=1536, num_heads=12, num_layers=1), 1, 256, 64),
+])
+def test_t5_activations_match_what_autograd_keeps(fields, batch, source, target):
+    """The formula against the bytes HF's T5 (eager, bf16, FLAN-T5's gated GELU) keeps for backward,
+    counted on CPU by nbtoolkit.planner.calibrate; benchmarks/activation_memory.py shows 18 shapes."""
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from nbtoolkit.planner.calibrate import saved_activation_bytes
+
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=32128, feed_forward_proj="gated-gelu", dropout_rate=0.1, tie_word_embeddings=False,
+                      decoder_start_token_id=0, pad_token_id=0, attn_implementation="eager", **fields)
+    model = T5ForConditionalGeneration(config).to(torch.bfloat16).train()
+    measured = saved_activation_bytes(model, input_ids=torch.randint(0, config.vocab_size, (batch, source)),
+                                      labels=torch.randint(0, config.vocab_size, (batch, target)))
+    shape = shape_from_config("t5", config.to_dict(), "test")
+    kept = memory.activation_bytes(shape, input_length=source, target_length=target, activation_bytes=2,
+                                   checkpointing=False)
+    transient = max(memory.input_layer_bytes(shape, source, 2), memory.target_layer_bytes(shape, target, source, 2))
+    assert measured / (batch * (kept - transient)) == pytest.approx(1.0, abs=0.1)

@@ -117,16 +117,22 @@ def _attention(shape: ModelShape, queries: int, keys: int, e: int) -> float:
 
 
 def _feed_forward(shape: ModelShape, tokens: int, e: int) -> float:
-    """Bytes kept by one feed-forward block, per sample (Korthikanti: 19sh for a 4h ReLU/GELU FFN)."""
+    """Bytes kept by one feed-forward block, per sample (Korthikanti: 19sh for a 4h ReLU/GELU FFN).
+
+    Per token, ffn-wide tensors: what the activation keeps, both inputs of the gate's product when
+    gated (activation output, linear output), and the output projection's input.
+    """
     h, f = shape.hidden_size, shape.ffn_dim
     kept = e * tokens * h  # input
-    kept += e * tokens * f * (3 if shape.gated_ffn else 2)  # activation input(s), wo input
+    kept += e * tokens * f * (shape.activation_tensors + (2 if shape.gated_ffn else 0) + 1)
+    kept += tokens * f if shape.ffn_dropout else 0  # dropout mask (1 byte)
     kept += tokens * h if shape.dropout else 0
     return kept
 
 
 def _layer_norm(shape: ModelShape, tokens: int, e: int) -> float:
-    return e * tokens * shape.hidden_size
+    per_element = 4 + 2 * e if shape.norm_keeps_fp32 else e
+    return per_element * tokens * shape.hidden_size
 
 
 def input_layer_bytes(shape: ModelShape, length: int, e: int) -> float:
@@ -142,9 +148,9 @@ def target_layer_bytes(shape: ModelShape, target: int, source: int, e: int) -> f
 
 
 def logits_bytes(shape: ModelShape, input_length: int, target_length: int, e: int) -> float:
-    """Vocabulary logits (in the activation dtype) plus the fp32 copy and log-softmax the loss keeps."""
+    """Vocabulary logits (in the activation dtype), plus the fp32 copy and log-softmax when the loss upcasts."""
     tokens = {"input": input_length, "target": target_length}.get(shape.logits_on or "", 0)
-    return tokens * shape.vocab_size * (e + 8)
+    return tokens * shape.vocab_size * (e + 8 if shape.loss_upcasts_logits else e)
 
 
 def activation_bytes(shape: ModelShape, *, input_length: int, target_length: int, activation_bytes: int,
@@ -162,8 +168,7 @@ def activation_bytes(shape: ModelShape, *, input_length: int, target_length: int
     target_layer = target_layer_bytes(shape, target_length, input_length, e) if target_length else 0.0
     largest_layer = max(input_layer, target_layer)
     if checkpointing:
-        layer_inputs = shape.layers * _layer_norm(shape, input_length, e)
-        layer_inputs += shape.decoder_layers * _layer_norm(shape, target_length, e)
+        layer_inputs = e * shape.hidden_size * (shape.layers * input_length + shape.decoder_layers * target_length)
         kept = layer_inputs + largest_layer
     else:
         kept = shape.layers * input_layer + shape.decoder_layers * target_layer

@@ -162,15 +162,22 @@ Reading the table:
   than a p3.8xlarge's {offloaded.host_memory_bytes / GiB:.0f} GiB.
 - The largest batches are large because gradient checkpointing keeps only each layer's input
   (plus one layer being recomputed); without it, XXL's activations per example grow
-  {unchecked.memory.activations / seed.memory.activations:.0f}-fold (the seed used it;
-  `train.gradient_checkpointing: false` in a spec shows the difference).
+  {unchecked.memory.activations / seed.memory.activations:.0f}-fold. The seed used it: its training script
+  (`scripts/run_seq2seq_deepspeed.py` in the tutorial's repository at the time) defaults
+  `--gradient_checkpointing` to true and `--bf16` to true on A100s, and the seed's command passes
+  neither; without checkpointing the same run would need
+  {unchecked.per_device_bytes / GiB:.1f} GiB per GPU (`train.gradient_checkpointing: false` in a spec shows it).
 - fp32 is timed at the GPUs' plain fp32 peak (PyTorch leaves TF32 off by default), which is why
   fp32 on A100s is far slower than bf16 on the same GPUs.
 - The A10G's peak is the A10 datasheet's (AWS publishes none); g5 GPUs talk over PCIe, so
   ZeRO-3's gathers are slower there than over the p3/p4d NVLink.
 
 No GPU was available when this table was produced, so no predicted peak memory here has been
-checked against a measured one.
+checked against a measured one on a GPU. The activation term was checked on CPU instead:
+`benchmarks/activation_memory.py` counts the bytes autograd keeps for backward in HF's T5 (eager
+attention, bf16, dropout keeping CUDA's 1-byte masks) for 18 shapes, batch sizes and lengths; the
+formula comes within 3-8% of them (it leaves out a few small tensors: embedding dropout masks,
+the relative-position buckets, the LM head's input).
 """
 
 
@@ -181,9 +188,10 @@ def _formula_lines() -> list[str]:
         "offloaded, 4L with weights offloaded too (Ψ parameters, L the largest layer's, N GPUs); fp32 weights double "
         "the 16-bit terms. Host memory: 16Ψ (optimizer) or 18Ψ (and weights) per instance, x1.5.",
         "Activations per example follow Korthikanti et al. 2022 (11sh + 5as² per attention block, 19sh per 4h FFN, "
-        "2 bytes per value in bf16, 4 in fp32), written per block for T5: gated-GELU FFN, decoder self- and "
-        "cross-attention, the stored attention scores of T5's eager attention; with gradient checkpointing only each "
-        "layer's input is kept plus one layer being recomputed; plus the logits and the loss's fp32 copies.",
+        "2 bytes per value in bf16, 4 in fp32), written per block for T5 as HF's T5 runs: RMSNorm keeping an fp32 "
+        "copy, gated tanh-GELU FFN (5 ffn-wide tensors and a dropout mask), decoder self- and cross-attention, the "
+        "stored attention scores of eager attention; with gradient checkpointing only each layer's input is kept "
+        "plus one layer being recomputed; plus the logits (T5's loss does not upcast them).",
         "Per GPU = (model states + batch x activations) x 1.10 + 1 GiB (fragmentation, CUDA context).",
         "FLOPs per example = 8 x (weights each source token passes through x 512 + weights each target token "
         "passes through x 128): 6 for forward and backward, 2 more for the recomputed forward.",

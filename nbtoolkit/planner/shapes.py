@@ -65,6 +65,16 @@ class ModelShape(BaseModel):
     target_matmul_params: int  # the same for each target token (encoder-decoder)
     dropout: bool
     stores_attention_scores: bool  # eager attention keeps heads x len x len scores for backward
+    #: T5's RMSNorm upcasts: besides its input it keeps an fp32 copy and the normalised value
+    norm_keeps_fp32: bool = False
+    #: tensors the FFN activation keeps for backward: its input for torch's GELU/ReLU/SiLU; 4 for the tanh
+    #: GELU ("gelu_new") that transformers writes out in eager ops
+    activation_tensors: int = 1
+    #: dropout between the FFN activation and the output projection (T5)
+    ffn_dropout: bool = False
+    #: the loss keeps an fp32 copy and the log-softmax of the logits (transformers' causal-LM loss); T5's
+    #: cross-entropy runs on the logits as they are
+    loss_upcasts_logits: bool = True
 
     @property
     def logits_on(self) -> Literal["input", "target"] | None:
@@ -99,8 +109,20 @@ def _t5(cfg: dict[str, Any]) -> dict[str, Any]:
         input_matmul_params=enc_layers * (attention + ffn) + dec_layers * cross_kv,
         target_matmul_params=dec_layers * (2 * attention - cross_kv + ffn) + vocab * d,
         dropout=cfg.get("dropout_rate", 0.1) > 0,
-        stores_attention_scores=True,  # T5's relative position bias needs eager attention
+        stores_attention_scores=True,  # eager attention, as the tutorials' transformers 4 ran T5
+        # what HF's T5 keeps besides, measured by benchmarks/activation_memory.py
+        norm_keeps_fp32=True,
+        activation_tensors=4 if _activation(cfg) == "gelu_new" else 1,
+        ffn_dropout=cfg.get("dropout_rate", 0.1) > 0,
+        loss_upcasts_logits=False,
     )
+
+
+def _activation(cfg: dict[str, Any]) -> str:
+    """T5's FFN activation: `feed_forward_proj` is "relu", "gated-gelu" (transformers maps that to the
+    tanh GELU, gelu_new) or "[gated-]<name>"."""
+    name = str(cfg.get("feed_forward_proj", "relu")).removeprefix("gated-")
+    return "gelu_new" if name == "gelu" else name
 
 
 def _bert(cfg: dict[str, Any]) -> dict[str, Any]:
