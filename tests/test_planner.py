@@ -102,6 +102,22 @@ def test_cpu_runs_and_unknown_hardware_are_not_judged():
                         "hardware": {"accelerator": "cuda", "instance_type": "p3.2xlarge"}}) is None
 
 
+def test_a_sagemaker_job_longer_than_max_run_is_refused():
+    """SageMaker stops a job at max_run: a plan that needs longer is refused before it costs anything."""
+    spec = {"task": "question-answering", "model": "bert-large-uncased", "dataset": {"name": "squad"},
+            "hardware": {"target": "sagemaker", "instance_type": "ml.p3.2xlarge"},
+            "train": {"epochs": 2, "batch_size": 4, "gradient_checkpointing": True},
+            "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm", "spot": True, "max_run": 3600,
+                          "max_wait": 7200}}
+    hours = plan(spec, alternatives=False).hours
+    assert hours > 1
+    problem = fit_problem(spec)
+    assert problem.startswith(f"the plan's {hours:,.1f} h of training exceed sagemaker.max_run 1.0 h, where "
+                              "SageMaker stops the job; raise max_run (and max_wait, for spot) to at least ")
+    assert fit_problem({**spec, "sagemaker": {**spec["sagemaker"], "max_run": int(hours * 3600) + 60,
+                                               "max_wait": 2 * int(hours * 3600)}}) is None
+
+
 def test_bf16_on_v100_is_a_problem():
     result = plan(row_spec("google/flan-t5-xl", "p3.16xlarge", "bf16", "none"), alternatives=False)
     assert any("no bfloat16" in problem for problem in result.problems)

@@ -125,6 +125,17 @@ def test_what_sagemaker_cannot_run_is_one_sentence(changes, sentence):
     assert message.startswith(sentence) and "\n" not in message
 
 
+def test_model_parallel_needs_a_script_that_starts_smp_v2(tmp_path):
+    """run_glue.py never imports torch.sagemaker: under strategy smp it would train data-parallel."""
+    glue, smp = tmp_path / "run_glue.py", tmp_path / "train_smp.py"
+    glue.write_text("from transformers import Trainer\n# see torch.sagemaker docs\ntrainer = Trainer()\n")
+    smp.write_text("import torch\nimport torch.sagemaker as tsm\n\ntsm.init()\n")
+    with pytest.raises(LaunchError, match=r"^parallelism.strategy 'smp' needs a script that initialises SageMaker "
+                                          r"model parallel v2 .*, but run_glue.py never imports torch.sagemaker"):
+        render(sagemaker_spec(parallelism={"strategy": "smp"}, script={"path": str(glue)}))
+    assert training_job(sagemaker_spec(parallelism={"strategy": "smp"}, script={"path": str(smp)})).smp
+
+
 def test_smddp_with_an_explicit_image_or_an_older_pytorch_is_accepted():
     for sagemaker, script in (({"image_uri": "111.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu"}, None),
                               ({"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"},

@@ -605,15 +605,31 @@ def assumptions() -> list[str]:
     ]
 
 
-def fit_problem(spec: RunSpec) -> str | None:
-    """The sentence a launch shows when the plan is sure the spec will not fit; None otherwise.
+def fit_problem(spec: RunSpec | dict | str) -> str | None:
+    """The sentence a launch shows when the plan is sure the spec will not fit, or will not finish
+    before SageMaker stops it at `sagemaker.max_run`; None otherwise.
 
     A model that cannot be sized offline, or hardware the catalog does not know, is no reason
     to stop a launch.
     """
     from nbtoolkit.planner.shapes import ModelShapeError
 
+    spec = load_spec(spec)
     try:
-        return plan(spec).wont_fit_message()
+        result = plan(spec)
     except ModelShapeError:
         return None
+    return result.wont_fit_message() or _wont_finish_message(spec, result)
+
+
+def _wont_finish_message(spec: RunSpec, result: Plan) -> str | None:
+    if spec.sagemaker is None or spec.hardware.target != "sagemaker" or not result.confident or result.hours is None:
+        return None
+    limit_hours = spec.sagemaker.max_run / 3600
+    if result.hours <= limit_hours:
+        return None
+    wait = " (and max_wait, for spot)" if spec.sagemaker.spot else ""
+    return (f"the plan's {hours_text(result.hours)} of training exceed sagemaker.max_run "
+            f"{hours_text(limit_hours)}, where SageMaker stops the job; raise max_run{wait} to at least "
+            f"{math.ceil(result.hours * 3600 * 1.2)} seconds, or train less (train.max_steps), or force the launch "
+            "(--force, force=True)")

@@ -42,6 +42,10 @@ CHECKPOINT_DIR_ENV = "NBTOOLKIT_CHECKPOINT_DIR"
 
 #: The newest Hugging Face training image the SDK knows (transformers 5, which nbtoolkit.train is written for)
 DEFAULT_VERSIONS = {"transformers_version": "5.3.0", "pytorch_version": "2.9.0", "py_version": "py312"}
+#: how a script starts SageMaker model parallel v2 (torch.sagemaker); SMP v1's smdistributed.modelparallel
+#: does not run on the v2 image
+SMP_V2_INIT = re.compile(r"^\s*(import\s+torch\.sagemaker\b|from\s+torch\.sagemaker\b|from\s+torch\s+import\s+sagemaker\b)",
+                         re.MULTILINE)
 #: SageMaker model parallel v2 image (smdistributed-modelparallel), resolved through the SDK as `pytorch-smp`
 SMP_IMAGE = {"framework": "pytorch-smp", "version": "2.4.1", "py_version": "py311", "container_version": "cu121"}
 #: The SDKs cannot look up Hugging Face Trainium (neuronx) training images, so this one is named outright:
@@ -357,6 +361,7 @@ def _check_distribution(spec: RunSpec, instance: str, image_uri: str | None, ver
                 "and pytorch_version '2.1.0' for a script of that era, give sagemaker.image_uri of an image with "
                 "smdistributed-dataparallel, or use strategy ddp")
     if strategy == "smp":
+        _check_smp_script(spec)
         if instance not in SMP_INSTANCE_TYPES:
             raise SageMakerSetupError(
                 f"parallelism.strategy 'smp' does not run on '{instance}'; SageMaker model parallel v2 needs one of "
@@ -365,6 +370,18 @@ def _check_distribution(spec: RunSpec, instance: str, image_uri: str | None, ver
             raise SageMakerSetupError(
                 f"parallelism.pipeline_parallel_degree {parallelism.pipeline_parallel_degree} is not available: "
                 "SageMaker model parallel v2 shards tensors, not pipeline stages; use tensor_parallel_degree")
+
+
+def _check_smp_script(spec: RunSpec) -> None:
+    """A script that never initialises SageMaker model parallel v2 would silently train data-parallel."""
+    script = Path(spec.script.path).expanduser() if spec.script is not None else None
+    if script is None or not script.is_file():
+        return  # nbtoolkit's own program is refused above; a missing script is preflight's sentence
+    if not SMP_V2_INIT.search(script.read_text(errors="replace")):
+        raise SageMakerSetupError(
+            f"parallelism.strategy 'smp' needs a script that initialises SageMaker model parallel v2 "
+            f"(`import torch.sagemaker as tsm`, `tsm.init()`, `tsm.transform(model)`), but {script.name} never "
+            "imports torch.sagemaker, so it would train data-parallel; add those lines or use strategy ddp")
 
 
 def _version(text: str) -> tuple[int, ...]:
