@@ -64,8 +64,9 @@ def test_create_training_job_request_for_each_distribution(standin, tmp_path):
     standin.run_containers = False
     for strategy, hardware, sagemaker, torchrun in DISTRIBUTIONS:
         parallelism = {"strategy": strategy, **({"tensor_parallel_degree": 4} if strategy == "smp" else {})}
+        body = "import torch.sagemaker as tsm\n\ntsm.init()\n" if strategy == "smp" else "print('hello')\n"
         spec = load_spec(spec_for(f"dist-{strategy}", hardware=hardware, sagemaker=sagemaker, parallelism=parallelism,
-                                  script=user_script(tmp_path)))
+                                  script=user_script(tmp_path, body)))
         name, region = submit(training_job(spec), tmp_path)
         request = standin.requests[name]
         assert region == "us-east-1" and request["RoleArn"] == ROLE
