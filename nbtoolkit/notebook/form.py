@@ -27,18 +27,12 @@ from nbtoolkit.notebook.preview import pre, preview, quiet_load
 from nbtoolkit.notebook.spec_fields import (choices, default, describe, get_value, named_fields, optional,
                                             remove_value, set_value, value_type)
 from nbtoolkit.spec import TASKS, HardwareSpec, RunSpec, SpecError
+from nbtoolkit.tasks import COLUMNS
 
 Values = Mapping[str, Any]
 #: a form-only choice (not a spec field): where the examples come from
 SOURCE = "dataset.source"
 SOURCES = (("bundled sample data", "bundled"), ("hub dataset", "hub"), ("local files", "files"))
-#: the dataset columns each task reads
-TASK_COLUMNS = {
-    "text-classification": ("text_column", "text_pair_column", "label_column"),
-    "question-answering": ("question_column", "context_column", "answer_column"),
-    "summarization": ("text_column", "summary_column"),
-    "causal-lm": ("text_column",),
-}
 LABEL_WIDTH = "150px"
 ERROR_COLOR = "var(--jp-error-color1, #d32f2f)"
 PLACEHOLDERS = {"model": "bundled tiny model for the task", "dataset.files.train": "data/train.jsonl",
@@ -55,7 +49,7 @@ def when(path: str, *allowed: Any) -> Callable[[Values], bool]:
 
 
 def column_for(field: str) -> Callable[[Values], bool]:
-    return lambda values: field in TASK_COLUMNS.get(values.get("task"), ())
+    return lambda values: field in COLUMNS.get(values.get("task"), {})
 
 
 @dataclass(frozen=True)

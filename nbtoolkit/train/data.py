@@ -8,7 +8,8 @@ from datasets import Dataset, DatasetDict, load_dataset
 from datasets.exceptions import DatasetNotFoundError
 
 from nbtoolkit.bundled import bundled_files
-from nbtoolkit.spec import DatasetSpec, RunSpec
+from nbtoolkit.spec import RunSpec
+from nbtoolkit.tasks import COLUMNS
 from nbtoolkit.train.errors import TrainError
 
 FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -54,9 +55,10 @@ def _split(splits: DatasetDict, name: str, limit: int | None) -> Dataset:
     return split.select(range(min(limit, len(split)))) if limit else split
 
 
-def column(data: DatasetSpec, dataset: Dataset, field: str, default: str) -> str:
-    """The column a spec field names (or its default), checked against the data."""
-    name = getattr(data, field) or default
+def column(spec: RunSpec, dataset: Dataset, field: str) -> str:
+    """The column a spec field names (or the task's default, nbtoolkit.tasks), checked against the data."""
+    data = spec.dataset
+    name = getattr(data, field) or COLUMNS[spec.task][field]
     if name not in dataset.column_names:
         raise TrainError(
             f"dataset.{field} '{name}' is not a column of the data; its columns are {', '.join(dataset.column_names)}"

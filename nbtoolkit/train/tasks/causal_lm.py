@@ -35,7 +35,7 @@ def block_size(spec, tokenizer, config) -> int:
 
 def setup(spec, splits) -> TaskSetup:
     train = splits["train"]
-    text = column(spec.dataset, train, "text_column", "text")
+    text = column(spec, train, "text_column")
     tokenizer = load_tokenizer(spec.model_name)
     ensure_pad_token(tokenizer)
     model = load_model(AutoModelForCausalLM, spec.model_name, tokenizer)

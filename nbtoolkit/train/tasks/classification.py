@@ -31,9 +31,9 @@ def accuracy_and_macro_f1(predictions: np.ndarray, labels: np.ndarray, num_label
 
 def setup(spec, splits) -> TaskSetup:
     train = splits["train"]
-    text = column(spec.dataset, train, "text_column", "text")
-    pair = column(spec.dataset, train, "text_pair_column", "") if spec.dataset.text_pair_column else None
-    label = column(spec.dataset, train, "label_column", "label")
+    text = column(spec, train, "text_column")
+    pair = column(spec, train, "text_pair_column") if spec.dataset.text_pair_column else None
+    label = column(spec, train, "label_column")
     names = label_names(train, label)
     label2id = {name: index for index, name in enumerate(names)}
     is_class_label = hasattr(train.features[label], "names")

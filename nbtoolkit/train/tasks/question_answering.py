@@ -68,9 +68,9 @@ def best_answer(context: str, features: list[tuple[np.ndarray, np.ndarray, list]
 def setup(spec, splits) -> TaskSetup:
     data = spec.dataset
     train = splits["train"]
-    question = column(data, train, "question_column", "question")
-    context = column(data, train, "context_column", "context")
-    answers = column(data, train, "answer_column", "answers")
+    question = column(spec, train, "question_column")
+    context = column(spec, train, "context_column")
+    answers = column(spec, train, "answer_column")
     if data.doc_stride >= data.max_length // 2:
         raise TrainError(f"dataset.doc_stride {data.doc_stride} is too large for dataset.max_length "
                          f"{data.max_length}; use less than {data.max_length // 2}")

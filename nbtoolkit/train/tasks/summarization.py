@@ -56,8 +56,8 @@ def rouge(predictions: list[str], references: list[str]) -> dict[str, float]:
 def setup(spec, splits) -> TaskSetup:
     data = spec.dataset
     train = splits["train"]
-    source = column(data, train, "text_column", "article")
-    target = column(data, train, "summary_column", "highlights")
+    source = column(spec, train, "text_column")
+    target = column(spec, train, "summary_column")
     if data.prompt_template and "{input}" not in data.prompt_template:
         raise TrainError(f"dataset.prompt_template {data.prompt_template!r} has no {{input}}; "
                          "write where the text goes, e.g. 'Summarize the following news article:\\n{input}\\nSummary:\\n'")
