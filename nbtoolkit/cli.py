@@ -166,6 +166,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 1 if result.fits is False else 0
 
 
+def cmd_rehearse(args: argparse.Namespace) -> int:
+    from nbtoolkit.rehearse import rehearse
+
+    print("rehearsing: building a tiny model of the same architecture, then running the same launch here ...",
+          flush=True)
+    report = rehearse(args.spec, max_ranks=args.max_ranks)
+    print(report)
+    return 0 if report.passed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nbtoolkit", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -184,6 +194,13 @@ def build_parser() -> argparse.ArgumentParser:
     plan_.add_argument("--dataset-size", type=int, metavar="N", help="training examples per epoch")
     plan_.add_argument("--utilisation", type=float, help="fraction of peak FLOP/s to assume (default 0.35)")
     plan_.set_defaults(handler=cmd_plan)
+
+    rehearse_ = commands.add_parser("rehearse", help="run the spec's launch here on a tiny model for a few steps "
+                                    "(exit 1 if a stage fails)")
+    rehearse_.add_argument("spec", help="spec.yaml or spec.json of the real run")
+    rehearse_.add_argument("--max-ranks", type=int, default=8,
+                           help="most processes to start here; wider runs are rehearsed narrower (default 8)")
+    rehearse_.set_defaults(handler=cmd_rehearse)
 
     attach_ = commands.add_parser("attach", help="follow a SageMaker training job started elsewhere, as a job")
     attach_.add_argument("name", help="the SageMaker training job name")

@@ -163,6 +163,9 @@ class FinetuneMagics(Magics):
     @argument("--dry-run", action="store_true",
               help="show the spec, the command (run.sh), generated files and checks; start nothing")
     @argument("--form", action="store_true", help="open the configuration form with this spec filled in")
+    @argument("--rehearse", action="store_true",
+              help="run this spec's launch here on a tiny model of the same architecture for a few steps, "
+                   "and report each stage; start nothing that costs money")
     @line_cell_magic
     def finetune(self, line: str, cell: str | None = None):
         """Launch a fine-tuning run described by flags, a `%%finetune` YAML body, or both.
@@ -184,6 +187,10 @@ class FinetuneMagics(Magics):
                 from nbtoolkit.notebook.preview import preview, quiet_load
 
                 return preview(quiet_load(data))
+            if args.rehearse:
+                from nbtoolkit.rehearse import rehearse
+
+                return rehearse(load_spec(data))
             from nbtoolkit.api import launch
 
             job = launch(load_spec(data))

@@ -230,28 +230,31 @@ def builtin_models() -> list[str]:
 
 def model_shape(name: str) -> ModelShape:
     """Shape of a hub id, local path or bundled tiny model; raises ModelShapeError if unknown."""
+    config, source = model_config_fields(name)
+    return shape_from_config(name, config, source)
+
+
+def model_config_fields(name: str) -> tuple[dict[str, Any], str]:
+    """config.json fields of a hub id, local path or bundled tiny model, and where they came from;
+    never from the network. Raises ModelShapeError if none is found."""
     entry = _builtin().get(name.lower())
     if entry is not None:
-        return shape_from_config(name, entry, f"built-in table ({entry['canonical']})")
+        return entry, f"built-in table ({entry['canonical']})"
     path = Path(name).expanduser()
     if path.exists():
         config_file = path / "config.json" if path.is_dir() else path
         if not config_file.is_file():
             raise ModelShapeError(f"model path {name} has no config.json; give a model directory saved by "
                                   "save_pretrained")
-        return shape_from_config(name, json.loads(config_file.read_text()), str(config_file))
+        return json.loads(config_file.read_text()), str(config_file)
     if name.startswith("nbtoolkit/"):
-        return _bundled(name)
+        if not is_bundled(name):
+            raise ModelShapeError(f"model {name} is not a bundled tiny model of this nbtoolkit version")
+        return tiny_config_fields(name), "bundled tiny model"
     return _hub(name)
 
 
-def _bundled(name: str) -> ModelShape:
-    if not is_bundled(name):
-        raise ModelShapeError(f"model {name} is not a bundled tiny model of this nbtoolkit version")
-    return shape_from_config(name, tiny_config_fields(name), "bundled tiny model")
-
-
-def _hub(name: str) -> ModelShape:
+def _hub(name: str) -> tuple[dict[str, Any], str]:
     """A config.json from the Hugging Face cache only: planning never waits on the network, and
     never imports transformers (and torch) into the kernel that shows the plan."""
     from huggingface_hub import try_to_load_from_cache
@@ -265,7 +268,7 @@ def _hub(name: str) -> ModelShape:
             f"model {name} could not be sized offline: it is not in the built-in table, not a local path, "
             f"and no config of it is in the Hugging Face cache; built-in: {', '.join(builtin_models())}"
         )
-    return shape_from_config(name, json.loads(Path(cached).read_text()), f"Hugging Face cache ({cached})")
+    return json.loads(Path(cached).read_text()), f"Hugging Face cache ({cached})"
 
 
 # -- dataset size ----------------------------------------------------------------------------------

@@ -1,0 +1,305 @@
+"""Rehearse a real run on this machine, before it costs money.
+
+`rehearsal(spec)` turns the spec of a real run into one this machine runs in a minute or two: the
+same launcher and process count (devices x nodes, the nodes on loopback, gloo), ZeRO stage and
+offload, task, columns, prompt and lengths, with a tiny model of the same architecture (the real
+config with its sizes scaled down) on a sample of the data, for a few steps and a save at the
+end. A run wider than this machine holds is rehearsed narrower, in the same shape, and says so.
+`rehearse(spec)` builds the tiny model, runs the rehearsal as jobs and reports each stage.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nbtoolkit.bundled import ASSETS, TINY_MODELS, bundled_files
+from nbtoolkit.planner.shapes import BERT_LIKE, T5_LIKE, ModelShapeError, model_config_fields
+from nbtoolkit.spec import BUNDLED_MODELS, RunSpec, SpecError, load_spec
+from nbtoolkit.tasks import columns_used
+
+#: ranks this machine runs at once (gloo on CPU): wider runs are rehearsed narrower, in the same shape
+MAX_RANKS = 8
+STEPS = 4
+SAMPLE_ROWS = {"train": 64, "validation": 16}
+MODEL_DIR = "model"
+#: a tiny model per family: the sizes that replace the real ones (everything else in the config stays)
+TINY_SIZES: dict[str, dict[str, int]] = {
+    "t5": dict(d_model=64, d_kv=16, d_ff=160, num_heads=4, num_layers=2, num_decoder_layers=2),
+    "bert": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128),
+    "gpt2": dict(n_embd=64, n_layer=2, n_head=2, n_inner=256),
+    "decoder": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=4, head_dim=16),
+}
+#: which bundled tokenizer a family's tiny model reads with
+FAMILY_MODEL = {"t5": "nbtoolkit/tiny-t5", "bert": "nbtoolkit/tiny-bert", "gpt2": "nbtoolkit/tiny-gpt2",
+                "decoder": "nbtoolkit/tiny-gpt2"}
+
+
+class RehearsalError(SpecError):
+    """A spec that cannot be rehearsed here; the message says why."""
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """What will run here instead of the real run, and how it differs from it."""
+
+    specs: list[dict[str, Any]]  # one per node, node_rank 0 first; their model is MODEL_DIR under the workdir
+    model_type: str
+    model_config: dict[str, Any]  # the real config, sizes scaled down
+    tokenizer_of: str  # the bundled tiny model whose tokenizer the tiny model uses
+    samples: dict[str, list[dict[str, Any]]]  # split -> rows, with the spec's column names
+    real_ranks: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> int:
+        first = self.specs[0]["hardware"]
+        return first["devices"] * first["nodes"]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    node: int
+    stage: str
+    status: str  # passed | failed | skipped | not run
+    reason: str | None = None
+
+    def line(self, nodes: int) -> str:
+        where = f" (node {self.node})" if nodes > 1 else ""
+        return f"stage {self.stage}{where}: {self.status}" + (f": {self.reason}" if self.reason else "")
+
+
+@dataclass
+class RehearsalReport:
+    rehearsal: Rehearsal
+    jobs: list[str]
+    stages: list[StageResult]
+    seconds: float
+    memory: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.stages) and all(stage.status == "passed" for stage in self.stages)
+
+    def lines(self) -> list[str]:
+        rehearsal = self.rehearsal
+        nodes = len(rehearsal.specs)
+        head = (f"rehearsal of {rehearsal.real_ranks} rank(s) as {rehearsal.ranks} on this machine "
+                f"({nodes} node(s) on loopback), tiny {rehearsal.model_type} model, {STEPS} steps: "
+                f"{'passed' if self.passed else 'FAILED'} in {self.seconds:.0f} s (jobs {', '.join(self.jobs)})")
+        lines = [head, *(stage.line(nodes) for stage in self.stages)]
+        if self.memory:
+            lines.append(self.memory)
+        return lines + [f"note: {note}" for note in rehearsal.notes]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+# -- the rehearsal spec ----------------------------------------------------------------------------
+
+
+def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: int = STEPS) -> Rehearsal:
+    """The rehearsal of a spec: pure, nothing runs (see `rehearse`)."""
+    spec = load_spec(spec)
+    if spec.script is not None:
+        raise RehearsalError("a spec with script: cannot be rehearsed yet: nbtoolkit cannot point your script's own "
+                             "arguments at a tiny model and sample data; rehearse the same spec without script:")
+    notes: list[str] = []
+    data = spec.model_dump(mode="json")
+    data["name"] = re.sub(r"[^A-Za-z0-9._-]+", "-", f"rehearse-{spec.display_name}")[:60]
+    hardware, parallelism = _topology(spec, max_ranks, notes)
+    data["hardware"], data["parallelism"] = hardware, parallelism
+    data.pop("sagemaker", None)
+    data.pop("neuron", None)
+    data["launcher"] = spec.launcher if spec.launcher in ("auto", "torchrun", "deepspeed") else "auto"
+    if spec.hardware.accelerator == "neuron" or spec.compile == "neuron":
+        data["compile"] = "none"
+    if spec.precision == "fp16":
+        data["precision"] = "bf16"
+        notes.append("fp16 has no CPU kernels: bf16 stands in for it")
+    model_type, config, tokenizer_of = _tiny_model(spec, notes)
+    samples = _samples(spec, notes)
+    data["dataset"] = {**data.get("dataset", {}), "name": None, "config": None, "files": None,
+                       "max_train_samples": None, "max_eval_samples": None}
+    data["train"] = {**data["train"], "max_steps": steps, "logging_steps": 1, "save_steps": steps,
+                     "eval_steps": None, "eval_on_start": False, "batch_size": min(spec.train.batch_size, 8)}
+    data["resume"] = None
+    data["extra"] = {key: value for key, value in spec.extra.items() if key not in ("output_dir", "logging_dir")}
+    nodes = hardware["nodes"]
+    specs = [{**data, "hardware": {**hardware, "node_rank": rank}} for rank in range(nodes)]
+    return Rehearsal(specs=specs, model_type=model_type, model_config=config, tokenizer_of=tokenizer_of,
+                     samples=samples, real_ranks=spec.world_size, notes=notes)
+
+
+def _topology(spec: RunSpec, max_ranks: int, notes: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same nodes and devices per node on CPU, narrowed to `max_ranks` in the same shape."""
+    nodes, devices = spec.hardware.nodes, spec.hardware.devices
+    if nodes * devices > max_ranks:
+        nodes = min(nodes, max(max_ranks // 2, 1))
+        devices = min(devices, max(max_ranks // nodes, 1))
+        notes.append(f"the real run's {spec.world_size} ranks ({spec.hardware.nodes} node(s) x {spec.hardware.devices}) "
+                     f"are more than this machine holds: rehearsed as {nodes} node(s) x {devices}, the same "
+                     "launcher and partitioning over fewer ranks")
+    parallelism = spec.parallelism.model_dump(mode="json")
+    strategy = spec.parallelism.strategy
+    if strategy in ("smddp", "smp", "xla"):
+        parallelism.update(strategy="ddp", tensor_parallel_degree=1, pipeline_parallel_degree=1)
+        engine = {"smddp": "SageMaker data parallel", "smp": "SageMaker model parallel",
+                  "xla": "torch-xla on NeuronCores"}[strategy]
+        notes.append(f"{engine} runs only on its own hardware and images: the rehearsal runs the same ranks "
+                     "data-parallel with torchrun (gloo)")
+    if spec.hardware.accelerator == "neuron":
+        notes.append("the Neuron compiler and runtime cannot run here: the precompile stage is left out and the "
+                     "workers train on CPU")
+    if spec.hardware.target == "sagemaker":
+        notes.append("SageMaker's instances are rehearsed as nodes on loopback; the job request itself is checked "
+                     "by `nbtoolkit export` and the SageMaker stand-in, not here")
+    if nodes * devices > 1 and parallelism["strategy"] == "none":
+        parallelism["strategy"] = "ddp"
+    from nbtoolkit.backends.torchrun import free_port
+
+    hardware = {"target": "local", "accelerator": "cpu", "devices": devices, "nodes": nodes,
+                "master_addr": "127.0.0.1", "master_port": free_port("127.0.0.1") if nodes > 1 else None}
+    return hardware, parallelism
+
+
+def _family(model_type: str, config: dict[str, Any]) -> str:
+    if model_type in T5_LIKE:
+        return "t5"
+    if model_type in BERT_LIKE:
+        return "bert"
+    if model_type == "gpt2":
+        return "gpt2"
+    if config.get("is_encoder_decoder"):
+        raise RehearsalError(f"a tiny {model_type} cannot be built here: rehearsals know t5-like encoder-decoders, "
+                             "bert-like encoders, gpt2 and llama-style decoders")
+    return "decoder"
+
+
+def _tiny_model(spec: RunSpec, notes: list[str]) -> tuple[str, dict[str, Any], str]:
+    """(model type, config with sizes scaled down, bundled model whose tokenizer it uses)."""
+    try:
+        config, _ = model_config_fields(spec.model_name)
+    except ModelShapeError:
+        bundled = BUNDLED_MODELS[spec.task]
+        notes.append(f"no config of {spec.model_name} is available offline: the bundled {bundled} stands in")
+        config = {"model_type": TINY_MODELS[bundled].model_type}
+    config = {key: value for key, value in config.items() if key not in ("canonical", "aliases")}
+    model_type = str(config["model_type"])
+    family = _family(model_type, config)
+    tokenizer_of = FAMILY_MODEL[family]
+    return model_type, {**config, **TINY_SIZES[family]}, tokenizer_of
+
+
+def _samples(spec: RunSpec, notes: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """A few rows per split with the spec's column names: its own local files, else the bundled sample."""
+    files = spec.dataset.files
+    if files and all(Path(path).expanduser().is_file() for path in files.values()) and \
+            all(path.endswith(".jsonl") for path in files.values()):
+        return {split: _rows(Path(path).expanduser(), SAMPLE_ROWS.get(split, 16)) for split, path in files.items()}
+    if spec.dataset.name:
+        notes.append(f"the hub dataset {spec.dataset.name} is not read here: its columns are rehearsed on the bundled "
+                     f"{spec.task} sample, renamed to the spec's")
+    elif files:
+        notes.append("dataset.files are not all local .jsonl files: the bundled sample stands in, with the spec's "
+                     "column names")
+    renames = {default: chosen for field, chosen in columns_used(spec.task, spec.dataset).items()
+               if (default := _bundled_column(spec.task, field)) and default != chosen}
+    bundled = bundled_files(spec.task)
+    splits = {spec.dataset.train_split: "train"}
+    if spec.dataset.eval_split:
+        splits[spec.dataset.eval_split] = "validation"
+    return {split: [{renames.get(key, key): value for key, value in row.items()}
+                    for row in _rows(Path(bundled[source]), SAMPLE_ROWS[source])]
+            for split, source in splits.items()}
+
+
+def _bundled_column(task: str, field: str) -> str | None:
+    from nbtoolkit.tasks import COLUMNS
+
+    return COLUMNS[task].get(field)
+
+
+def _rows(path: Path, count: int) -> list[dict[str, Any]]:
+    with open(path) as handle:
+        return [json.loads(line) for line, _ in zip(handle, range(count))]
+
+
+# -- running it -------------------------------------------------------------------------------------
+
+
+def prepare(rehearsal_: Rehearsal, workdir: Path) -> list[dict[str, Any]]:
+    """Write the sample data and build the tiny model under `workdir`; the node specs, ready to launch."""
+    data_dir = workdir / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for split, rows in rehearsal_.samples.items():
+        path = data_dir / f"{split}.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        files[split] = str(path)
+    model_dir = workdir / MODEL_DIR
+    built = subprocess.run([sys.executable, "-m", "nbtoolkit.train.tiny_model", "--out", str(model_dir),
+                            "--tokenizer-of", rehearsal_.tokenizer_of, "--config", json.dumps(rehearsal_.model_config)],
+                           capture_output=True, text=True)
+    if built.returncode != 0:
+        reason = (built.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RehearsalError(f"the tiny {rehearsal_.model_type} model could not be built: {reason}")
+    return [{**spec, "model": str(model_dir), "dataset": {**spec["dataset"], "files": files}}
+            for spec in rehearsal_.specs]
+
+
+def rehearse(spec: RunSpec | dict | str, *, workdir: str | Path | None = None, store=None,
+             timeout: float = 900.0, max_ranks: int = MAX_RANKS) -> RehearsalReport:
+    """Run the rehearsal of a spec here: one job per node, waited for; a report of each stage."""
+    from nbtoolkit.api import launch
+
+    started = time.monotonic()
+    plan_ = rehearsal(spec, max_ranks=max_ranks)
+    workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="nbtoolkit-rehearsal-"))
+    node_specs = prepare(plan_, workdir)
+    jobs = [launch(node_spec, store=store, force=True) for node_spec in node_specs]
+    for job in jobs:
+        job.wait(timeout=max(timeout - (time.monotonic() - started), 1))
+    stages = [result for node, job in enumerate(jobs) for result in _stage_results(node, job)]
+    return RehearsalReport(rehearsal=plan_, jobs=[job.id for job in jobs], stages=stages,
+                           seconds=time.monotonic() - started, memory=_memory_line(node_specs[0], jobs[0]))
+
+
+def _stage_results(node: int, job) -> list[StageResult]:
+    record = job.record
+    if record.active:
+        return [StageResult(node, stage["name"], "not run", f"still {record.status} at the time limit")
+                for stage in record.stages]
+    results = []
+    for stage in record.stages:
+        status = stage.get("status")
+        if status == "succeeded":
+            results.append(StageResult(node, stage["name"], "passed"))
+        elif status == "failed":
+            results.append(StageResult(node, stage["name"], "failed", record.message or "it failed"))
+        else:
+            results.append(StageResult(node, stage["name"], "skipped" if status == "skipped" else "not run"))
+    return results
+
+
+def _memory_line(spec: dict[str, Any], job) -> str | None:
+    """The planner's memory for the tiny model next to what rank 0 used (the rehearsal checks the planner too)."""
+    from nbtoolkit.planner import plan
+
+    summary = next((record for record in reversed(job.records()) if record.get("kind") == "summary"), None)
+    if summary is None or summary.get("peak_memory_mb") is None:
+        return None
+    memory = plan(spec, alternatives=False).memory
+    predicted = (memory.weights + memory.gradients + memory.optimizer + memory.gathered + memory.activations) / 2**20
+    return (f"memory per rank: the planner predicts {predicted:.1f} MB of model states and activations for the tiny "
+            f"model; rank 0 peaked at {summary['peak_memory_mb']:.0f} MB resident (that includes the Python, torch "
+            "and transformers runtime, several hundred MB on its own)")
