@@ -1,0 +1,70 @@
+"""The real launches of the example notebooks, rendered as golden files (tests/golden/NAME/).
+
+Each spec in notebooks/specs/ is the real run of one example notebook. Its rendered launch
+(run.sh, launch.json and every file the backend writes: the spec.json the training program reads,
+ds_config.json, the SageMaker request and scripts) is kept under tests/golden/<spec name>/ and reviewed line by line against the
+tutorial; tests/test_real_launches.py fails when a change alters one. What differs between
+machines is written as a placeholder: this interpreter as `python`, a free port as `<port>`.
+
+    python -m tests.real_launches    # write the goldens again (then read the diff)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from nbtoolkit import backends
+from nbtoolkit.spec import RunSpec, load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = ROOT / "notebooks" / "specs"
+GOLDEN = ROOT / "tests" / "golden"
+
+
+def real_specs() -> dict[str, RunSpec]:
+    return {path.stem: load_spec(path.read_text()) for path in sorted(SPECS.glob("*.yaml"))}
+
+
+def _placeholders(text: str) -> str:
+    text = text.replace(sys.executable, "python")
+    return re.sub(r"(--master_port=|--rdzv_endpoint=[\w.]+:)\d+", r"\g<1><port>", text)
+
+
+def golden_files(spec: RunSpec) -> dict[str, str]:
+    """File name -> text, as a reviewer reads the real launch."""
+    launch = backends.render(spec)
+    files = {"run.sh": launch.run_sh(), "launch.json": launch.to_json() + "\n"}
+    files.update(launch.files)
+    return {name: _placeholders(text) for name, text in files.items()}
+
+
+def write_goldens() -> None:
+    for name, spec in real_specs().items():
+        folder = GOLDEN / name
+        for path in folder.rglob("*") if folder.exists() else []:
+            if path.is_file():
+                path.unlink()
+        for file_name, text in golden_files(spec).items():
+            path = folder / file_name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        print(f"wrote {folder.relative_to(ROOT)}/: {', '.join(sorted(golden_files(spec)))}")
+
+
+def launched_processes(spec: RunSpec) -> int:
+    """How many training processes the rendered launch starts on all nodes, read from its argv."""
+    argv = backends.render(spec).main_stage.argv
+    options = dict(item.split("=", 1) for item in argv if item.startswith("--") and "=" in item)
+    if "--num_gpus" in options:  # DeepSpeed's launcher: per node, nodes from the hostfile
+        return int(options["--num_gpus"]) * spec.hardware.nodes
+    if "--nproc_per_node" in options:
+        return int(options["--nproc_per_node"]) * int(options["--nnodes"])
+    job = json.loads(backends.render(spec).files.get("sagemaker/job.json", "{}"))
+    return (job.get("processes_per_node") or 1) * job.get("instance_count", 1) if job else 1
+
+
+if __name__ == "__main__":
+    write_goldens()

@@ -1,0 +1,45 @@
+"""Every example notebook's real run renders exactly its reviewed golden launch (tests/real_launches.py),
+with as many processes as the planner sizes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nbtoolkit.planner import plan
+from tests.real_launches import GOLDEN, golden_files, launched_processes, real_specs
+
+SPECS = real_specs()
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_the_real_launch_is_the_reviewed_golden(name):
+    rendered = golden_files(SPECS[name])
+    kept = {path.relative_to(GOLDEN / name).as_posix(): path.read_text()
+            for path in (GOLDEN / name).rglob("*") if path.is_file()}
+    assert sorted(rendered) == sorted(kept), "regenerate: python -m tests.real_launches, then review the diff"
+    for file_name, text in rendered.items():
+        assert text == kept[file_name], f"{name}/{file_name} changed: python -m tests.real_launches, review the diff"
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_the_golden_world_size_is_the_planners(name):
+    spec = SPECS[name]
+    result = plan(spec, alternatives=False)
+    assert launched_processes(spec) == result.devices_per_node * result.nodes == spec.world_size
+
+
+def test_the_flan_t5_launch_is_the_tutorials():
+    """Seed 003: `deepspeed --num_gpus=8 ... --deepspeed configs/ds_flan_t5_z3_config_bf16.json`, bf16,
+    AdamW + WarmupLR with `auto` values, ZeRO-3 without offload; gradient checkpointing by its script's default."""
+    golden = GOLDEN / "flan-t5-xxl"
+    assert "-m deepspeed.launcher.runner --num_gpus=8 " in (golden / "run.sh").read_text()
+    config = json.loads((golden / "ds_config.json").read_text())
+    assert config["bf16"] == {"enabled": "auto"} and config["optimizer"]["type"] == "AdamW"
+    assert config["scheduler"] == {"type": "WarmupLR", "params": {
+        "warmup_min_lr": "auto", "warmup_max_lr": "auto", "warmup_num_steps": "auto"}}
+    assert config["zero_optimization"]["stage"] == 3 and "offload_optimizer" not in config["zero_optimization"]
+    spec = SPECS["flan-t5-xxl"]
+    assert spec.train.gradient_checkpointing and (spec.dataset.max_length, spec.dataset.max_target_length) == (500, 129)
+    assert plan(spec, alternatives=False).fits
