@@ -131,9 +131,12 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
     data["dataset"] = {**data.get("dataset", {}), "name": None, "config": None, "files": None,
                        "max_train_samples": None, "max_eval_samples": None}
     data["train"] = {**data["train"], "max_steps": steps, "logging_steps": 1, "save_steps": steps,
-                     "eval_steps": None, "eval_on_start": False, "batch_size": min(spec.train.batch_size, 8)}
+                     "eval_steps": steps, "eval_on_start": False, "batch_size": min(spec.train.batch_size, 8)}
     data["resume"] = None
-    data["extra"] = {key: value for key, value in spec.extra.items() if key not in ("output_dir", "logging_dir")}
+    # the rehearsal's own schedule (a few steps, one eval and one save at the end) replaces the real one
+    data["extra"] = {key: value for key, value in spec.extra.items()
+                     if key not in ("output_dir", "logging_dir", "max_steps", "num_train_epochs")
+                     and not key.endswith(("_strategy", "_steps"))}
     nodes = hardware["nodes"]
     specs = [{**data, "hardware": {**hardware, "node_rank": rank}} for rank in range(nodes)]
     return Rehearsal(specs=specs, model_type=model_type, model_config=config, tokenizer_of=tokenizer_of,
