@@ -43,3 +43,15 @@ def test_the_flan_t5_launch_is_the_tutorials():
     spec = SPECS["flan-t5-xxl"]
     assert spec.train.gradient_checkpointing and (spec.dataset.max_length, spec.dataset.max_target_length) == (500, 129)
     assert plan(spec, alternatives=False).fits
+
+
+def test_the_bert_emotion_launch_is_the_tutorials():
+    """Seed 002: `torchrun --nproc_per_node=2 run_glue.py ... --bf16 True --per_device_train_batch_size 16
+    --learning_rate 5e-5 --num_train_epochs 3` on a trn1.2xlarge, no separate precompile."""
+    golden = GOLDEN / "bert-emotion-trainium"
+    run_sh = (golden / "run.sh").read_text()
+    assert "torchrun --nnodes=1 --nproc_per_node=2 " in run_sh and "export XLA_USE_BF16=1" in run_sh
+    assert "neuron_parallel_compile" not in run_sh and run_sh.count("# stage: ") == 1
+    spec = json.loads((golden / "spec.json").read_text())
+    assert (spec["train"]["batch_size"], spec["train"]["learning_rate"], spec["train"]["epochs"]) == (16, 5e-5, 3)
+    assert spec["dataset"]["name"] == "philschmid/emotion" and spec["precision"] == "bf16"
