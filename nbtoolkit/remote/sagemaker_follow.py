@@ -25,7 +25,7 @@ from typing import Any
 
 from nbtoolkit.backends.program import ERROR_PREFIX
 from nbtoolkit.catalog import hourly_price
-from nbtoolkit.jobs.supervisor import JOB_ID_ENV
+from nbtoolkit.jobs.tree import JOB_ID_ENV
 from nbtoolkit.remote.aws_errors import explain
 from nbtoolkit.remote.sagemaker_job import TrainingJob
 
