@@ -250,15 +250,12 @@ class JobStore:
         """Whether the job's supervisor lives: its lock is held (any host sharing the folder), or,
         before it has taken the lock, it is still starting."""
         locked = held(self.job_dir(record.id))
-        if locked:
-            return True
-        if record.status == "queued":
-            if record.supervisor_pid is not None and record.host == this_host():
-                return supervisor_process(record) is not None
-            return time.time() - record.created < QUEUED_GRACE_S
-        if locked is None and record.host == this_host():  # a supervisor from before the lock existed
+        if locked or (locked is False and record.status == "running"):
+            return bool(locked)  # a running job's supervisor took the lock: it lives exactly as long as the lock
+        # no supervisor holds it yet (starting, or from before the lock): its pid on this host, else the grace
+        if record.supervisor_pid is not None and record.host == this_host():
             return supervisor_process(record) is not None
-        return False
+        return time.time() - record.created < QUEUED_GRACE_S
 
     def _checked(self, record: JobRecord) -> JobRecord:
         """Mark an active job whose supervisor is gone as `lost`, so nothing stays running forever."""

@@ -61,6 +61,7 @@ class Supervisor:
         self.unwritten: list[dict] = []  # parsed metric records a full disk kept out of metrics.jsonl
         self.noted: set[str] = set()
         self.stop_offset: int | None = None  # where the log stood when the stop came
+        self.interrupted = False  # a stop ended a stage or kept one from starting (one that came late did not)
         self.reaper_pid: int | None = None
         self.log = None  # output.log, open while the stages run
 
@@ -74,6 +75,9 @@ class Supervisor:
             self.log = log
             for index, stage in enumerate(self.launch.stages):
                 if self._stopping():
+                    self.interrupted = True
+                    for later in range(index, len(self.stages)):
+                        self._set_stage(later, status="skipped")
                     break
                 exit_code = self._run_stage(index, stage, log)
                 if exit_code != 0:
@@ -107,6 +111,7 @@ class Supervisor:
             if self._stopping():
                 if self.stop_offset is None:
                     self.stop_offset = (self.dir / LOG_FILE).stat().st_size
+                self.interrupted = True
                 self._say(log, f"stop requested: ending stage {stage.name} and all its processes")
                 terminate_tree(process.pid, grace=stage_grace(stage))
             log_offset = self._follow(parser, log_offset)
@@ -114,7 +119,7 @@ class Supervisor:
         # and any that left the tree and the group (a grandchild in its own session whose parent died)
         end_processes(tagged_processes(self.job_id, self.store.home, exclude=(self.reaper_pid or 0,)), STOP_GRACE_S)
         self._follow(parser, log_offset, final=True)
-        status = "stopped" if self.stop_requested.is_set() else "succeeded" if exit_code == 0 else "failed"
+        status = "stopped" if self.interrupted else "succeeded" if exit_code == 0 else "failed"
         self._set_stage(index, status=status, ended=time.time(), exit_code=exit_code)
         self._say(log, f"stage {stage.name} {status} (exit code {exit_code})")
         return exit_code
@@ -153,7 +158,7 @@ class Supervisor:
         stop_error = self.stop_offset is not None and program_error(self.dir / LOG_FILE, self.stop_offset)
         if stop_error:  # the program said why it could not stop (a remote job it could not end)
             status, message = "failed", f"the stop did not complete: {stop_error}"
-        elif self.stop_requested.is_set():
+        elif self.interrupted:
             status, message = "stopped", "stopped on request"
         elif exit_code == 0:
             status, message = "succeeded", None
@@ -213,7 +218,10 @@ class Supervisor:
                 raise OSError("log not open")
             log.write(line.encode())
         except OSError:
-            print(line, end="", file=sys.stderr, flush=True)  # supervisor.log, if it has room
+            try:
+                print(line, end="", file=sys.stderr, flush=True)  # supervisor.log, if it has room
+            except OSError:
+                pass
 
 
 def append_records(path: Path, records: list[dict]) -> None:
