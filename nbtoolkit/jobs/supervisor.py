@@ -61,7 +61,7 @@ class Supervisor:
         self.unwritten: list[dict] = []  # parsed metric records a full disk kept out of metrics.jsonl
         self.noted: set[str] = set()
         self.stop_offset: int | None = None  # where the log stood when the stop came
-        self.interrupted = False  # a stop ended a stage or kept one from starting (one that came late did not)
+        self.interrupted = False  # a stop ended a stage or kept one from starting (not one that came as it ended)
         self.reaper_pid: int | None = None
         self.log = None  # output.log, open while the stages run
 
@@ -102,6 +102,7 @@ class Supervisor:
         self._write(must=False, pgid=process.pid, stage=stage.name)
         parser = LogParser() if stage.metrics_from_log else None
         log_offset = (self.dir / LOG_FILE).stat().st_size
+        stopped_here = False
         while True:
             try:
                 exit_code = process.wait(timeout=POLL_S)
@@ -111,14 +112,18 @@ class Supervisor:
             if self._stopping():
                 if self.stop_offset is None:
                     self.stop_offset = (self.dir / LOG_FILE).stat().st_size
-                self.interrupted = True
+                stopped_here = True
                 self._say(log, f"stop requested: ending stage {stage.name} and all its processes")
-                terminate_tree(process.pid, grace=stage_grace(stage))
+                for ended in terminate_tree(process.pid, grace=stage_grace(stage)):
+                    if ended.pid == process.pid and getattr(ended, "returncode", None) is not None:
+                        process.returncode = ended.returncode  # psutil reaped it: its status, not Popen's 0
             log_offset = self._follow(parser, log_offset)
         terminate_tree(process.pid, grace=STOP_GRACE_S)  # stragglers a rank left behind
         # and any that left the tree and the group (a grandchild in its own session whose parent died)
         end_processes(tagged_processes(self.job_id, self.store.home, exclude=(self.reaper_pid or 0,)), STOP_GRACE_S)
         self._follow(parser, log_offset, final=True)
+        # a program that still exits 0 finished its work: a stop that came as it ended changes nothing
+        self.interrupted = stopped_here and exit_code != 0
         status = "stopped" if self.interrupted else "succeeded" if exit_code == 0 else "failed"
         self._set_stage(index, status=status, ended=time.time(), exit_code=exit_code)
         self._say(log, f"stage {stage.name} {status} (exit code {exit_code})")

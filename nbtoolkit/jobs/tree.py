@@ -51,8 +51,11 @@ def tagged_processes(job_id: str, home: Path, exclude: tuple[int, ...] = ()) -> 
     return found
 
 
-def end_processes(processes: list[psutil.Process], grace: float = 5.0) -> list[int]:
-    """SIGTERM the processes, SIGKILL what is left after `grace` seconds; returns their pids."""
+def end_processes(processes: list[psutil.Process], grace: float = 5.0) -> list[psutil.Process]:
+    """SIGTERM the processes, SIGKILL what is left after `grace` seconds; returns them.
+
+    Our own children among them are reaped here: their exit status is in their `returncode`.
+    """
     for process in processes:
         try:
             process.terminate()
@@ -65,9 +68,9 @@ def end_processes(processes: list[psutil.Process], grace: float = 5.0) -> list[i
         except psutil.Error:
             pass
     psutil.wait_procs(alive, timeout=grace)
-    return [process.pid for process in processes]
+    return processes
 
 
-def terminate_tree(pid: int, grace: float = 5.0) -> list[int]:
+def terminate_tree(pid: int, grace: float = 5.0) -> list[psutil.Process]:
     """End the process `pid`, its descendants and its process group (TERM, then KILL after `grace`)."""
     return end_processes(job_processes(pid), grace)
