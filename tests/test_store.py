@@ -116,3 +116,28 @@ def test_stop_never_signals_a_process_here_for_a_job_recorded_on_another_host(st
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_stop_of_a_live_job_on_another_host_asks_its_supervisor_and_signals_nothing_here(store, monkeypatch):
+    from nbtoolkit.backends.launch import Launch, Stage
+    from nbtoolkit.jobs import stop, write_launch_files
+    from nbtoolkit.jobs.lock import LOCK_FILE
+
+    monkeypatch.setenv("NBTOOLKIT_HOST", "node-a")
+    record = store.create(name="a", task="causal-lm", backend="local")
+    write_launch_files(Launch(backend="local", stages=[Stage("train", ["true"], stop_grace_s=0.1)]),
+                       store.job_dir(record.id))
+    # node-a's supervisor holds the lock (and answers nothing); its pid is a bystander's here
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(store.job_dir(record.id) / LOCK_FILE)],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert holder.stdout.readline().strip() == "held"
+    store.update(record.id, status="running", supervisor_pid=holder.pid,
+                 supervisor_started=psutil.Process(holder.pid).create_time(), pgid=holder.pid)
+    monkeypatch.setenv("NBTOOLKIT_HOST", "node-b")
+    try:
+        after = stop(record.id, store=store, grace=0.1)
+        assert after.status == "running" and after.stop_requested is not None  # the request waits for node-a
+        assert holder.poll() is None
+    finally:
+        holder.kill()
+        holder.wait()

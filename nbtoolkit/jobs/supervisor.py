@@ -61,7 +61,7 @@ class Supervisor:
         self.unwritten: list[dict] = []  # parsed metric records a full disk kept out of metrics.jsonl
         self.noted: set[str] = set()
         self.stop_offset: int | None = None  # where the log stood when the stop came
-        self.interrupted = False  # a stop ended a stage or kept one from starting (not one that came as it ended)
+        self.interrupted = False  # a stop ended a stage or kept one from starting (not one that had ended already)
         self.reaper_pid: int | None = None
         self.log = None  # output.log, open while the stages run
 
@@ -110,6 +110,9 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 pass
             if self._stopping():
+                if process.poll() is not None:  # it ended by itself as the stop came: its own exit stands
+                    exit_code = process.returncode
+                    break
                 if self.stop_offset is None:
                     self.stop_offset = (self.dir / LOG_FILE).stat().st_size
                 stopped_here = True
@@ -122,8 +125,7 @@ class Supervisor:
         # and any that left the tree and the group (a grandchild in its own session whose parent died)
         end_processes(tagged_processes(self.job_id, self.store.home, exclude=(self.reaper_pid or 0,)), STOP_GRACE_S)
         self._follow(parser, log_offset, final=True)
-        # a program that still exits 0 finished its work: a stop that came as it ended changes nothing
-        self.interrupted = stopped_here and exit_code != 0
+        self.interrupted = stopped_here
         status = "stopped" if self.interrupted else "succeeded" if exit_code == 0 else "failed"
         self._set_stage(index, status=status, ended=time.time(), exit_code=exit_code)
         self._say(log, f"stage {stage.name} {status} (exit code {exit_code})")

@@ -80,3 +80,52 @@ def test_kill_9_of_one_rank_of_a_torchrun_job(home, observe):
     # failed is the truth: one of its ranks died before the training ended
     truth = status == "failed" and job.record.exit_code not in (0, None) and job.record.step < 5000
     observe(job, "kill -9 of one rank", truth, ended)
+
+
+def start_server(home, root, port: int, token: str) -> subprocess.Popen:
+    """A real Jupyter server with the nbtoolkit extension, answering on `port`."""
+    server = subprocess.Popen(
+        [PYTHON, "-m", "jupyter_server", "--no-browser", "--allow-root", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}"],
+        env={**os.environ, "NBTOOLKIT_HOME": str(home), "JUPYTER_RUNTIME_DIR": str(root / "runtime")},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: rest(port, token, "GET", "/api/status")[0] == 200, timeout=120, poll=0.3)
+    return server
+
+
+def rest(port: int, token: str, method: str, path: str) -> tuple[int, dict]:
+    import http.client
+
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        connection.request(method, path, headers={"Authorization": f"token {token}"})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read() or b"{}")
+    except (OSError, ValueError):
+        return 0, {}
+
+
+def test_the_server_restarted_mid_run(store, tmp_path, observe):
+    from nbtoolkit.backends.torchrun import free_port
+
+    port, token, root = free_port(), "faults", tmp_path / "root"
+    root.mkdir()
+    job = submit_paced(store, steps=100000, pace=0.1)
+    server = start_server(store.home, root, port, token)
+    try:
+        assert wait_for(lambda: rest(port, token, "GET", f"/nbtoolkit/api/jobs/{job.id}")[1].get("status")
+                        == "running")
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        server = start_server(store.home, root, port, token)
+        assert rest(port, token, "GET", f"/nbtoolkit/api/jobs/{job.id}")[1]["status"] == "running"
+        answer, detail = rest(port, token, "POST", f"/nbtoolkit/api/jobs/{job.id}/stop")
+        stopped = time.monotonic()
+        served = rest(port, token, "GET", f"/nbtoolkit/api/jobs/{job.id}/metrics?since=0")[1]["records"]
+    finally:
+        server.kill()
+        server.wait()
+    # the truth: the job ran on through the restart and the new server stopped it, and serves all its metrics
+    truth = (answer, detail.get("status")) == (200, "stopped") and len(served) == len(job.records()) > 0 and \
+        len(printed_steps(job)) >= len(served)
+    observe(job, "the server restarted mid-run", truth, stopped)
