@@ -1,10 +1,10 @@
-"""The fault suite's bookkeeping: what each test observed after injecting its fault, and the closing line.
+"""The fault suite's checks: what each test observed after injecting its fault (see ledger.py for the totals).
 
 Each test injects one fault into a real job and hands the job to `observe`, which checks, by
 its own means (not nbtoolkit's): the final status against what really happened, that no
 process carrying the job (its id in the environment, its folder as working directory or on the
 command line) outlives it by more than 10 s, and that every record in metrics.jsonl comes back
-from the reader once. Observations go to a file, so the totals add up across pytest workers.
+from the reader once.
 """
 
 from __future__ import annotations
@@ -12,49 +12,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import tempfile
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
 
-LEDGER_ENV = "NBTOOLKIT_FAULT_LEDGER"
+from tests.faults.ledger import Observation, record
+
 #: every process of a job is gone this long after the job ended or was stopped
 ORPHAN_DEADLINE_S = 10.0
-
-
-@dataclass
-class Observation:
-    test: str
-    fault: str
-    status: str
-    status_true: bool
-    orphans: int
-    records_lost: int
-    records_duplicated: int
-
-
-def pytest_configure(config):
-    if not hasattr(config, "workerinput") and LEDGER_ENV not in os.environ:  # the controller, before workers start
-        handle, path = tempfile.mkstemp(prefix="nbtoolkit-faults-", suffix=".jsonl")
-        os.close(handle)
-        os.environ[LEDGER_ENV] = path
-
-
-def pytest_terminal_summary(terminalreporter, config):
-    path = os.environ.get(LEDGER_ENV)
-    if hasattr(config, "workerinput") or not path or not Path(path).exists():
-        return
-    seen = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    Path(path).unlink()
-    if not seen:
-        return
-    terminalreporter.write_line(
-        f"faults injected {len(seen)}, jobs whose final status was wrong {sum(not o['status_true'] for o in seen)}, "
-        f"orphan processes {sum(o['orphans'] for o in seen)}, "
-        f"metric records lost {sum(o['records_lost'] for o in seen)}, "
-        f"duplicated {sum(o['records_duplicated'] for o in seen)}")
 
 
 def job_pids(job_id: str, job_dir: Path) -> list[int]:
@@ -115,8 +81,7 @@ def observe(request):
         orphans = count_orphans(job.id, job.dir, since)
         lost, duplicated = metric_differences(job.dir, job.records())
         observation = Observation(request.node.name, fault, job.status, status_true, orphans, lost, duplicated)
-        with open(os.environ[LEDGER_ENV], "a") as ledger:
-            ledger.write(json.dumps(asdict(observation)) + "\n")
+        record(observation)
         assert status_true, f"{fault}: final status {job.status!r} is not what happened\n{job.logs(tail=30)}"
         assert orphans == 0, f"{fault}: {orphans} processes of job {job.id} outlived it by {ORPHAN_DEADLINE_S} s"
         assert (lost, duplicated) == (0, 0), f"{fault}: metric records lost {lost}, duplicated {duplicated}"
