@@ -57,13 +57,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(home: Path, root: Path, port: int, token: str) -> subprocess.Popen:
+def start_server(home: Path, root: Path, port: int, token: str, log: Path | None = None) -> subprocess.Popen:
+    """A Jupyter server with the nbtoolkit extension on `port`; its output goes to `log` (if given)."""
     env = {**os.environ, "NBTOOLKIT_HOME": str(home), "JUPYTER_RUNTIME_DIR": str(root / "runtime")}
+    output = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - the server holds it until it ends
     process = subprocess.Popen(
         [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", f"--port={port}",
          "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
          f"--ServerApp.root_dir={root}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env=env, stdout=output, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

@@ -121,6 +121,11 @@ def resume(job_id: str, *, max_steps: int | None = None, store: JobStore | None 
     record = old.record
     if record.active:
         raise backends.LaunchError(f"job {record.id} is still {record.status}; stop it before resuming it")
+    leftovers = job_control.leftover_processes(record, old.store)
+    if leftovers:
+        raise backends.LaunchError(f"job {record.id} is {record.status} but {len(leftovers)} of its processes still "
+                                   f"run (pids {', '.join(str(p.pid) for p in leftovers)}); `nbtoolkit stop "
+                                   f"{record.id}` ends them, then resume")
     checkpoint = last_checkpoint(old.dir / "output")
     if checkpoint is None:
         raise backends.LaunchError(f"job {record.id} saved no complete checkpoint to resume from; "

@@ -138,6 +138,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     record = stop(args.job)
+    if record.active:  # its supervisor runs on another host and has not acted on the request yet
+        print(f"job {record.id} runs on host {record.host}: the stop is requested and its supervisor there ends "
+              f"it within seconds if that host is up (`nbtoolkit show {record.id}` tells)")
+        return 1
     print(f"job {record.id} {record.status}")
     return 0
 

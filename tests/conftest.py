@@ -22,6 +22,19 @@ PYTHON = sys.executable
 collect_ignore = ["ui"]
 
 
+def pytest_configure(config):
+    from tests.faults.ledger import open_ledger
+
+    open_ledger(config)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The fault suite's closing line (tests/faults), here so that the controller of `pytest -n` prints it."""
+    from tests.faults.ledger import close_ledger
+
+    close_ledger(terminalreporter, config)
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     """A fresh NBTOOLKIT_HOME (job store) for this test, inherited by the jobs it starts."""

@@ -141,3 +141,38 @@ def test_load_ext_and_the_chart_compare_modules_import_nothing_heavy():
             "print(sorted(name for name in ('torch', 'transformers', 'matplotlib', 'datasets') if name in sys.modules))")
     result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_chart_whose_following_fails_says_so_under_its_last_image(monkeypatch):
+    from nbtoolkit.notebook import charts
+
+    published = []
+
+    class Display:
+        def update(self, bundle, raw):
+            published.append(bundle)
+
+    class Vanishing:
+        """Metrics that can be read once, then the file is gone for good."""
+
+        title = "job 0000 · vanishing"
+
+        def __init__(self):
+            self.reads = 0
+
+        def read_new(self):
+            self.reads += 1
+            if self.reads > 1:
+                raise OSError("metrics.jsonl vanished")
+            return [train_record(1), train_record(2)]
+
+        def state(self):
+            return RunState("running", 1000.0, None, False)
+
+    monkeypatch.setattr(charts, "_display_handle", lambda title: Display())
+    chart = LiveChart(Vanishing(), interval=0.0)
+    assert chart.wait(timeout=30)
+    assert isinstance(chart.error, OSError) and "failed" in repr(chart) and "done" not in repr(chart)
+    last = published[-1]
+    assert last["text/plain"] == "job 0000 · vanishing: chart stopped following: OSError: metrics.jsonl vanished"
+    assert '<img src="data:image/png;base64,' in last["text/html"] and "chart stopped following" in last["text/html"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -136,3 +137,51 @@ def test_job_metrics_as_a_dataframe(store, tmp_path):
     frame = job.metrics()
     assert list(frame["kind"].unique()) == ["train"] and frame["loss"].iloc[0] == 3.0
     assert len(frame) == len(job.records())
+
+
+def test_a_late_supervisor_runs_nothing_for_a_job_that_already_ended(store):
+    from nbtoolkit.jobs import write_launch_files
+    from tests.faults.jobs import paced_launch
+
+    record = store.create(name="late", task="text-classification", backend="local")
+    write_launch_files(paced_launch(steps=3, pace=0.05), store.job_dir(record.id))
+    (store.job_dir(record.id) / "output.log").touch()
+    store.update(record.id, status="stopped", ended=time.time(), message="stopped on request")
+    late = subprocess.run([PYTHON, "-m", "nbtoolkit.jobs.supervisor", record.id], capture_output=True, timeout=60,
+                          env={**os.environ, "NBTOOLKIT_HOME": str(store.home)})
+    assert late.returncode == 0
+    assert store.get(record.id).status == "stopped" and "stage train" not in Job(record.id, store).logs()
+
+
+def test_a_lost_jobs_surviving_processes_block_resume_and_stop_ends_them(store):
+    from nbtoolkit.api import resume
+    from nbtoolkit.backends import LaunchError
+    from tests.faults.jobs import submit_paced
+
+    job = submit_paced(store, "--child", steps=1000)
+    child = int(wait_for(lambda: re.search(r"^child (\d+)$", job.logs(), re.MULTILINE)).group(1))
+    record = job.record
+    supervisor = psutil.Process(record.supervisor_pid)
+    # the supervisor dies and so does its reaper (kill -9 of both): the program and its child survive
+    for process in [child for child in supervisor.children() if child.pid != record.pgid] + [supervisor]:
+        process.kill()
+    assert wait_for(lambda: job.status == "lost", timeout=10)
+    survivors = [record.pgid, child]
+    assert all(psutil.pid_exists(pid) for pid in survivors)
+    with pytest.raises(LaunchError, match=rf"job {job.id} is lost but 2 of its processes still run"):
+        resume(job.id, store=store)
+    assert job.stop() == "lost"
+
+    def gone(pid):
+        return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+    wait_for(lambda: all(gone(pid) for pid in survivors), timeout=10)
+
+
+def test_a_stop_the_program_could_not_carry_out_is_not_reported_as_stopped(store):
+    from tests.faults.jobs import printed_steps, submit_paced
+
+    job = submit_paced(store, "--refuse-stop", steps=1000)
+    wait_for(lambda: printed_steps(job))
+    assert job.stop() == "failed"
+    assert job.record.message == "the stop did not complete: could not stop the remote run: permission denied"

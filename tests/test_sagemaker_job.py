@@ -304,3 +304,65 @@ def test_the_follower_rides_out_a_network_blip_and_gives_up_with_a_sentence(monk
     follower = sagemaker_follow.Follower(FakeAWS(failures=5), "job-1", stop_requested=threading.Event(), poll_s=0)
     with pytest.raises(sagemaker_follow.LostContact, match="may still be running: `nbtoolkit attach job-1`"):
         follower.run()
+
+
+class RunningAWS(FakeAWS):
+    """A training job that runs until stopped; StopTrainingJob is refused (the identity lacks the permission)."""
+
+    def __init__(self, statuses=("InProgress",)):
+        super().__init__(failures=0)
+        self.statuses = list(statuses)
+
+    def describe_training_job(self, TrainingJobName):
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return {**super().describe_training_job(TrainingJobName), "TrainingJobStatus": status}
+
+    def stop_training_job(self, TrainingJobName):
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized to perform: "
+                                     "sagemaker:StopTrainingJob"}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+                          "StopTrainingJob")
+
+
+def test_a_refused_stop_ends_following_with_the_permission_it_needs(monkeypatch):
+    import threading
+
+    from nbtoolkit.remote import sagemaker_follow
+
+    pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
+    monkeypatch.delenv("NBTOOLKIT_JOB_ID", raising=False)
+    stop = threading.Event()
+    stop.set()
+    follower = sagemaker_follow.Follower(RunningAWS(), "job-1", stop_requested=stop, poll_s=0)
+    with pytest.raises(sagemaker_follow.StopFailed) as refused:
+        follower.run()
+    sentence = str(refused.value)
+    assert sentence.startswith("AWS denied permission to stop training job job-1: ")
+    assert "your identity needs sagemaker:StopTrainingJob;" in sentence and "CreateTrainingJob" not in sentence
+    assert "still running (and billing)" in sentence
+
+
+def test_a_busy_job_store_while_following_does_not_fail_the_remote_job(store, monkeypatch):
+    import sqlite3
+    import threading
+
+    from nbtoolkit.remote import sagemaker_follow
+
+    pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
+    record = store.create(name="remote", task="question-answering", backend="sagemaker")
+    monkeypatch.setenv("NBTOOLKIT_JOB_ID", record.id)
+    update, calls = store.update, []
+
+    def locked_once(*args, **kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("database is locked")
+        return update(*args, **kwargs)
+
+    follower = sagemaker_follow.Follower(RunningAWS(statuses=["InProgress", "Completed"]), "job-1",
+                                         stop_requested=threading.Event(), poll_s=0, instance_price=1.0)
+    follower.record.store = store
+    monkeypatch.setattr(store, "update", locked_once)
+    assert follower.run() == 0
+    assert len(calls) >= 2 and store.get(record.id).info["status"] == "Completed"

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from nbtoolkit.jobs.store import JobNotFound, JobStore
@@ -59,3 +60,84 @@ def test_concurrent_writers(home):
     writers = [subprocess.Popen([sys.executable, "-c", code, str(home)]) for _ in range(4)]
     assert all(writer.wait(timeout=60) == 0 for writer in writers)
     assert JobStore(home).count() == 100
+
+
+def test_a_final_status_is_final(store):
+    record = store.create(name="a", task="causal-lm", backend="local")
+    assert store.update(record.id, status="succeeded", ended=time.time())
+    # a late or second supervisor cannot set it running again, nor anything else
+    assert not store.update(record.id, status="running")
+    assert not store.update(record.id, only_if_status=("succeeded",), status="lost")
+    assert store.get(record.id).status == "succeeded"
+    assert store.update(record.id, message="a note")  # other columns still change
+
+
+HOLD_LOCK = ("import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+             "print('held', flush=True); time.sleep(600)")
+
+
+def test_a_job_on_another_host_lives_exactly_as_long_as_its_supervisors_lock(store, monkeypatch):
+    from nbtoolkit.jobs.lock import LOCK_FILE
+
+    monkeypatch.setenv("NBTOOLKIT_HOST", "node-a")
+    record = store.create(name="a", task="causal-lm", backend="local")
+    # its supervisor (on node-a, sharing this folder) holds the lock; its pid means nothing here
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(store.job_dir(record.id) / LOCK_FILE)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    store.update(record.id, status="running", supervisor_pid=1, supervisor_started=0.0)
+    monkeypatch.setenv("NBTOOLKIT_HOST", "node-b")
+    try:
+        assert store.get(record.id).status == "running"
+    finally:
+        holder.kill()
+        holder.wait()
+    checked = store.get(record.id)
+    assert checked.status == "lost" and "supervisor process is gone" in checked.message
+
+
+def test_stop_never_signals_a_process_here_for_a_job_recorded_on_another_host(store, monkeypatch):
+    from nbtoolkit.backends.launch import Launch, Stage
+    from nbtoolkit.jobs import stop, write_launch_files
+
+    monkeypatch.setenv("NBTOOLKIT_HOST", "node-a")
+    record = store.create(name="a", task="causal-lm", backend="local")
+    write_launch_files(Launch(backend="local", stages=[Stage("train", ["true"])]), store.job_dir(record.id))
+    monkeypatch.setenv("NBTOOLKIT_HOST", "node-b")
+    # an unrelated process here happens to have the pid (and group) node-a recorded
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    started = psutil.Process(bystander.pid).create_time()
+    store.update(record.id, status="running", created=time.time() - 3600, supervisor_pid=bystander.pid,
+                 supervisor_started=started, pgid=bystander.pid)
+    try:
+        stop(record.id, store=store, grace=0.5)
+        time.sleep(0.5)
+        assert bystander.poll() is None, "a process of this host was signalled for another host's job"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_stop_of_a_live_job_on_another_host_asks_its_supervisor_and_signals_nothing_here(store, monkeypatch):
+    from nbtoolkit.backends.launch import Launch, Stage
+    from nbtoolkit.jobs import stop, write_launch_files
+    from nbtoolkit.jobs.lock import LOCK_FILE
+
+    monkeypatch.setenv("NBTOOLKIT_HOST", "node-a")
+    record = store.create(name="a", task="causal-lm", backend="local")
+    write_launch_files(Launch(backend="local", stages=[Stage("train", ["true"], stop_grace_s=0.1)]),
+                       store.job_dir(record.id))
+    # node-a's supervisor holds the lock (and answers nothing); its pid is a bystander's here
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(store.job_dir(record.id) / LOCK_FILE)],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert holder.stdout.readline().strip() == "held"
+    store.update(record.id, status="running", supervisor_pid=holder.pid,
+                 supervisor_started=psutil.Process(holder.pid).create_time(), pgid=holder.pid)
+    monkeypatch.setenv("NBTOOLKIT_HOST", "node-b")
+    try:
+        after = stop(record.id, store=store, grace=0.1)
+        assert after.status == "running" and after.stop_requested is not None  # the request waits for node-a
+        assert holder.poll() is None
+    finally:
+        holder.kill()
+        holder.wait()

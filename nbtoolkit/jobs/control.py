@@ -15,9 +15,9 @@ from pathlib import Path
 import psutil
 
 from nbtoolkit.backends.launch import Launch
-from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobRecord, JobStore, supervisor_process
-from nbtoolkit.jobs.supervisor import stage_grace
-from nbtoolkit.jobs.tree import terminate_tree
+from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobRecord, JobStore, supervisor_process, this_host
+from nbtoolkit.jobs.supervisor import POLL_S, stage_grace
+from nbtoolkit.jobs.tree import HOME_ENV, JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.metrics.series import METRICS_FILE
 
 
@@ -45,7 +45,7 @@ def submit(launch: Launch, *, name: str, task: str, store: JobStore | None = Non
     (directory / LOG_FILE).touch()
     (directory / METRICS_FILE).touch()
     (directory / "output").mkdir()
-    env = {**os.environ, "NBTOOLKIT_HOME": str(store.home)}
+    env = {**os.environ, HOME_ENV: str(store.home), JOB_ID_ENV: record.id}  # the tag every process of it carries
     process = subprocess.Popen(
         [sys.executable, "-m", "nbtoolkit.jobs.supervisor", record.id],
         env=env, cwd=directory, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -66,24 +66,41 @@ def job_launch(directory: Path) -> Launch:
 
 
 def stop(job_id: str, *, store: JobStore | None = None, grace: float = 5.0) -> JobRecord:
-    """End every process of the job (the supervisor ends the ranks; we make sure) and mark it stopped."""
+    """End the job and every process of it; returns its record (still active only if it runs on another host
+    whose supervisor has not acted yet: the request stands there).
+
+    The stop is a request in the job's row, which the supervisor honours within a poll wherever it
+    runs. On this host we make sure: an unresponsive supervisor is ended with its processes, and a
+    job that ended (or was lost) with processes still alive has them ended; they are found by the
+    job's tag, never by a pid recorded elsewhere.
+    """
     store = store or JobStore()
     record = store.get(job_id)
-    if not record.active:
-        return record
     grace = max(grace, *(stage_grace(stage) for stage in job_launch(store.job_dir(record.id)).stages))
-    supervisor = supervisor_process(record)
-    if supervisor is not None:
-        supervisor.terminate()
-        try:
-            supervisor.wait(timeout=grace * 2 + 5)
-        except psutil.TimeoutExpired:  # unresponsive: end it and its tree ourselves
-            terminate_tree(supervisor.pid, grace=grace)
-    if record.pgid:
-        terminate_tree(record.pgid, grace=grace)
-    store.update(record.id, only_if_status=ACTIVE, status="stopped", ended=time.time(),
-                 message="stopped on request")
+    if record.active:
+        store.request_stop(record.id)
+        # a supervisor that has not begun never will: a queued job stops here and now
+        store.update(record.id, only_if_status=("queued",), status="stopped", ended=time.time(),
+                     message="stopped on request")
+        record = wait(record.id, store=store, timeout=2 * grace + 3 * POLL_S + 5)
+        if record.active and record.host == this_host():
+            _end_unresponsive(store, record, grace)
+    if record.host == this_host():
+        end_processes(tagged_processes(record.id, store.home), grace)
     return store.get(record.id)
+
+
+def _end_unresponsive(store: JobStore, record: JobRecord, grace: float) -> None:
+    """A supervisor on this host that did not honour the stop (stuck, or stopped by a signal): end it all."""
+    supervisor = supervisor_process(record)  # the recorded pid only if its start time matches too
+    if supervisor is not None:
+        terminate_tree(supervisor.pid, grace=grace)
+    store.update(record.id, only_if_status=ACTIVE, status="stopped", ended=time.time(), message="stopped on request")
+
+
+def leftover_processes(record: JobRecord, store: JobStore) -> list[psutil.Process]:
+    """Processes of an ended job still alive on this host (a rank its dead supervisor left behind)."""
+    return tagged_processes(record.id, store.home) if record.host == this_host() else []
 
 
 def wait(job_id: str, *, store: JobStore | None = None, timeout: float | None = None,

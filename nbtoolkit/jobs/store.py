@@ -3,6 +3,10 @@
 SQLite in WAL mode with a busy timeout, a fresh connection per operation: any number of
 processes may read and write at once. The directory holds what the job produced
 (spec.json, launch.json, run.sh, output.log, metrics.jsonl, output/).
+
+A final status is final: no update moves a job out of succeeded, failed, stopped or lost.
+A stop is a request written into the row (`stop_requested`): the job's supervisor honours it,
+from whichever host or server it came.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from typing import Any
 
 import psutil
 
+from nbtoolkit.jobs.lock import held
+
 ACTIVE = ("queued", "running")
 FINAL = ("succeeded", "failed", "stopped", "lost")
 STATUSES = ACTIVE + FINAL
@@ -30,6 +36,10 @@ JOB_ID = re.compile(r"^[0-9a-f]{8}$")
 JOB_ID_PREFIX = re.compile(r"^[0-9a-f]{1,8}$")
 #: a queued job whose supervisor has not reported within this many seconds is lost
 QUEUED_GRACE_S = 60.0
+#: how long a write waits for another writer before SQLite says "database is locked"
+BUSY_TIMEOUT_ENV, BUSY_TIMEOUT_S = "NBTOOLKIT_BUSY_TIMEOUT_S", 30.0
+#: this machine's name in job rows; overridable for a host whose name changes (and for tests of shared stores)
+HOST_ENV = "NBTOOLKIT_HOST"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -55,7 +65,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     samples_per_second REAL,
     message TEXT,
     resumed_from TEXT,
-    info TEXT NOT NULL DEFAULT '{}'
+    info TEXT NOT NULL DEFAULT '{}',
+    stop_requested REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
@@ -95,6 +106,8 @@ class JobRecord:
     resumed_from: str | None = None
     #: backend-specific facts: hourly_price_usd, cost_usd and billable_seconds (remote jobs), ...
     info: dict[str, Any] = field(default_factory=dict)
+    #: when a stop was asked for (the supervisor ends the job within a poll)
+    stop_requested: float | None = None
 
     @property
     def active(self) -> bool:
@@ -119,6 +132,11 @@ def default_home() -> Path:
     return Path(platformdirs.user_data_dir("nbtoolkit", appauthor=False))
 
 
+def this_host() -> str:
+    """The name job rows record for this machine: $NBTOOLKIT_HOST, else the host name."""
+    return os.environ.get(HOST_ENV) or socket.gethostname()
+
+
 class JobStore:
     """Create, read and update job rows; resolve job directories."""
 
@@ -129,13 +147,16 @@ class JobStore:
         self.jobs_root.mkdir(parents=True, exist_ok=True)
         with self._connect() as conn:
             conn.executescript(_SCHEMA)
+            if "stop_requested" not in {row["name"] for row in conn.execute("PRAGMA table_info(jobs)")}:
+                conn.execute("ALTER TABLE jobs ADD COLUMN stop_requested REAL")  # a store from before stop requests
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        conn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        busy_timeout = float(os.environ.get(BUSY_TIMEOUT_ENV, BUSY_TIMEOUT_S))
+        conn = sqlite3.connect(self.db_path, timeout=busy_timeout, isolation_level=None)
         try:
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA busy_timeout = 30000")
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             yield conn
@@ -155,7 +176,7 @@ class JobStore:
     def create(self, *, name: str, task: str, backend: str, resumed_from: str | None = None,
                info: dict[str, Any] | None = None) -> JobRecord:
         record = JobRecord(id=secrets.token_hex(4), name=name, task=task, backend=backend, status="queued",
-                           created=time.time(), host=socket.gethostname(), resumed_from=resumed_from,
+                           created=time.time(), host=this_host(), resumed_from=resumed_from,
                            info=info or {})
         row = record.to_dict()
         for column in _JSON_COLUMNS:
@@ -167,7 +188,11 @@ class JobStore:
         return record
 
     def update(self, job_id: str, *, only_if_status: Iterable[str] | None = None, **values: Any) -> bool:
-        """Set columns of one job; with `only_if_status`, only while the job is in one of those states."""
+        """Set columns of one job; with `only_if_status`, only while the job is in one of those states.
+
+        A status change applies only to an active job: whatever comes late (a second supervisor,
+        a liveness check racing the job's end) cannot move a final job anywhere.
+        """
         for column in _JSON_COLUMNS:
             if column in values:
                 values[column] = json.dumps(values[column])
@@ -177,6 +202,9 @@ class JobStore:
             allowed = tuple(only_if_status)
             query += f" AND status IN ({', '.join('?' * len(allowed))})"
             params += allowed
+        if "status" in values:
+            query += f" AND status IN ({', '.join('?' * len(ACTIVE))})"
+            params += ACTIVE
         with self._connect() as conn:
             return conn.execute(query, params).rowcount == 1
 
@@ -212,16 +240,26 @@ class JobStore:
         with self._connect() as conn:
             return conn.execute(query, params).fetchone()[0]
 
+    def request_stop(self, job_id: str) -> bool:
+        """Ask the job's supervisor, wherever it runs, to end the job; False if the job is no longer active."""
+        return self.update(job_id, only_if_status=ACTIVE, stop_requested=time.time())
+
     # -- liveness ------------------------------------------------------------------------------
+
+    def supervisor_alive(self, record: JobRecord) -> bool:
+        """Whether the job's supervisor lives: its lock is held (any host sharing the folder), or,
+        before it has taken the lock, it is still starting."""
+        locked = held(self.job_dir(record.id))
+        if locked or (locked is False and record.status == "running"):
+            return bool(locked)  # a running job's supervisor took the lock: it lives exactly as long as the lock
+        # no supervisor holds it yet (starting, or from before the lock): its pid on this host, else the grace
+        if record.supervisor_pid is not None and record.host == this_host():
+            return supervisor_process(record) is not None
+        return time.time() - record.created < QUEUED_GRACE_S
 
     def _checked(self, record: JobRecord) -> JobRecord:
         """Mark an active job whose supervisor is gone as `lost`, so nothing stays running forever."""
-        if not record.active or record.host != socket.gethostname():
-            return record
-        if record.supervisor_pid is None:
-            if time.time() - record.created < QUEUED_GRACE_S:
-                return record
-        elif supervisor_process(record) is not None:
+        if not record.active or self.supervisor_alive(record):
             return record
         message = "the job's supervisor process is gone (killed, or the machine restarted); its logs and metrics are kept"
         ended = time.time()

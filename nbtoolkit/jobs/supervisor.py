@@ -4,6 +4,11 @@ Started by `submit` in a new session, so it outlives the kernel or shell that st
 Each stage runs in its own process group with stdout/stderr appended to output.log; the
 supervisor never sits in the data path of the training program's output.
 
+It holds the job's lock (`lock`) while it lives, and forks a reaper that ends the job's
+processes if it dies (`reaper`). It polls its row for a stop request, so a stop works from any
+host. Nothing the job or the machine does ends it early: a store locked by another writer, a
+full disk, odd values in a user script's metrics.jsonl are noted in the log and ridden out.
+
     python -m nbtoolkit.jobs.supervisor JOB_ID      (NBTOOLKIT_HOME names the store)
 """
 
@@ -13,7 +18,9 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,8 +31,10 @@ import psutil
 
 from nbtoolkit.backends.launch import Launch, Stage
 from nbtoolkit.backends.program import ERROR_PREFIX
-from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobStore
-from nbtoolkit.jobs.tree import terminate_tree
+from nbtoolkit.jobs.lock import SupervisorLock
+from nbtoolkit.jobs.reaper import start_reaper
+from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobStore, this_host
+from nbtoolkit.jobs.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader, Progress
 
@@ -34,8 +43,10 @@ LOG_PREFIX = "[nbtoolkit]"
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*:")
 POLL_S = 1.0
 STOP_GRACE_S = 5.0
-#: every stage learns its job's id from this variable (a remote job's follower records facts in its row)
-JOB_ID_ENV = "NBTOOLKIT_JOB_ID"
+#: how long a write that must land (a status) keeps retrying a busy store before the supervisor gives up
+STORE_RETRY_S = 600.0
+#: below this many free bytes, a failure is put down to the full disk
+DISK_FULL_BYTES = 1 << 20
 
 
 class Supervisor:
@@ -47,15 +58,26 @@ class Supervisor:
         self.progress = Progress()
         self.metrics = MetricsReader(self.dir / METRICS_FILE)
         self.stages = [{"name": stage.name, "status": "pending"} for stage in self.launch.stages]
+        self.unwritten: list[dict] = []  # parsed metric records a full disk kept out of metrics.jsonl
+        self.noted: set[str] = set()
+        self.stop_offset: int | None = None  # where the log stood when the stop came
+        self.interrupted = False  # a stop ended a stage or kept one from starting (not one that had ended already)
+        self.reaper_pid: int | None = None
+        self.log = None  # output.log, open while the stages run
 
     def run(self) -> int:
         me = psutil.Process()
-        self.store.update(self.job_id, status="running", started=time.time(), supervisor_pid=me.pid,
-                          supervisor_started=me.create_time(), stages=self.stages)
+        if not self._write(only_if_status=("queued",), status="running", host=this_host(), started=time.time(),
+                           supervisor_pid=me.pid, supervisor_started=me.create_time(), stages=self.stages):
+            return 0  # stopped before it began, or declared lost meanwhile: a late supervisor runs nothing
         exit_code = 0
         with open(self.dir / LOG_FILE, "ab", buffering=0) as log:
+            self.log = log
             for index, stage in enumerate(self.launch.stages):
-                if self.stop_requested.is_set():
+                if self._stopping():
+                    self.interrupted = True
+                    for later in range(index, len(self.stages)):
+                        self._set_stage(later, status="skipped")
                     break
                 exit_code = self._run_stage(index, stage, log)
                 if exit_code != 0:
@@ -75,66 +97,156 @@ class Supervisor:
         except OSError as exc:
             self._say(log, f"stage {stage.name} could not start: {exc}")
             self._set_stage(index, status="failed", ended=time.time(), exit_code=127)
-            self.store.update(self.job_id, message=f"stage {stage.name} could not start: {exc.strerror or exc}")
+            self._write(message=f"stage {stage.name} could not start: {exc.strerror or exc}")
             return 127
-        self.store.update(self.job_id, pgid=process.pid, stage=stage.name)
+        self._write(must=False, pgid=process.pid, stage=stage.name)
         parser = LogParser() if stage.metrics_from_log else None
         log_offset = (self.dir / LOG_FILE).stat().st_size
+        stopped_here = False
         while True:
             try:
                 exit_code = process.wait(timeout=POLL_S)
                 break
             except subprocess.TimeoutExpired:
                 pass
-            if self.stop_requested.is_set():
+            if self._stopping():
+                if process.poll() is not None:  # it ended by itself as the stop came: its own exit stands
+                    exit_code = process.returncode
+                    break
+                if self.stop_offset is None:
+                    self.stop_offset = (self.dir / LOG_FILE).stat().st_size
+                stopped_here = True
                 self._say(log, f"stop requested: ending stage {stage.name} and all its processes")
-                terminate_tree(process.pid, grace=stage_grace(stage))
+                for ended in terminate_tree(process.pid, grace=stage_grace(stage)):
+                    if ended.pid == process.pid and getattr(ended, "returncode", None) is not None:
+                        process.returncode = ended.returncode  # psutil reaped it: its status, not Popen's 0
             log_offset = self._follow(parser, log_offset)
         terminate_tree(process.pid, grace=STOP_GRACE_S)  # stragglers a rank left behind
+        # and any that left the tree and the group (a grandchild in its own session whose parent died)
+        end_processes(tagged_processes(self.job_id, self.store.home, exclude=(self.reaper_pid or 0,)), STOP_GRACE_S)
         self._follow(parser, log_offset, final=True)
-        status = "stopped" if self.stop_requested.is_set() else "succeeded" if exit_code == 0 else "failed"
+        self.interrupted = stopped_here
+        status = "stopped" if self.interrupted else "succeeded" if exit_code == 0 else "failed"
         self._set_stage(index, status=status, ended=time.time(), exit_code=exit_code)
         self._say(log, f"stage {stage.name} {status} (exit code {exit_code})")
         return exit_code
 
     def _follow(self, parser: LogParser | None, log_offset: int, final: bool = False) -> int:
-        """Parse new log text into metrics (if the program writes none) and refresh the row's progress."""
-        if parser is not None:
-            with open(self.dir / LOG_FILE, "rb") as handle:
-                handle.seek(log_offset)
-                chunk = handle.read()
-            log_offset += len(chunk)
-            records = parser.feed(chunk.decode("utf-8", errors="replace"))
-            if final:
-                records += parser.flush()
-            if records:
-                with open(self.dir / METRICS_FILE, "a") as metrics:
-                    metrics.writelines(json.dumps(record) + "\n" for record in records)
-        if self.progress.update(self.metrics.read_new()):
-            progress = self.progress
-            self.store.update(self.job_id, step=progress.step, total_steps=progress.total_steps, loss=progress.loss,
-                              samples_per_second=progress.samples_per_second)
+        """Parse new log text into metrics (if the program writes none) and refresh the row's progress.
+
+        Whatever goes wrong here (a full disk, a busy store) is noted and tried again next poll:
+        following is never a reason for the job to end.
+        """
+        try:
+            if parser is not None:
+                with open(self.dir / LOG_FILE, "rb") as handle:
+                    handle.seek(log_offset)
+                    chunk = handle.read()
+                log_offset += len(chunk)
+                self.unwritten += parser.feed(chunk.decode("utf-8", errors="replace"))
+                if final:
+                    self.unwritten += parser.flush()
+            if self.unwritten:
+                append_records(self.dir / METRICS_FILE, self.unwritten)
+                self.unwritten = []
+            changed = self.progress.update(self.metrics.read_new())
+            for note in self.metrics.notes:
+                self._note(note)
+            self.metrics.notes.clear()
+            if changed:
+                progress = self.progress
+                self._write(must=False, step=progress.step, total_steps=progress.total_steps, loss=progress.loss,
+                            samples_per_second=progress.samples_per_second)
+        except Exception as exc:  # noqa: BLE001 - following must never end the job
+            self._note(f"could not record metrics ({exc}); retrying")
         return log_offset
 
     def _finish(self, exit_code: int, log) -> None:
-        if self.stop_requested.is_set():
+        stop_error = self.stop_offset is not None and program_error(self.dir / LOG_FILE, self.stop_offset)
+        if stop_error:  # the program said why it could not stop (a remote job it could not end)
+            status, message = "failed", f"the stop did not complete: {stop_error}"
+        elif self.interrupted:
             status, message = "stopped", "stopped on request"
         elif exit_code == 0:
             status, message = "succeeded", None
         else:
             status = "failed"
-            message = self.store.get(self.job_id).message or failure_message(self.dir / LOG_FILE, exit_code)
+            message = self._recorded_message() or failure_message(self.dir / LOG_FILE, exit_code)
+            if shutil.disk_usage(self.dir).free < DISK_FULL_BYTES:
+                message += f"; the disk holding {self.dir} is full"
         self._say(log, f"job {status}")
-        self.store.update(self.job_id, only_if_status=ACTIVE, status=status, ended=time.time(),
-                          exit_code=exit_code, message=message, stage=None)
+        self._write(only_if_status=ACTIVE, status=status, ended=time.time(), exit_code=exit_code, message=message,
+                    stage=None)
+
+    def _stopping(self) -> bool:
+        """A stop came: by signal, or as a request in the job's row (from any host, or the server)."""
+        if not self.stop_requested.is_set():
+            try:
+                if self.store.get(self.job_id).stop_requested is not None:
+                    self.stop_requested.set()
+            except sqlite3.Error as exc:  # a busy store: ask again next poll
+                self._note(f"could not read the job store ({exc}); asking again")
+        return self.stop_requested.is_set()
+
+    def _recorded_message(self) -> str | None:
+        try:
+            return self.store.get(self.job_id).message
+        except sqlite3.Error:
+            return None
+
+    def _write(self, *, must: bool = True, only_if_status=None, **values) -> bool:
+        """Update the job's row. A busy store is retried (`must`: until it answers), never fatal."""
+        deadline = time.monotonic() + STORE_RETRY_S
+        while True:
+            try:
+                return self.store.update(self.job_id, only_if_status=only_if_status, **values)
+            except sqlite3.OperationalError as exc:
+                self._note(f"the job store did not answer ({exc}); {'retrying' if must else 'next poll'}")
+                if not must or time.monotonic() > deadline:
+                    return False
+                time.sleep(POLL_S)
 
     def _set_stage(self, index: int, **values) -> None:
         self.stages[index].update(values)
-        self.store.update(self.job_id, stages=self.stages)
+        self._write(must=False, stages=self.stages)
+
+    def _note(self, text: str) -> None:
+        """Say something once in the log (a note repeated every poll would flood it)."""
+        if text not in self.noted:
+            self.noted.add(text)
+            self._say(self.log, text)
 
     @staticmethod
     def _say(log, text: str) -> None:
-        log.write(f"{LOG_PREFIX} {time.strftime('%H:%M:%S')} {text}\n".encode())
+        """A line of our own in the log; a full disk loses the line, never the job."""
+        line = f"{LOG_PREFIX} {time.strftime('%H:%M:%S')} {text}\n"
+        try:
+            if log is None:
+                raise OSError("log not open")
+            log.write(line.encode())
+        except OSError:
+            try:
+                print(line, end="", file=sys.stderr, flush=True)  # supervisor.log, if it has room
+            except OSError:
+                pass
+
+
+def append_records(path: Path, records: list[dict]) -> None:
+    """Append whole lines or nothing: a write the disk cut short is taken back, so no torn line
+    glues itself to the next record (which would lose both)."""
+    data = "".join(json.dumps(record) + "\n" for record in records).encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        start = os.fstat(fd).st_size
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(fd, data[written:])
+        except OSError:
+            os.ftruncate(fd, start)
+            raise
+    finally:
+        os.close(fd)
 
 
 def stage_grace(stage: Stage) -> float:
@@ -142,15 +254,26 @@ def stage_grace(stage: Stage) -> float:
     return stage.stop_grace_s if stage.stop_grace_s is not None else STOP_GRACE_S
 
 
+def _log_lines(log_path: Path, since: int = 0) -> list[str]:
+    """The log's last 64 KiB (from `since` at the earliest), `[rank0]:` prefixes from torchrun removed."""
+    with open(log_path, "rb") as handle:
+        handle.seek(max(since, log_path.stat().st_size - 65536))
+        text = handle.read().decode("utf-8", errors="replace")
+    return [RANK_PREFIX.sub("", line, count=1).strip() for line in text.splitlines()]
+
+
+def program_error(log_path: Path, since: int = 0) -> str | None:
+    """The program's own error sentence (`[nbtoolkit] error: ...`) written after byte `since`, if any."""
+    explained = [line for line in _log_lines(log_path, since) if line.startswith(ERROR_PREFIX)]
+    return explained[-1][len(ERROR_PREFIX):].strip() if explained else None
+
+
 def failure_message(log_path: Path, exit_code: int) -> str:
     """The program's own error sentence (`[nbtoolkit] error: ...`), else its last line."""
-    with open(log_path, "rb") as handle:
-        handle.seek(max(0, log_path.stat().st_size - 65536))
-        text = handle.read().decode("utf-8", errors="replace")
-    lines = [RANK_PREFIX.sub("", line, count=1).strip() for line in text.splitlines()]  # `[rank0]:` from torchrun
-    explained = [line for line in lines if line.startswith(ERROR_PREFIX)]
+    explained = program_error(log_path)
     if explained:
-        return explained[-1][len(ERROR_PREFIX):].strip()
+        return explained
+    lines = _log_lines(log_path)
     # a rank's exception rather than the launcher's summary of it
     raised = [line for line in lines if EXCEPTION_LINE.match(line) and "ChildFailedError" not in line]
     lines = raised or [line for line in lines if line and not line.startswith(LOG_PREFIX)]
@@ -160,7 +283,14 @@ def failure_message(log_path: Path, exit_code: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     job_id = (argv or sys.argv[1:])[0]
-    supervisor = Supervisor(JobStore(), job_id)
+    store = JobStore()
+    lock = SupervisorLock(store.job_dir(job_id))
+    if not lock.acquire():
+        print(f"[nbtoolkit] job {job_id} already has a supervisor; this one leaves it alone", file=sys.stderr)
+        return 0
+    supervisor = Supervisor(store, job_id)
+    grace = max([STOP_GRACE_S, *(stage_grace(stage) for stage in supervisor.launch.stages)])
+    supervisor.reaper_pid, _keep_open = start_reaper(store, job_id, lock, grace)  # EOF when this process dies
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: supervisor.stop_requested.set())
     return supervisor.run()

@@ -1,10 +1,21 @@
-"""Ending every process of a job: the process tree and its process group, TERM then KILL."""
+"""Ending every process of a job: the process tree, its process group, and whatever carries its tag.
+
+Every process a job starts inherits its environment, whatever session or process group it
+moves to; the supervisor puts the job's id and store there (`JOB_ID_ENV`, `NBTOOLKIT_HOME`).
+That tag finds a rank whose parent is gone and which left the group (a grandchild in its own
+session), on this host; other hosts' processes are never looked for here.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import psutil
+
+#: every process of a job carries its id in this variable (a remote job's follower records facts with it)
+JOB_ID_ENV = "NBTOOLKIT_JOB_ID"
+HOME_ENV = "NBTOOLKIT_HOME"
 
 
 def job_processes(pid: int) -> list[psutil.Process]:
@@ -26,9 +37,25 @@ def job_processes(pid: int) -> list[psutil.Process]:
     return list(found.values())
 
 
-def terminate_tree(pid: int, grace: float = 5.0) -> list[int]:
-    """SIGTERM the job's processes, SIGKILL what is left after `grace` seconds; returns the pids ended."""
-    processes = job_processes(pid)
+def tagged_processes(job_id: str, home: Path, exclude: tuple[int, ...] = ()) -> list[psutil.Process]:
+    """The live processes on this host whose environment names this job of this store."""
+    home = os.path.realpath(home)
+    skip = {os.getpid(), *exclude}
+    found = []
+    for process in psutil.process_iter(["environ"], ad_value=None):
+        environ = process.info["environ"] or {}
+        if process.pid in skip or environ.get(JOB_ID_ENV) != job_id or not environ.get(HOME_ENV):
+            continue
+        if os.path.realpath(environ[HOME_ENV]) == home:
+            found.append(process)
+    return found
+
+
+def end_processes(processes: list[psutil.Process], grace: float = 5.0) -> list[psutil.Process]:
+    """SIGTERM the processes, SIGKILL what is left after `grace` seconds; returns them.
+
+    Our own children among them are reaped here: their exit status is in their `returncode`.
+    """
     for process in processes:
         try:
             process.terminate()
@@ -41,4 +68,9 @@ def terminate_tree(pid: int, grace: float = 5.0) -> list[int]:
         except psutil.Error:
             pass
     psutil.wait_procs(alive, timeout=grace)
-    return [process.pid for process in processes]
+    return processes
+
+
+def terminate_tree(pid: int, grace: float = 5.0) -> list[psutil.Process]:
+    """End the process `pid`, its descendants and its process group (TERM, then KILL after `grace`)."""
+    return end_processes(job_processes(pid), grace)

@@ -1,4 +1,10 @@
-"""Reading metrics.jsonl: incrementally (only new bytes) and tolerant of a torn last line."""
+"""Reading metrics.jsonl: incrementally (only new bytes) and tolerant of a torn last line.
+
+This is where records enter nbtoolkit, so this is where they are made safe: a user's script
+may write its own metrics.jsonl with anything in it (`"step": "abc"`, a dict for a loss).
+Values that are not numbers are left out of the record (noted once per field), so every
+reader downstream (progress, listings, charts, comparisons) can trust the types.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,10 @@ from pathlib import Path
 from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
+#: the fields that hold text; every other value is a number (or null for "not a number this time")
+TEXT_FIELDS = ("kind", "stage")
+#: fields that count something, so whole numbers
+INTEGER_FIELDS = ("step", "max_steps")
 
 
 @dataclass
@@ -15,11 +25,14 @@ class MetricsReader:
     """Follows a metrics.jsonl: each `read_new()` returns the records completed since the last.
 
     A last line without its newline is being written right now: it is left for the next call.
-    A complete line that is not JSON (a crash mid-write long ago) is skipped.
+    A complete line that is not JSON (a crash mid-write long ago) is skipped. `notes` says, once
+    per field, which values were left out for not being numbers.
     """
 
     path: Path
     offset: int = 0
+    notes: list[str] = field(default_factory=list)
+    _dropped: set[str] = field(default_factory=set, repr=False)
 
     def read_new(self, max_bytes: int | None = None) -> list[dict[str, Any]]:
         """With `max_bytes`, only the whole lines within that many bytes (at least one line)."""
@@ -35,10 +48,17 @@ class MetricsReader:
         if end < 0:
             return []
         self.offset += end + 1
-        return parse_lines(chunk[: end + 1])
+        dropped: set[str] = set()
+        records = parse_lines(chunk[: end + 1], dropped)
+        for key in sorted(dropped - self._dropped):
+            self.notes.append(f"{self.path.name}: '{key}' values that are not numbers are left out")
+        self._dropped |= dropped
+        return records
 
 
-def parse_lines(chunk: bytes) -> list[dict[str, Any]]:
+def parse_lines(chunk: bytes, dropped: set[str] | None = None) -> list[dict[str, Any]]:
+    """The records of whole lines, each with only values of the types the contract gives them;
+    the names of fields left out are added to `dropped`."""
     records = []
     for line in chunk.splitlines():
         try:
@@ -46,8 +66,44 @@ def parse_lines(chunk: bytes) -> list[dict[str, Any]]:
         except (ValueError, RecursionError):  # not JSON, or nested too deep to decode
             continue
         if isinstance(record, dict):
-            records.append(record)
+            records.append(sanitized(record, dropped if dropped is not None else set()))
     return records
+
+
+def sanitized(record: dict[str, Any], dropped: set[str]) -> dict[str, Any]:
+    """The record with text only in TEXT_FIELDS, whole numbers in INTEGER_FIELDS and numbers elsewhere.
+
+    A number written as text ("4.766", as transformers 5 prints them) becomes the number; a value
+    that is no number at all is left out and its field name added to `dropped`.
+    """
+    clean: dict[str, Any] = {}
+    for key, value in record.items():
+        kept = _value(key, value)
+        if kept is _DROP:
+            dropped.add(str(key))
+        else:
+            clean[key] = kept
+    return clean
+
+
+_DROP = object()
+
+
+def _value(key: str, value: Any) -> Any:
+    if key in TEXT_FIELDS:
+        return value if isinstance(value, str) else _DROP
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return _DROP
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _DROP
+    if key in INTEGER_FIELDS:
+        return int(value) if float(value).is_integer() else _DROP
+    return value
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ headless nbclient and a saved notebook all end with the final image, no widget s
 from __future__ import annotations
 
 import base64
+import html
 import os
 import threading
 import time
@@ -31,6 +32,8 @@ DRAW_CPU_SHARE = 0.05
 DRAW_NICENESS = 10
 #: live images are drawn a little smaller than comparison figures: cheaper to redraw, as legible on screen
 LIVE_DPI = 80
+#: rounds in a row that may fail (a busy job store, a file being replaced) before the chart gives up and says so
+FAILED_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class LiveChart:
 
     `redraws` counts the images drawn, `png` is the latest, `wait()` blocks until the run
     has ended and the final image is out, `stop()` ends following early (drawing once more).
+    If following fails for good, `error` holds why and the display says so under the last image.
     """
 
     def __init__(self, source: MetricSource, *, log_scale: bool = False, smoothing: float = 0.6,
@@ -108,28 +112,48 @@ class LiveChart:
 
     def _follow(self) -> None:
         drawn: tuple | None = None
-        last_draw, gap = float("-inf"), self.interval
+        last_draw, gap, failures = float("-inf"), self.interval, 0
         try:
             _yield_to_others()
             while True:
-                state = self.source.state()  # before reading: records written before the end are all read
-                self.records += self.source.read_new()
-                final = state.finished or self._stop.is_set()
-                current = (len(self.records), state.status)
-                if current != drawn and (final or time.monotonic() - last_draw >= gap):
-                    if self._figure is None:  # once: importing matplotlib and building the figure
-                        self._figure = ChartFigure(log_scale=self.log_scale, smoothing=self.smoothing)
-                    cpu = time.thread_time()
-                    self._draw(state)
-                    drawn, last_draw = current, time.monotonic()
-                    gap = max(self.interval, (time.thread_time() - cpu) / DRAW_CPU_SHARE)
+                try:
+                    state = self.source.state()  # before reading: records written before the end are all read
+                    self.records += self.source.read_new()
+                    final = state.finished or self._stop.is_set()
+                    current = (len(self.records), state.status)
+                    if current != drawn and (final or time.monotonic() - last_draw >= gap):
+                        if self._figure is None:  # once: importing matplotlib and building the figure
+                            self._figure = ChartFigure(log_scale=self.log_scale, smoothing=self.smoothing)
+                        cpu = time.thread_time()
+                        self._draw(state)
+                        drawn, last_draw = current, time.monotonic()
+                        gap = max(self.interval, (time.thread_time() - cpu) / DRAW_CPU_SHARE)
+                    failures = 0
+                except Exception:
+                    failures += 1
+                    if failures >= FAILED_ROUNDS:
+                        raise
+                    final = False
                 if final:
                     return
                 self._stop.wait(POLL_S)
-        except BaseException as exc:  # a chart must never take the kernel down; keep the reason
+        except BaseException as exc:  # a chart must never take the kernel down: keep the reason, and show it
             self.error = exc
+            self._say_failed(exc)
         finally:
             self._done.set()
+
+    def _say_failed(self, exc: BaseException) -> None:
+        """Replace the display with the last image (if any) and one line saying the chart stopped, and why."""
+        line = f"chart stopped following: {type(exc).__name__}: {exc}"
+        bundle = {"text/plain": f"{self.source.title}: {line}"}
+        image = (f'<img src="data:image/png;base64,{base64.b64encode(self.png).decode("ascii")}"/>'
+                 if self.png else "")
+        bundle["text/html"] = f"{image}<pre>{html.escape(bundle['text/plain'])}</pre>"
+        try:
+            self._publish(bundle)
+        except Exception:  # noqa: BLE001 - the display itself is gone; `error` still says why
+            pass
 
     def _draw(self, state: RunState) -> None:
         line = progress_line(self.records, state)
@@ -143,7 +167,8 @@ class LiveChart:
             self._handle.update(bundle, raw=True)
 
     def __repr__(self) -> str:
-        return f"<LiveChart {self.source.title!r} {'following' if self.running else 'done'}, {self.redraws} redraws>"
+        state = "following" if self.running else f"failed: {self.error!r}" if self.error else "done"
+        return f"<LiveChart {self.source.title!r} {state}, {self.redraws} redraws>"
 
 
 def live_chart(job, *, log_scale: bool = False, smoothing: float = 0.6, show: bool = True) -> LiveChart:

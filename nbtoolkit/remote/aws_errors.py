@@ -8,8 +8,15 @@ EXPIRED = "the AWS credentials have expired; refresh them (e.g. `aws sso login`)
 NO_REGION = "no AWS region is set; give sagemaker.region in the spec (e.g. us-east-1) or set AWS_DEFAULT_REGION"
 
 
-def explain(exc: BaseException, *, action: str, role: str | None = None) -> str:
-    """One sentence for an exception raised while talking to AWS (botocore's, the SDK's, or others)."""
+#: what an identity needs to submit a training job (the permission most denials are about)
+SUBMIT_PERMISSIONS = "sagemaker:CreateTrainingJob and iam:PassRole on the job's role, plus S3 access to the bucket"
+
+
+def explain(exc: BaseException, *, action: str, role: str | None = None, needs: str = SUBMIT_PERMISSIONS) -> str:
+    """One sentence for an exception raised while talking to AWS (botocore's, the SDK's, or others).
+
+    `needs` names the permissions the action takes, for the sentence of an access denial.
+    """
     from botocore.exceptions import (ClientError, EndpointConnectionError, NoCredentialsError, NoRegionError,
                                      PartialCredentialsError, TokenRetrievalError)
 
@@ -32,8 +39,7 @@ def explain(exc: BaseException, *, action: str, role: str | None = None) -> str:
             return (f"SageMaker refused to {action}: {message}; request a higher quota in the Service Quotas "
                     "console or use another instance type or count")
         if code in ("AccessDenied", "AccessDeniedException"):
-            return (f"AWS denied permission to {action}: {message}; your identity needs sagemaker:CreateTrainingJob "
-                    "and iam:PassRole on the job's role, plus S3 access to the bucket")
+            return f"AWS denied permission to {action}: {message}; your identity needs {needs}"
         if role and "role" in message.lower():
             return (f"SageMaker cannot use sagemaker.role '{role}' to {action}: {message}; check that the role exists "
                     "and trusts sagemaker.amazonaws.com")

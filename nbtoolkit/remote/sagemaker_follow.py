@@ -15,6 +15,7 @@ import argparse
 import os
 import re
 import signal
+import sqlite3
 import sys
 import threading
 import time
@@ -25,7 +26,7 @@ from typing import Any
 
 from nbtoolkit.backends.program import ERROR_PREFIX
 from nbtoolkit.catalog import hourly_price
-from nbtoolkit.jobs.supervisor import JOB_ID_ENV
+from nbtoolkit.jobs.tree import JOB_ID_ENV
 from nbtoolkit.remote.aws_errors import explain
 from nbtoolkit.remote.sagemaker_job import TrainingJob
 
@@ -117,6 +118,10 @@ class LostContact(RuntimeError):
     """AWS could not be reached for too long; the training job itself may still be running."""
 
 
+class StopFailed(RuntimeError):
+    """SageMaker refused to stop the training job: it keeps running (and billing)."""
+
+
 class Follower:
     """Follows one training job until it ends; `stop_requested` (set by a signal) stops it first."""
 
@@ -138,6 +143,8 @@ class Follower:
             try:
                 described = self._poll()
                 failing_since = None
+            except StopFailed:
+                raise
             except Exception as exc:  # a laptop asleep, a network blip, throttling: retry a while
                 failing_since = failing_since or time.monotonic()
                 if not transient(exc) or time.monotonic() - failing_since > LOST_CONTACT_S:
@@ -160,10 +167,23 @@ class Follower:
         for line in self.tail.read_new():
             print(line, flush=True)
         if self.stop_requested.is_set() and not self.stop_sent and described["TrainingJobStatus"] not in FINAL:
-            say(f"stopping training job {self.name}; waiting until SageMaker reports it Stopped")
-            self.sagemaker.stop_training_job(TrainingJobName=self.name)
-            self.stop_sent = True
+            self._stop()
         return described
+
+    def _stop(self) -> None:
+        """Ask SageMaker to stop the job: a passing failure is asked again next poll, a refusal ends following."""
+        say(f"stopping training job {self.name}; waiting until SageMaker reports it Stopped")
+        action = f"stop training job {self.name}"
+        try:
+            self.sagemaker.stop_training_job(TrainingJobName=self.name)
+        except Exception as exc:
+            if transient(exc):
+                say(f"could not stop it yet, asking again: {explain(exc, action=action)}")
+                return
+            raise StopFailed(f"{explain(exc, action=action, needs='sagemaker:StopTrainingJob')}; the training job "
+                             f"is still running (and billing): stop it in the console, "
+                             f"{console_url(self.region, self.name)}") from exc
+        self.stop_sent = True
 
     def _report(self, described: dict[str, Any]) -> None:
         transitions = described.get("SecondaryStatusTransitions", [])
@@ -202,11 +222,17 @@ class Follower:
 
 
 class JobRecordUpdater:
-    """Writes the follower's facts into its job's record (when it runs as a job's stage)."""
+    """Writes the follower's facts into its job's record (when it runs as a job's stage).
+
+    The record is a side channel: a busy store keeps the facts pending for the next poll and
+    never interrupts following the training job.
+    """
 
     def __init__(self, store, job_id: str | None) -> None:
         self.store, self.job_id = store, job_id
         self.phases: dict[str, dict[str, Any]] = {}
+        self.pending: dict[str, Any] = {}
+        self.latest: dict[str, Any] = {}  # the facts of the last phase reported (the row's top-level info)
 
     @classmethod
     def from_environment(cls) -> JobRecordUpdater:
@@ -223,17 +249,28 @@ class JobRecordUpdater:
     def phase_facts(self, phase: str, facts: dict[str, Any]) -> None:
         """Record one SageMaker job's facts; the totals (billable seconds, cost) add up every phase."""
         self.phases[phase] = {**self.phases.get(phase, {}), **facts}
-        if self.store is None:
-            return
-        info = self.store.get(self.job_id).info
-        phases = {**info.get("sagemaker_jobs", {}), phase: self.phases[phase]}
-        totals = {"billable_seconds": sum(item.get("billable_seconds") or 0 for item in phases.values()),
-                  "cost_usd": _sum_or_none(item.get("cost_usd") for item in phases.values())}
-        self.store.update(self.job_id, info={**info, **facts, **totals, "sagemaker_jobs": phases})
+        self.latest = facts
+        self._flush()
 
     def update(self, **values: Any) -> None:
-        if self.store is not None:
+        self.pending.update(values)
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.store is None:
+            return
+        try:
+            values = dict(self.pending)
+            if self.phases:
+                info = self.store.get(self.job_id).info
+                phases = {**info.get("sagemaker_jobs", {}), **self.phases}
+                totals = {"billable_seconds": sum(item.get("billable_seconds") or 0 for item in phases.values()),
+                          "cost_usd": _sum_or_none(item.get("cost_usd") for item in phases.values())}
+                values["info"] = {**info, **self.latest, **totals, "sagemaker_jobs": phases}
             self.store.update(self.job_id, **values)
+            self.pending = {}
+        except sqlite3.OperationalError as exc:  # e.g. "database is locked" past the busy timeout
+            say(f"the job store did not answer ({exc}); the job's record catches up at the next poll")
 
 
 def _sum_or_none(values) -> float | None:
@@ -283,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         follower.record.phase_facts(args.phase, {"remote_name": name, "region": region,
                                                  "console_url": console_url(boto.region_name, name)})
         return follower.run()
-    except (SubmitError, LostContact) as exc:
+    except (SubmitError, LostContact, StopFailed) as exc:
         message = str(exc)
     except Exception as exc:  # AWS calls while following: one sentence, not a traceback
         message = explain(exc, action="follow the training job")
