@@ -17,7 +17,7 @@ DEEPSPEED_WHEEL := $(VENV)/wheels/.built
 DEEPSPEED_STAMP := $(VENV)/.deepspeed
 SAGEMAKER_STAMP := $(VENV)/.sagemaker
 
-.PHONY: install deepspeed demo lab test-setup test clean
+.PHONY: install deepspeed demo lab notebooks test-setup test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -94,3 +94,7 @@ test:
 
 clean:
 	rm -rf $(VENV) build dist test-output $(LAB)/node_modules $(LAB)/lib nbtoolkit/labextension
+
+# the example notebooks, executed in smoke mode and saved with their outputs (tests check they are current)
+notebooks: install deepspeed $(SAGEMAKER_STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python tools/execute_notebooks.py

@@ -94,7 +94,11 @@ class LiveChart:
         self._stop = threading.Event()
         self._done = threading.Event()
         self._handle = _display_handle(source.title) if show else None
-        self._thread = threading.Thread(target=self._follow, daemon=True, name=f"nbtoolkit-chart {source.title}")
+        if source.state().finished:  # an ended job: its final image now, so the output shows it when the cell ends
+            self._follow()
+            return
+        self._thread = threading.Thread(target=self._follow_politely, daemon=True,
+                                        name=f"nbtoolkit-chart {source.title}")
         self._thread.start()
 
     @property
@@ -110,11 +114,14 @@ class LiveChart:
         self._stop.set()
         self._done.wait(timeout)
 
+    def _follow_politely(self) -> None:
+        _yield_to_others()
+        self._follow()
+
     def _follow(self) -> None:
         drawn: tuple | None = None
         last_draw, gap, failures = float("-inf"), self.interval, 0
         try:
-            _yield_to_others()
             while True:
                 try:
                     state = self.source.state()  # before reading: records written before the end are all read
