@@ -7,7 +7,7 @@ On Neuron, "native" is the same run on CPU; elsewhere it is `compile: none` vs `
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,16 @@ from nbtoolkit import jobs as job_control
 from nbtoolkit.api import Job, launch
 from nbtoolkit.jobs.store import JobStore
 from nbtoolkit.metrics.compare import Comparison, compare
-from nbtoolkit.spec import RunSpec, SpecError, load_spec
+from nbtoolkit.spec import RunSpec, SpecError, load_spec, merged
 
-def compiled_variants(spec: RunSpec | dict | str | Path) -> dict[str, RunSpec]:
-    """The native spec, then the compiled one, by label, with fixed padding and the same seed."""
+
+def compiled_variants(spec: RunSpec | dict | str | Path,
+                      compiled_changes: Mapping[str, Any] | None = None) -> dict[str, RunSpec]:
+    """The native spec, then the compiled one, by label, with fixed padding and the same seed.
+
+    `compiled_changes` go into the compiled run only: what compiling lets it afford, such as the larger
+    batch that fits once the compiler has shrunk the memory footprint (with the learning rate scaled to it).
+    """
     spec = load_spec(spec)
     if spec.script is not None:
         raise SpecError(f"script {spec.script.path} decides for itself whether to compile, so both runs would be the "
@@ -35,19 +41,22 @@ def compiled_variants(spec: RunSpec | dict | str | Path) -> dict[str, RunSpec]:
         labels = ("cpu", "neuron")
     else:
         native, compiled, labels = {"compile": "none"}, {"compile": "torch"}, ("eager", "torch.compile")
-    return {label: load_spec({**base, **changes, "name": f"{name} ({label})"})
+    compiled = merged(compiled, dict(compiled_changes or {}))
+    return {label: load_spec(merged(base, {**changes, "name": f"{name} ({label})"}))
             for label, changes in zip(labels, (native, compiled))}
 
 
-def compare_compiled(spec: RunSpec | dict | str | Path, *, timeout: float | None = None,
-                     on_launch: Callable[[Job], Any] | None = None, store: JobStore | None = None) -> Comparison:
-    """Run `spec` native, then compiled, wait for both, and compare them (native is the baseline).
+def compare_compiled(spec: RunSpec | dict | str | Path, *, compiled_changes: Mapping[str, Any] | None = None,
+                     timeout: float | None = None, on_launch: Callable[[Job], Any] | None = None,
+                     store: JobStore | None = None) -> Comparison:
+    """Run `spec` native, then compiled (with `compiled_changes`, see compiled_variants), wait for both,
+    and compare them (native is the baseline).
 
     `on_launch(job)` is called as each job starts, e.g. `nbtoolkit.notebook.charts.live_chart`
     to watch it; a chart it returns draws its final frame before the next run starts. The table's verdict says plainly when compiling did not pay off.
     """
     jobs: dict[str, Job] = {}
-    for label, variant in compiled_variants(spec).items():
+    for label, variant in compiled_variants(spec, compiled_changes).items():
         job = launch(variant, store=store)
         jobs[label] = job
         watcher = on_launch(job) if on_launch is not None else None

@@ -455,6 +455,15 @@ def spec_warnings(spec: RunSpec) -> list[str]:
 # -- loading -----------------------------------------------------------------------------------
 
 
+def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `changes` on top, section by section (a nested mapping changes only the keys it names)."""
+    result = dict(base)
+    for key, value in changes.items():
+        both_mappings = isinstance(value, dict) and isinstance(result.get(key), dict)
+        result[key] = merged(result[key], value) if both_mappings else value
+    return result
+
+
 def load_spec(source: RunSpec | dict[str, Any] | str | Path) -> RunSpec:
     """Build a RunSpec from a dict, a YAML/JSON text, or a path to a .yaml/.json file.
 

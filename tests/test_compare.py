@@ -98,6 +98,16 @@ def test_compiled_variants_share_seed_and_padding_and_differ_only_in_compile():
     assert native.model_dump(exclude={"compile", "name"}) == compiled.model_dump(exclude={"compile", "name"})
 
 
+def test_the_compiled_run_can_afford_the_larger_batch_it_fits():
+    """The Training Compiler tutorial: batch 13 per GPU natively, 25 compiled, the learning rate scaled with it."""
+    native, compiled = compiled_variants(
+        {"task": "causal-lm", "train": {"batch_size": 13, "learning_rate": 5e-5 / 32 * 13, "seed": 3}},
+        {"train": {"batch_size": 25, "learning_rate": 5e-5 / 32 * 25}}).values()
+    assert (native.train.batch_size, compiled.train.batch_size) == (13, 25)
+    assert compiled.train.learning_rate == pytest.approx(3.90625e-5) and native.train.learning_rate == pytest.approx(2.03125e-5)
+    assert compiled.train.seed == native.train.seed == 3 and compiled.compile == "torch"
+
+
 def test_a_user_script_cannot_be_compared_compiled_vs_native():
     from nbtoolkit.spec import SpecError
 
@@ -139,7 +149,7 @@ def code_cells(nb):
 def test_example_notebook_runs_top_to_bottom_and_shows_the_analysis(compiled_notebook):
     nb, store = compiled_notebook
     cells = {cell.source.splitlines()[0]: cell for cell in code_cells(nb)}
-    charts = display_outputs(cells["comparison = compare_compiled(spec, on_launch=live_chart)"])
+    charts = display_outputs(cells["comparison = compare_compiled(spec, compiled_changes=COMPILED_CHANGES, on_launch=live_chart)"])
     assert len(charts) == 2  # one live chart per job, each ending on its final image
     for chart, label in zip(charts, ("(eager)", "(torch.compile)")):
         assert base64.b64decode(chart.data["image/png"]).startswith(PNG)

@@ -55,3 +55,18 @@ def test_the_bert_emotion_launch_is_the_tutorials():
     spec = json.loads((golden / "spec.json").read_text())
     assert (spec["train"]["batch_size"], spec["train"]["learning_rate"], spec["train"]["epochs"]) == (16, 5e-5, 3)
     assert spec["dataset"]["name"] == "philschmid/emotion" and spec["precision"] == "bf16"
+
+
+def test_the_gpt2_launch_is_the_tutorials():
+    """Seed 004: GPT-2 on wikitext-103 (block 512) on ml.p4d.24xlarge instances, data parallel over all their
+    GPUs, batch 13 per GPU natively and 25 compiled, the learning rate 5e-5 scaled from a batch of 32."""
+    from nbtoolkit.compiled import compiled_variants
+
+    job = json.loads((GOLDEN / "gpt2-wikitext-sagemaker" / "sagemaker" / "job.json").read_text())
+    assert (job["instance_type"], job["instance_count"], job["processes_per_node"]) == ("ml.p4d.24xlarge", 2, 8)
+    spec = SPECS["gpt2-wikitext-sagemaker"]
+    assert (spec.dataset.max_length, spec.train.batch_size) == (512, 13)
+    assert spec.train.learning_rate == pytest.approx(5e-5 / 32 * 13)
+    native, compiled = compiled_variants(spec, {"train": {"batch_size": 25, "learning_rate": 5e-5 / 32 * 25}}).values()
+    assert (native.compile, compiled.compile, compiled.train.batch_size) == ("none", "torch", 25)
+    assert compiled.hardware == native.hardware and compiled.world_size == 16

@@ -19,7 +19,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
-from nbtoolkit.spec import TASKS, SpecError, load_spec
+from nbtoolkit.spec import TASKS, SpecError, load_spec, merged
 
 #: module -> IPython Magics class registered by `%load_ext nbtoolkit`
 MAGIC_CLASSES: dict[str, str] = {
@@ -84,7 +84,7 @@ def base_spec(path: str | None, cell: str | None) -> dict[str, Any]:
     """The spec the flags start from: a `--spec` file, with a `%%finetune` body on top of it."""
     data = load_spec(Path(path).expanduser()).to_dict() if path else {}
     if cell and cell.strip():
-        data = _merge(data, _yaml_mapping(cell))
+        data = merged(data, _yaml_mapping(cell))
     return data
 
 
@@ -96,14 +96,6 @@ def _yaml_mapping(text: str) -> dict[str, Any]:
     if not isinstance(body, dict):
         load_spec(text)  # raises the sentence every front shows for a body that is not a YAML mapping
     return body
-
-
-def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in top.items():
-        merged[key] = _merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) \
-            else value
-    return merged
 
 
 def _job(job_id: str):
