@@ -172,3 +172,21 @@ def test_t5_activations_match_what_autograd_keeps(fields, batch, source, target)
                                    checkpointing=False)
     transient = max(memory.input_layer_bytes(shape, source, 2), memory.target_layer_bytes(shape, target, source, 2))
     assert measured / (batch * (kept - transient)) == pytest.approx(1.0, abs=0.1)
+
+
+def test_nodes_share_their_network_link_once_not_once_per_device():
+    """A hierarchical all-reduce sends each node's share over its network link once: 8 GPUs behind one NIC
+    take as long between nodes as 1 GPU behind it (a flat per-GPU split of the NIC would make them 8x slower)."""
+    from nbtoolkit.planner.timing import Hardware
+
+    def nodes_of(devices_per_node):
+        return Hardware(peak_flops=1e14, devices_per_node=devices_per_node, nodes=2, device_link_gbs=300,
+                        network_gbps=25, host_link_gbs=16)
+
+    volume = 2 * 4 * 0.34e9  # an fp32 gradient all-reduce of BERT-large
+    eight, one = nodes_of(8).collective_seconds(volume), nodes_of(1).collective_seconds(volume)
+    assert eight == pytest.approx(one)
+    # by hand: half of 2.72 GB crosses a 25 Gbit/s link used at half its datasheet rate (1.5625 GB/s)
+    assert one == pytest.approx(1.36e9 / 1.5625e9)
+    assert Hardware(peak_flops=1e14, devices_per_node=8, nodes=1, device_link_gbs=None, network_gbps=25,
+                    host_link_gbs=16).collective_seconds(volume) is None

@@ -70,3 +70,13 @@ def test_the_gpt2_launch_is_the_tutorials():
     native, compiled = compiled_variants(spec, {"train": {"batch_size": 25, "learning_rate": 5e-5 / 32 * 25}}).values()
     assert (native.compile, compiled.compile, compiled.train.batch_size) == ("none", "torch", 25)
     assert compiled.hardware == native.hardware and compiled.world_size == 16
+
+
+def test_the_bert_qa_launch_is_the_tutorials():
+    """Seed 001: 2 x ml.p3.16xlarge, every GPU a data-parallel rank, fp16, batch 4 per GPU, 2 epochs, 384/128."""
+    job = json.loads((GOLDEN / "bert-qa-sagemaker" / "sagemaker" / "job.json").read_text())
+    assert (job["instance_type"], job["instance_count"], job["processes_per_node"]) == ("ml.p3.16xlarge", 2, 8)
+    assert job["strategy"] == "ddp" and job["distributed"]
+    spec = json.loads((GOLDEN / "bert-qa-sagemaker" / "sagemaker" / "code" / "spec.json").read_text())
+    assert (spec["train"]["batch_size"], spec["train"]["epochs"], spec["precision"]) == (4, 2, "fp16")
+    assert (spec["dataset"]["max_length"], spec["dataset"]["doc_stride"]) == (384, 128)

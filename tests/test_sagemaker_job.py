@@ -168,6 +168,20 @@ def test_the_image_python_comes_from_the_sdks_own_image_table():
         training_job(sagemaker_spec(sagemaker={"transformers_version": "4.36", "pytorch_version": "2.9.0"}))
 
 
+def test_a_v100_instance_gets_the_newest_image_whose_pytorch_still_runs_on_it():
+    """PyTorch 2.8+ CUDA builds carry no Volta kernels: on ml.p3 the default image would never start training."""
+    from sagemaker.core import image_uris
+
+    job = training_job(sagemaker_spec(hardware={"instance_type": "ml.p3.16xlarge"}))
+    assert job.versions["pytorch_version"].startswith("2.7.")
+    assert "pytorch-training:2.7." in image_uris.retrieve(region="us-east-1", **job.image_lookup)
+    assert training_job(sagemaker_spec()).versions["pytorch_version"] == DEFAULT_VERSIONS["pytorch_version"]
+    with pytest.raises(ValueError, match=r"^sagemaker.pytorch_version 2.9.0 has no GPU kernels for the V100-16GB of "
+                                         r"'ml.p3.16xlarge' \(PyTorch 2.7 is the last that runs there\); leave"):
+        training_job(sagemaker_spec(hardware={"instance_type": "ml.p3.16xlarge"},
+                                    sagemaker={"transformers_version": "5.3.0", "pytorch_version": "2.9.0"}))
+
+
 def test_a_user_script_ships_its_directory_and_arguments_become_hyperparameters(tmp_path):
     script = tmp_path / "src" / "run_qa.py"
     script.parent.mkdir()

@@ -47,18 +47,28 @@ class Hardware:
     def devices(self) -> int:
         return self.devices_per_node * self.nodes
 
-    def collective_bandwidth(self) -> float | None:
-        """Bytes/s one device achieves in a collective: the slower of its links, or None if unknown."""
+    def collective_seconds(self, volume_bytes: float) -> float | None:
+        """Seconds for a collective that moves `volume_bytes` per participant (ring factor left out), or None if a
+        link speed is unknown.
+
+        Collectives run hierarchically (NCCL's rings and trees): inside a node over the device links, between
+        nodes over each node's network link carrying that node's share once, not once per device. The slower
+        of the two levels sets the time.
+        """
         if self.devices == 1:
-            return None
-        links = []
+            return 0.0
+        seconds = []
         if self.devices_per_node > 1:
-            links.append(self.device_link_gbs)
+            if self.device_link_gbs is None:
+                return None
+            ring = (self.devices_per_node - 1) / self.devices_per_node
+            seconds.append(volume_bytes * ring / (self.device_link_gbs * 1e9 * LINK_EFFICIENCY))
         if self.nodes > 1:
-            links.append(self.network_gbps / 8 / self.devices_per_node if self.network_gbps else None)
-        if any(link is None for link in links):
-            return None
-        return min(links) * 1e9 * LINK_EFFICIENCY
+            if self.network_gbps is None:
+                return None
+            ring = (self.nodes - 1) / self.nodes
+            seconds.append(volume_bytes * ring / (self.network_gbps / 8 * 1e9 * LINK_EFFICIENCY))
+        return max(seconds)
 
 
 @dataclass(frozen=True)
@@ -76,20 +86,16 @@ def step_time(*, hardware: Hardware, flops_per_micro_batch: float, grad_accum: i
     """Seconds per optimizer step of `grad_accum` micro-batches on every device."""
     compute = flops_per_micro_batch / (hardware.peak_flops * utilisation)
     n = hardware.devices
-    bandwidth = hardware.collective_bandwidth()
-    if n == 1:
-        per_micro, per_step = 0.0, 0.0
-    else:
-        ring = (n - 1) / n
-        if zero_stage >= 3:  # gather weights for forward and backward, reduce-scatter gradients
-            per_micro, per_step = 3 * weight_bytes * params * ring, 0.0
-        elif zero_stage == 2:  # reduce-scatter gradients every micro-batch, gather weights after the step
-            per_micro, per_step = weight_bytes * params * ring, weight_bytes * params * ring
-        else:  # all-reduce gradients once per step (DDP no_sync; ZeRO-1 reduce + gather)
-            per_micro, per_step = 0.0, 2 * weight_bytes * params * ring
-    modelled = n == 1 or bandwidth is not None
-    micro_comm = per_micro / bandwidth if bandwidth else 0.0
-    step_comm = per_step / bandwidth if bandwidth else 0.0
+    weights = weight_bytes * params
+    if zero_stage >= 3:  # gather weights for forward and backward, reduce-scatter gradients
+        per_micro, per_step = 3 * weights, 0.0
+    elif zero_stage == 2:  # reduce-scatter gradients every micro-batch, gather weights after the step
+        per_micro, per_step = weights, weights
+    else:  # all-reduce gradients once per step (DDP no_sync; ZeRO-1 reduce + gather)
+        per_micro, per_step = 0.0, 2 * weights
+    micro_comm, step_comm = hardware.collective_seconds(per_micro), hardware.collective_seconds(per_step)
+    modelled = micro_comm is not None
+    micro_comm, step_comm = micro_comm or 0.0, step_comm or 0.0
     micro = max(compute, micro_comm)
     total = (grad_accum - 1) * micro + max(compute, micro_comm + step_comm)
     offload = 0.0

@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict
 
 from nbtoolkit.backends.neuron import neuron_env, precompile_spec
 from nbtoolkit.backends.program import BASE_ENV, SPEC_FILE
-from nbtoolkit.catalog import hourly_price
+from nbtoolkit.catalog import CatalogError, hourly_price
+from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.metrics.parse import pair_pattern
 from nbtoolkit.remote.sagemaker_instances import SMDDP_INSTANCE_TYPES, SMP_INSTANCE_TYPES, accelerator_of
 from nbtoolkit.spec import RunSpec
@@ -267,12 +268,44 @@ def _image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | N
             "instances only; choose an ml.g5/ml.p4d-class instance or give sagemaker.image_uri")
     versions = {"transformers_version": settings.transformers_version or DEFAULT_VERSIONS["transformers_version"],
                 "pytorch_version": settings.pytorch_version or DEFAULT_VERSIONS["pytorch_version"]}
+    newest = _newest_pytorch(instance)
+    if newest is not None and _release(versions["pytorch_version"]) > _release(newest):
+        if settings.pytorch_version or settings.transformers_version:
+            raise SageMakerSetupError(
+                f"sagemaker.pytorch_version {versions['pytorch_version']} has no GPU kernels for the "
+                f"{catalog_instance(instance).accelerator} of '{instance}' (PyTorch {newest} is the last that runs "
+                f"there); leave the versions out to get the newest image that does, or choose a newer instance type")
+        versions = _newest_image_up_to(newest)
     versions["py_version"] = image_python(versions["transformers_version"], versions["pytorch_version"],
                                           settings.py_version)
     lookup = {"framework": "huggingface", "version": versions["transformers_version"],
               "base_framework_version": f"pytorch{versions['pytorch_version']}", "py_version": versions["py_version"],
               "image_scope": "training", "instance_type": instance}
     return None, lookup, versions
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def _newest_pytorch(instance: str) -> str | None:
+    try:
+        return catalog_instance(instance).device.newest_pytorch
+    except CatalogError:
+        return None
+
+
+def _newest_image_up_to(pytorch: str) -> dict[str, str]:
+    """The newest Hugging Face training image (transformers, PyTorch) whose PyTorch is at most `pytorch`."""
+    table = huggingface_training_images()
+    if table is None:
+        raise SageMakerSetupError(f"this instance type needs PyTorch {pytorch} or older; give "
+                                  "sagemaker.transformers_version and sagemaker.pytorch_version")
+    limit = _release(pytorch)[:2]
+    candidates = [(transformers, name.removeprefix("pytorch")) for transformers, frameworks in table["versions"].items()
+                  for name in frameworks if name.startswith("pytorch") and _release(name.removeprefix("pytorch"))[:2] <= limit]
+    transformers, torch = max(candidates, key=lambda pair: (_release(pair[0]), _release(pair[1])))
+    return {"transformers_version": transformers, "pytorch_version": torch}
 
 
 def image_python(transformers_version: str, pytorch_version: str, wanted: str | None) -> str:
