@@ -146,8 +146,8 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
 def _topology(spec: RunSpec, max_ranks: int, notes: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The same nodes and devices per node on CPU, narrowed to `max_ranks` in the same shape."""
     nodes, devices = spec.hardware.nodes, spec.hardware.devices
-    if nodes * devices > max_ranks:
-        nodes = min(nodes, max(max_ranks // 2, 1))
+    if nodes * devices > max_ranks:  # a multi-node run stays multi-node: its rendezvous is what most often breaks
+        nodes = min(nodes, max(max_ranks // 2, 2 if max_ranks >= 2 else 1))
         devices = min(devices, max(max_ranks // nodes, 1))
         notes.append(f"the real run's {spec.world_size} ranks ({spec.hardware.nodes} node(s) x {spec.hardware.devices}) "
                      f"are more than this machine holds: rehearsed as {nodes} node(s) x {devices}, the same "
