@@ -23,7 +23,7 @@ def outputs_text(notebook) -> str:
                                "torchrun --nnodes=1 --nproc_per_node=2"]),
     ("t5-summarization-trainium", ["stages: precompile -> train -> predict",
                                    "NEURON_NUM_DEVICES=0 python3 -m nbtoolkit.train.predict --spec spec.json",
-                                   "stages: train succeeded", "eval_rouge1",
+                                   "stages: train succeeded", "eval_rouge1", "model: t5-small",
                                    "neuron_parallel_compile torchrun --nnodes=1 --nproc_per_node=2"]),
 ])
 def test_trainium_notebook_runs_in_smoke_mode(name, expected, home):

@@ -80,3 +80,18 @@ def test_the_bert_qa_launch_is_the_tutorials():
     spec = json.loads((GOLDEN / "bert-qa-sagemaker" / "sagemaker" / "code" / "spec.json").read_text())
     assert (spec["train"]["batch_size"], spec["train"]["epochs"], spec["precision"]) == (4, 2, "fp16")
     assert (spec["dataset"]["max_length"], spec["dataset"]["doc_stride"]) == (384, 128)
+
+
+@pytest.mark.parametrize(("name", "workers", "model"), [("t5-small-trainium", 2, "t5-small"),
+                                                       ("t5-large-trainium", 32, "t5-large")])
+def test_the_t5_trainium_launches_are_the_tutorials(name, workers, model):
+    """Seed 000: precompile, then torchrun with one worker per NeuronCore in full bf16, then predict_with_generate
+    on CPU (NEURON_NUM_DEVICES=0) over the test split; t5-large on a trn1.32xlarge's 32 workers."""
+    run_sh = (GOLDEN / name / "run.sh").read_text()
+    stages = [line.removeprefix("# stage: ") for line in run_sh.splitlines() if line.startswith("# stage: ")]
+    assert stages == ["precompile", "train", "predict"] and "export XLA_USE_BF16=1" in run_sh
+    assert f"neuron_parallel_compile torchrun --nnodes=1 --nproc_per_node={workers} " in run_sh
+    assert "NEURON_NUM_DEVICES=0 python3 -m nbtoolkit.train.predict --spec spec.json" in run_sh
+    spec = json.loads((GOLDEN / name / "spec.json").read_text())
+    assert spec["model"] == model and spec["dataset"]["eval_split"] == "test"
+    assert (spec["train"]["batch_size"], spec["train"]["grad_accum"], spec["train"]["epochs"]) == (32, 32, 3)
