@@ -7,7 +7,6 @@ import pytest
 from nbtoolkit.cli import main
 from nbtoolkit.rehearse import RehearsalError, rehearsal, rehearse
 from nbtoolkit.spec import load_spec
-from tests.real_launches import real_specs
 
 #: the FLAN-T5 XXL tutorial's run (seed 003), its columns named as a user's own data might name them
 FLAN_T5 = {"name": "flan t5 xxl", "task": "summarization", "model": "google/flan-t5-xxl", "precision": "bf16",
@@ -93,10 +92,3 @@ def test_two_ranks_of_a_multi_node_run_are_two_nodes():
     assert [(s["hardware"]["nodes"], s["hardware"]["devices"]) for s in rehearsal(spec, max_ranks=2).specs] == \
         [(2, 1), (2, 1)]
 
-
-@pytest.mark.parametrize("name", sorted(real_specs()))
-def test_every_example_notebooks_real_run_rehearses_here(name, store, tmp_path):
-    """Each notebooks/specs/ file (the real runs behind the goldens), two ranks wide, for real."""
-    report = rehearse(real_specs()[name], workdir=tmp_path, store=store, timeout=600, max_ranks=2)
-    assert report.passed, report
-    assert "the planner predicts" in report.memory

@@ -1,0 +1,17 @@
+"""Every example notebook's real run (notebooks/specs/, the specs behind the golden launches) rehearses
+here, two ranks wide, before anyone pays for it (a file of its own, so pytest -n runs it beside the rest)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nbtoolkit.rehearse import rehearse
+from tests.real_launches import real_specs
+
+
+@pytest.mark.parametrize("name", sorted(real_specs()))
+def test_every_example_notebooks_real_run_rehearses_here(name, store, tmp_path):
+    """Each notebooks/specs/ file (the real runs behind the goldens), two ranks wide, for real."""
+    report = rehearse(real_specs()[name], workdir=tmp_path, store=store, timeout=600, max_ranks=2)
+    assert report.passed, report
+    assert "the planner predicts" in report.memory
