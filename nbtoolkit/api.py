@@ -10,6 +10,7 @@ from nbtoolkit import backends
 from nbtoolkit import jobs as job_control
 from nbtoolkit.jobs.checkpoints import last_checkpoint
 from nbtoolkit.jobs.store import JobRecord, JobStore
+from nbtoolkit.metrics import forecast
 from nbtoolkit.metrics.chain import chain_records
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.spec import RunSpec, load_spec
@@ -104,7 +105,7 @@ def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, 
     backends.preflight(spec)
     launch_ = backends.render(spec)
     store = store or JobStore()
-    info = {"hourly_price_usd": spec.hardware.hourly_price_usd}
+    info = {"hourly_price_usd": spec.hardware.hourly_price_usd, forecast.INFO_KEY: forecast.forecast(spec)}
     record = job_control.submit(launch_, name=spec.display_name, task=spec.task, store=store, info=info,
                                 resumed_from=resumed_from)
     return Job(record.id, store)

@@ -13,6 +13,7 @@ from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, read_log, stop
 from nbtoolkit.jobs.listing import format_table, listing_row
+from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.spec import SpecError, load_spec
@@ -119,7 +120,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         if info.get("billable_seconds") is not None:
             savings = f", spot saved {info['spot_savings_pct']:.0f}%" if info.get("spot_savings_pct") is not None else ""
             print(f"{'billable':>10}: {info['billable_seconds']} s{savings}")
-    evals = [metric for metric in job.records() if metric.get("kind") == "eval"]
+    records = job.records()
+    forecast_lines = comparison_lines(record, records)
+    if forecast_lines:
+        print(f"{'planned':>10}: " + f"\n{'':>12}".join(forecast_lines))
+    evals = [metric for metric in records if metric.get("kind") == "eval"]
     if evals:
         shown = {key: value for key, value in evals[-1].items() if key.startswith("eval_")}
         print(f"{'last eval':>10}: " + ", ".join(f"{key} {value:.4g}" for key, value in shown.items()

@@ -227,8 +227,11 @@ class FinetuneMagics(Magics):
             job = _job(args.job_id)
         except JobNotFound as exc:
             raise UsageError(str(exc)) from None
+        from nbtoolkit.metrics.forecast import comparison_lines
+
         row = listing_row(job.record)
         print("  ".join(f"{key} {value}" for key, value in row.items() if value))
+        print("\n".join(comparison_lines(job.record, job.records())))
         job.chart(log_scale=args.log_scale)
         print(f"--- last {args.tail} lines of {job.dir / 'output.log'}\n{job.logs(tail=args.tail)}")
 

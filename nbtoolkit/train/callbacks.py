@@ -83,8 +83,18 @@ class MetricsCallback(TrainerCallback):
         figures = {"steady_samples_per_second": steady.samples_per_second,
                    "steady_tokens_per_second": steady.tokens_per_second,
                    "warmup_seconds": round(steady.warmup_seconds, 4),
-                   "peak_memory_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}  # KiB on Linux
+                   "peak_memory_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),  # KiB on Linux
+                   "peak_device_memory_mb": _peak_device_memory_mb()}
         return {key: value for key, value in figures.items() if value is not None}
+
+
+def _peak_device_memory_mb() -> float | None:
+    """What this rank's GPU held at most (tensors the caching allocator handed out), or None off CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return round(torch.cuda.max_memory_allocated() / 2**20, 1)
 
 
 def progress_line(record: dict, elapsed: float) -> str:
