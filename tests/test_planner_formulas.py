@@ -190,3 +190,16 @@ def test_nodes_share_their_network_link_once_not_once_per_device():
     assert one == pytest.approx(1.36e9 / 1.5625e9)
     assert Hardware(peak_flops=1e14, devices_per_node=8, nodes=1, device_link_gbs=None, network_gbps=25,
                     host_link_gbs=16).collective_seconds(volume) is None
+
+
+def test_neuron_bf16_keeps_every_state_in_bf16():
+    """XLA_USE_BF16=1 casts weights, gradients and AdamW's moments to bf16 (2 bytes each, no fp32 master copy):
+    8 bytes a parameter where autocast on a GPU keeps 16."""
+    from nbtoolkit.planner import plan
+
+    spec = {"task": "summarization", "model": "t5-large", "dataset": {"max_length": 512},
+            "hardware": {"instance_type": "trn1.32xlarge"}, "train": {"batch_size": 4}}
+    neuron = plan({**spec, "precision": "bf16"}, alternatives=False).memory
+    fp32 = plan({**spec, "precision": "fp32"}, alternatives=False).memory
+    assert neuron.weights * 2 == pytest.approx(fp32.weights) and neuron.optimizer * 2 == pytest.approx(fp32.optimizer)
+    assert (neuron.weights + neuron.gradients + neuron.optimizer) / 737_668_096 == pytest.approx(8, rel=0.01)

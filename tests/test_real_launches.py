@@ -85,7 +85,8 @@ def test_the_bert_qa_launch_is_the_tutorials():
 @pytest.mark.parametrize(("name", "workers", "model"), [("t5-small-trainium", 2, "t5-small"),
                                                        ("t5-large-trainium", 32, "t5-large")])
 def test_the_t5_trainium_launches_are_the_tutorials(name, workers, model):
-    """Seed 000: precompile, then torchrun with one worker per NeuronCore in full bf16, then predict_with_generate
+    """Seed 000: precompile, then torchrun with one worker per NeuronCore in full bf16 (batch 4: "Total train batch
+    size" 8 on 2 workers), then predict_with_generate
     on CPU (NEURON_NUM_DEVICES=0) over the test split; t5-large on a trn1.32xlarge's 32 workers."""
     run_sh = (GOLDEN / name / "run.sh").read_text()
     stages = [line.removeprefix("# stage: ") for line in run_sh.splitlines() if line.startswith("# stage: ")]
@@ -94,4 +95,4 @@ def test_the_t5_trainium_launches_are_the_tutorials(name, workers, model):
     assert "NEURON_NUM_DEVICES=0 python3 -m nbtoolkit.train.predict --spec spec.json" in run_sh
     spec = json.loads((GOLDEN / name / "spec.json").read_text())
     assert spec["model"] == model and spec["dataset"]["eval_split"] == "test"
-    assert (spec["train"]["batch_size"], spec["train"]["grad_accum"], spec["train"]["epochs"]) == (32, 32, 3)
+    assert (spec["train"]["batch_size"], spec["train"]["grad_accum"], spec["train"]["epochs"]) == (4, 1, 3)

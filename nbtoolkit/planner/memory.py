@@ -50,6 +50,13 @@ def zero_paper_bytes(params: float, devices: int, stage: int, *, weight_bytes: i
             + optimizer_bytes * params / (devices if stage >= 1 else 1))
 
 
+def full_bf16_model_states(params: float, devices_per_node: int) -> ModelStates:
+    """Neuron with XLA_USE_BF16=1: every float tensor is cast to bf16, weights, gradients and AdamW's two
+    moments included (2 bytes each), with no fp32 master copy."""
+    return ModelStates(weights=2 * params, gradients=2 * params, optimizer=4 * params, gathered=0,
+                       host=_loading_host_bytes(params, devices_per_node), ideal=8 * params)
+
+
 def torch_model_states(params: float, devices_per_node: int) -> ModelStates:
     """PyTorch (DDP or one process), AdamW; autocast keeps fp32 weights whatever the precision."""
     return ModelStates(weights=4 * params, gradients=4 * params, optimizer=8 * params, gathered=0,

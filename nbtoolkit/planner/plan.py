@@ -274,6 +274,8 @@ class Plan(Estimate):
 
 
 def _model_states(setup: Setup, shape: ModelShape) -> memory.ModelStates:
+    if not setup.deepspeed and setup.precision == "bf16" and setup.device and setup.device.kind == "neuron":
+        return memory.full_bf16_model_states(shape.params, setup.devices_per_node)  # the launch sets XLA_USE_BF16
     if not setup.deepspeed:
         return memory.torch_model_states(shape.params, setup.devices_per_node)
     return memory.deepspeed_model_states(
