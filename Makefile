@@ -57,11 +57,13 @@ $(BUILD_TOOLS_STAMP): $(LOCK) | lock-check $(UV)
 	touch $@
 
 # every locked package (DeepSpeed built here from its hashed source with its CPU ops, cpu_adam for
-# optimizer offload and shm_comm for CPU collectives, while the rest downloads); removes what the
-# lock does not name. Needs the build tools installed first.
+# optimizer offload and shm_comm for CPU collectives, while the rest downloads). `sync` also removes
+# what the lock does not name; binder/postBuild installs beside its image's own packages instead.
+# Needs the build tools installed first.
+LOCK_INSTALL ?= sync
 $(PACKAGES_STAMP): $(LOCK) $(BUILD_TOOLS_STAMP) | lock-check
-	DS_BUILD_OPS=0 DS_BUILD_CPU_ADAM=1 DS_BUILD_SHM_COMM=1 \
-		$(UV) pip sync $(UV_INTO_VENV) --require-hashes --no-build-isolation --refresh-package deepspeed $(LOCK)
+	DS_BUILD_OPS=0 DS_BUILD_CPU_ADAM=1 DS_BUILD_SHM_COMM=1 $(UV) pip $(LOCK_INSTALL) $(LOCK) \
+		$(UV_INTO_VENV) --require-hashes --no-build-isolation --refresh-package deepspeed
 	$(BIN)/python -c "from deepspeed.git_version_info import installed_ops as ops; assert ops['cpu_adam'] and ops['deepspeed_shm_comm'], ops"
 	touch $@
 
