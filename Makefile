@@ -24,7 +24,7 @@ LAB := labextension
 NODE_STAMP := $(LAB)/node_modules/.installed
 LAB_BUILT := nbtoolkit/labextension/package.json
 LAB_SOURCES := $(LAB)/package.json $(wildcard $(LAB)/src/*.ts $(LAB)/src/*/*.ts* $(LAB)/style/* $(LAB)/schema/*)
-WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
+WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 CHROMIUM := /usr/bin/chromium
 SETUP_SECONDS := $(VENV)/.setup-seconds
 
