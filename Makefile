@@ -9,7 +9,7 @@ LOCK := requirements.lock
 LOCK_INPUTS := pyproject.toml constraints.txt
 LOCK_INPUTS_SHA = $(firstword $(shell cat $(LOCK_INPUTS) | sha256sum))
 # torch's CPU wheel: it lies on disk on this project's machines, elsewhere PyTorch's CPU index has it
-TORCH_WHEELS ?= $(or $(wildcard /opt/wheels),https://download.pytorch.org/whl/cpu/torch/)
+TORCH_WHEELS ?= $(if $(wildcard /opt/wheels/torch-*+cpu-*.whl),/opt/wheels,https://download.pytorch.org/whl/cpu/torch/)
 UV_INTO_VENV := --python $(BIN)/python --find-links $(TORCH_WHEELS)
 # what builds in the venv itself (--no-build-isolation), so first: DeepSpeed's ops (torch, ninja),
 # source-only releases (setuptools, wheel), nbtoolkit and its panel (pyproject's build-system, and
