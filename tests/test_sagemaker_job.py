@@ -254,7 +254,7 @@ def test_cost_is_instance_price_times_billable_time_with_spot_savings():
 
 
 def test_preflight_names_missing_credentials_and_unknown_instance_types(monkeypatch, tmp_path):
-    pytest.importorskip("sagemaker.train", reason="the SageMaker SDK is the optional extra nbtoolkit[sagemaker]")
+    pytest.importorskip("sagemaker.train", reason="the SageMaker SDK is the optional extra nbtoolkit-finetune[sagemaker]")
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))

@@ -26,7 +26,7 @@ def live_run_refused() -> str | None:
         import boto3
         import sagemaker.train  # noqa: F401
     except ImportError:
-        return "the SageMaker SDK is not installed (pip install 'nbtoolkit[sagemaker]')"
+        return "the SageMaker SDK is not installed (pip install 'nbtoolkit-finetune[sagemaker]')"
     if os.environ.get("AWS_ENDPOINT_URL"):
         return f"AWS_ENDPOINT_URL points at {os.environ['AWS_ENDPOINT_URL']}, not AWS"
     try:

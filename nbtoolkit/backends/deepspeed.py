@@ -123,5 +123,5 @@ def preflight(spec: RunSpec) -> None:
     if importlib.util.find_spec("deepspeed") is None:
         raise LaunchError(
             "parallelism.strategy 'deepspeed' needs DeepSpeed, which is not installed here; "
-            "install it with `make deepspeed` (which also prebuilds its CPU ops) or pip install 'nbtoolkit[deepspeed]'"
+            "install it with `make deepspeed` (which also prebuilds its CPU ops) or pip install 'nbtoolkit-finetune[deepspeed]'"
         )

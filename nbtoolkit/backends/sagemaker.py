@@ -26,7 +26,7 @@ NAME = "sagemaker"
 FOLLOWER = "nbtoolkit.remote.sagemaker_follow"
 #: a stop waits until SageMaker reports Stopped (it gives the container up to 120 s to exit)
 STOP_GRACE_S = 300.0
-NEEDS_SDK = "SageMaker jobs need the SageMaker Python SDK; install it with pip install 'nbtoolkit[sagemaker]'"
+NEEDS_SDK = "SageMaker jobs need the SageMaker Python SDK; install it with pip install 'nbtoolkit-finetune[sagemaker]'"
 
 
 def follower_stage(name: str, args: list[str], metrics_from_log: bool) -> Stage:
@@ -35,7 +35,7 @@ def follower_stage(name: str, args: list[str], metrics_from_log: bool) -> Stage:
 
 
 def notes(spec: RunSpec) -> list[str]:
-    found = ["needs AWS credentials (boto3's usual chain) and pip install 'nbtoolkit[sagemaker]'",
+    found = ["needs AWS credentials (boto3's usual chain) and pip install 'nbtoolkit-finetune[sagemaker]'",
              "the same job as SageMaker SDK code: sagemaker/launch_v3.py (v3) and sagemaker/launch_v2.py (v2)"]
     if spec.sagemaker.spot and spec.script is None and spec.train.save_steps is None:
         found.append("spot job without train.save_steps: after a spot interruption training restarts from step 0")

@@ -1,0 +1,99 @@
+"""requirements.lock: what `make` installs. It must name every package pyproject.toml asks for, at a
+version the project's pins allow, each with hashes, and `make` must refuse a lock older than its inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCK = ROOT / "requirements.lock"
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+STALE = "requirements.lock is older than pyproject.toml/constraints.txt: run `make lock`"
+
+
+def locked() -> dict[str, tuple[Version, list[str]]]:
+    """Each locked package's version and hashes, read as pip reads the file."""
+    entries: dict[str, tuple[Version, list[str]]] = {}
+    for block in re.split(r"\n(?=\S)", LOCK.read_text()):
+        pinned = re.match(r"([A-Za-z0-9._-]+)==(\S+)", block)
+        if pinned:
+            entries[canonicalize_name(pinned[1])] = (Version(pinned[2]), re.findall(r"--hash=sha256:(\w{64})", block))
+    return entries
+
+
+def requirements() -> list[Requirement]:
+    """pyproject.toml's dependencies and every extra's, less the project's references to itself."""
+    own = canonicalize_name(PYPROJECT["project"]["name"])
+    listed = PYPROJECT["project"]["dependencies"] + sum(PYPROJECT["project"]["optional-dependencies"].values(), [])
+    return [r for r in map(Requirement, listed) if canonicalize_name(r.name) != own]
+
+
+def constraints() -> list[Requirement]:
+    lines = (line.split("#")[0].strip() for line in (ROOT / "constraints.txt").read_text().splitlines())
+    return [Requirement(line) for line in lines if line]
+
+
+@pytest.mark.parametrize("source", [requirements, constraints])
+def test_lock_pins_every_requirement_within_its_range(source):
+    lock = locked()
+    for requirement in source():
+        name = canonicalize_name(requirement.name)
+        assert name in lock, f"{requirement} is not in requirements.lock"
+        assert requirement.specifier.contains(lock[name][0], prereleases=True), (str(requirement), lock[name][0])
+
+
+def test_every_locked_package_has_a_hash_and_torch_is_the_cpu_build():
+    lock = locked()
+    assert len(lock) > 200
+    assert [name for name, (_, hashes) in lock.items() if not hashes] == []
+    assert lock["torch"][0].local == "cpu"
+    assert [name for name in lock if name.startswith("nvidia-") or name == "triton"] == []
+
+
+def test_sagemaker_storage_stack_is_current():
+    """Unpinned, the resolvers settled on s3fs 0.4.2 (2020) under SageMaker; the lock holds a recent one."""
+    assert locked()["s3fs"][0] >= Version("2025")
+
+
+def test_lock_records_the_inputs_it_was_made_from():
+    inputs = b"".join((ROOT / name).read_bytes() for name in ("pyproject.toml", "constraints.txt"))
+    assert LOCK.read_text().startswith(f"# inputs-sha256: {hashlib.sha256(inputs).hexdigest()} ")
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """The files `make` reads to decide whether the lock is current, in a folder of their own."""
+    for name in ("Makefile", "pyproject.toml", "constraints.txt", "requirements.lock"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def make(checkout: Path, target: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", "-s", target], cwd=checkout,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_current_lock_passes_the_check(checkout):
+    done = make(checkout, "lock-check")
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("changed", ["pyproject.toml", "constraints.txt"])
+@pytest.mark.parametrize("target", ["lock-check", "install", "test"])
+def test_a_stale_lock_stops_make_with_one_sentence(checkout, changed, target):
+    with open(checkout / changed, "a") as edited:
+        edited.write("# edited after the lock was made\n")
+    done = make(checkout, target)
+    assert done.returncode != 0
+    assert done.stderr.splitlines()[0] == STALE
+    assert not (checkout / ".venv").exists()  # stopped before setting anything up
