@@ -141,3 +141,34 @@ def test_stop_of_a_live_job_on_another_host_asks_its_supervisor_and_signals_noth
     finally:
         holder.kill()
         holder.wait()
+
+
+def store_bad_values(store) -> str:
+    """Two jobs, one with a non-numeric loss, a float step and broken JSON written by something else."""
+    import sqlite3
+
+    store.create(name="good", task="text-classification", backend="local")
+    bad = store.create(name="bad", task="text-classification", backend="local")
+    with sqlite3.connect(store.db_path) as conn:
+        conn.execute("UPDATE jobs SET loss = 'abc', samples_per_second = 'fast', step = 2.5, info = '{oops' "
+                     "WHERE id = ?", (bad.id,))
+    return bad.id
+
+
+def test_one_bad_stored_value_reads_as_empty_and_never_breaks_a_listing(store):
+    from nbtoolkit.jobs.listing import listing_row
+
+    bad_id = store_bad_values(store)
+    rows = {record.name: listing_row(record) for record in store.list()}
+    assert set(rows) == {"good", "bad"}
+    assert (rows["bad"]["loss"], rows["bad"]["samples/s"], rows["bad"]["progress"]) == ("", "", "")
+    record = store.get(bad_id)
+    assert (record.loss, record.step, record.info) == (None, None, {})
+
+
+def test_nbtoolkit_jobs_lists_every_job_beside_one_bad_stored_value(store):
+    from tests.test_cli import nbtoolkit
+
+    store_bad_values(store)
+    listed = nbtoolkit("jobs").stdout
+    assert "good" in listed and "bad" in listed

@@ -12,12 +12,14 @@ from whichever host or server it came.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
 import socket
 import sqlite3
 import time
+import typing
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -284,8 +286,36 @@ def supervisor_process(record: JobRecord) -> psutil.Process | None:
         return None
 
 
+def _number_columns() -> dict[str, type]:
+    """Column -> int or float, from JobRecord's annotations."""
+    hints = typing.get_type_hints(JobRecord)
+    return {name: kind for name, hint in hints.items() for kind in (int, float)
+            if hint is kind or kind in typing.get_args(hint)}
+
+
+_NUMBER_COLUMNS = _number_columns()
+
+
+def _number(value: Any, kind: type) -> int | float | None:
+    """A stored number as its column's type; anything else (text, NaN, a float in an int column) is None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value if kind is float else (int(value) if float(value).is_integer() else None)
+
+
+def _json(text: Any, default: list | dict) -> Any:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return default
+    return value if isinstance(value, type(default)) else default
+
+
 def _record(row: sqlite3.Row) -> JobRecord:
+    """A row as a JobRecord; one bad stored value reads as empty, so one job never breaks a listing."""
     data = dict(row)
-    for column in _JSON_COLUMNS:
-        data[column] = json.loads(data[column] or ("[]" if column == "stages" else "{}"))
+    for column, kind in _NUMBER_COLUMNS.items():
+        data[column] = _number(data[column], kind)
+    data["created"] = data["created"] or 0.0
+    data["stages"], data["info"] = _json(data["stages"], []), _json(data["info"], {})
     return JobRecord(**data)

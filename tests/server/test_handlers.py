@@ -210,3 +210,13 @@ async def test_stop_ends_a_real_running_job_and_all_its_processes(jp_fetch, stor
     assert response.code == 200 and stopped["status"] == "stopped" and stopped["message"] == "stopped on request"
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
     assert (await get_json(jp_fetch, "jobs", job.id))["status"] == "stopped"
+
+
+async def test_one_bad_stored_loss_never_breaks_the_job_list(jp_fetch, store):
+    from tests.test_store import store_bad_values
+
+    bad_id = store_bad_values(store)
+    page = await get_json(jp_fetch, "jobs")
+    assert page["total"] == 2
+    bad = next(job for job in page["jobs"] if job["id"] == bad_id)
+    assert bad["loss"] is None and bad["display"]["loss"] == ""
