@@ -71,7 +71,7 @@ def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | None:
         return str(latest) if latest else None
     path = Path(spec.resume).expanduser()
     if not is_complete(path):
-        raise TrainError(f"resume: {spec.resume} is not a complete checkpoint (no readable trainer_state.json); "
+        raise TrainError(f"resume: {spec.resume} is not a complete checkpoint (its trainer_state.json or its weights are missing or unreadable); "
                          "give a checkpoint-N folder or 'latest'")
     return str(path)
 
