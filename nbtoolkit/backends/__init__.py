@@ -13,6 +13,7 @@ from typing import Protocol
 
 from nbtoolkit.backends.launch import Launch, Stage
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.spec_paths import absolute_paths
 
 __all__ = ["BACKENDS", "Backend", "Launch", "LaunchError", "Stage", "backend_name", "get_backend", "preflight", "render"]
 
@@ -63,7 +64,8 @@ def get_backend(name: str) -> ModuleType:
 
 
 def render(spec: RunSpec) -> Launch:
-    return get_backend(backend_name(spec)).render(spec)
+    """The spec's launch; its relative paths are taken from the caller's working directory (a job runs in its own)."""
+    return get_backend(backend_name(spec)).render(absolute_paths(spec))
 
 
 def preflight(spec: RunSpec) -> None:

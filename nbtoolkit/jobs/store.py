@@ -143,7 +143,8 @@ class JobStore:
     """Create, read and update job rows; resolve job directories."""
 
     def __init__(self, home: str | Path | None = None) -> None:
-        self.home = Path(home).expanduser() if home else default_home()
+        # absolute: the job's supervisor and programs run in the job folder, not the caller's directory
+        self.home = (Path(home).expanduser() if home else default_home()).absolute()
         self.jobs_root = self.home / "jobs"
         self.db_path = self.home / "jobs.db"
         self.jobs_root.mkdir(parents=True, exist_ok=True)
