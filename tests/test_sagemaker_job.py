@@ -114,7 +114,7 @@ def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cac
     ({"hardware": {"instance_type": "ml.g5.2xlarge", "accelerator": "neuron"}},
      "hardware.accelerator 'neuron' does not match instance type 'ml.g5.2xlarge'"),
     ({"sagemaker": {"environment": {"HF_TOKEN": "hf_x"}}}, "sagemaker.environment.HF_TOKEN looks like a secret"),
-    ({"dataset": {"files": {"train": "train.jsonl"}}}, "dataset.files.train 'train.jsonl' is a file on this machine"),
+    ({"dataset": {"files": {"train": "/data/train.jsonl"}}}, "dataset.files.train '/data/train.jsonl' is a file on this machine"),
     ({"parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
      "parallelism.strategy 'deepspeed' is not offered on SageMaker"),
 ])

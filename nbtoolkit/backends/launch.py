@@ -11,6 +11,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from nbtoolkit.credentials import shell_args
 from nbtoolkit.rendering import comment
 
 
@@ -66,7 +67,7 @@ class Launch:
         for stage in self.stages:
             lines += ["", comment(f"stage: {stage.name}")]
             prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(stage.env.items()))
-            command = " ".join(self.per_node.get(item) or shlex.quote(item) for item in stage.argv)
+            command = " ".join(self.per_node.get(item) or word for item, word in zip(stage.argv, shell_args(stage.argv)))
             lines.append(f"{prefix + ' ' if prefix else ''}{command}")
         return "\n".join(lines) + "\n"
 

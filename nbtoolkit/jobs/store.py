@@ -42,6 +42,8 @@ QUEUED_GRACE_S = 60.0
 BUSY_TIMEOUT_ENV, BUSY_TIMEOUT_S = "NBTOOLKIT_BUSY_TIMEOUT_S", 30.0
 #: this machine's name in job rows; overridable for a host whose name changes (and for tests of shared stores)
 HOST_ENV = "NBTOOLKIT_HOST"
+#: job folders and the store are readable by their user only (a shared host's other users see nothing)
+PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -148,6 +150,10 @@ class JobStore:
         self.jobs_root = self.home / "jobs"
         self.db_path = self.home / "jobs.db"
         self.jobs_root.mkdir(parents=True, exist_ok=True)
+        # private to this user: job folders hold data, logs and models; the store holds every job's row
+        self.jobs_root.chmod(PRIVATE_DIR)
+        self.db_path.touch(mode=PRIVATE_FILE)
+        self.db_path.chmod(PRIVATE_FILE)  # SQLite gives its -wal and -shm files the same mode
         with self._connect() as conn:
             conn.executescript(_SCHEMA)
             if "stop_requested" not in {row["name"] for row in conn.execute("PRAGMA table_info(jobs)")}:
@@ -187,7 +193,8 @@ class JobStore:
         with self._connect() as conn:
             conn.execute(f"INSERT INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
                          list(row.values()))
-        self.job_dir(record.id).mkdir(parents=True)
+        self.job_dir(record.id).mkdir(mode=PRIVATE_DIR)
+        self.job_dir(record.id).chmod(PRIVATE_DIR)  # whatever the umask
         return record
 
     def update(self, job_id: str, *, only_if_status: Iterable[str] | None = None, **values: Any) -> bool:
