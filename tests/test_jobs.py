@@ -222,3 +222,26 @@ def test_a_local_model_folder_and_other_paths_become_absolute_but_hub_ids_stay(t
     assert resolved.dataset.files == {"train": str(tmp_path / "data/t.jsonl"), "validation": "s3://bucket/v.jsonl"}
     assert absolute_paths(spec.model_copy(update={"model": "bert-base-uncased"}), tmp_path).model == "bert-base-uncased"
     assert absolute_paths(spec.model_copy(update={"model": "./later"}), tmp_path).model == str(tmp_path / "later")
+
+
+def test_log_tails_read_from_the_end_of_a_huge_log(store):
+    """A 20 GB log (sparse: no disk used) whose last lines are text: every tail reads only its end."""
+    import tracemalloc
+
+    from nbtoolkit.jobs.store import LOG_FILE
+    from tests.test_cli import nbtoolkit
+
+    record = store.create(name="huge", task="text-classification", backend="local")
+    store.update(record.id, status="succeeded")
+    with open(store.job_dir(record.id) / LOG_FILE, "wb") as log:
+        log.truncate(20 * 1024 ** 3)
+        log.seek(0, os.SEEK_END)
+        log.write(b"\n" + b"".join(b"line %d\n" % i for i in range(1, 6)) + b"\r 50%|#####     | 5/10")
+    job = Job(record.id, store)
+    tracemalloc.start()
+    started = time.monotonic()
+    assert job.logs(tail=3) == "line 4\nline 5\n\r 50%|#####     | 5/10"
+    assert tracemalloc.get_traced_memory()[1] < 4 * 1024 * 1024 and time.monotonic() - started < 5
+    tracemalloc.stop()
+    shown = nbtoolkit("logs", record.id, "-n", "2").stdout  # (text mode reads the bar's \r as a line end)
+    assert shown.startswith("line 5\n") and shown.endswith(" 50%|#####     | 5/10\n")

@@ -128,6 +128,24 @@ def read_log(job_id: str, *, store: JobStore | None = None, offset: int = 0,
     return chunk.decode("utf-8", errors="replace"), offset + len(chunk)
 
 
+def log_tail(job_id: str, lines: int, *, store: JobStore | None = None, block: int = 64 * 1024,
+             max_bytes: int = 8 * 1024 * 1024) -> str:
+    """The last `lines` lines of the log, read backwards from its end in blocks (at most `max_bytes`):
+    a long log costs no more than its tail."""
+    store = store or JobStore()
+    with open(store.job_dir(store.get(job_id).id) / LOG_FILE, "rb") as handle:
+        position = end = handle.seek(0, os.SEEK_END)
+        data = b""
+        while position > 0 and data.count(b"\n") <= lines and end - position < max_bytes:
+            position -= min(block, position)
+            handle.seek(position)
+            data = handle.read(end - position)
+    found = data.decode("utf-8", errors="replace").split("\n")
+    if found[-1] == "":  # the log ends with a newline: no line after it
+        found.pop()
+    return "\n".join(found[-lines:]) if lines > 0 else ""
+
+
 def follow_log(job_id: str, *, store: JobStore | None = None, poll: float = 0.5) -> Iterator[str]:
     """Yield log text as it is written, until the job has ended and the log is drained."""
     store = store or JobStore()

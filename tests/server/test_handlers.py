@@ -220,3 +220,12 @@ async def test_one_bad_stored_loss_never_breaks_the_job_list(jp_fetch, store):
     assert page["total"] == 2
     bad = next(job for job in page["jobs"] if job["id"] == bad_id)
     assert bad["loss"] is None and bad["display"]["loss"] == ""
+
+
+async def test_the_log_tail_shows_an_unterminated_progress_bar(jp_fetch, store):
+    bar = "".join(f"\r 10%|#         | {i}/100 [00:0{i % 10}<00:30,  3.51it/s]" for i in range(1, 30))
+    job = finished_job(store, log="line 1\nline 2\n" + bar)
+    tail = await get_json(jp_fetch, "jobs", job.id, "log", offset="-100")
+    assert tail["text"].endswith("29/100 [00:09<00:30,  3.51it/s]") and tail["next"] == tail["size"]
+    whole = await get_json(jp_fetch, "jobs", job.id, "log", offset=str(-len(bar) - 10))
+    assert whole["text"].startswith("line 2\n")
