@@ -366,3 +366,36 @@ def test_a_busy_job_store_while_following_does_not_fail_the_remote_job(store, mo
     monkeypatch.setattr(store, "update", locked_once)
     assert follower.run() == 0
     assert len(calls) >= 2 and store.get(record.id).info["status"] == "Completed"
+
+
+def test_a_store_that_cannot_be_opened_while_following_does_not_fail_the_remote_job(store, monkeypatch):
+    """Opening the store writes too (schema, WAL): locked then, and a disk I/O error later, are both passing."""
+    import sqlite3
+    import threading
+
+    from nbtoolkit.jobs import store as store_module
+    from nbtoolkit.remote import sagemaker_follow
+
+    pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
+    record = store.create(name="remote", task="question-answering", backend="sagemaker")
+    monkeypatch.setenv("NBTOOLKIT_JOB_ID", record.id)
+    opened = []
+
+    class BusyStore(store_module.JobStore):
+        def __init__(self, *args, **kwargs):
+            opened.append(1)
+            if len(opened) == 1:
+                raise sqlite3.OperationalError("database is locked")
+            super().__init__(*args, **kwargs)
+
+        def update(self, *args, **kwargs):
+            if len(opened) == 2:
+                opened.append(2)
+                raise sqlite3.DatabaseError("disk I/O error")
+            return super().update(*args, **kwargs)
+
+    monkeypatch.setattr(store_module, "JobStore", BusyStore)
+    follower = sagemaker_follow.Follower(RunningAWS(statuses=["InProgress", "InProgress", "Completed"]), "job-1",
+                                         stop_requested=threading.Event(), poll_s=0, instance_price=1.0)
+    assert follower.run() == 0
+    assert len(opened) >= 3 and store.get(record.id).info["status"] == "Completed"
