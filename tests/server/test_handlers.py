@@ -229,3 +229,20 @@ async def test_the_log_tail_shows_an_unterminated_progress_bar(jp_fetch, store):
     assert tail["text"].endswith("29/100 [00:09<00:30,  3.51it/s]") and tail["next"] == tail["size"]
     whole = await get_json(jp_fetch, "jobs", job.id, "log", offset=str(-len(bar) - 10))
     assert whole["text"].startswith("line 2\n")
+
+
+async def test_a_slow_store_never_blocks_the_servers_event_loop(jp_fetch, jp_serverapp, store, monkeypatch):
+    """GET work (SQLite, files, process scans) runs in threads: four slow listings overlap instead of queueing."""
+    import asyncio
+
+    service = jp_serverapp.web_app.settings["nbtoolkit_jobs"]
+    listing = service.store.list
+
+    def slow_list(*args, **kwargs):
+        time.sleep(0.6)  # a store locked by a writer, a slow network home
+        return listing(*args, **kwargs)
+
+    monkeypatch.setattr(service.store, "list", slow_list)
+    started = time.monotonic()
+    pages = await asyncio.gather(*(get_json(jp_fetch, "jobs") for _ in range(4)))
+    assert all(page["total"] == 0 for page in pages) and time.monotonic() - started < 1.8
