@@ -15,7 +15,7 @@ from nbtoolkit import jobs as job_control
 from nbtoolkit.api import Job, launch
 from nbtoolkit.jobs.store import JobStore
 from nbtoolkit.metrics.compare import Comparison, compare
-from nbtoolkit.spec import RunSpec, SpecError, load_spec
+from nbtoolkit.spec import RunSpec, SpecError, load_spec, safe_name
 
 def compiled_variants(spec: RunSpec | dict | str | Path) -> dict[str, RunSpec]:
     """The native spec, then the compiled one, by label, with fixed padding and the same seed."""
@@ -35,7 +35,7 @@ def compiled_variants(spec: RunSpec | dict | str | Path) -> dict[str, RunSpec]:
         labels = ("cpu", "neuron")
     else:
         native, compiled, labels = {"compile": "none"}, {"compile": "torch"}, ("eager", "torch.compile")
-    return {label: load_spec({**base, **changes, "name": f"{name} ({label})"})
+    return {label: load_spec({**base, **changes, "name": safe_name(f"{name}-{label}")})
             for label, changes in zip(labels, (native, compiled))}
 
 

@@ -23,7 +23,7 @@ SCRIPT = {"path": "/work/src/run_qa.py", "args": ["--do_train"]}
 
 
 def sagemaker_spec(**changes):
-    spec = {"name": "bert qa", "task": "question-answering",
+    spec = {"name": "bert-qa", "task": "question-answering",
             "hardware": {"target": "sagemaker", "instance_type": "ml.p4d.24xlarge"},
             "sagemaker": {"role": ROLE, "region": "us-east-1"}}
     for key, value in changes.items():
