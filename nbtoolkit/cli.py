@@ -12,6 +12,7 @@ from pathlib import Path
 from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
+from nbtoolkit.jobs.store import StoreError
 from nbtoolkit.jobs.listing import format_table, listing_row
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (SpecError, LaunchError, JobNotFound, ModelShapeError) as exc:
+    except (SpecError, LaunchError, JobNotFound, ModelShapeError, StoreError) as exc:
         print(f"nbtoolkit: {exc}", file=sys.stderr)
         return 2
 

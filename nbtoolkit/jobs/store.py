@@ -76,6 +76,12 @@ CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
 """
 _JSON_COLUMNS = ("stages", "info")
+#: PRAGMA user_version of the schema above (1: stop_requested); a newer store is refused, an older upgraded
+SCHEMA_VERSION = 1
+
+
+class StoreError(RuntimeError):
+    """The job store cannot be used (corrupt, or from a newer nbtoolkit); the message says what to do."""
 
 
 class JobNotFound(LookupError):
@@ -154,10 +160,27 @@ class JobStore:
         self.jobs_root.chmod(PRIVATE_DIR)
         self.db_path.touch(mode=PRIVATE_FILE)
         self.db_path.chmod(PRIVATE_FILE)  # SQLite gives its -wal and -shm files the same mode
+        try:
+            self._open()
+        except sqlite3.OperationalError:  # locked, disk I/O: passing, the caller's to retry
+            raise
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.db_path} is not a job store nbtoolkit can read ({exc}); move it aside and "
+                             f"nbtoolkit starts a new one (the job folders under {self.jobs_root} stay)") from None
+
+    def _open(self) -> None:
+        """Create or upgrade the schema; a store from a newer nbtoolkit is left untouched."""
         with self._connect() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.db_path} was written by a newer nbtoolkit (store version {version}; this one "
+                                 f"reads up to {SCHEMA_VERSION}); upgrade nbtoolkit, or set NBTOOLKIT_HOME to another "
+                                 "folder")
             conn.executescript(_SCHEMA)
             if "stop_requested" not in {row["name"] for row in conn.execute("PRAGMA table_info(jobs)")}:
                 conn.execute("ALTER TABLE jobs ADD COLUMN stop_requested REAL")  # a store from before stop requests
+            if version < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
