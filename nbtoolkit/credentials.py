@@ -128,7 +128,12 @@ def credential_problem(spec: RunSpec, environ: Mapping[str, str] | None = None) 
         name = literal[0].lstrip("-").replace("-", "_").upper()
         return (f"{literal[0]} holds a credential, and nbtoolkit writes no credentials into job files; pass it "
                 f"from the environment instead: `export {name}=...` before launching and give ${name} as its value")
-    missing = next((name for name in references(args, spec.extra) if name not in environ), None)
+    named = references(args, spec.extra)
+    if named and spec.hardware.target == "sagemaker":
+        return (f"${named[0]} cannot reach a SageMaker job: its container does not see this environment, and "
+                "hyperparameters are shown in the console; give the job its credential through AWS Secrets Manager "
+                "or its role")
+    missing = next((name for name in named if name not in environ), None)
     if missing:
         return f"${missing} is not set in this environment; export {missing} before launching (its value is " \
                "handed to the job's processes, never written)"

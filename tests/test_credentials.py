@@ -83,3 +83,15 @@ def test_job_folders_files_and_the_store_are_private(store):
     for name in ("spec.json", "launch.json", LOG_FILE, "metrics.jsonl"):
         assert mode(job.dir / name) == 0o600, name
     assert mode(job.dir / "run.sh") == 0o700
+
+
+def test_a_token_reference_cannot_be_sent_to_sagemaker(tmp_path, monkeypatch):
+    from nbtoolkit.credentials import credential_problem
+
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    spec = load_spec({"task": "text-classification", "hardware": {"target": "sagemaker", "instance_type": "ml.g5.xlarge"},
+                      "sagemaker": {"role": ROLE, "region": "us-east-1"},
+                      "script": {"path": str(script), "args": ["--hf_token", "$HF_TOKEN"]}})
+    assert credential_problem(spec).startswith("$HF_TOKEN cannot reach a SageMaker job")
