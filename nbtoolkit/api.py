@@ -53,8 +53,11 @@ class Job:
         return record.status
 
     def logs(self, tail: int | None = None) -> str:
+        """The whole log, or with `tail` its last lines (read from the end, whatever the log's size)."""
+        if tail:
+            return job_control.log_tail(self.id, tail, store=self.store)
         text, _ = job_control.read_log(self.id, store=self.store)
-        return "\n".join(text.splitlines()[-tail:]) if tail else text
+        return text
 
     def records(self, chain: bool = False) -> list[dict[str, Any]]:
         """The job's metric records as written (one dict per metrics.jsonl line).

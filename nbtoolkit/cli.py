@@ -11,13 +11,16 @@ from pathlib import Path
 
 from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, read_log, stop
+from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
+from nbtoolkit.jobs.store import StoreError
 from nbtoolkit.jobs.listing import format_table, listing_row
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.spec import SpecError, load_spec
 
+#: `nbtoolkit logs` writes the log in pieces of at most this size
+LOG_CHUNK_BYTES = 1024 * 1024
 DEMO_SPEC = {
     "name": "demo-emotion-tiny-bert",
     "task": "text-classification",
@@ -136,9 +139,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
     job = Job(args.job)
     if args.follow:
         return follow(job)
-    text, _ = read_log(job.id, store=job.store)
-    sys.stdout.write(text)
-    return 0
+    if args.lines is not None:
+        print(log_tail(job.id, args.lines, store=job.store))
+        return 0
+    offset = 0
+    while True:  # the whole log, a bounded piece at a time
+        text, offset = read_log(job.id, store=job.store, offset=offset, limit=LOG_CHUNK_BYTES)
+        if not text:
+            return 0
+        sys.stdout.write(text)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -242,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs = commands.add_parser("logs", help="a job's log")
     logs.add_argument("job")
     logs.add_argument("--follow", "-f", action="store_true")
+    logs.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines (read from the end)")
     logs.set_defaults(handler=cmd_logs)
 
     stop_ = commands.add_parser("stop", help="stop a job and every process it started")
@@ -259,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (SpecError, LaunchError, JobNotFound, ModelShapeError) as exc:
+    except (SpecError, LaunchError, JobNotFound, ModelShapeError, StoreError) as exc:
         print(f"nbtoolkit: {exc}", file=sys.stderr)
         return 2
 

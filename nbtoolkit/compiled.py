@@ -15,7 +15,7 @@ from nbtoolkit import jobs as job_control
 from nbtoolkit.api import Job, launch
 from nbtoolkit.jobs.store import JobStore
 from nbtoolkit.metrics.compare import Comparison, compare
-from nbtoolkit.spec import RunSpec, SpecError, load_spec, merged
+from nbtoolkit.spec import RunSpec, SpecError, load_spec, merged, safe_name
 
 
 def compiled_variants(spec: RunSpec | dict | str | Path,
@@ -42,7 +42,7 @@ def compiled_variants(spec: RunSpec | dict | str | Path,
     else:
         native, compiled, labels = {"compile": "none"}, {"compile": "torch"}, ("eager", "torch.compile")
     compiled = merged(compiled, dict(compiled_changes or {}))
-    return {label: load_spec(merged(base, {**changes, "name": f"{name} ({label})"}))
+    return {label: load_spec(merged(base, {**changes, "name": safe_name(f"{name}-{label}")}))
             for label, changes in zip(labels, (native, compiled))}
 
 

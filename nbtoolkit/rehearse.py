@@ -11,7 +11,6 @@ end. A run wider than this machine holds is rehearsed narrower, in the same shap
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from typing import Any
 
 from nbtoolkit.bundled import ASSETS, TINY_MODELS, bundled_files
 from nbtoolkit.planner.shapes import BERT_LIKE, T5_LIKE, ModelShapeError, model_config_fields
-from nbtoolkit.spec import BUNDLED_MODELS, RunSpec, SpecError, load_spec
+from nbtoolkit.spec import BUNDLED_MODELS, RunSpec, SpecError, load_spec, safe_name
 from nbtoolkit.tasks import columns_used
 
 #: ranks this machine runs at once (gloo on CPU): wider runs are rehearsed narrower, in the same shape
@@ -115,7 +114,7 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
                              "arguments at a tiny model and sample data; rehearse the same spec without script:")
     notes: list[str] = []
     data = spec.model_dump(mode="json")
-    data["name"] = re.sub(r"[^A-Za-z0-9._-]+", "-", f"rehearse-{spec.display_name}")[:60]
+    data["name"] = safe_name(f"rehearse-{spec.display_name}", 60)
     hardware, parallelism = _topology(spec, max_ranks, notes)
     data["hardware"], data["parallelism"] = hardware, parallelism
     data.pop("sagemaker", None)

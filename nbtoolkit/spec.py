@@ -7,6 +7,7 @@ backends, jobs) reads one. Cross-field rules live here so each front shows the s
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +51,15 @@ NEURON_WORKERS: dict[str, tuple[int, ...]] = {
     "trn1.32xlarge": (1, 2, 8, 32),
     "trn1n.32xlarge": (1, 2, 8, 32),
 }
+
+
+#: what a spec's `name` may be: it becomes folder and file names
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def safe_name(text: str, limit: int = 80) -> str:
+    """`text` made a valid spec name: other characters become '-'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:limit] or "run"
 
 
 class SpecError(ValueError):
@@ -235,7 +245,7 @@ class TrainSpec(_Part):
     warmup: float = Field(0.0, ge=0, description="steps (>= 1) or a ratio of all steps (< 1)")
     weight_decay: float = Field(0.0, ge=0)
     max_grad_norm: float = Field(1.0, ge=0)
-    seed: int = 42
+    seed: int = Field(42, ge=0, le=2**32 - 1, description="numpy and torch take seeds of 0 to 2**32-1")
     logging_steps: int = Field(10, ge=1)
     eval_steps: int | None = Field(None, ge=1, description="evaluate every N steps; default once per epoch")
     eval_on_start: bool = False
@@ -315,6 +325,22 @@ class RunSpec(_Part):
     sagemaker: SageMakerSpec | None = None
     neuron: NeuronSpec = Field(default_factory=NeuronSpec)
     extra: dict[str, Any] = Field(default_factory=dict, description="passed through to TrainingArguments")
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: str | None) -> str | None:
+        if name is not None and not SAFE_NAME.fullmatch(name):
+            raise ValueError(f"name {name!r} may hold only letters, digits, '.', '_' and '-' and start with a letter "
+                             "or digit (e.g. bert-emotion-v2): it names the job's folders and exports")
+        return name
+
+    @field_validator("extra")
+    @classmethod
+    def _outputs_stay_in_the_job(cls, extra: dict[str, Any]) -> dict[str, Any]:
+        if "output_dir" in extra:
+            raise ValueError("extra.output_dir cannot be set: a job keeps its outputs in its own folder (output/), "
+                             "where resume finds its checkpoints; remove it")
+        return extra
 
     @model_validator(mode="before")
     @classmethod

@@ -151,7 +151,7 @@ def test_example_notebook_runs_top_to_bottom_and_shows_the_analysis(compiled_not
     cells = {cell.source.splitlines()[0]: cell for cell in code_cells(nb)}
     charts = display_outputs(cells["comparison = compare_compiled(spec, compiled_changes=COMPILED_CHANGES, on_launch=live_chart)"])
     assert len(charts) == 2  # one live chart per job, each ending on its final image
-    for chart, label in zip(charts, ("(eager)", "(torch.compile)")):
+    for chart, label in zip(charts, ("-eager", "-torch.compile")):
         assert base64.b64decode(chart.data["image/png"]).startswith(PNG)
         assert label in chart.data["text/plain"] and "succeeded · step 40/40" in chart.data["text/plain"]
     figure = cells["comparison.figure()"].outputs
@@ -184,7 +184,7 @@ def own_numbers(job_dir: Path) -> dict:
 def test_compare_on_the_eager_and_compiled_jobs_matches_their_metrics_files(compiled_notebook):
     _, store = compiled_notebook
     compiled, eager = store.list()  # newest first
-    assert "(eager)" in eager.name and "(torch.compile)" in compiled.name
+    assert eager.name.endswith("-eager") and compiled.name.endswith("-torch.compile")
     comparison = compare([eager.id, compiled.id], store=store)
     table = comparison.table
     for record in (eager, compiled):

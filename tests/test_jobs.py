@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -185,3 +186,62 @@ def test_a_stop_the_program_could_not_carry_out_is_not_reported_as_stopped(store
     wait_for(lambda: printed_steps(job))
     assert job.stop() == "failed"
     assert job.record.message == "the stop did not complete: could not stop the remote run: permission denied"
+
+
+def test_relative_paths_and_home_are_taken_from_the_callers_directory(tmp_path, monkeypatch):
+    """The README's `files: {train: data/train.jsonl}`, a relative script and NBTOOLKIT_HOME, run from a job folder."""
+    import shutil
+
+    source = Path(__file__).resolve().parents[1] / "nbtoolkit" / "assets" / "data" / "text-classification"
+    (tmp_path / "data").mkdir()
+    for split in ("train", "validation"):
+        shutil.copy(source / f"{split}.jsonl", tmp_path / "data" / f"{split}.jsonl")
+    shutil.copy(SCRIPTS / "paced.py", tmp_path / "paced.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NBTOOLKIT_HOME", "relhome")
+    spec = {**TINY, "train": {**TINY["train"], "max_steps": 10},
+            "dataset": {"files": {"train": "data/train.jsonl", "validation": "data/validation.jsonl"}}}
+    job = launch(spec)
+    assert job.wait(timeout=180) == "succeeded", job.logs()
+    assert job.spec.dataset.files["train"] == str(tmp_path / "data" / "train.jsonl")
+    assert job.dir.is_relative_to(tmp_path / "relhome")
+    script = launch({"task": "text-classification", "script": {"path": "paced.py", "args": ["--steps", "2"]}})
+    assert script.wait(timeout=120) == "succeeded", script.logs()
+    assert script.spec.script.path == str(tmp_path / "paced.py")
+
+
+def test_a_local_model_folder_and_other_paths_become_absolute_but_hub_ids_stay(tmp_path):
+    from nbtoolkit.spec import load_spec
+    from nbtoolkit.spec_paths import absolute_paths
+
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    spec = load_spec({"task": "text-classification", "model": "models/mine", "resume": "out/checkpoint-5",
+                      "dataset": {"files": {"train": "data/t.jsonl", "validation": "s3://bucket/v.jsonl"}}})
+    resolved = absolute_paths(spec, tmp_path)
+    assert resolved.model == str(tmp_path / "models" / "mine") and resolved.resume == str(tmp_path / "out/checkpoint-5")
+    assert resolved.dataset.files == {"train": str(tmp_path / "data/t.jsonl"), "validation": "s3://bucket/v.jsonl"}
+    assert absolute_paths(spec.model_copy(update={"model": "bert-base-uncased"}), tmp_path).model == "bert-base-uncased"
+    assert absolute_paths(spec.model_copy(update={"model": "./later"}), tmp_path).model == str(tmp_path / "later")
+
+
+def test_log_tails_read_from_the_end_of_a_huge_log(store):
+    """A 20 GB log (sparse: no disk used) whose last lines are text: every tail reads only its end."""
+    import tracemalloc
+
+    from nbtoolkit.jobs.store import LOG_FILE
+    from tests.test_cli import nbtoolkit
+
+    record = store.create(name="huge", task="text-classification", backend="local")
+    store.update(record.id, status="succeeded")
+    with open(store.job_dir(record.id) / LOG_FILE, "wb") as log:
+        log.truncate(20 * 1024 ** 3)
+        log.seek(0, os.SEEK_END)
+        log.write(b"\n" + b"".join(b"line %d\n" % i for i in range(1, 6)) + b"\r 50%|#####     | 5/10")
+    job = Job(record.id, store)
+    tracemalloc.start()
+    started = time.monotonic()
+    assert job.logs(tail=3) == "line 4\nline 5\n\r 50%|#####     | 5/10"
+    assert tracemalloc.get_traced_memory()[1] < 4 * 1024 * 1024 and time.monotonic() - started < 5
+    tracemalloc.stop()
+    shown = nbtoolkit("logs", record.id, "-n", "2").stdout  # (text mode reads the bar's \r as a line end)
+    assert shown.startswith("line 5\n") and shown.endswith(" 50%|#####     | 5/10\n")

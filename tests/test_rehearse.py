@@ -9,7 +9,7 @@ from nbtoolkit.rehearse import RehearsalError, rehearsal, rehearse
 from nbtoolkit.spec import load_spec
 
 #: the FLAN-T5 XXL tutorial's run (seed 003), its columns named as a user's own data might name them
-FLAN_T5 = {"name": "flan t5 xxl", "task": "summarization", "model": "google/flan-t5-xxl", "precision": "bf16",
+FLAN_T5 = {"name": "flan-t5-xxl", "task": "summarization", "model": "google/flan-t5-xxl", "precision": "bf16",
            "launcher": "deepspeed",
            "dataset": {"name": "cnn_dailymail", "config": "3.0.0", "text_column": "document", "summary_column": "summary",
                        "max_length": 500, "max_target_length": 129,

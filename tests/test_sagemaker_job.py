@@ -23,7 +23,7 @@ SCRIPT = {"path": "/work/src/run_qa.py", "args": ["--do_train"]}
 
 
 def sagemaker_spec(**changes):
-    spec = {"name": "bert qa", "task": "question-answering",
+    spec = {"name": "bert-qa", "task": "question-answering",
             "hardware": {"target": "sagemaker", "instance_type": "ml.p4d.24xlarge"},
             "sagemaker": {"role": ROLE, "region": "us-east-1"}}
     for key, value in changes.items():
@@ -114,7 +114,7 @@ def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cac
     ({"hardware": {"instance_type": "ml.g5.2xlarge", "accelerator": "neuron"}},
      "hardware.accelerator 'neuron' does not match instance type 'ml.g5.2xlarge'"),
     ({"sagemaker": {"environment": {"HF_TOKEN": "hf_x"}}}, "sagemaker.environment.HF_TOKEN looks like a secret"),
-    ({"dataset": {"files": {"train": "train.jsonl"}}}, "dataset.files.train 'train.jsonl' is a file on this machine"),
+    ({"dataset": {"files": {"train": "/data/train.jsonl"}}}, "dataset.files.train '/data/train.jsonl' is a file on this machine"),
     ({"parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
      "parallelism.strategy 'deepspeed' is not offered on SageMaker"),
 ])
@@ -380,3 +380,36 @@ def test_a_busy_job_store_while_following_does_not_fail_the_remote_job(store, mo
     monkeypatch.setattr(store, "update", locked_once)
     assert follower.run() == 0
     assert len(calls) >= 2 and store.get(record.id).info["status"] == "Completed"
+
+
+def test_a_store_that_cannot_be_opened_while_following_does_not_fail_the_remote_job(store, monkeypatch):
+    """Opening the store writes too (schema, WAL): locked then, and a disk I/O error later, are both passing."""
+    import sqlite3
+    import threading
+
+    from nbtoolkit.jobs import store as store_module
+    from nbtoolkit.remote import sagemaker_follow
+
+    pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
+    record = store.create(name="remote", task="question-answering", backend="sagemaker")
+    monkeypatch.setenv("NBTOOLKIT_JOB_ID", record.id)
+    opened = []
+
+    class BusyStore(store_module.JobStore):
+        def __init__(self, *args, **kwargs):
+            opened.append(1)
+            if len(opened) == 1:
+                raise sqlite3.OperationalError("database is locked")
+            super().__init__(*args, **kwargs)
+
+        def update(self, *args, **kwargs):
+            if len(opened) == 2:
+                opened.append(2)
+                raise sqlite3.DatabaseError("disk I/O error")
+            return super().update(*args, **kwargs)
+
+    monkeypatch.setattr(store_module, "JobStore", BusyStore)
+    follower = sagemaker_follow.Follower(RunningAWS(statuses=["InProgress", "InProgress", "Completed"]), "job-1",
+                                         stop_requested=threading.Event(), poll_s=0, instance_price=1.0)
+    assert follower.run() == 0
+    assert len(opened) >= 3 and store.get(record.id).info["status"] == "Completed"

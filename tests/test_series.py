@@ -42,3 +42,17 @@ def test_values_that_are_not_numbers_are_left_out_where_records_enter(tmp_path):
                                     for key in ("kind", "learning_rate", "loss", "note", "step")]
     progress = Progress()
     assert progress.update(read_metrics(path)) and (progress.step, progress.loss) == (3, 0.8)
+
+
+def test_a_line_longer_than_any_record_is_passed_not_read_whole(tmp_path):
+    from nbtoolkit.metrics.series import MAX_LINE_BYTES, MetricsReader
+
+    path = tmp_path / "metrics.jsonl"
+    good = json.dumps({"time": 1.0, "step": 1, "kind": "train", "loss": 1.0})
+    path.write_text("x" * (3 * MAX_LINE_BYTES) + "\n" + good + "\n")
+    reader = MetricsReader(path)
+    records = []
+    for _ in range(10):
+        records += reader.read_new(max_bytes=1024)
+    assert [record["step"] for record in records] == [1] and reader.offset == path.stat().st_size
+    assert any("over" in note for note in reader.notes)

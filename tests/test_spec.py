@@ -131,3 +131,20 @@ def test_fp16_with_t5_warns_of_overflow():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_spec("task: summarization\nmodel: google/flan-t5-xl\nprecision: bf16\nhardware: {accelerator: cuda}")
+
+
+@pytest.mark.parametrize("changes,sentence", [
+    ({"train": {"seed": -1}}, "train.seed: -1 is out of range; it must be >= 0"),
+    ({"train": {"seed": 2**32}}, "train.seed: 4294967296 is out of range; it must be <= 4294967295"),
+    ({"name": "../../etc"}, "name '../../etc' may hold only letters, digits, '.', '_' and '-'"),
+    ({"name": "my run"}, "name 'my run' may hold only letters, digits"),
+    ({"extra": {"output_dir": "/tmp/elsewhere"}}, "extra.output_dir cannot be set: a job keeps its outputs in its own"),
+])
+def test_values_that_would_escape_the_job_or_break_a_run_are_one_sentence(changes, sentence):
+    with pytest.raises(SpecError) as refused:
+        load_spec({"task": "text-classification", **changes})
+    assert str(refused.value).startswith(sentence) and "\n" not in str(refused.value)
+
+
+def test_safe_names_pass():
+    assert load_spec({"task": "text-classification", "name": "bert-emotion_v2.1"}).name == "bert-emotion_v2.1"

@@ -141,3 +141,78 @@ def test_stop_of_a_live_job_on_another_host_asks_its_supervisor_and_signals_noth
     finally:
         holder.kill()
         holder.wait()
+
+
+def store_bad_values(store) -> str:
+    """Two jobs, one with a non-numeric loss, a float step and broken JSON written by something else."""
+    import sqlite3
+
+    store.create(name="good", task="text-classification", backend="local")
+    bad = store.create(name="bad", task="text-classification", backend="local")
+    with sqlite3.connect(store.db_path) as conn:
+        conn.execute("UPDATE jobs SET loss = 'abc', samples_per_second = 'fast', step = 2.5, info = '{oops' "
+                     "WHERE id = ?", (bad.id,))
+    return bad.id
+
+
+def test_one_bad_stored_value_reads_as_empty_and_never_breaks_a_listing(store):
+    from nbtoolkit.jobs.listing import listing_row
+
+    bad_id = store_bad_values(store)
+    rows = {record.name: listing_row(record) for record in store.list()}
+    assert set(rows) == {"good", "bad"}
+    assert (rows["bad"]["loss"], rows["bad"]["samples/s"], rows["bad"]["progress"]) == ("", "", "")
+    record = store.get(bad_id)
+    assert (record.loss, record.step, record.info) == (None, None, {})
+
+
+def test_nbtoolkit_jobs_lists_every_job_beside_one_bad_stored_value(store):
+    from tests.test_cli import nbtoolkit
+
+    store_bad_values(store)
+    listed = nbtoolkit("jobs").stdout
+    assert "good" in listed and "bad" in listed
+
+
+def test_the_store_records_its_schema_version(store):
+    import sqlite3
+
+    from nbtoolkit.jobs.store import SCHEMA_VERSION
+
+    with sqlite3.connect(store.db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 1
+
+
+def test_a_corrupt_or_newer_store_is_one_sentence_not_a_traceback(home):
+    import sqlite3
+
+    from tests.test_cli import nbtoolkit
+
+    home.mkdir(parents=True)
+    (home / "jobs.db").write_bytes(b"this is not sqlite" * 100)
+    refused = nbtoolkit("jobs", check=False)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith(f"nbtoolkit: {home / 'jobs.db'} is not a job store nbtoolkit can read")
+    assert "move it aside" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+    (home / "jobs.db").unlink()
+    with sqlite3.connect(home / "jobs.db") as conn:
+        conn.execute("PRAGMA user_version = 99")
+    refused = nbtoolkit("jobs", check=False)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "was written by a newer nbtoolkit (store version 99; this one reads up to 1)" in refused.stderr
+
+
+def test_a_server_over_a_corrupt_store_says_so_in_one_line_and_runs_on(home):
+    import logging
+    from types import SimpleNamespace
+
+    from nbtoolkit.server import _load_jupyter_server_extension
+
+    home.mkdir(parents=True)
+    (home / "jobs.db").write_bytes(b"this is not sqlite" * 100)
+    said = []
+    log = logging.getLogger("fake-server")
+    log.error = lambda message, *args: said.append(message % args)
+    _load_jupyter_server_extension(SimpleNamespace(web_app=SimpleNamespace(settings={"base_url": "/"}), log=log))
+    assert len(said) == 1 and said[0].startswith("nbtoolkit: the job API is off: ") and "move it aside" in said[0]

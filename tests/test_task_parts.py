@@ -120,11 +120,21 @@ def test_summarization_with_an_encoder_only_model_is_one_sentence():
 def test_resume_latest_takes_the_last_complete_checkpoint(tmp_path):
     from nbtoolkit.train.program import resume_checkpoint
 
-    for step, state in ((10, "{}"), (20, "{}"), (30, None), (40, '{"global_st')):  # 30, 40: cut off mid-save
+    state = '{"global_step": 1}'
+    checkpoints = {  # step -> (trainer_state.json, files beside it); from 30 on each is cut off or broken
+        10: (state, ["pytorch_model.bin"]), 20: (state, ["model-1.safetensors", "model-2.safetensors"]),
+        30: (None, ["model.safetensors"]), 40: ('{"global_st', ["model.safetensors"]), 50: ("null", ["model.safetensors"]),
+        60: (state, []), 70: (state, ["model-1.safetensors"]), 80: ('{"log_history": []}', ["model.safetensors"])}
+    for step, (text, files) in checkpoints.items():
         folder = tmp_path / f"checkpoint-{step}"
         folder.mkdir()
-        if state is not None:
-            (folder / "trainer_state.json").write_text(state)
+        if text is not None:
+            (folder / "trainer_state.json").write_text(text)
+        for name in files:
+            (folder / name).write_bytes(b"weights")
+        if step in (20, 70):  # sharded: the index names two shards, 70 lacks one
+            (folder / "model.safetensors.index.json").write_text(json.dumps(
+                {"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}}))
     (tmp_path / "model").mkdir()
     assert last_checkpoint(tmp_path) == tmp_path / "checkpoint-20"
     assert resume_checkpoint(load_spec({"task": "causal-lm", "resume": "latest"}), str(tmp_path)) == str(
@@ -132,6 +142,15 @@ def test_resume_latest_takes_the_last_complete_checkpoint(tmp_path):
     assert resume_checkpoint(load_spec({"task": "causal-lm", "resume": "latest"}), str(tmp_path / "none")) is None
     with pytest.raises(TrainError, match="is not a complete checkpoint"):
         resume_checkpoint(load_spec({"task": "causal-lm", "resume": str(tmp_path / "checkpoint-30")}), str(tmp_path))
+    for step, weights in ((90, "adapter_model.safetensors"), (100, "global_step100")):  # PEFT, DeepSpeed ZeRO
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        if step == 90:
+            (folder / weights).write_bytes(b"weights")
+        else:
+            (folder / weights).mkdir()
+        (folder / "trainer_state.json").write_text(state)
+        assert last_checkpoint(tmp_path) == folder
 
 
 def test_bundled_tiny_models_use_their_tokenizers_special_tokens():

@@ -12,7 +12,9 @@ from types import ModuleType
 from typing import Protocol
 
 from nbtoolkit.backends.launch import Launch, Stage
+from nbtoolkit.credentials import credential_problem, redact_spec
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.spec_paths import absolute_paths
 
 __all__ = ["BACKENDS", "Backend", "Launch", "LaunchError", "Stage", "backend_name", "get_backend", "preflight", "render"]
 
@@ -63,11 +65,16 @@ def get_backend(name: str) -> ModuleType:
 
 
 def render(spec: RunSpec) -> Launch:
-    return get_backend(backend_name(spec)).render(spec)
+    """The spec's launch; its relative paths are taken from the caller's working directory (a job runs in its own)
+    and credential values are redacted (a job gets them from the environment)."""
+    return get_backend(backend_name(spec)).render(redact_spec(absolute_paths(spec)))
 
 
 def preflight(spec: RunSpec) -> None:
     """Raise LaunchError if this machine cannot start the spec (checked at submit, not at export)."""
+    problem = credential_problem(spec)
+    if problem:
+        raise LaunchError(problem)
     if spec.script is not None and not Path(spec.script.path).expanduser().is_file():
         raise LaunchError(f"script.path {spec.script.path} does not exist; give the path of your training script")
     check = getattr(get_backend(backend_name(spec)), "preflight", None)

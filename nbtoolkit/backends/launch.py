@@ -11,6 +11,9 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from nbtoolkit.credentials import shell_args
+from nbtoolkit.rendering import comment
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -56,15 +59,15 @@ class Launch:
         """A script that reproduces the launch outside Jupyter, from the directory it sits in."""
         lines = ["#!/usr/bin/env bash", f"# nbtoolkit launch ({self.backend}); run from anywhere:", "set -euo pipefail",
                  'cd "$(dirname "$0")"']
-        lines += [f"# {note}" for note in self.notes]
+        lines += [comment(note) for note in self.notes]
         if self.per_node:
             usage = f"usage: run.sh NODE_RANK (0 to {self.nodes - 1}; 0 on the master node)"
             lines.append(f'NODE_RANK="${{1:?{usage}}}"')
         lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(self.env.items())]
         for stage in self.stages:
-            lines.append(f"\n# stage: {stage.name}")
+            lines += ["", comment(f"stage: {stage.name}")]
             prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(stage.env.items()))
-            command = " ".join(self.per_node.get(item) or shlex.quote(item) for item in stage.argv)
+            command = " ".join(self.per_node.get(item) or word for item, word in zip(stage.argv, shell_args(stage.argv)))
             lines.append(f"{prefix + ' ' if prefix else ''}{command}")
         return "\n".join(lines) + "\n"
 

@@ -1,7 +1,9 @@
 """A job's checkpoints: the HF Trainer's `output/checkpoint-N` folders, complete ones only.
 
-The Trainer writes `trainer_state.json` last, so a folder without a readable one was cut off
-mid-save (a job stopped while checkpointing) and must not be resumed from.
+A job stopped while checkpointing leaves a folder cut off mid-save, which must not be resumed from:
+complete means `trainer_state.json` is an object with `global_step` (the Trainer writes it last) and
+the weights are there (one file, every shard of an index, a PEFT adapter, or DeepSpeed's
+`global_step*` folder).
 """
 
 from __future__ import annotations
@@ -12,6 +14,12 @@ from pathlib import Path
 
 CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 STATE_FILE = "trainer_state.json"
+#: the Trainer's single-file weights: full model or PEFT adapter, safetensors or pickle
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "adapter_model.safetensors", "adapter_model.bin")
+#: sharded weights: an index naming each shard file
+WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+#: DeepSpeed's own checkpoint folder (ZeRO shards), beside the Trainer's files
+DEEPSPEED_DIR = "global_step*"
 
 
 def checkpoint_step(path: str | Path) -> int | None:
@@ -20,12 +28,33 @@ def checkpoint_step(path: str | Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def is_complete(path: str | Path) -> bool:
+def _read_json(path: Path) -> object:
     try:
-        json.loads((Path(path) / STATE_FILE).read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
-        return False
-    return True
+        return None
+
+
+def has_state(folder: Path) -> bool:
+    state = _read_json(folder / STATE_FILE)
+    return isinstance(state, dict) and isinstance(state.get("global_step"), int)
+
+
+def has_weights(folder: Path) -> bool:
+    if any((folder / name).is_file() for name in WEIGHT_FILES):
+        return True
+    if any(path.is_dir() for path in folder.glob(DEEPSPEED_DIR)):
+        return True
+    for name in WEIGHT_INDEXES:
+        index = _read_json(folder / name)
+        shards = index.get("weight_map") if isinstance(index, dict) else None
+        if isinstance(shards, dict) and shards and all((folder / str(shard)).is_file() for shard in set(shards.values())):
+            return True
+    return False
+
+
+def is_complete(path: str | Path) -> bool:
+    return has_state(Path(path)) and has_weights(Path(path))
 
 
 def last_checkpoint(output_dir: str | Path) -> Path | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 from nbtoolkit.backends.launch import Launch
-from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobRecord, JobStore, supervisor_process, this_host
+from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, PRIVATE_DIR, PRIVATE_FILE, JobRecord, JobStore, supervisor_process, this_host
 from nbtoolkit.jobs.supervisor import POLL_S, stage_grace
 from nbtoolkit.jobs.tree import HOME_ENV, JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.metrics.series import METRICS_FILE
@@ -29,9 +29,9 @@ def write_launch_files(launch: Launch, directory: Path) -> list[Path]:
         path = directory / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
+        path.chmod(PRIVATE_FILE)
         written.append(path)
-    run_sh = directory / "run.sh"
-    run_sh.chmod(run_sh.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    (directory / "run.sh").chmod(PRIVATE_FILE | stat.S_IXUSR)
     return written
 
 
@@ -42,9 +42,9 @@ def submit(launch: Launch, *, name: str, task: str, store: JobStore | None = Non
     record = store.create(name=name, task=task, backend=launch.backend, resumed_from=resumed_from, info=info)
     directory = store.job_dir(record.id)
     write_launch_files(launch, directory)
-    (directory / LOG_FILE).touch()
-    (directory / METRICS_FILE).touch()
-    (directory / "output").mkdir()
+    (directory / LOG_FILE).touch(mode=PRIVATE_FILE)
+    (directory / METRICS_FILE).touch(mode=PRIVATE_FILE)
+    (directory / "output").mkdir(mode=PRIVATE_DIR)
     env = {**os.environ, HOME_ENV: str(store.home), JOB_ID_ENV: record.id}  # the tag every process of it carries
     process = subprocess.Popen(
         [sys.executable, "-m", "nbtoolkit.jobs.supervisor", record.id],
@@ -126,6 +126,24 @@ def read_log(job_id: str, *, store: JobStore | None = None, offset: int = 0,
     if limit is not None and len(chunk) == limit and b"\n" in chunk:
         chunk = chunk[: chunk.rfind(b"\n") + 1]
     return chunk.decode("utf-8", errors="replace"), offset + len(chunk)
+
+
+def log_tail(job_id: str, lines: int, *, store: JobStore | None = None, block: int = 64 * 1024,
+             max_bytes: int = 8 * 1024 * 1024) -> str:
+    """The last `lines` lines of the log, read backwards from its end in blocks (at most `max_bytes`):
+    a long log costs no more than its tail."""
+    store = store or JobStore()
+    with open(store.job_dir(store.get(job_id).id) / LOG_FILE, "rb") as handle:
+        position = end = handle.seek(0, os.SEEK_END)
+        data = b""
+        while position > 0 and data.count(b"\n") <= lines and end - position < max_bytes:
+            position -= min(block, position)
+            handle.seek(position)
+            data = handle.read(end - position)
+    found = data.decode("utf-8", errors="replace").split("\n")
+    if found[-1] == "":  # the log ends with a newline: no line after it
+        found.pop()
+    return "\n".join(found[-lines:]) if lines > 0 else ""
 
 
 def follow_log(job_id: str, *, store: JobStore | None = None, poll: float = 0.5) -> Iterator[str]:

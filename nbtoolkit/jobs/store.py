@@ -12,12 +12,14 @@ from whichever host or server it came.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
 import socket
 import sqlite3
 import time
+import typing
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -40,6 +42,8 @@ QUEUED_GRACE_S = 60.0
 BUSY_TIMEOUT_ENV, BUSY_TIMEOUT_S = "NBTOOLKIT_BUSY_TIMEOUT_S", 30.0
 #: this machine's name in job rows; overridable for a host whose name changes (and for tests of shared stores)
 HOST_ENV = "NBTOOLKIT_HOST"
+#: job folders and the store are readable by their user only (a shared host's other users see nothing)
+PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -72,6 +76,12 @@ CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
 """
 _JSON_COLUMNS = ("stages", "info")
+#: PRAGMA user_version of the schema above (1: stop_requested); a newer store is refused, an older upgraded
+SCHEMA_VERSION = 1
+
+
+class StoreError(RuntimeError):
+    """The job store cannot be used (corrupt, or from a newer nbtoolkit); the message says what to do."""
 
 
 class JobNotFound(LookupError):
@@ -141,14 +151,36 @@ class JobStore:
     """Create, read and update job rows; resolve job directories."""
 
     def __init__(self, home: str | Path | None = None) -> None:
-        self.home = Path(home).expanduser() if home else default_home()
+        # absolute: the job's supervisor and programs run in the job folder, not the caller's directory
+        self.home = (Path(home).expanduser() if home else default_home()).absolute()
         self.jobs_root = self.home / "jobs"
         self.db_path = self.home / "jobs.db"
         self.jobs_root.mkdir(parents=True, exist_ok=True)
+        # private to this user: job folders hold data, logs and models; the store holds every job's row
+        self.jobs_root.chmod(PRIVATE_DIR)
+        self.db_path.touch(mode=PRIVATE_FILE)
+        self.db_path.chmod(PRIVATE_FILE)  # SQLite gives its -wal and -shm files the same mode
+        try:
+            self._open()
+        except sqlite3.OperationalError:  # locked, disk I/O: passing, the caller's to retry
+            raise
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.db_path} is not a job store nbtoolkit can read ({exc}); move it aside and "
+                             f"nbtoolkit starts a new one (the job folders under {self.jobs_root} stay)") from None
+
+    def _open(self) -> None:
+        """Create or upgrade the schema; a store from a newer nbtoolkit is left untouched."""
         with self._connect() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.db_path} was written by a newer nbtoolkit (store version {version}; this one "
+                                 f"reads up to {SCHEMA_VERSION}); upgrade nbtoolkit, or set NBTOOLKIT_HOME to another "
+                                 "folder")
             conn.executescript(_SCHEMA)
             if "stop_requested" not in {row["name"] for row in conn.execute("PRAGMA table_info(jobs)")}:
                 conn.execute("ALTER TABLE jobs ADD COLUMN stop_requested REAL")  # a store from before stop requests
+            if version < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -184,7 +216,8 @@ class JobStore:
         with self._connect() as conn:
             conn.execute(f"INSERT INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
                          list(row.values()))
-        self.job_dir(record.id).mkdir(parents=True)
+        self.job_dir(record.id).mkdir(mode=PRIVATE_DIR)
+        self.job_dir(record.id).chmod(PRIVATE_DIR)  # whatever the umask
         return record
 
     def update(self, job_id: str, *, only_if_status: Iterable[str] | None = None, **values: Any) -> bool:
@@ -284,8 +317,36 @@ def supervisor_process(record: JobRecord) -> psutil.Process | None:
         return None
 
 
+def _number_columns() -> dict[str, type]:
+    """Column -> int or float, from JobRecord's annotations."""
+    hints = typing.get_type_hints(JobRecord)
+    return {name: kind for name, hint in hints.items() for kind in (int, float)
+            if hint is kind or kind in typing.get_args(hint)}
+
+
+_NUMBER_COLUMNS = _number_columns()
+
+
+def _number(value: Any, kind: type) -> int | float | None:
+    """A stored number as its column's type; anything else (text, NaN, a float in an int column) is None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value if kind is float else (int(value) if float(value).is_integer() else None)
+
+
+def _json(text: Any, default: list | dict) -> Any:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return default
+    return value if isinstance(value, type(default)) else default
+
+
 def _record(row: sqlite3.Row) -> JobRecord:
+    """A row as a JobRecord; one bad stored value reads as empty, so one job never breaks a listing."""
     data = dict(row)
-    for column in _JSON_COLUMNS:
-        data[column] = json.loads(data[column] or ("[]" if column == "stages" else "{}"))
+    for column, kind in _NUMBER_COLUMNS.items():
+        data[column] = _number(data[column], kind)
+    data["created"] = data["created"] or 0.0
+    data["stages"], data["info"] = _json(data["stages"], []), _json(data["info"], {})
     return JobRecord(**data)

@@ -31,6 +31,7 @@ import psutil
 
 from nbtoolkit.backends.launch import Launch, Stage
 from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.credentials import redact_args, resolve_args
 from nbtoolkit.jobs.lock import SupervisorLock
 from nbtoolkit.jobs.reaper import start_reaper
 from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobStore, this_host
@@ -88,11 +89,11 @@ class Supervisor:
         return exit_code
 
     def _run_stage(self, index: int, stage: Stage, log) -> int:
-        self._say(log, f"stage {stage.name}: {shlex.join(stage.argv)}")
+        self._say(log, f"stage {stage.name}: {shlex.join(redact_args(stage.argv))}")
         self._set_stage(index, status="running", started=time.time())
         env = {**os.environ, **self.launch.env, **stage.env, JOB_ID_ENV: self.job_id}
         try:
-            process = subprocess.Popen(stage.argv, cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
+            process = subprocess.Popen(resolve_args(stage.argv), cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
             self._say(log, f"stage {stage.name} could not start: {exc}")
@@ -283,6 +284,7 @@ def failure_message(log_path: Path, exit_code: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     job_id = (argv or sys.argv[1:])[0]
+    os.umask(0o077)  # what the job's programs write (checkpoints, models, logs) is private too
     store = JobStore()
     lock = SupervisorLock(store.job_dir(job_id))
     if not lock.acquire():

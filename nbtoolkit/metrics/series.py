@@ -19,6 +19,9 @@ TEXT_FIELDS = ("kind", "stage")
 #: fields that count something, so whole numbers
 INTEGER_FIELDS = ("step", "max_steps")
 
+#: the longest line a bounded read takes (a metrics record or log line is far shorter)
+MAX_LINE_BYTES = 1024 * 1024
+
 
 @dataclass
 class MetricsReader:
@@ -41,10 +44,14 @@ class MetricsReader:
                 handle.seek(self.offset)
                 chunk = handle.read() if max_bytes is None else handle.read(max_bytes)
                 if max_bytes is not None and b"\n" not in chunk:
-                    chunk += handle.readline()  # a line longer than max_bytes still comes whole
+                    chunk += handle.readline(MAX_LINE_BYTES)  # a line longer than max_bytes still comes whole
         except FileNotFoundError:
             return []
         end = chunk.rfind(b"\n")
+        if end < 0 and max_bytes is not None and len(chunk) == max_bytes + MAX_LINE_BYTES:
+            self.offset += len(chunk)  # no record is this long: pass it (its rest reads as a line that is not JSON)
+            self.notes.append(f"{self.path.name}: a line over {MAX_LINE_BYTES} bytes is left out")
+            return []
         if end < 0:
             return []
         self.offset += end + 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import textwrap
 
 from nbtoolkit.metrics.parse import pair_pattern
+from nbtoolkit.rendering import comment, python_replace
 from nbtoolkit.remote.sagemaker_job import (CHECKPOINT_LOCAL_PATH, CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE,
                                             PRECOMPILE_ENV, SMP_IMAGE, TrainingJob)
 
@@ -25,8 +26,9 @@ def _literal(value) -> str:
 
 
 def _item(value) -> str:
-    """A value; one naming the Neuron compile cache becomes an f-string over `neuron_cache`."""
-    return f"f{value!r}" if isinstance(value, str) and NEURON_CACHE in value else repr(value)
+    """A value; one naming the Neuron compile cache gets the script's `neuron_cache` put in its place."""
+    return python_replace(value, NEURON_CACHE, "neuron_cache") if isinstance(value, str) and NEURON_CACHE in value \
+        else repr(value)
 
 
 def _code_lines(job: TrainingJob) -> list[str]:
@@ -48,7 +50,7 @@ def _session_lines(job: TrainingJob, session_class: str) -> list[str]:
 
 def _image_lines(job: TrainingJob, retrieve: str) -> list[str]:
     if job.image_uri:
-        return [f"training_image = {job.image_uri!r}.format(region=boto_session.region_name)"]
+        return [f"training_image = {python_replace(job.image_uri, '{region}', 'boto_session.region_name')}"]
     arguments = ", ".join(f"{key}={value!r}" for key, value in job.image_lookup.items())
     return [f"training_image = {retrieve}(region=boto_session.region_name, {arguments})"]
 
@@ -69,14 +71,14 @@ def _neuron_lines(job: TrainingJob) -> list[str]:
         lines.append(f"neuron_cache = f's3://{{session.default_bucket()}}/{job.base_job_name}/neuron-cache'")
     if job.precompile:
         lines += [f"# nbtoolkit first runs this job once with environment {PRECOMPILE_ENV}",
-                  f"# (base name '{job.base_job_name}-precompile') and waits for it: it fills the compile cache."]
+                  comment(f"(base name '{job.base_job_name}-precompile') and waits for it: it fills the compile cache.")]
     return lines
 
 
 def v3_script(job: TrainingJob, title: str) -> str:
     """The job with the SageMaker Python SDK v3 (`pip install 'sagemaker>=3'`)."""
     own = job.source_dir == CODE_DIR
-    lines = [f'"""SageMaker training job for {title!r}, written by nbtoolkit for the SageMaker Python SDK v3.',
+    lines = [comment(f"nbtoolkit job {title!r}"), '"""SageMaker training job written by nbtoolkit for the SageMaker Python SDK v3.',
              "", "Starts the job and returns; follow it in the SageMaker console or with",
              "`nbtoolkit attach <training job name>`.", '"""',
              *(["import shutil"] if own else []), "from pathlib import Path", "", "import boto3",
@@ -141,7 +143,7 @@ def v2_script(job: TrainingJob, title: str) -> str:
            f"f's3://{{session.default_bucket()}}/{job.base_job_name}/checkpoints'")
     checkpoint = ([f"    checkpoint_s3_uri={uri},",
                    f"    checkpoint_local_path={CHECKPOINT_LOCAL_PATH!r},"] if job.checkpoints else [])
-    lines = [f'"""SageMaker training job for {title!r}, written by nbtoolkit for the SageMaker Python SDK v2',
+    lines = [comment(f"nbtoolkit job {title!r}"), '"""SageMaker training job written by nbtoolkit for the SageMaker Python SDK v2',
              "(`pip install 'sagemaker<3'`) with the HuggingFace estimator; prefer launch_v3.py on SDK v3.", '"""',
              *(["import shutil"] if own else []), "from pathlib import Path", "", "import boto3", "import sagemaker",
              "from sagemaker.huggingface import HuggingFace", "", *(["import nbtoolkit", ""] if own else []),

@@ -236,12 +236,8 @@ class JobRecordUpdater:
 
     @classmethod
     def from_environment(cls) -> JobRecordUpdater:
-        job_id = os.environ.get(JOB_ID_ENV)
-        if not job_id:
-            return cls(None, None)
-        from nbtoolkit.jobs.store import JobStore
-
-        return cls(JobStore(), job_id)
+        """The store is opened at the first write, where a busy one is only noted (opening writes too)."""
+        return cls(None, os.environ.get(JOB_ID_ENV) or None)
 
     def phase(self, phase: str) -> dict[str, Any]:
         return self.phases.get(phase, {})
@@ -257,9 +253,13 @@ class JobRecordUpdater:
         self._flush()
 
     def _flush(self) -> None:
-        if self.store is None:
+        if self.job_id is None:
             return
         try:
+            if self.store is None:
+                from nbtoolkit.jobs.store import JobStore
+
+                self.store = JobStore()
             values = dict(self.pending)
             if self.phases:
                 info = self.store.get(self.job_id).info
@@ -269,7 +269,7 @@ class JobRecordUpdater:
                 values["info"] = {**info, **self.latest, **totals, "sagemaker_jobs": phases}
             self.store.update(self.job_id, **values)
             self.pending = {}
-        except sqlite3.OperationalError as exc:  # e.g. "database is locked" past the busy timeout
+        except sqlite3.DatabaseError as exc:  # e.g. "database is locked" past the busy timeout, a disk I/O error
             say(f"the job store did not answer ({exc}); the job's record catches up at the next poll")
 
 

@@ -21,6 +21,7 @@ from nbtoolkit.backends.neuron import neuron_env, precompile_spec
 from nbtoolkit.backends.program import BASE_ENV, SPEC_FILE
 from nbtoolkit.catalog import CatalogError, hourly_price
 from nbtoolkit.catalog import instance as catalog_instance
+from nbtoolkit.credentials import is_credential
 from nbtoolkit.metrics.parse import pair_pattern
 from nbtoolkit.remote.sagemaker_instances import SMDDP_INSTANCE_TYPES, SMP_INSTANCE_TYPES, accelerator_of
 from nbtoolkit.spec import RunSpec
@@ -61,7 +62,6 @@ PRECOMPILE_ENV = {"RUN_NEURON_PARALLEL_COMPILE": "1", SPEC_FILE_ENV: PRECOMPILE_
 #: Trainer log keys charted in the SageMaker console (its limit is 40 definitions)
 METRIC_KEYS = ("loss", "learning_rate", "grad_norm", "epoch", "eval_loss", "eval_accuracy", "eval_f1",
                "train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss")
-SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY|SECRET_KEY|SESSION_TOKEN)($|_)")
 
 Phase = Literal["train", "precompile"]
 #: why nbtoolkit's own program cannot use SageMaker's distributed libraries with the images the SDK resolves
@@ -369,7 +369,7 @@ def _check_inputs(spec: RunSpec) -> None:
 
 
 def _check_environment(environment: dict[str, str]) -> None:
-    secret = next((name for name in environment if SECRET_NAME.search(name.upper())), None)
+    secret = next((name for name in environment if is_credential(name)), None)
     if secret:
         raise SageMakerSetupError(f"sagemaker.environment.{secret} looks like a secret, and nbtoolkit never writes "
                                   "secrets into job files; keep it in AWS Secrets Manager or the role's permissions")

@@ -11,7 +11,12 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(server_app) -> None:
+    from nbtoolkit.jobs.store import StoreError
     from nbtoolkit.server.extension import setup_routes
 
-    setup_routes(server_app.web_app)
+    try:
+        setup_routes(server_app.web_app)
+    except StoreError as exc:  # the server runs on without the job API, and says why in one line
+        server_app.log.error("nbtoolkit: the job API is off: %s", exc)
+        return
     server_app.log.info("nbtoolkit: job API at %snbtoolkit/api/jobs", server_app.web_app.settings["base_url"])

@@ -1,9 +1,11 @@
-"""REST handlers: HTTP in, JobsService call, JSON out. Every verb requires an authenticated user."""
+"""REST handlers: HTTP in, JobsService call (in a thread), JSON out. Every verb is authenticated and authorized."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
+from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from pydantic import BaseModel
 from tornado import web
@@ -11,9 +13,18 @@ from tornado import web
 from nbtoolkit.jobs.store import JobNotFound
 from nbtoolkit.server.service import LIST_LIMIT_DEFAULT, LOG_LIMIT_DEFAULT, InvalidRequest, JobsService
 
+#: what a jupyter_server Authorizer is asked about for every nbtoolkit API call
+AUTH_RESOURCE = "nbtoolkit"
+
 
 class JobsAPIHandler(APIHandler):
-    """Shared plumbing: the service, integer query arguments, and API errors as JSON 4xx replies."""
+    """Shared plumbing: the service, integer query arguments, and API errors as JSON 4xx replies.
+
+    Every verb is authenticated, then authorized by the server's Authorizer on resource `nbtoolkit`
+    (GET asks to `read`, POST stop to `write`), so a deployment's read-only users cannot stop jobs.
+    """
+
+    auth_resource = AUTH_RESOURCE
 
     @property
     def service(self) -> JobsService:
@@ -28,7 +39,9 @@ class JobsAPIHandler(APIHandler):
         except ValueError:
             raise web.HTTPError(400, f"{name} '{value[:40]}' is not a whole number") from None
 
-    def reply(self, body: BaseModel) -> None:
+    async def reply_from(self, call: Callable[..., BaseModel], *args, **kwargs) -> None:
+        """Reply with what `call` returns, run off the event loop (SQLite, files and process scans block)."""
+        body = await asyncio.to_thread(call, *args, **kwargs)
         self.set_header("Content-Type", "application/json")
         self.finish(body.model_dump_json())
 
@@ -50,33 +63,37 @@ def _api_error_status(error: BaseException | None) -> int | None:
 
 class JobListHandler(JobsAPIHandler):
     @web.authenticated
-    def get(self) -> None:
+    @authorized
+    async def get(self) -> None:
         statuses = [status for value in self.get_arguments("status") for status in value.split(",") if status]
-        self.reply(self.service.list(statuses, limit=self.int_argument("limit", LIST_LIMIT_DEFAULT),
-                                     offset=self.int_argument("offset", 0)))
+        await self.reply_from(self.service.list, statuses, limit=self.int_argument("limit", LIST_LIMIT_DEFAULT),
+                              offset=self.int_argument("offset", 0))
 
 
 class JobHandler(JobsAPIHandler):
     @web.authenticated
-    def get(self, job_id: str) -> None:
-        self.reply(self.service.get(job_id))
+    @authorized
+    async def get(self, job_id: str) -> None:
+        await self.reply_from(self.service.get, job_id)
 
 
 class JobMetricsHandler(JobsAPIHandler):
     @web.authenticated
-    def get(self, job_id: str) -> None:
-        self.reply(self.service.metrics(job_id, since=self.int_argument("since", 0)))
+    @authorized
+    async def get(self, job_id: str) -> None:
+        await self.reply_from(self.service.metrics, job_id, since=self.int_argument("since", 0))
 
 
 class JobLogHandler(JobsAPIHandler):
     @web.authenticated
-    def get(self, job_id: str) -> None:
-        self.reply(self.service.log(job_id, offset=self.int_argument("offset", 0),
-                                    limit=self.int_argument("limit", LOG_LIMIT_DEFAULT)))
+    @authorized
+    async def get(self, job_id: str) -> None:
+        await self.reply_from(self.service.log, job_id, offset=self.int_argument("offset", 0),
+                              limit=self.int_argument("limit", LOG_LIMIT_DEFAULT))
 
 
 class JobStopHandler(JobsAPIHandler):
     @web.authenticated
+    @authorized
     async def post(self, job_id: str) -> None:
-        # stopping waits for the job's processes to end: off the event loop
-        self.reply(await asyncio.get_running_loop().run_in_executor(None, self.service.stop, job_id))
+        await self.reply_from(self.service.stop, job_id)  # waits for the job's processes to end

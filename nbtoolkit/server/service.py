@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nbtoolkit.jobs import control
 from nbtoolkit.jobs.store import JOB_ID, LOG_FILE, STATUSES, JobRecord, JobStore
-from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader
+from nbtoolkit.metrics.series import MAX_LINE_BYTES, METRICS_FILE, MetricsReader
 from nbtoolkit.server.models import JobDetail, JobList, JobSummary, LogPage, MetricsPage
 from nbtoolkit.server.sparklines import LossSparklines
 
@@ -92,9 +92,16 @@ def _check_range(name: str, value: int, low: int, high: int | None) -> None:
 
 
 def _next_line_start(path: Path, position: int) -> int:
-    """The offset of the first line that starts at or after `position`."""
+    """The offset of the first line (or `\r`-refreshed progress bar) with text that starts at or after
+    `position`, looking at most MAX_LINE_BYTES ahead; else `position` itself, so an unterminated last
+    line (a tqdm bar) still shows."""
     if position == 0:
         return 0
     with open(path, "rb") as handle:
         handle.seek(position - 1)
-        return position - 1 + len(handle.readline())
+        ahead = handle.read(MAX_LINE_BYTES)
+    for separator in (b"\n", b"\r"):
+        start = ahead.find(separator) + 1
+        if 0 < start < len(ahead):
+            return position - 1 + start
+    return position

@@ -7,6 +7,7 @@ job's metrics.jsonl is read once and afterwards only its new bytes; the series i
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,9 +60,14 @@ class LossSparklines:
     def __init__(self, points: int = 24, max_jobs: int = 4096, first_read_bytes: int = 256 * 1024) -> None:
         self.points, self.max_jobs, self.first_read_bytes = points, max_jobs, first_read_bytes
         self._followers: OrderedDict[str, _Follower] = OrderedDict()
+        self._lock = threading.Lock()  # requests are served from several threads
 
     def loss(self, job_id: str, job_dir: Path, ended: bool = False) -> list[float]:
         """The job's train losses; `ended`: the job has ended, so its file is complete once read."""
+        with self._lock:
+            return self._loss(job_id, job_dir, ended)
+
+    def _loss(self, job_id: str, job_dir: Path, ended: bool) -> list[float]:
         follower = self._followers.get(job_id)
         if follower is None:
             follower = self._follow(job_id, job_dir)

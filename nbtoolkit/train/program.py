@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.credentials import resolve_mapping
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 
 
@@ -55,7 +56,7 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments
         renamed = "activation_checkpointing" in TrainingArguments.__dataclass_fields__
         kwargs["activation_checkpointing" if renamed else "gradient_checkpointing"] = True
     kwargs.update(overrides)
-    kwargs.update(spec.extra)
+    kwargs.update(resolve_mapping(spec.extra))  # a credential's `$NAME` from the job's environment
     return (arguments_class or TrainingArguments)(**kwargs)
 
 
@@ -71,7 +72,7 @@ def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | None:
         return str(latest) if latest else None
     path = Path(spec.resume).expanduser()
     if not is_complete(path):
-        raise TrainError(f"resume: {spec.resume} is not a complete checkpoint (no readable trainer_state.json); "
+        raise TrainError(f"resume: {spec.resume} is not a complete checkpoint (its trainer_state.json or its weights are missing or unreadable); "
                          "give a checkpoint-N folder or 'latest'")
     return str(path)
 

@@ -210,3 +210,39 @@ async def test_stop_ends_a_real_running_job_and_all_its_processes(jp_fetch, stor
     assert response.code == 200 and stopped["status"] == "stopped" and stopped["message"] == "stopped on request"
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
     assert (await get_json(jp_fetch, "jobs", job.id))["status"] == "stopped"
+
+
+async def test_one_bad_stored_loss_never_breaks_the_job_list(jp_fetch, store):
+    from tests.test_store import store_bad_values
+
+    bad_id = store_bad_values(store)
+    page = await get_json(jp_fetch, "jobs")
+    assert page["total"] == 2
+    bad = next(job for job in page["jobs"] if job["id"] == bad_id)
+    assert bad["loss"] is None and bad["display"]["loss"] == ""
+
+
+async def test_the_log_tail_shows_an_unterminated_progress_bar(jp_fetch, store):
+    bar = "".join(f"\r 10%|#         | {i}/100 [00:0{i % 10}<00:30,  3.51it/s]" for i in range(1, 30))
+    job = finished_job(store, log="line 1\nline 2\n" + bar)
+    tail = await get_json(jp_fetch, "jobs", job.id, "log", offset="-100")
+    assert tail["text"].endswith("29/100 [00:09<00:30,  3.51it/s]") and tail["next"] == tail["size"]
+    whole = await get_json(jp_fetch, "jobs", job.id, "log", offset=str(-len(bar) - 10))
+    assert whole["text"].startswith("line 2\n")
+
+
+async def test_a_slow_store_never_blocks_the_servers_event_loop(jp_fetch, jp_serverapp, store, monkeypatch):
+    """GET work (SQLite, files, process scans) runs in threads: four slow listings overlap instead of queueing."""
+    import asyncio
+
+    service = jp_serverapp.web_app.settings["nbtoolkit_jobs"]
+    listing = service.store.list
+
+    def slow_list(*args, **kwargs):
+        time.sleep(0.6)  # a store locked by a writer, a slow network home
+        return listing(*args, **kwargs)
+
+    monkeypatch.setattr(service.store, "list", slow_list)
+    started = time.monotonic()
+    pages = await asyncio.gather(*(get_json(jp_fetch, "jobs") for _ in range(4)))
+    assert all(page["total"] == 0 for page in pages) and time.monotonic() - started < 1.8

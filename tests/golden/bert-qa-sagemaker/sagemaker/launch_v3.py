@@ -1,4 +1,5 @@
-"""SageMaker training job for 'bert-qa-sagemaker', written by nbtoolkit for the SageMaker Python SDK v3.
+# nbtoolkit job 'bert-qa-sagemaker'
+"""SageMaker training job written by nbtoolkit for the SageMaker Python SDK v3.
 
 Starts the job and returns; follow it in the SageMaker console or with
 `nbtoolkit attach <training job name>`.

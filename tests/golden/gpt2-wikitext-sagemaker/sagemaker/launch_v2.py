@@ -1,4 +1,5 @@
-"""SageMaker training job for 'gpt2-wikitext', written by nbtoolkit for the SageMaker Python SDK v2
+# nbtoolkit job 'gpt2-wikitext'
+"""SageMaker training job written by nbtoolkit for the SageMaker Python SDK v2
 (`pip install 'sagemaker<3'`) with the HuggingFace estimator; prefer launch_v3.py on SDK v3.
 """
 import shutil

@@ -1,4 +1,5 @@
-"""SageMaker training job for 'gpt2-wikitext', written by nbtoolkit for the SageMaker Python SDK v3.
+# nbtoolkit job 'gpt2-wikitext'
+"""SageMaker training job written by nbtoolkit for the SageMaker Python SDK v3.
 
 Starts the job and returns; follow it in the SageMaker console or with
 `nbtoolkit attach <training job name>`.
