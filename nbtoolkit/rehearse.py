@@ -273,7 +273,7 @@ def rehearse(spec: RunSpec | dict | str, *, workdir: str | Path | None = None, s
         job.wait(timeout=max(timeout - (time.monotonic() - started), 1))
     stages = [result for node, job in enumerate(jobs) for result in _stage_results(node, job)]
     return RehearsalReport(rehearsal=plan_, jobs=[job.id for job in jobs], stages=stages,
-                           seconds=time.monotonic() - started, memory=_memory_line(node_specs[0], jobs[0]))
+                           seconds=time.monotonic() - started, memory=_memory_line(node_specs[0], jobs))
 
 
 def _stage_results(node: int, job) -> list[StageResult]:
@@ -293,12 +293,16 @@ def _stage_results(node: int, job) -> list[StageResult]:
     return results
 
 
-def _memory_line(spec: dict[str, Any], job) -> str | None:
-    """The planner's memory for the tiny model next to what rank 0 used (the rehearsal checks the planner too)."""
+def _memory_line(spec: dict[str, Any], jobs: list) -> str | None:
+    """The planner's memory for the tiny model next to what rank 0 used (the rehearsal checks the planner too).
+
+    Rank 0 is on whichever node the rendezvous made first, so its summary is looked for in every node's job.
+    """
     from nbtoolkit.planner import plan
 
-    summary = next((record for record in reversed(job.records()) if record.get("kind") == "summary"), None)
-    if summary is None or summary.get("peak_memory_mb") is None:
+    summary = next((record for job in jobs for record in reversed(job.records())
+                    if record.get("kind") == "summary" and record.get("peak_memory_mb") is not None), None)
+    if summary is None:
         return None
     memory = plan(spec, alternatives=False).memory
     predicted = (memory.weights + memory.gradients + memory.optimizer + memory.gathered + memory.activations) / 2**20
