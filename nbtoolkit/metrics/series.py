@@ -136,5 +136,6 @@ class Progress:
                 self.total_steps = int(record["max_steps"])
             if record.get("kind") == "train":
                 self.loss = record.get("loss", self.loss)
+            if record.get("kind") in ("train", "summary"):  # a log's only figure may be the summary's average
                 self.samples_per_second = record.get("samples_per_second", self.samples_per_second)
         return before != (self.step, self.total_steps, self.loss, self.samples_per_second)
