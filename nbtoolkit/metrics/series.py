@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
+#: in the job folder once a user's program writes records itself (autolog's Trainer callback, nbtoolkit.log):
+#: from then on its log is not parsed, so no step is recorded twice
+STRUCTURED_MARKER = "metrics.from-program"
 #: the fields that hold text; every other value is a number (or null for "not a number this time")
 TEXT_FIELDS = ("kind", "stage")
 #: fields that count something, so whole numbers
