@@ -115,20 +115,20 @@ class LogParser:
         return records + self._release()
 
     def _parse_line(self, line: str) -> list[dict[str, Any]]:
-        """A line is progress-bar updates separated by \\r, some ending in a dict: each dict waits for the
-        first training bar after it; bars between records are read only if they could settle one."""
-        records = []
+        """A line is progress-bar updates separated by \\r, some ending in a dict. A record whose step came
+        from the training bar waits for the bar's next drawing; any other is ready at once."""
+        records: list[dict[str, Any]] = []
         rank_zero = self._rank_zero_text(line)
         if rank_zero is None:
             return records
         for segment in rank_zero.split("\r"):
             if "{" in segment:
                 records += self._release()
-                record = self._parse_segment(segment)
-                if record is not None:
+                record, settled = self._parse_segment(segment)
+                if record is not None and settled:
+                    records.append(record)
+                elif record is not None:
                     self._waiting = record
-                    if "from_bar" not in record:
-                        records += self._release()  # its step came from the dict or nbtoolkit's own line, or is unknown
             elif self._read_progress(segment) and self._waiting is not None:
                 records += self._release()
         return records
@@ -138,10 +138,9 @@ class LogParser:
         record, self._waiting = self._waiting, None
         if record is None:
             return []
-        if record.pop("from_bar", None) is not None and self._step is not None:
-            record["step"] = max(record["step"], self._step)
-            if self._total is not None:
-                record["max_steps"] = self._total
+        record["step"] = max(record["step"], self._step or 0)
+        if self._total is not None:
+            record["max_steps"] = self._total
         return [record]
 
     @staticmethod
@@ -182,23 +181,20 @@ class LogParser:
             return True
         return total == self._total and step >= (self._step or 0)
 
-    def _parse_segment(self, segment: str) -> dict[str, Any] | None:
+    def _parse_segment(self, segment: str) -> tuple[dict[str, Any] | None, bool]:
+        """The segment's record, if any, and whether its step is settled (else the next training bar settles it)."""
         self._read_progress(segment[:segment.find("{")])  # a bar or nbtoolkit's line glued before the dict
         values = parse_dict_line(segment)
         kind = classify(values) if values else None
         if kind is None:
-            return None
-        return self._record(kind, values)
-
-    def _record(self, kind: str, values: dict[str, float]) -> dict[str, Any]:
+            return None, True
         own_step = values.pop("step", None)  # a custom loop's own count: the truth, as a whole number
         if own_step is not None and math.isfinite(own_step) and own_step == int(own_step):
-            step, from_bar = int(own_step), None
-        else:
-            step, from_bar = self._step, (True if self._step is not None and self._step_from_bar else None)
-        record: dict[str, Any] = {"time": self._clock(), "step": step, "kind": kind}
-        if from_bar:
-            record["from_bar"] = True
+            return {**self._record(kind, values), "step": int(own_step)}, True
+        return self._record(kind, values), self._step is None or not self._step_from_bar
+
+    def _record(self, kind: str, values: dict[str, float]) -> dict[str, Any]:
+        record: dict[str, Any] = {"time": self._clock(), "step": self._step, "kind": kind}
         if "epoch" in values:
             record["epoch"] = values.pop("epoch")
         if self._total is not None:
