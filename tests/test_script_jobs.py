@@ -120,7 +120,7 @@ def test_a_script_launch_runs_where_it_was_launched_from(project):
     spec = load_spec({"task": "causal-lm", "script": {"path": "train.py", "args": ["--deepspeed", "$NBTOOLKIT_JOB_DIR/ds_config.json"]},
                       "hardware": {"devices": 2}, "parallelism": {"strategy": "deepspeed"}})
     launch_ = render(spec)
-    assert launch_.workdir == str(project)
+    assert json.loads(launch_.to_json())["workdir"] == str(project)
     assert f"export NBTOOLKIT_JOB_DIR=\"$PWD\"\ncd '{project}'\n" in launch_.run_sh()
     assert ' --log_dir="$NBTOOLKIT_JOB_DIR"/logs ' in launch_.run_sh()  # the job's files stay in the job folder
     assert ' --deepspeed "$NBTOOLKIT_JOB_DIR"/ds_config.json\n' in launch_.run_sh()

@@ -93,7 +93,10 @@ class Launch:
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
+        data = asdict(self)
+        if data["workdir"] is None:  # nbtoolkit's own program: launch.json as before there was a workdir
+            del data["workdir"]
+        return json.dumps(data, indent=2)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Launch:
