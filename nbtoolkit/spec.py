@@ -462,6 +462,10 @@ def spec_warnings(spec: RunSpec) -> list[str]:
     if spec.parallelism.offload_params != "none" or spec.parallelism.offload_optimizer != "none":
         if spec.hardware.accelerator == "cpu":
             found.append("offload moves states to CPU memory; on a CPU-only run it saves nothing and costs time")
+    if (spec.script is not None and spec.parallelism.strategy == "deepspeed" and spec.hardware.accelerator == "cpu"
+            and spec.world_size > 1 and "--use_cpu" not in spec.script.args):
+        found.append("DeepSpeed on CPU: add --use_cpu to script.args (TrainingArguments use_cpu=True), "
+                     "else the script's ranks do not train together")
     if spec.compile == "torch" and not spec.dataset.pad_to_max_length:
         found.append("compile 'torch' with dynamic padding recompiles for each new shape; set dataset.pad_to_max_length: true")
     return found

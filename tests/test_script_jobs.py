@@ -20,7 +20,7 @@ from nbtoolkit.backends.program import AUTOLOG_BOOT
 from nbtoolkit.bundled import ASSETS, TOKENIZERS
 from nbtoolkit.jobs.listing import listing_row
 from nbtoolkit.metrics.series import read_metrics
-from nbtoolkit.spec import load_spec
+from nbtoolkit.spec import load_spec, spec_warnings
 from tests.conftest import PYTHON, SCRIPTS
 
 MAX_STEPS, LOGGING_STEPS = 60, 5
@@ -54,7 +54,7 @@ def test_run_clm_style_script_is_recorded_at_the_trainers_own_steps(devices, pro
     # relative paths meant the launch folder: the data was found there and the model saved there
     assert (project / "out" / "model.safetensors").is_file()
     assert not (job.dir / "out").exists()
-    assert f"distributed: world size {devices}" in job.logs()  # both ranks trained together (CPU backend)
+    assert f"distributed: world size {devices}, deepspeed: False" in job.logs()  # both ranks trained together (CPU backend)
 
     records = read_metrics(job.dir / "metrics.jsonl")
     history = json.loads((project / "log_history.json").read_text())
@@ -62,7 +62,7 @@ def test_run_clm_style_script_is_recorded_at_the_trainers_own_steps(devices, pro
     logged = [entry["step"] for entry in history if "loss" in entry]
     assert [record["step"] for record in train] == logged == list(range(LOGGING_STEPS, MAX_STEPS + 1, LOGGING_STEPS))
     assert [record["loss"] for record in train] == [entry["loss"] for entry in history if "loss" in entry]
-    assert all(record["samples_per_second"] > 0 for record in train)
+    assert all(record["samples_per_second"] > 0 and record["tokens_per_second"] > 0 for record in train)
     evals = [record for record in records if record["kind"] == "eval"]
     assert [record["step"] for record in evals] == [entry["step"] for entry in history if "eval_loss" in entry] \
         == [MAX_STEPS]
@@ -74,6 +74,19 @@ def test_run_clm_style_script_is_recorded_at_the_trainers_own_steps(devices, pro
     assert float(row["samples/s"]) > 0
     print(f"\n{devices} rank(s): metrics.jsonl steps {[(r['kind'], r['step']) for r in records]}\n"
           f"log_history steps {[('eval' if 'eval_loss' in e else 'summary' if 'train_runtime' in e else 'train', e['step']) for e in history]}")
+
+
+def test_a_deepspeed_script_finds_the_generated_config_in_the_job_folder(project, store):
+    spec = clm_spec(2)
+    spec["script"]["args"] = [*spec["script"]["args"][:spec["script"]["args"].index("--max_steps")],
+                              "--max_steps", 20, "--logging_steps", 5, "--per_device_train_batch_size", 8,
+                              "--report_to", "none", "--deepspeed", "$NBTOOLKIT_JOB_DIR/ds_config.json", "--use_cpu"]
+    job = launch({**spec, "parallelism": {"strategy": "deepspeed", "zero_stage": 2}}, store=store)
+    assert job.wait(timeout=TIMEOUT) == "succeeded", job.logs(tail=40)
+    assert "distributed: world size 2, deepspeed: True" in job.logs()
+    records = read_metrics(job.dir / "metrics.jsonl")
+    assert [record["step"] for record in records if record["kind"] == "train"] == [5, 10, 15, 20]
+    assert not (project / "ds_config.json").exists()
 
 
 CUSTOM_LOOP = """
@@ -115,6 +128,13 @@ def test_the_autolog_boot_chains_a_sites_own_sitecustomize_and_leaves_other_scri
     assert result.stdout.split() == ["ran", "False"] and result.stderr == ""
 
 
+def test_deepspeed_scripts_on_cpu_are_told_to_pass_use_cpu():
+    spec = {"task": "causal-lm", "script": "train.py", "hardware": {"devices": 2}, "parallelism": {"strategy": "deepspeed"}}
+    assert spec_warnings(load_spec(spec)) == ["DeepSpeed on CPU: add --use_cpu to script.args (TrainingArguments "
+                                              "use_cpu=True), else the script's ranks do not train together"]
+    assert spec_warnings(load_spec({**spec, "script": {"path": "train.py", "args": ["--use_cpu"]}})) == []
+
+
 def test_a_script_launch_runs_where_it_was_launched_from(project):
     (project / "train.py").write_text("")
     spec = load_spec({"task": "causal-lm", "script": {"path": "train.py", "args": ["--deepspeed", "$NBTOOLKIT_JOB_DIR/ds_config.json"]},
@@ -126,7 +146,7 @@ def test_a_script_launch_runs_where_it_was_launched_from(project):
     assert ' --deepspeed "$NBTOOLKIT_JOB_DIR"/ds_config.json\n' in launch_.run_sh()
     assert any("--deepspeed $NBTOOLKIT_JOB_DIR/ds_config.json" in note for note in launch_.notes)
     assert launch_.env["PYTHONPATH"].split(os.pathsep)[0] == str(AUTOLOG_BOOT)
-    assert "ACCELERATE_USE_CPU" not in launch_.env  # it would turn DeepSpeed off; DeepSpeed finds the CPU itself
+    assert "ACCELERATE_USE_CPU" not in launch_.env  # it turns DeepSpeed off: the spec warns to pass --use_cpu
     ddp = render(load_spec({"task": "causal-lm", "script": "train.py", "hardware": {"devices": 2}}))
     assert ddp.env["ACCELERATE_USE_CPU"] == "true"
     own = render(load_spec({"task": "causal-lm", "hardware": {"devices": 2}}))

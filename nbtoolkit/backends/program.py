@@ -26,7 +26,7 @@ AUTOLOG_BOOT = Path(__file__).resolve().parent.parent / "train" / "autolog_boot"
 def launch_env(spec: RunSpec) -> dict[str, str]:
     """BASE_ENV, and for a user's script: autolog first on PYTHONPATH; on several CPU ranks the CPU backend
     (a Trainer without `use_cpu` would otherwise train each rank alone, `distributed training: False`).
-    DeepSpeed picks its CPU accelerator itself (and ACCELERATE_USE_CPU would turn DeepSpeed off)."""
+    Not under DeepSpeed: the variable turns DeepSpeed off (the spec warns to pass --use_cpu instead)."""
     if spec.script is None:
         return dict(BASE_ENV)
     inherited = os.environ.get("PYTHONPATH")

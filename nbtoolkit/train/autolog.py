@@ -4,7 +4,8 @@ A script launch puts autolog_boot/ first on PYTHONPATH; its sitecustomize.py cal
 every Python process of the job. Nothing happens until the script imports `transformers.trainer`:
 then `Trainer.__init__` (subclasses such as Seq2SeqTrainer or TRL's included) ends by adding
 MetricsCallback, which writes the records nbtoolkit's own program writes (true step, windows'
-samples/s and tokens/s, eval metrics, peak memory) on rank 0. Never breaks a script: a failure
+samples/s and tokens/s, eval metrics, peak memory) on rank 0. It turns on the Trainer's count of
+non-padding input tokens when the script left it off (its logs then show `num_input_tokens_seen`). Never breaks a script: a failure
 here is one line in the log and the job's log parser stays on.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import importlib.util
+import os
 import sys
 
 TRAINER_MODULE = "transformers.trainer"
@@ -63,15 +65,18 @@ def patch_trainer(trainer_class: type) -> None:
 
 def add_metrics_callback(trainer) -> None:
     """MetricsCallback on this Trainer (once, also when a subclass's __init__ runs the patched one)."""
+    from nbtoolkit.backends.launch import JOB_DIR_ENV
     from nbtoolkit.report import is_rank_zero, job_metrics_file
     from nbtoolkit.train.callbacks import MetricsCallback
 
+    if os.environ.get(JOB_DIR_ENV) is None:
+        return  # not a job
+    args = trainer.args
+    if args.include_num_input_tokens_seen == "no":  # tokens/s per window, as nbtoolkit's own program counts them;
+        args.include_num_input_tokens_seen = "non_padding"  # on every rank: the count is gathered across ranks
     if not is_rank_zero() or any(isinstance(callback, MetricsCallback) for callback in trainer.callback_handler.callbacks):
         return
     path = job_metrics_file()
-    if path is None:
-        return  # not a job
-    args = trainer.args
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
     trainer.add_callback(MetricsCallback(path, samples_per_step))
 

@@ -71,7 +71,8 @@ def main():
     if data_args.history_file and trainer.is_world_process_zero():
         with open(data_args.history_file, "w") as handle:
             json.dump(trainer.state.log_history, handle)
-    print(f"distributed: world size {training_args.world_size}", file=sys.stderr)
+    print(f"distributed: world size {training_args.world_size}, deepspeed: {trainer.is_deepspeed_enabled}",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":
