@@ -19,6 +19,7 @@ from nbtoolkit.backends import render
 from nbtoolkit.backends.program import AUTOLOG_BOOT
 from nbtoolkit.bundled import ASSETS, TOKENIZERS
 from nbtoolkit.jobs.listing import listing_row
+from nbtoolkit.metrics.parse import classify
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.spec import load_spec, spec_warnings
 from tests.conftest import PYTHON, SCRIPTS
@@ -72,8 +73,9 @@ def test_run_clm_style_script_is_recorded_at_the_trainers_own_steps(devices, pro
     row = listing_row(job.record)  # what `nbtoolkit jobs` and `show` print
     assert row["progress"] == f"{MAX_STEPS}/{MAX_STEPS}"
     assert float(row["samples/s"]) > 0
-    print(f"\n{devices} rank(s): metrics.jsonl steps {[(r['kind'], r['step']) for r in records]}\n"
-          f"log_history steps {[('eval' if 'eval_loss' in e else 'summary' if 'train_runtime' in e else 'train', e['step']) for e in history]}")
+    numbers = [{key: value for key, value in entry.items() if isinstance(value, (int, float))} for entry in history]
+    print(f"\n{devices} rank(s): metrics.jsonl {[(r['kind'], r['step']) for r in records]}\n"
+          f"log_history {[(classify(entry), entry['step']) for entry in numbers]}")  # for the closing note
 
 
 def test_a_deepspeed_script_finds_the_generated_config_in_the_job_folder(project, store):
