@@ -104,7 +104,8 @@ class LogParser:
         lines = (self._pending + text).split("\n")
         self._pending = lines.pop()
         for line in lines:
-            for piece in RANK_SPLIT.split(line):  # `[rank1]: ...[rank0]:{...}`: two ranks glued on one line
+            glued = "]:" in line and RANK_SPLIT.search(line)  # `[rank1]: ...[rank0]:{...}`: two ranks on one line
+            for piece in RANK_SPLIT.split(line) if glued else (line,):
                 records += self._parse_line(piece)
         return records
 
@@ -121,17 +122,32 @@ class LogParser:
         rank_zero = self._rank_zero_text(line)
         if rank_zero is None:
             return records
-        for segment in rank_zero.split("\r"):
+        segments = rank_zero.split("\r")
+        since_record = 0
+        for index, segment in enumerate(segments):
             if "{" in segment:
-                records += self._release()
+                records += self._read_bars(segments[since_record:index]) + self._release()
                 record, settled = self._parse_segment(segment)
                 if record is not None and settled:
                     records.append(record)
                 elif record is not None:
                     self._waiting = record
-            elif self._read_progress(segment) and self._waiting is not None:
-                records += self._release()
-        return records
+                since_record = index + 1
+        return records + self._read_bars(segments[since_record:])
+
+    def _read_bars(self, segments: list[str]) -> list[dict[str, Any]]:
+        """Of the bar drawings between two records (one per step is most of a log) only two matter: the first
+        training bar settles a waiting record, the last is where training stands."""
+        released = []
+        if self._waiting is not None:
+            first = next((index for index, segment in enumerate(segments) if self._read_progress(segment)), None)
+            if first is None:
+                return []
+            released, segments = self._release(), segments[first + 1:]
+        for segment in reversed(segments):
+            if self._read_progress(segment):
+                break
+        return released
 
     def _release(self) -> list[dict[str, Any]]:
         """The waiting record, with the training bar's latest step (never earlier than when it was printed)."""
@@ -157,13 +173,15 @@ class LogParser:
         """Take step/total (and steps/s) from the training bar or nbtoolkit's own progress line, if this is one."""
         # nested bars (evaluation inside training) move the cursor with ESC[A: only the outer bar is the step
         progress = TQDM.search(segment) if "/" in segment and "\x1b[" not in segment else None
-        if progress and self._is_training_bar(segment[:progress.start()], int(progress.group(1)), int(progress.group(2))):
-            self._step, self._total = int(progress.group(1)), int(progress.group(2))
-            self._step_from_bar = True
-            if progress.group(3) != "?":
-                rate = float(progress.group(3))
-                self._steps_per_second = rate if progress.group(4) == "it/s" else (1 / rate if rate else None)
-            return True
+        if progress:
+            step, total, rate, unit = progress.groups()
+            step, total = int(step), int(total)
+            if self._is_training_bar(segment[:progress.start()], step, total):
+                self._step, self._total, self._step_from_bar = step, total, True
+                if rate != "?":
+                    rate = float(rate)
+                    self._steps_per_second = rate if unit == "it/s" else (1 / rate if rate else None)
+                return True
         own_progress = PROGRESS.search(segment) if "[nbtoolkit] step" in segment else None
         if own_progress:
             self._step, self._total = int(own_progress.group(1)), int(own_progress.group(2)) or None
@@ -183,7 +201,9 @@ class LogParser:
 
     def _parse_segment(self, segment: str) -> tuple[dict[str, Any] | None, bool]:
         """The segment's record, if any, and whether its step is settled (else the next training bar settles it)."""
-        self._read_progress(segment[:segment.find("{")])  # a bar or nbtoolkit's line glued before the dict
+        before = segment[:segment.find("{")]
+        if "/" in before:  # a bar or nbtoolkit's line glued before the dict
+            self._read_progress(before)
         values = parse_dict_line(segment)
         kind = classify(values) if values else None
         if kind is None:
