@@ -24,7 +24,8 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def __getattr__(name: str):
-    """`nbtoolkit.launch(spec)` and `nbtoolkit.Job`, imported on first use so `import nbtoolkit` stays light.
+    """`nbtoolkit.launch(spec)`, `nbtoolkit.Job` and `nbtoolkit.log(step=..., loss=...)` (a custom loop's
+    metrics), imported on first use so `import nbtoolkit` stays light.
 
     `nbtoolkit.jobs()` is the `nbtoolkit.jobs` package itself, which is callable (see there).
     """
@@ -32,6 +33,10 @@ def __getattr__(name: str):
         from nbtoolkit import api
 
         return getattr(api, name)
+    if name == "log":
+        from nbtoolkit.report import log
+
+        return log
     if name == "jobs":
         return importlib.import_module("nbtoolkit.jobs")
     raise AttributeError(f"module 'nbtoolkit' has no attribute {name!r}")

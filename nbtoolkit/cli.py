@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import warnings
@@ -268,7 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # a reader that left (`nbtoolkit jobs | head -3`) shows here, not at exit
+        return code
+    except BrokenPipeError:  # as the Python docs advise: no traceback, and no second error when exit flushes
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (SpecError, LaunchError, JobNotFound, ModelShapeError, StoreError) as exc:
         print(f"nbtoolkit: {exc}", file=sys.stderr)
         return 2

@@ -272,6 +272,21 @@ class ScriptSpec(_Part):
     args: list[str] = Field(default_factory=list)
     source_dir: str | None = Field(None, description="directory shipped with the script (SageMaker)")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _path_alone(cls, data: Any) -> Any:
+        """`script: train.py` is short for `script: {path: train.py}`."""
+        return {"path": data} if isinstance(data, str) else data
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args_as_text(cls, args: Any) -> Any:
+        """`args: [--max_steps, 60, --do_eval, true]`: YAML numbers and booleans are command-line text."""
+        if not isinstance(args, list):
+            return args
+        return [str(arg).lower() if isinstance(arg, bool) else str(arg) if isinstance(arg, (int, float)) else arg
+                for arg in args]
+
 
 class SageMakerSpec(_Part):
     """Settings only a SageMaker training job needs (instance type lives in hardware)."""
@@ -473,6 +488,10 @@ def spec_warnings(spec: RunSpec) -> list[str]:
     if spec.parallelism.offload_params != "none" or spec.parallelism.offload_optimizer != "none":
         if spec.hardware.accelerator == "cpu":
             found.append("offload moves states to CPU memory; on a CPU-only run it saves nothing and costs time")
+    if (spec.script is not None and spec.parallelism.strategy == "deepspeed" and spec.hardware.accelerator == "cpu"
+            and spec.world_size > 1 and "--use_cpu" not in spec.script.args):
+        found.append("DeepSpeed on CPU: add --use_cpu to script.args (TrainingArguments use_cpu=True), "
+                     "else the script's ranks do not train together")
     if spec.compile == "torch" and not spec.dataset.pad_to_max_length:
         found.append("compile 'torch' with dynamic padding recompiles for each new shape; set dataset.pad_to_max_length: true")
     return found
@@ -543,6 +562,8 @@ def explain(exc: ValidationError) -> str:
         bound = {"greater_than_equal": ">=", "less_than_equal": "<=", "greater_than": ">", "less_than": "<"}[kind]
         limit = next(iter(context.values()))
         return f"{location}: {given!r} is out of range; it must be {bound} {limit}"
+    if kind == "model_type":
+        return f"{location}: {given!r} is not valid; expected a mapping with the fields {_field_names(location)}"
     return f"{location}: {given!r} is not valid ({message.lower()})"
 
 

@@ -62,3 +62,19 @@ def test_errors_are_one_line_and_exit_2(tmp_path, home):
                              "set zero_stage: 3 or offload_params: none\n")
     missing = nbtoolkit("show", "0000ffff", check=False)
     assert missing.returncode == 2 and missing.stderr.startswith("nbtoolkit: no job '0000ffff'")
+
+
+def test_run_leaves_no_unclosed_file_and_a_reader_that_leaves_gets_no_traceback(tmp_path, home):
+    script = tmp_path / "quick.py"
+    script.write_text("print('done')\n")
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(f"task: causal-lm\nscript: {{path: {script}}}\n")
+    ran = subprocess.run([PYTHON, "-W", "always::ResourceWarning", "-m", "nbtoolkit.cli", "run", str(spec_path)],
+                         capture_output=True, text=True, timeout=180, check=True)
+    assert "unclosed" not in ran.stderr and "supervisor.log" not in ran.stderr
+    for _ in range(3):  # a listing longer than a pipe's first reads
+        nbtoolkit("run", str(spec_path))
+    listing = subprocess.Popen([PYTHON, "-m", "nbtoolkit.cli", "jobs"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    listing.stdout.close()  # `| head -0`: the reader is gone before the listing is written
+    assert listing.wait(timeout=60) == 1
+    assert listing.stderr.read() == b""

@@ -111,7 +111,8 @@ def test_failing_job_reports_its_one_sentence(store):
     assert record.message == "dataset.text_column 'body' is not a column of the data; its columns are text, label"
 
 
-def test_user_script_metrics_come_from_its_log(store):
+def test_an_hf_style_script_job_records_its_trainers_metrics(store, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the script runs where it is launched from, and writes its output_dir there
     spec = {"task": "text-classification",
             "script": {"path": str(SCRIPTS / "hf_style_train.py"), "args": ["--max_steps", "30", "--logging_steps", "5"]}}
     job = launch(spec, store=store)

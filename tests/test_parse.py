@@ -28,10 +28,70 @@ def test_transformers5_string_values_with_tqdm():
     assert steps == sorted(steps) and steps[-1] == 20 and all(record["max_steps"] == 20 for record in records)
 
 
-def test_transformers5_without_progress_bar_counts_logs():
+def test_without_a_progress_bar_the_step_is_unknown_not_a_record_count():
     records = parse_all((DATA / "trainer_v5_plain.log").read_text())
     assert kinds(records) == ["train", "train", "eval", "train", "train", "eval", "summary"]
-    assert [record["step"] for record in records if record["kind"] == "train"] == [1, 2, 3, 4]
+    assert [record["step"] for record in records] == [None] * 7
+    assert [record["epoch"] for record in records if record["kind"] == "train"] == [0.25, 0.5, 0.75, 1.0]
+
+
+def bar(step: int, total: int, rate: str = "25.1it/s", label: str = "") -> str:
+    """A tqdm bar as the Trainer draws it (no label), or another bar (`Map`, `Writing model shards`)."""
+    filled = "█" * (10 * step // total)
+    return f"{label + ': ' if label else ''}{100 * step // total:3d}%|{filled:<10}| {step}/{total} [00:01<00:02, {rate}]"
+
+
+def trainer_log(logged_steps: list[int], total: int, stale_by: int) -> str:
+    """What transformers writes at 25 steps/s: the bar redrawn only now and then (stale by a few steps), then
+    tqdm.write's clear, the dict line, and the bar redrawn at the current step."""
+    text = "\r" + bar(0, total, "?it/s")
+    for step in logged_steps:
+        text += "\r" + bar(step - stale_by, total) + "\r" + " " * 40 + "\r"
+        text += f"{{'loss': '{1 + 1 / step:.4g}', 'grad_norm': '1.5', 'learning_rate': '0.0004', 'epoch': '{step / total}'}}\n"
+        text += "\r" + bar(step, total)
+    return text
+
+
+def test_records_take_the_step_of_the_bar_redrawn_after_them_not_a_stale_one():
+    records = parse_all(trainer_log([5, 10, 15], total=60, stale_by=2))
+    assert [record["step"] for record in records] == [5, 10, 15]
+    assert parse_all(trainer_log([5, 10, 15], total=60, stale_by=2), chunk=3) == records
+
+
+def test_other_bars_never_set_the_training_step():
+    """Data processing before training, the evaluation bar after it, and the checkpoint writer's bar at the end."""
+    text = ("Map: 100%|██████████| 400/400 [00:00<00:00, 4010.19 examples/s]\n"
+            + bar(1, 7, label="Map") + "\n" + trainer_log([5, 10], total=10, stale_by=1)
+            + "\r" + bar(7, 7) + "\n"  # trainer.evaluate() after training: 7 batches
+            + "{'train_runtime': '2.1', 'train_samples_per_second': '76.2', 'train_steps_per_second': '4.7', "
+            "'train_loss': '1.3', 'epoch': '1'}\n"
+            + bar(1, 1, "6.1it/s", label="Writing model shards") + "\n"
+            + "{'eval_loss': '1.2', 'eval_runtime': '0.3', 'epoch': '1'}\n")
+    records = parse_all(text)
+    assert [(record["kind"], record["step"], record["max_steps"]) for record in records] == \
+        [("train", 5, 10), ("train", 10, 10), ("summary", 10, 10), ("eval", 10, 10)]
+    assert records[2]["samples_per_second"] == 76.2
+
+
+def test_a_printed_log_history_is_not_a_record():
+    text = ("[{'loss': 2.1, 'grad_norm': 1.1, 'learning_rate': 0.0004, 'epoch': 0.5, 'step': 5}, "
+            "{'eval_loss': 2.0, 'eval_runtime': 0.2, 'epoch': 0.5, 'step': 5}]\n"
+            "[ {'loss': 2.1, 'step': 5} ]\n")
+    assert parse_all(text) == []
+
+
+def test_a_dicts_own_step_is_its_step_as_a_whole_number():
+    records = parse_all("{'step': 40, 'loss': 0.8}\n{'step': 45.0, 'loss': 0.7}\n{'step': 2.5, 'loss': 0.6}\n")
+    assert [record["step"] for record in records] == [40, 45, None]
+    assert all(isinstance(record["step"], int) for record in records[:2])
+
+
+def test_two_ranks_glued_on_one_line_are_parsed_per_rank():
+    text = (trainer_log([5], total=60, stale_by=0).replace("{'loss'", "[rank0]:{'loss'")
+            + "\n[rank1]: {'loss': '9.9', 'epoch': '0.1'}[rank0]:{'loss': '2.5', 'learning_rate': '1e-05', "
+            "'epoch': '0.1'}\n[rank1]:" + bar(10, 60) + "\r[rank0]:" + bar(10, 60) + "\n")
+    records = parse_all(text)
+    assert [(record["step"], record["loss"]) for record in records] == [(5, 1.2), (10, 2.5)]
 
 
 def test_transformers4_float_values():

@@ -114,6 +114,10 @@ INVALID = [
      "prompt_template, max_length, max_target_length, doc_stride, max_train_samples, max_eval_samples, pad_to_max_length"),
     ("task: [causal-lm", "the spec is not valid YAML at line 1: expected ',' or ']', but got '<stream end>'"),
     ("- task: causal-lm", "the spec must be a mapping with at least a 'task' key, e.g. task: text-classification"),
+    ("task: causal-lm\nscript: 5", "script: 5 is not valid; expected a mapping with the fields path, args, source_dir"),
+    ("task: causal-lm\nhardware: gpu",
+     "hardware: 'gpu' is not valid; expected a mapping with the fields target, accelerator, devices, nodes, node_rank, "
+     "master_addr, master_port, instance_type, hourly_price_usd"),
 ]
 
 
@@ -123,6 +127,13 @@ def test_invalid_specs_get_one_sentence(text, message):
         load_spec(text)
     assert str(caught.value) == message
     assert "\n" not in str(caught.value)
+
+
+def test_script_short_form_and_yaml_scalars_in_args():
+    short = load_spec("task: causal-lm\nscript: run_clm.py\n")
+    full = load_spec("task: causal-lm\nscript: {path: run_clm.py, args: [--max_steps, 60, --lr, 5.0e-4, --do_eval, true]}")
+    assert short.script.path == full.script.path == "run_clm.py"
+    assert full.script.args == ["--max_steps", "60", "--lr", "0.0005", "--do_eval", "true"]
 
 
 def test_fp16_with_t5_warns_of_overflow():

@@ -18,7 +18,7 @@ import json
 import sys
 
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.backends.launch import Launch, Stage
+from nbtoolkit.backends.launch import Launch, Stage, job_path
 from nbtoolkit.backends.program import program_args, writes_own_metrics
 from nbtoolkit.backends.torchrun import multi_process_launch, rendezvous_port, torchrun_launch, train_stage
 from nbtoolkit.spec import DEEPSPEED_TUTORIAL_CONFIGS, Offload, ParallelismSpec, RunSpec
@@ -106,7 +106,8 @@ def deepspeed_argv(spec: RunSpec, port: int) -> list[str]:
 def render(spec: RunSpec) -> Launch:
     files = {CONFIG_FILE: json.dumps(ds_config(spec), indent=2) + "\n"}
     env = {"DS_ACCELERATOR": "cpu"} if spec.hardware.accelerator == "cpu" else {}
-    notes = [f"your script finds the DeepSpeed config in {CONFIG_FILE}: pass --deepspeed {CONFIG_FILE}"] \
+    config = job_path(CONFIG_FILE, in_job_dir=False)
+    notes = [f"your script finds the DeepSpeed config in the job folder: pass --deepspeed {config}"] \
         if spec.script is not None else []
     port = rendezvous_port(spec)
     if spec.launcher != "deepspeed":

@@ -14,6 +14,25 @@ from typing import Any
 from nbtoolkit.credentials import shell_args
 from nbtoolkit.rendering import comment
 
+#: the job's folder, in every stage's environment; in argv the supervisor (and run.sh's shell) expands it, so a
+#: script that runs in the user's own directory still finds the job's files (`--deepspeed $NBTOOLKIT_JOB_DIR/...`)
+JOB_DIR_ENV = "NBTOOLKIT_JOB_DIR"
+JOB_DIR = f"${JOB_DIR_ENV}"
+
+
+def job_path(name: str, in_job_dir: bool) -> str:
+    """A job file as argv names it: relative when the stage runs in the job folder, else under $NBTOOLKIT_JOB_DIR."""
+    return name if in_job_dir else f"{JOB_DIR}/{name}"
+
+
+def expand_job_dir(item: str, job_dir: str) -> str:
+    return item.replace(JOB_DIR, job_dir)
+
+
+def _shell_word(item: str) -> str:
+    """An argv item for run.sh: quoted, with $NBTOOLKIT_JOB_DIR left for the shell to expand."""
+    return f'"{JOB_DIR}"'.join(shlex.quote(part) if part else "" for part in item.split(JOB_DIR))
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -45,6 +64,9 @@ class Launch:
     #: the node rank as its first argument (the job runs the concrete items; run.sh serves every node)
     per_node: dict[str, str] = field(default_factory=dict)
     nodes: int = 1
+    #: where the stages run: the directory a user's script was launched from (so its relative paths mean
+    #: what they mean there); None: the job folder (nbtoolkit's own program)
+    workdir: str | None = None
 
     @property
     def command(self) -> str:
@@ -64,15 +86,21 @@ class Launch:
             usage = f"usage: run.sh NODE_RANK (0 to {self.nodes - 1}; 0 on the master node)"
             lines.append(f'NODE_RANK="${{1:?{usage}}}"')
         lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(self.env.items())]
+        if self.workdir is not None:  # the job's files stay here, the script runs where it was launched from
+            lines += [f'export {JOB_DIR_ENV}="$PWD"', f"cd {shlex.quote(self.workdir)}"]
         for stage in self.stages:
             lines += ["", comment(f"stage: {stage.name}")]
             prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(stage.env.items()))
-            command = " ".join(self.per_node.get(item) or word for item, word in zip(stage.argv, shell_args(stage.argv)))
+            command = " ".join(self.per_node.get(item) or (_shell_word(item) if JOB_DIR in item else word)
+                                 for item, word in zip(stage.argv, shell_args(stage.argv)))
             lines.append(f"{prefix + ' ' if prefix else ''}{command}")
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
+        data = asdict(self)
+        if data["workdir"] is None:  # nbtoolkit's own program: launch.json as before there was a workdir
+            del data["workdir"]
+        return json.dumps(data, indent=2)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Launch:

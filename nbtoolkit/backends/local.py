@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from nbtoolkit.backends.launch import Launch, Stage
-from nbtoolkit.backends.program import BASE_ENV, program_args, spec_files, writes_own_metrics
+from nbtoolkit.backends.program import launch_env, program_args, run_dir, spec_files, writes_own_metrics
 from nbtoolkit.spec import RunSpec
 
 NAME = "local"
@@ -16,5 +16,5 @@ def render(spec: RunSpec) -> Launch:
         argv=[sys.executable, *program_args(spec)],
         metrics_from_log=not writes_own_metrics(spec),
     )
-    return Launch(backend=NAME, stages=[stage], env=dict(BASE_ENV), files=spec_files(spec))
+    return Launch(backend=NAME, stages=[stage], env=launch_env(spec), files=spec_files(spec), workdir=run_dir(spec))
 

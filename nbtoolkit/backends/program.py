@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from nbtoolkit.spec import RunSpec
@@ -16,6 +17,29 @@ BASE_ENV = {
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
+
+
+#: holds the sitecustomize.py that adds nbtoolkit's metrics callback to every Trainer a user's script creates
+AUTOLOG_BOOT = Path(__file__).resolve().parent.parent / "train" / "autolog_boot"
+
+
+def launch_env(spec: RunSpec) -> dict[str, str]:
+    """BASE_ENV, and for a user's script: autolog first on PYTHONPATH; on several CPU ranks the CPU backend
+    (a Trainer without `use_cpu` would otherwise train each rank alone, `distributed training: False`).
+    Not under DeepSpeed: the variable turns DeepSpeed off (the spec warns to pass --use_cpu instead)."""
+    if spec.script is None:
+        return dict(BASE_ENV)
+    inherited = os.environ.get("PYTHONPATH")
+    env = {**BASE_ENV, "PYTHONPATH": os.pathsep.join([str(AUTOLOG_BOOT), *([inherited] if inherited else [])])}
+    if spec.world_size > 1 and spec.hardware.accelerator == "cpu" and spec.parallelism.strategy != "deepspeed":
+        env["ACCELERATE_USE_CPU"] = "true"
+    return env
+
+
+def run_dir(spec: RunSpec) -> str | None:
+    """Where the stages run: a user's script where it is launched from (its relative paths mean what they
+    mean there), nbtoolkit's own program in the job folder (None)."""
+    return os.getcwd() if spec.script is not None else None
 
 
 def program_args(spec: RunSpec, spec_file: str = SPEC_FILE) -> list[str]:

@@ -12,8 +12,8 @@ import json
 import socket
 import sys
 
-from nbtoolkit.backends.launch import Launch, Stage
-from nbtoolkit.backends.program import BASE_ENV, program_args, spec_files, writes_own_metrics
+from nbtoolkit.backends.launch import Launch, Stage, job_path
+from nbtoolkit.backends.program import launch_env, program_args, run_dir, spec_files, writes_own_metrics
 from nbtoolkit.spec import RunSpec
 
 NAME = "torchrun"
@@ -75,7 +75,7 @@ def torchrun_argv(spec: RunSpec, program: list[str], *, port: int, launcher: lis
         f"--rdzv_endpoint={hardware.master_addr}:{port}",
         f"--rdzv_id={rendezvous_id(spec)}",
         *node_options(spec),
-        f"--log_dir={RANK_LOG_DIR}",
+        f"--log_dir={job_path(RANK_LOG_DIR, in_job_dir=run_dir(spec) is None)}",
         "--tee=3",
         *program,
     ]
@@ -90,9 +90,9 @@ def multi_process_launch(spec: RunSpec, stages: list[Stage], *, backend: str, pe
     if multi_node:
         notes.append(f"run this script on each of the {spec.hardware.nodes} nodes with that node's rank; "
                      f"node 0 is {spec.hardware.master_addr}")
-    return Launch(backend=backend, stages=stages, env={**BASE_ENV, **WORKER_ENV, **(env or {})},
+    return Launch(backend=backend, stages=stages, env={**launch_env(spec), **WORKER_ENV, **(env or {})},
                   files={**spec_files(spec), **(files or {})}, notes=notes,
-                  per_node=per_node if multi_node else {}, nodes=spec.hardware.nodes)
+                  per_node=per_node if multi_node else {}, nodes=spec.hardware.nodes, workdir=run_dir(spec))
 
 
 def torchrun_launch(spec: RunSpec, stages: list[Stage], *, backend: str, env: dict[str, str] | None = None,

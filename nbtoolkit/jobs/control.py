@@ -46,11 +46,12 @@ def submit(launch: Launch, *, name: str, task: str, store: JobStore | None = Non
     (directory / METRICS_FILE).touch(mode=PRIVATE_FILE)
     (directory / "output").mkdir(mode=PRIVATE_DIR)
     env = {**os.environ, HOME_ENV: str(store.home), JOB_ID_ENV: record.id}  # the tag every process of it carries
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nbtoolkit.jobs.supervisor", record.id],
-        env=env, cwd=directory, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=open(directory / "supervisor.log", "wb"), start_new_session=True, close_fds=True,
-    )
+    with open(directory / "supervisor.log", "wb") as supervisor_log:  # the child keeps its own copy
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nbtoolkit.jobs.supervisor", record.id],
+            env=env, cwd=directory, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=supervisor_log, start_new_session=True, close_fds=True,
+        )
     # reap it when it ends so a long-lived submitter (a kernel) keeps no zombie
     threading.Thread(target=process.wait, daemon=True, name=f"nbtoolkit-reap-{record.id}").start()
     try:

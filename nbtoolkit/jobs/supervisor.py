@@ -29,7 +29,7 @@ from pathlib import Path
 
 import psutil
 
-from nbtoolkit.backends.launch import Launch, Stage
+from nbtoolkit.backends.launch import JOB_DIR_ENV, Launch, Stage, expand_job_dir
 from nbtoolkit.backends.program import ERROR_PREFIX
 from nbtoolkit.credentials import redact_args, resolve_args
 from nbtoolkit.jobs.lock import SupervisorLock
@@ -37,7 +37,7 @@ from nbtoolkit.jobs.reaper import start_reaper
 from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.jobs.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
-from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader, Progress
+from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
 
 LOG_PREFIX = "[nbtoolkit]"
 #: `ValueError: ...`, `torch.OutOfMemoryError: ...`: what a failed rank's traceback ends with
@@ -91,9 +91,10 @@ class Supervisor:
     def _run_stage(self, index: int, stage: Stage, log) -> int:
         self._say(log, f"stage {stage.name}: {shlex.join(redact_args(stage.argv))}")
         self._set_stage(index, status="running", started=time.time())
-        env = {**os.environ, **self.launch.env, **stage.env, JOB_ID_ENV: self.job_id}
+        env = {**os.environ, **self.launch.env, **stage.env, JOB_ID_ENV: self.job_id, JOB_DIR_ENV: str(self.dir)}
+        argv = [expand_job_dir(item, str(self.dir)) for item in stage.argv]
         try:
-            process = subprocess.Popen(resolve_args(stage.argv), cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
+            process = subprocess.Popen(resolve_args(argv), cwd=self.launch.workdir or self.dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
             self._say(log, f"stage {stage.name} could not start: {exc}")
@@ -139,6 +140,8 @@ class Supervisor:
         following is never a reason for the job to end.
         """
         try:
+            if parser is not None and (self.dir / STRUCTURED_MARKER).exists():
+                parser = None  # the program writes exact records itself (a Trainer under autolog, nbtoolkit.log)
             if parser is not None:
                 with open(self.dir / LOG_FILE, "rb") as handle:
                     handle.seek(log_offset)

@@ -2,8 +2,11 @@
 
 Understands the dict lines the HF Trainer prints (float values in transformers 4, string
 values in transformers 5), the final `train_runtime` line, eval lines, `[rankN]:` /
-`[defaultN]:` prefixes from torchrun, and tqdm progress bars or nbtoolkit's own
-`[nbtoolkit] step N/M` lines (which give the step).
+`[defaultN]:` prefixes from torchrun (also two ranks glued on one line), and the training
+bar of tqdm or nbtoolkit's own `[nbtoolkit] step N/M` lines (which give the step). Other bars
+(evaluation, saving, data processing) never set the step; a record with no step in sight has
+step null rather than a guess. Scripts run under nbtoolkit with a Trainer write exact records
+themselves (nbtoolkit.train.autolog): this parser is the fallback for everything else.
 Never raises on odd input: a log is whatever a program happened to print.
 """
 
@@ -36,13 +39,19 @@ TQDM = re.compile(r"(?<!\d)(\d{1,15})/(\d{1,15}) \[[\d:]+<[\d:?]+,\s*(\d+(?:\.\d
 # nbtoolkit.train's own progress line (its log has no tqdm), printed just before the Trainer's dict
 # line: the step, and the logging window's throughput (evaluation and checkpoint time left out)
 PROGRESS = re.compile(r"\[nbtoolkit\] step (\d{1,15})/(\d{1,15})\b")
+LIST_OF_DICTS = re.compile(r"\[\s*\{|\}\s*,\s*\{")
+#: what may precede the count in the Trainer's training bar: nothing, or the percentage and the bar itself
+BAR_LEAD = re.compile(r"\s*(?:\d{1,3}%\|[^|]*\|\s*)?")
+#: where a second rank's output starts inside a line (two ranks wrote at once)
+RANK_SPLIT = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:)")
 WINDOW = re.compile(r"\| (\d{1,15}(?:\.\d{0,15})?) (samples|tokens)/s")
 
 
 def parse_dict_line(line: str) -> dict[str, float] | None:
-    """The numbers of a Trainer-style dict line, or None if the line is not one."""
+    """The numbers of a Trainer-style dict line, or None if the line is not one (or holds a list of
+    dicts, such as a printed `trainer.state.log_history`: one record each would mix train and eval)."""
     start = line.find("{")
-    if start < 0 or line.rfind("}") < start:
+    if start < 0 or line.rfind("}") < start or LIST_OF_DICTS.search(line):
         return None
     values: dict[str, float] = {}
     for key, raw in PAIR.findall(line, start):
@@ -73,8 +82,10 @@ def classify(values: dict[str, float]) -> str | None:
 class LogParser:
     """Feed it text as it arrives; it returns the metric records found in complete lines.
 
-    Keeps state across calls: a partial last line, the latest tqdm step/total, and a count
-    of train records (used as the step when no progress bar ever appeared).
+    Keeps state across calls: a partial last line, the training bar's step/total, and a record
+    waiting for the bar's next refresh. The Trainer prints its dict lines with `tqdm.write`, which
+    clears the bar, prints, and redraws the bar at the current step: the bar drawn before a dict
+    may be several steps stale (tqdm redraws at most every 0.1 s), the one redrawn after it is exact.
     """
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
@@ -84,7 +95,8 @@ class LogParser:
         self._total: int | None = None
         self._steps_per_second: float | None = None
         self._window: dict[str, float] = {}
-        self._train_records = 0
+        self._waiting: dict[str, Any] | None = None  # a record whose step the next training bar settles
+        self._step_from_bar = False  # False: from nbtoolkit's own line, printed just before its dict (exact)
 
     def feed(self, text: str) -> list[dict[str, Any]]:
         """Parse newly arrived text (any chunking); return new records."""
@@ -92,35 +104,60 @@ class LogParser:
         lines = (self._pending + text).split("\n")
         self._pending = lines.pop()
         for line in lines:
-            records += self._parse_line(line)
+            glued = "]:" in line and RANK_SPLIT.search(line)  # `[rank1]: ...[rank0]:{...}`: two ranks on one line
+            for piece in RANK_SPLIT.split(line) if glued else (line,):
+                records += self._parse_line(piece)
         return records
 
     def flush(self) -> list[dict[str, Any]]:
         """Parse what is left of an unterminated last line (at the end of a log)."""
         rest, self._pending = self._pending, ""
-        return self.feed(rest + "\n") if rest else []
+        records = self.feed(rest + "\n") if rest else []
+        return records + self._release()
 
     def _parse_line(self, line: str) -> list[dict[str, Any]]:
-        """A line is progress-bar updates separated by \\r, some ending in a dict: each dict takes the
-        step of the last bar before it, so only that bar is read (a bar per step is most of a log)."""
-        records = []
-        segments = line.split("\r")
+        """A line is progress-bar updates separated by \\r, some ending in a dict. A record whose step came
+        from the training bar waits for the bar's next drawing; any other is ready at once."""
+        records: list[dict[str, Any]] = []
+        rank_zero = self._rank_zero_text(line)
+        if rank_zero is None:
+            return records
+        segments = rank_zero.split("\r")
         since_record = 0
         for index, segment in enumerate(segments):
             if "{" in segment:
-                self._read_last_progress(segments[since_record:index])
-                record = self._parse_segment(segment)
-                if record is not None:
+                records += self._read_bars(segments[since_record:index]) + self._release()
+                record, settled = self._parse_segment(segment)
+                if record is not None and settled:
                     records.append(record)
+                elif record is not None:
+                    self._waiting = record
                 since_record = index + 1
-        self._read_last_progress(segments[since_record:])
-        return records
+        return records + self._read_bars(segments[since_record:])
 
-    def _read_last_progress(self, segments: list[str]) -> None:
+    def _read_bars(self, segments: list[str]) -> list[dict[str, Any]]:
+        """Of the bar drawings between two records (one per step is most of a log) only two matter: the first
+        training bar settles a waiting record, the last is where training stands."""
+        released = []
+        if self._waiting is not None:
+            first = next((index for index, segment in enumerate(segments) if self._read_progress(segment)), None)
+            if first is None:
+                return []
+            released, segments = self._release(), segments[first + 1:]
         for segment in reversed(segments):
-            rank_zero = self._rank_zero_text(segment)
-            if rank_zero is not None and self._read_progress(rank_zero):
-                return
+            if self._read_progress(segment):
+                break
+        return released
+
+    def _release(self) -> list[dict[str, Any]]:
+        """The waiting record, with the training bar's latest step (never earlier than when it was printed)."""
+        record, self._waiting = self._waiting, None
+        if record is None:
+            return []
+        record["step"] = max(record["step"], self._step or 0)
+        if self._total is not None:
+            record["max_steps"] = self._total
+        return [record]
 
     @staticmethod
     def _rank_zero_text(segment: str) -> str | None:
@@ -133,38 +170,51 @@ class LogParser:
         return segment[prefix.end():]
 
     def _read_progress(self, segment: str) -> bool:
-        """Take step/total (and steps/s) from a tqdm bar or nbtoolkit's own progress line, if this is one."""
+        """Take step/total (and steps/s) from the training bar or nbtoolkit's own progress line, if this is one."""
         # nested bars (evaluation inside training) move the cursor with ESC[A: only the outer bar is the step
         progress = TQDM.search(segment) if "/" in segment and "\x1b[" not in segment else None
         if progress:
-            self._step, self._total = int(progress.group(1)), int(progress.group(2))
-            if progress.group(3) != "?":
-                rate = float(progress.group(3))
-                self._steps_per_second = rate if progress.group(4) == "it/s" else (1 / rate if rate else None)
-            return True
+            step, total, rate, unit = progress.groups()
+            step, total = int(step), int(total)
+            if self._is_training_bar(segment[:progress.start()], step, total):
+                self._step, self._total, self._step_from_bar = step, total, True
+                if rate != "?":
+                    rate = float(rate)
+                    self._steps_per_second = rate if unit == "it/s" else (1 / rate if rate else None)
+                return True
         own_progress = PROGRESS.search(segment) if "[nbtoolkit] step" in segment else None
         if own_progress:
             self._step, self._total = int(own_progress.group(1)), int(own_progress.group(2)) or None
+            self._step_from_bar = False
             self._window = {f"{unit}_per_second": float(rate) for rate, unit in WINDOW.findall(segment)}
             return True
         return False
 
-    def _parse_segment(self, segment: str) -> dict[str, Any] | None:
-        segment = self._rank_zero_text(segment)
-        if segment is None:
-            return None
-        self._read_progress(segment)
+    def _is_training_bar(self, before: str, step: int, total: int) -> bool:
+        """The Trainer's training bar has no description (`Map:`, `Writing model shards:` have one), keeps the
+        total of the first such bar, and never goes back (an evaluation bar of the same total starts at 0)."""
+        if not BAR_LEAD.fullmatch(before):
+            return False
+        if self._total is None:
+            return True
+        return total == self._total and step >= (self._step or 0)
+
+    def _parse_segment(self, segment: str) -> tuple[dict[str, Any] | None, bool]:
+        """The segment's record, if any, and whether its step is settled (else the next training bar settles it)."""
+        before = segment[:segment.find("{")]
+        if "/" in before:  # a bar or nbtoolkit's line glued before the dict
+            self._read_progress(before)
         values = parse_dict_line(segment)
         kind = classify(values) if values else None
         if kind is None:
-            return None
-        return self._record(kind, values)
+            return None, True
+        own_step = values.pop("step", None)  # a custom loop's own count: the truth, as a whole number
+        if own_step is not None and math.isfinite(own_step) and own_step == int(own_step):
+            return {**self._record(kind, values), "step": int(own_step)}, True
+        return self._record(kind, values), self._step is None or not self._step_from_bar
 
     def _record(self, kind: str, values: dict[str, float]) -> dict[str, Any]:
-        if kind == "train":
-            self._train_records += 1
-        step = self._step if self._step is not None else self._train_records
-        record: dict[str, Any] = {"time": self._clock(), "step": step, "kind": kind}
+        record: dict[str, Any] = {"time": self._clock(), "step": self._step, "kind": kind}
         if "epoch" in values:
             record["epoch"] = values.pop("epoch")
         if self._total is not None:
@@ -174,6 +224,8 @@ class LogParser:
         if kind == "train":
             record.update(self._window)
             self._window = {}
+        if kind == "summary" and "train_samples_per_second" in values:
+            record["samples_per_second"] = values["train_samples_per_second"]
         # NaN/inf (a diverged loss) becomes null: JSON readers elsewhere (the browser) reject NaN
         record.update({key: value if math.isfinite(value) else None for key, value in values.items()})
         return record

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 METRICS_FILE = "metrics.jsonl"
+#: in the job folder once a user's program writes records itself (autolog's Trainer callback, nbtoolkit.log):
+#: from then on its log is not parsed, so no step is recorded twice
+STRUCTURED_MARKER = "metrics.from-program"
 #: the fields that hold text; every other value is a number (or null for "not a number this time")
 TEXT_FIELDS = ("kind", "stage")
 #: fields that count something, so whole numbers
@@ -143,5 +146,6 @@ class Progress:
                 self.total_steps = int(record["max_steps"])
             if record.get("kind") == "train":
                 self.loss = record.get("loss", self.loss)
+            if record.get("kind") in ("train", "summary"):  # a log's only figure may be the summary's average
                 self.samples_per_second = record.get("samples_per_second", self.samples_per_second)
         return before != (self.step, self.total_steps, self.loss, self.samples_per_second)

@@ -1,0 +1,32 @@
+"""First on PYTHONPATH in a user's script job: run the next sitecustomize (if any), then install autolog.
+
+Python imports one `sitecustomize`; this one hands on to the one it hides, so a site's own setup still runs.
+"""
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+
+def _run_hidden_sitecustomize() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    others = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - as Python itself treats a failing sitecustomize
+        print(f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for a traceback:\n{type(exc).__name__}: {exc}",
+              file=sys.stderr)
+
+
+_run_hidden_sitecustomize()
+try:
+    from nbtoolkit.train.autolog import install
+
+    install()
+except Exception as exc:  # noqa: BLE001 - never break the script
+    print(f"[nbtoolkit] metrics autolog is off for this script ({type(exc).__name__}: {exc})", file=sys.stderr)
