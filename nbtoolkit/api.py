@@ -75,6 +75,23 @@ class Job:
         """A new job that continues this one from its last checkpoint (see `resume`)."""
         return resume(self.id, max_steps=max_steps, store=self.store)
 
+    def merge(self, out: str | Path | None = None) -> Path:
+        """The job's adapter merged into its base: a full model (default: the job's output/merged)."""
+        import subprocess
+        import sys
+
+        from nbtoolkit.backends.program import ERROR_PREFIX
+
+        out = Path(out or self.dir / "output" / "merged").resolve()
+        done = subprocess.run([sys.executable, "-m", "nbtoolkit.train.adapters", "merge", "--spec", "spec.json",
+                               "--model-dir", "output/model", "--out", str(out)],
+                              cwd=self.dir, capture_output=True, text=True)
+        if done.returncode:
+            said = [line for line in done.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
+            raise backends.LaunchError(said[-1][len(ERROR_PREFIX):].strip() if said
+                                       else f"merging job {self.id} failed: {done.stderr.strip()[-500:]}")
+        return out
+
     def chart(self, *, log_scale: bool = False):
         """Show the job's live chart (loss, learning rate, throughput, progress), redrawn until it ends."""
         from nbtoolkit.notebook.charts import live_chart

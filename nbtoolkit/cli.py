@@ -127,6 +127,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    print(f"merged model: {Job(args.job).merge(args.out)}")
+    return 0
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     job = Job(args.job)
     if args.follow:
@@ -233,6 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("job", help="job id or a unique prefix")
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=cmd_show)
+
+    merge_ = commands.add_parser("merge", help="merge a finished job's adapter into its base: a full model")
+    merge_.add_argument("job")
+    merge_.add_argument("--out", default=None, help="default: the job's output/merged")
+    merge_.set_defaults(handler=cmd_merge)
 
     logs = commands.add_parser("logs", help="a job's log")
     logs.add_argument("job")

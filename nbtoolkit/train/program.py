@@ -112,6 +112,13 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     check_task(spec)
     splits = load_splits(spec)
     task = setup_task(spec, splits)
+    model_dir = model_dir or str(Path(output_dir) / "model")
+    if spec.adapter is not None:
+        from nbtoolkit.train.adapters import save_base, wrap
+
+        if os.environ.get("RANK", "0") == "0":
+            save_base(task.model, spec, model_dir)
+        task.model = wrap(task.model, spec)
     engine = engine_for(spec)
     args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None,
                               arguments_class=task.arguments_class or engine.arguments_class,
@@ -130,7 +137,9 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     )
     if trainer.is_world_process_zero():
         parameters = sum(p.numel() for p in task.model.parameters())
-        print(f"[nbtoolkit] {spec.task} | model {spec.model_name} ({parameters / 1e6:.2f}M parameters) | "
+        trainable = sum(p.numel() for p in task.model.parameters() if p.requires_grad)
+        adapter = f", {spec.adapter.type} r={spec.adapter.r}: {trainable / 1e6:.3f}M trainable" if spec.adapter else ""
+        print(f"[nbtoolkit] {spec.task} | model {spec.model_name} ({parameters / 1e6:.2f}M parameters{adapter}) | "
               f"{len(task.train_dataset)} train / {len(task.eval_dataset or [])} eval examples | "
               f"{args.world_size} process(es) x batch {args.per_device_train_batch_size}", flush=True)
     checkpoint = resume_checkpoint(spec, output_dir)
@@ -138,7 +147,7 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
         print(f"[nbtoolkit] resuming from {checkpoint}", flush=True)
     result = trainer.train(resume_from_checkpoint=checkpoint)
     final = final_evaluation(trainer) if task.eval_dataset is not None else {}
-    trainer.save_model(model_dir or str(Path(output_dir) / "model"))
+    trainer.save_model(model_dir)  # with an adapter: the adapter alone (the base is in model_dir/base)
     if trainer.is_world_process_zero():
         shown = ", ".join(f"{key} {value:.4f}" for key, value in final.items() if key.startswith("eval_")
                           and not key.endswith(("runtime", "per_second")))

@@ -1,0 +1,144 @@
+"""LoRA adapters: the spec's rules, the target check, and real LoRA jobs of the four bundled tiny models.
+
+Each job trains adapters only (the base frozen), saves the adapter alone, and `merge` writes a full
+model that predicts exactly what base + adapter predict, and differs from the base only in the
+wrapped modules (and the task's new head, which classification and QA must train).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nbtoolkit.api import Job, launch
+from nbtoolkit.cli import main
+from nbtoolkit.jobs import JobStore
+from nbtoolkit.spec import SpecError, load_spec
+
+TRAIN = {"max_steps": 30, "batch_size": 8, "learning_rate": 0.01, "logging_steps": 10}
+#: task -> spec changes (the classifier sits on a plateau early: longer, larger batches)
+TASK_RUNS = {
+    "text-classification": {"train": {**TRAIN, "max_steps": 60, "batch_size": 16, "logging_steps": 20}},
+    "summarization": {"dataset": {"max_eval_samples": 8, "max_target_length": 32}},
+    "question-answering": {"dataset": {"max_train_samples": 240, "max_eval_samples": 16}},
+    "causal-lm": {},
+}
+#: the new task heads PEFT trains beside the adapters (modules_to_save)
+HEADS = ("classifier", "qa_outputs")
+
+
+def test_qlora_is_refused_off_cuda_in_one_sentence():
+    with pytest.raises(SpecError) as caught:
+        load_spec({"task": "causal-lm", "adapter": {"type": "qlora"}})
+    assert str(caught.value) == ("adapter.type 'qlora' loads the base model in 4 bits with bitsandbytes, which "
+                                 "needs a cuda accelerator (hardware.accelerator is 'cpu'); use type: lora")
+
+
+@pytest.mark.parametrize("adapter, words", [
+    ({"target_modules": []}, "adapter.target_modules is empty"),
+    ({"r": 0}, "adapter.r: 0 is out of range; it must be >= 1"),
+    ({"type": "dora"}, "adapter.type: 'dora' is not valid; expected 'lora' or 'qlora'"),
+])
+def test_bad_adapter_fields_name_the_field(adapter, words):
+    with pytest.raises(SpecError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        load_spec({"task": "causal-lm", "adapter": adapter})
+
+
+@pytest.mark.parametrize("task", TASK_RUNS)
+def test_family_defaults_exist_in_each_bundled_model(task):
+    from nbtoolkit.train.adapters import check_adapter
+    from nbtoolkit.train.models import model_config
+
+    spec = load_spec({"task": task, "adapter": {}})
+    check_adapter(spec, model_config(spec.model_name))  # raises if a default target is missing
+
+
+def test_unknown_target_module_is_one_sentence_naming_the_real_ones():
+    from nbtoolkit.train.adapters import check_adapter
+    from nbtoolkit.train.errors import TrainError
+    from nbtoolkit.train.models import model_config
+
+    spec = load_spec({"task": "causal-lm", "adapter": {"target_modules": ["c_attn", "q_proj"]}})
+    with pytest.raises(TrainError) as caught:
+        check_adapter(spec, model_config(spec.model_name))
+    assert str(caught.value) == ("adapter.target_modules q_proj not found in model 'nbtoolkit/tiny-gpt2' (gpt2); "
+                                 "its linear layers are c_attn, c_fc, c_proj, lm_head")
+
+
+def test_wrong_target_fails_the_job_before_training(store):
+    job = launch({"task": "causal-lm", "adapter": {"target_modules": ["query"]}, "train": TRAIN}, store=store)
+    assert job.wait(timeout=120) == "failed"
+    assert job.record.message.startswith("adapter.target_modules query not found in model 'nbtoolkit/tiny-gpt2'")
+    assert not [record for record in job.records() if record["kind"] == "train"]
+
+
+@pytest.fixture(scope="module")
+def lora_jobs(tmp_path_factory) -> dict[str, Job]:
+    """One LoRA job per task, all started at once, one torch thread each (2 cores)."""
+    store = JobStore(tmp_path_factory.mktemp("nbhome"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", "1")
+        jobs = {task: launch({"task": task, "adapter": {"r": 8}, "train": TRAIN, **changes}, store=store)
+                for task, changes in TASK_RUNS.items()}
+    for job in jobs.values():
+        job.wait(timeout=300)
+    return jobs
+
+
+def model_inputs(job: Job):
+    """A few tokenized training texts of the job's data, as the model takes them."""
+    from transformers import AutoTokenizer
+
+    from nbtoolkit.bundled import ASSETS
+
+    spec = job.spec
+    rows = [json.loads(line) for line in (ASSETS / "data" / spec.task / "train.jsonl").read_text().splitlines()[:4]]
+    text = {"text-classification": "text", "summarization": "article", "question-answering": "context",
+            "causal-lm": "text"}[spec.task]
+    tokenizer = AutoTokenizer.from_pretrained(job.dir / "output" / "model")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    inputs = dict(tokenizer([row[text] for row in rows], return_tensors="pt", padding=True, truncation=True,
+                            max_length=64))
+    if spec.task == "summarization":
+        inputs["decoder_input_ids"] = inputs["input_ids"][:, :8]
+    return inputs
+
+
+@pytest.mark.parametrize("task", TASK_RUNS)
+def test_lora_job_trains_adapter_only_and_merges_to_the_same_model(lora_jobs, task):
+    import torch
+    from peft import PeftModel
+    from safetensors.torch import load_file
+
+    from nbtoolkit.train.adapters import auto_class
+
+    job = lora_jobs[task]
+    assert job.status == "succeeded", job.logs(tail=30)
+    assert "lora r=8:" in job.logs() and "M trainable" in job.logs()
+    losses = [record["loss"] for record in job.records() if record["kind"] == "train"]
+    assert losses[-1] < losses[0], losses
+
+    model_dir = job.dir / "output" / "model"
+    saved = load_file(model_dir / "adapter_model.safetensors")
+    assert saved and all("lora_" in name or any(head in name for head in HEADS) for name in saved), list(saved)
+    assert not (model_dir / "model.safetensors").exists()  # the adapter alone, not a full model
+
+    merged_dir = job.merge()
+    base = auto_class(task).from_pretrained(model_dir / "base").eval()
+    base_state = {name: tensor.clone() for name, tensor in base.state_dict().items()}
+    with_adapter = PeftModel.from_pretrained(base, model_dir).eval()
+    merged = auto_class(task).from_pretrained(merged_dir).eval()
+    inputs = model_inputs(job)
+    with torch.no_grad():
+        expected, got = with_adapter(**inputs), merged(**inputs)
+    for key in ("logits", "start_logits", "end_logits"):
+        if key in expected:
+            torch.testing.assert_close(got[key], expected[key], rtol=1e-4, atol=1e-4)
+
+    targets = set(json.loads((model_dir / "adapter_config.json").read_text())["target_modules"])
+    changed = {name for name, tensor in merged.state_dict().items() if not torch.equal(tensor, base_state[name])}
+    owners = {name.split(".")[-2] for name in changed}
+    assert owners and owners <= targets | set(HEADS), sorted(changed)
+    assert targets <= owners  # every wrapped module learned something
