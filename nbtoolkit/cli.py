@@ -16,6 +16,7 @@ from nbtoolkit.jobs.listing import format_table, listing_row
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.spec import SpecError, load_spec
+from nbtoolkit.trackers import describe as describe_trackers
 
 DEMO_SPEC = {
     "name": "demo-emotion-tiny-bert",
@@ -119,6 +120,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         if info.get("billable_seconds") is not None:
             savings = f", spot saved {info['spot_savings_pct']:.0f}%" if info.get("spot_savings_pct") is not None else ""
             print(f"{'billable':>10}: {info['billable_seconds']} s{savings}")
+    for line in describe_trackers(job.spec, job.dir):
+        print(f"{'tracking':>10}: {line}")
     evals = [metric for metric in job.records() if metric.get("kind") == "eval"]
     if evals:
         shown = {key: value for key, value in evals[-1].items() if key.startswith("eval_")}

@@ -24,6 +24,7 @@ Strategy = Literal["none", "ddp", "deepspeed", "smddp", "smp", "xla"]
 Precision = Literal["fp32", "bf16", "fp16"]
 Compile = Literal["none", "torch", "neuron"]
 Offload = Literal["none", "cpu", "nvme"]
+Tracker = Literal["tensorboard", "mlflow", "wandb", "trackio"]
 
 #: The model each task uses when the spec names none: built at run time from a bundled config.
 BUNDLED_MODELS: dict[str, str] = {
@@ -334,6 +335,7 @@ class RunSpec(_Part):
     neuron: NeuronSpec = Field(default_factory=NeuronSpec)
     extra: dict[str, Any] = Field(default_factory=dict, description="passed through to TrainingArguments")
     adapter: AdapterSpec | None = Field(None, description="LoRA/QLoRA adapters instead of a full fine-tune")
+    report_to: list[Tracker] = Field(default_factory=list, description="experiment trackers; default none")
 
     @model_validator(mode="before")
     @classmethod

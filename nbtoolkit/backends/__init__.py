@@ -13,6 +13,7 @@ from typing import Protocol
 
 from nbtoolkit.backends.launch import Launch, Stage
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.trackers import check_installed
 
 __all__ = ["BACKENDS", "Backend", "Launch", "LaunchError", "Stage", "backend_name", "get_backend", "preflight", "render"]
 
@@ -70,6 +71,9 @@ def preflight(spec: RunSpec) -> None:
     """Raise LaunchError if this machine cannot start the spec (checked at submit, not at export)."""
     if spec.script is not None and not Path(spec.script.path).expanduser().is_file():
         raise LaunchError(f"script.path {spec.script.path} does not exist; give the path of your training script")
+    missing = check_installed(spec)
+    if missing:
+        raise LaunchError(missing)
     check = getattr(get_backend(backend_name(spec)), "preflight", None)
     if check is not None:
         check(spec)

@@ -20,6 +20,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
 from nbtoolkit.spec import TASKS, SpecError, load_spec
+from nbtoolkit.trackers import describe as describe_trackers
 
 #: module -> IPython Magics class registered by `%load_ext nbtoolkit`
 MAGIC_CLASSES: dict[str, str] = {
@@ -239,6 +240,8 @@ class FinetuneMagics(Magics):
             raise UsageError(str(exc)) from None
         row = listing_row(job.record)
         print("  ".join(f"{key} {value}" for key, value in row.items() if value))
+        for tracked in describe_trackers(job.spec, job.dir):
+            print(f"tracking: {tracked}")
         job.chart(log_scale=args.log_scale)
         print(f"--- last {args.tail} lines of {job.dir / 'output.log'}\n{job.logs(tail=args.tail)}")
 

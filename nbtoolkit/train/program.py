@@ -13,6 +13,7 @@ from pathlib import Path
 
 from nbtoolkit.backends.program import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
+from nbtoolkit.trackers import environment, run_name
 
 
 def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments_class=None, **overrides):
@@ -45,7 +46,8 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments
         fp16=spec.precision == "fp16",
         use_cpu=spec.hardware.accelerator == "cpu",
         torch_compile=spec.compile == "torch",
-        report_to="none",
+        report_to=list(spec.report_to) or "none",
+        run_name=run_name(spec, Path.cwd()),
         disable_tqdm=True,
         include_num_input_tokens_seen="non_padding",
         # losses comparable across process counts (transformers 5 averages tokens across devices)
@@ -108,6 +110,7 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     from nbtoolkit.train.tasks import check_task, setup_task
 
     quiet_libraries()
+    os.environ.update(environment(spec, Path.cwd()))  # the trackers' callbacks read it (the job dir is the cwd)
     transformers.set_seed(spec.train.seed)
     check_task(spec)
     splits = load_splits(spec)
