@@ -16,10 +16,11 @@ from nbtoolkit.cli import main
 from nbtoolkit.jobs import JobStore
 from nbtoolkit.spec import SpecError, load_spec
 
-TRAIN = {"max_steps": 30, "batch_size": 8, "learning_rate": 0.01, "logging_steps": 10}
+TRAIN = {"max_steps": 30, "batch_size": 8, "learning_rate": 0.01, "logging_steps": 10, "save_steps": 15}
 #: task -> spec changes (the classifier sits on a plateau early: longer, larger batches)
 TASK_RUNS = {
-    "text-classification": {"train": {**TRAIN, "max_steps": 60, "batch_size": 16, "logging_steps": 20}},
+    "text-classification": {"train": {**TRAIN, "max_steps": 60, "batch_size": 16, "logging_steps": 20,
+                                      "save_steps": 30}},
     "summarization": {"dataset": {"max_eval_samples": 8, "max_target_length": 32}},
     "question-answering": {"dataset": {"max_train_samples": 240, "max_eval_samples": 16}},
     "causal-lm": {},
@@ -142,3 +143,64 @@ def test_lora_job_trains_adapter_only_and_merges_to_the_same_model(lora_jobs, ta
     owners = {name.split(".")[-2] for name in changed}
     assert owners and owners <= targets | set(HEADS), sorted(changed)
     assert targets <= owners  # every wrapped module learned something
+
+
+#: one input per task, as Job.predict takes it, and the keys of its answer
+PREDICT = {
+    "text-classification": ("i feel wonderful and happy today", {"label", "probabilities"}),
+    "summarization": ("The city opened a new bridge on Monday after three years of work.", {"summary"}),
+    "question-answering": ({"question": "Who opened the bridge?", "context": "The mayor opened the bridge."},
+                           {"answer", "score"}),
+    "causal-lm": ("The river", {"continuation"}),
+}
+
+
+@pytest.mark.parametrize("task", TASK_RUNS)
+def test_predict_answers_in_the_tasks_terms_from_the_final_model_or_a_checkpoint(lora_jobs, task):
+    job = lora_jobs[task]
+    given, keys = PREDICT[task]
+    final = job.predict(given)
+    assert set(final) == keys
+    (checkpoint,) = [path for path in (job.dir / "output").glob("checkpoint-*") if path.name != "checkpoint-60"
+                     and path.name != f"checkpoint-{job.spec.train.max_steps}"]
+    early, again = job.predict([given, given], checkpoint=checkpoint)
+    assert early == again and set(early) == keys
+    if task == "text-classification":
+        assert final["label"] == max(final["probabilities"], key=final["probabilities"].get)
+        assert sum(final["probabilities"].values()) == pytest.approx(1)
+        assert final["probabilities"] != early["probabilities"]  # the checkpoint is an earlier model
+    if task == "question-answering":
+        assert final["answer"] in given["context"] and 0 < final["score"] <= 1
+
+
+def test_predict_matches_the_merged_model(lora_jobs):
+    """The label probabilities Job.predict gives (base + adapter) are the merged model's softmax."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    job = lora_jobs["text-classification"]
+    text = PREDICT["text-classification"][0]
+    merged_dir = job.merge()
+    model = AutoModelForSequenceClassification.from_pretrained(merged_dir).eval()
+    with torch.no_grad():
+        probabilities = model(**AutoTokenizer.from_pretrained(merged_dir)(text, return_tensors="pt")).logits.softmax(-1)[0]
+    expected = {model.config.id2label[index]: value for index, value in enumerate(probabilities.tolist())}
+    assert job.predict(text)["probabilities"] == pytest.approx(expected, abs=1e-5)
+
+
+def test_evaluate_on_a_file_and_on_a_split(lora_jobs, tmp_path):
+    from nbtoolkit.backends import LaunchError
+    from nbtoolkit.bundled import ASSETS
+
+    job = lora_jobs["text-classification"]
+    rows = (ASSETS / "data" / "text-classification" / "validation.jsonl").read_text().splitlines()
+    few = tmp_path / "few.jsonl"
+    few.write_text("\n".join(rows[:10]) + "\n")
+    on_file = job.evaluate(few)
+    on_split = job.evaluate("validation")
+    assert {"eval_loss", "eval_accuracy", "eval_f1"} <= on_file.keys()
+    assert on_file["eval_accuracy"] * 10 == pytest.approx(round(on_file["eval_accuracy"] * 10))  # of 10 examples
+    final = [record for record in job.records() if record["kind"] == "eval"][-1]
+    assert on_split["eval_loss"] == pytest.approx(final["eval_loss"], rel=1e-4)  # the job's own last eval
+    with pytest.raises(LaunchError, match="the dataset has no 'test' split"):
+        job.evaluate("test")
