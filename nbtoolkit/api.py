@@ -108,6 +108,29 @@ class Job:
         return json.loads(self._run_program("nbtoolkit.train.inference", "--evaluate", str(dataset))
                           .strip().splitlines()[-1])
 
+    def push_to_hub(self, repo_id: str, *, merged: bool = False, private: bool = True, token: str | None = None) -> str:
+        """Upload the job's final model (with an adapter: the adapter alone, or the merged model with `merged`) and
+        a generated model card to a Hub repository (created if missing). Returns the repository's URL."""
+        from huggingface_hub import HfApi
+
+        from nbtoolkit.bundled import is_bundled
+        from nbtoolkit.model_card import model_card
+
+        record = self.record
+        if record.status != "succeeded":
+            raise backends.LaunchError(f"job {record.id} is {record.status}; only a succeeded job has a final "
+                                       "model to push")
+        spec = self.spec
+        folder = self.merge() if merged and spec.adapter else self.dir / "output" / "model"
+        (folder / "README.md").write_text(model_card(spec, record, self.records()))
+        # the base beside an adapter is pushed only when it exists nowhere else (a bundled tiny model)
+        ignore = ["training_args.bin", *([] if is_bundled(spec.model_name) else ["base/*"])]
+        api = HfApi(token=token)
+        url = api.create_repo(repo_id, private=private, exist_ok=True)
+        api.upload_folder(repo_id=repo_id, folder_path=str(folder), ignore_patterns=ignore,
+                          commit_message=f"nbtoolkit job {record.id}: {spec.display_name}")
+        return str(url)
+
     def _run_program(self, module: str, *args: str) -> str:
         """Run one of nbtoolkit's torch programs in the job directory (this process never imports torch);
         its one-sentence error becomes a LaunchError. Returns its stdout."""

@@ -204,3 +204,27 @@ def test_evaluate_on_a_file_and_on_a_split(lora_jobs, tmp_path):
     assert on_split["eval_loss"] == pytest.approx(final["eval_loss"], rel=1e-4)  # the job's own last eval
     with pytest.raises(LaunchError, match="the dataset has no 'test' split"):
         job.evaluate("test")
+
+
+def test_push_to_hub_sends_the_adapter_and_a_model_card(lora_jobs, monkeypatch):
+    """Tested up to the request: huggingface_hub's create_repo and upload_folder are replaced (no Hub here);
+    what they receive is what would be sent."""
+    from huggingface_hub import HfApi
+
+    sent = {}
+    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **options: sent.update(
+        repo=(repo_id, options)) or f"https://huggingface.co/{repo_id}")
+    monkeypatch.setattr(HfApi, "upload_folder", lambda self, **request: sent.update(upload=request))
+    job = lora_jobs["causal-lm"]
+    assert job.push_to_hub("someone/tiny-gpt2-lora") == "https://huggingface.co/someone/tiny-gpt2-lora"
+    assert sent["repo"] == ("someone/tiny-gpt2-lora", {"private": True, "exist_ok": True})
+    upload = sent["upload"]
+    assert upload["repo_id"] == "someone/tiny-gpt2-lora" and upload["folder_path"] == str(job.dir / "output" / "model")
+    assert "training_args.bin" in upload["ignore_patterns"] and "base/*" not in upload["ignore_patterns"]  # bundled
+    card = (job.dir / "output" / "model" / "README.md").read_text()
+    final = [record for record in job.records() if record["kind"] == "eval"][-1]
+    assert card.startswith("---\nlibrary_name: peft\npipeline_tag: text-generation\n")
+    assert "A LoRA adapter for nbtoolkit/tiny-gpt2, task causal-lm" in card
+    assert "- learning rate: 0.01" in card and "- lora r: 8" in card and "- max_steps: 30" in card
+    assert f"- eval_loss: {final['eval_loss']:.4g}" in card and f"- eval_perplexity: {final['eval_perplexity']:.4g}" in card
+    assert "- training time: 0:" in card and "- cost: not known (no hourly price)" in card
