@@ -228,3 +228,24 @@ def test_push_to_hub_sends_the_adapter_and_a_model_card(lora_jobs, monkeypatch):
     assert "- learning rate: 0.01" in card and "- lora r: 8" in card and "- max_steps: 30" in card
     assert f"- eval_loss: {final['eval_loss']:.4g}" in card and f"- eval_perplexity: {final['eval_perplexity']:.4g}" in card
     assert "- training time: 0:" in card and "- cost: not known (no hourly price)" in card
+
+
+@pytest.mark.parametrize("parts", [
+    {"hardware": {"devices": 2}, "parallelism": {"strategy": "ddp"}},
+    {"hardware": {"devices": 2}, "parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
+    {"hardware": {"devices": 2}, "parallelism": {"strategy": "deepspeed", "zero_stage": 3}},
+], ids=["ddp", "zero2", "zero3"])
+def test_lora_trains_under_ddp_and_deepspeed(store, parts):
+    """Two CPU processes (gloo): the adapter trains, is saved alone, and merges."""
+    from safetensors.torch import load_file
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", "1")
+        job = launch({"task": "causal-lm", "adapter": {"r": 8}, **parts,
+                      "train": {**TRAIN, "max_steps": 12, "logging_steps": 4, "save_steps": None}}, store=store)
+    assert job.wait(timeout=300) == "succeeded", job.logs(tail=40)
+    losses = [record["loss"] for record in job.records() if record["kind"] == "train"]
+    assert len(losses) == 3 and losses[-1] < losses[0], losses
+    saved = load_file(job.dir / "output" / "model" / "adapter_model.safetensors")
+    assert saved and all("lora_" in name for name in saved) and all(t.numel() for t in saved.values())
+    assert (job.merge() / "model.safetensors").is_file()
