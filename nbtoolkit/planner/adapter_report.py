@@ -7,11 +7,10 @@ the two equal, so the numbers are the planner's, never typed.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from nbtoolkit.planner.plan import GiB, Plan, plan
+from nbtoolkit.planner.report import generate
 
 MODEL = "meta-llama/Llama-2-7b-hf"
 #: one GPU of each size: instance type -> what the table calls it
@@ -100,16 +99,7 @@ def document() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.planner.adapter_report", description=__doc__)
-    parser.add_argument("--out", type=Path, help="write the markdown here (default: print it)")
-    args = parser.parse_args(argv)
-    text = document()
-    if args.out:
-        args.out.write_text(text)
-        print(f"wrote {args.out}")
-    else:
-        sys.stdout.write(text)
-    return 0
+    return generate(argv, "python -m nbtoolkit.planner.adapter_report", __doc__, document)
 
 
 if __name__ == "__main__":
