@@ -13,6 +13,7 @@ import copy
 import html
 import threading
 import time
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,6 +140,9 @@ SECTIONS: tuple[Section, ...] = (
         FormField("precision", "Precision"),
         FormField("compile", "Compile"),
     )),
+    Section("Tracking", (
+        FormField("report_to", "Report to"),
+    )),
     Section("Hyperparameters", (
         FormField("train.epochs", "Epochs"),
         FormField("train.max_steps", "Max steps"),
@@ -181,6 +185,10 @@ def make_widget(path: str, label: str, value: Any, look: Look) -> widgets.ValueW
     common["tooltip"] = describe(path) or None
     options = choices(path)
     kind = value_type(path)
+    if typing.get_origin(kind) is list:  # several of a Literal's values (report_to)
+        allowed = typing.get_args(typing.get_args(kind)[0])
+        return widgets.SelectMultiple(options=allowed, value=tuple(value or ()), rows=len(allowed), **common,
+                                      **look.of(widgets.SelectMultiple))
     if options:
         return widgets.Dropdown(options=[(str(option), option) for option in options], value=value, **common,
                                 **look.of(widgets.Dropdown))
@@ -298,8 +306,9 @@ class SpecForm(widgets.VBox):
         values = self.values()
         data = copy.deepcopy(self.base)
         for path, value in values.items():
-            if path not in FORM_CHOICES and self.applies(path, values) and value not in ("", None):
-                set_value(data, path, value.strip() if isinstance(value, str) else value)
+            if path not in FORM_CHOICES and self.applies(path, values) and value not in ("", None, ()):
+                set_value(data, path, value.strip() if isinstance(value, str) else
+                          list(value) if isinstance(value, tuple) else value)
         if values[ADAPTER] == "none":
             remove_value(data, "adapter")
         else:
