@@ -249,3 +249,16 @@ def test_lora_trains_under_ddp_and_deepspeed(store, parts):
     saved = load_file(job.dir / "output" / "model" / "adapter_model.safetensors")
     assert saved and all("lora_" in name for name in saved) and all(t.numel() for t in saved.values())
     assert (job.merge() / "model.safetensors").is_file()
+
+
+def test_without_peft_an_adapter_launch_is_refused_before_it_starts(store, monkeypatch):
+    import importlib.util
+
+    from nbtoolkit.backends import LaunchError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "peft" else real(name, *rest))
+    with pytest.raises(LaunchError) as caught:
+        launch({"task": "causal-lm", "adapter": {}}, store=store)
+    assert str(caught.value) == "adapter needs PEFT, which is not installed here; pip install 'nbtoolkit[adapters]'"
+    assert store.list() == []

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Protocol
 
+from nbtoolkit.adapters import missing_package
 from nbtoolkit.backends.launch import Launch, Stage
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.trackers import check_installed
@@ -71,7 +72,7 @@ def preflight(spec: RunSpec) -> None:
     """Raise LaunchError if this machine cannot start the spec (checked at submit, not at export)."""
     if spec.script is not None and not Path(spec.script.path).expanduser().is_file():
         raise LaunchError(f"script.path {spec.script.path} does not exist; give the path of your training script")
-    missing = check_installed(spec)
+    missing = missing_package(spec) or check_installed(spec)
     if missing:
         raise LaunchError(missing)
     check = getattr(get_backend(backend_name(spec)), "preflight", None)

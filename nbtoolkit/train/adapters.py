@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from nbtoolkit.adapters import default_target_modules
+from nbtoolkit.adapters import default_target_modules, missing_package
 from nbtoolkit.bundled import is_bundled
 from nbtoolkit.spec import AdapterSpec, RunSpec
 from nbtoolkit.train.errors import TrainError
@@ -58,8 +58,8 @@ def linear_module_names(task: str, config) -> set[str]:
 
 def check_adapter(spec: RunSpec, config) -> None:
     """One sentence, before any weights load, if the adapter cannot run on this model or machine."""
-    if importlib.util.find_spec("peft") is None:
-        raise TrainError("adapter needs PEFT, which is not installed here; pip install 'nbtoolkit[adapters]'")
+    if missing_package(spec):
+        raise TrainError(missing_package(spec))
     if spec.adapter.type == "qlora":
         if is_bundled(spec.model_name):
             raise TrainError(f"adapter.type 'qlora' quantizes pretrained weights as they load, but "
