@@ -126,6 +126,16 @@ def merge(model_dir: str | Path, out: str | Path, spec: RunSpec) -> Path:
     return out
 
 
+def full_model(model_dir: Path, spec: RunSpec) -> Path:
+    """The run's final model as a full model: `model_dir` itself, or with an adapter its merge (made once)."""
+    if not (model_dir / "adapter_config.json").is_file():
+        return model_dir
+    merged = model_dir.parent / "merged"
+    if not (merged / "config.json").is_file():
+        merge(model_dir, merged, spec)
+    return merged
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m nbtoolkit.train.adapters merge`: run apart from the caller, which never imports torch."""
     import argparse

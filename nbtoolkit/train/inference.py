@@ -109,15 +109,10 @@ def evaluate(spec: RunSpec, dataset: str) -> dict:
     With an adapter, on the merged model (the same predictions as base + adapter, see adapters.merge).
     """
     from nbtoolkit.bundled import bundled_files
-    from nbtoolkit.train.adapters import merge
+    from nbtoolkit.train.adapters import full_model
     from nbtoolkit.train.predict import cpu_spec, evaluate_model
 
-    model_dir = MODEL_DIR
-    if (MODEL_DIR / "adapter_config.json").is_file():
-        model_dir = MODEL_DIR.parent / "merged"
-        if not (model_dir / "config.json").is_file():
-            merge(MODEL_DIR, model_dir, spec)
-    data = cpu_spec(spec, model_dir.resolve()).model_dump(mode="json", exclude={"adapter"})
+    data = cpu_spec(spec, full_model(MODEL_DIR, spec).resolve()).model_dump(mode="json")
     if Path(dataset).suffix:  # a local file is the eval split; the job's train split still names the labels
         if not Path(dataset).expanduser().is_file():
             raise TrainError(f"dataset {dataset} does not exist; give a local .jsonl/.json/.csv/.parquet file "

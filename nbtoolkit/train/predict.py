@@ -20,7 +20,9 @@ from nbtoolkit.backends.program import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 
 #: settings of the training run that do not apply to an evaluation on CPU
-TRAINING_ONLY = ("hardware", "parallelism", "precision", "compile", "launcher", "neuron", "resume", "sagemaker")
+#: (an adapter too: the model evaluated is the full one, merged with it)
+TRAINING_ONLY = ("hardware", "parallelism", "precision", "compile", "launcher", "neuron", "resume", "sagemaker",
+                 "adapter", "report_to")
 
 
 def keep_off_neuron() -> None:
@@ -62,13 +64,15 @@ def evaluate_model(spec: RunSpec, output_dir: Path, needs: str) -> dict:
 
 def predict(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
     from nbtoolkit.metrics.series import read_metrics
+    from nbtoolkit.train.adapters import full_model
     from nbtoolkit.train.errors import TrainError
     from nbtoolkit.train.program import quiet_libraries
 
     quiet_libraries()
     model_dir = Path(output_dir) / "model"
-    if not (model_dir / "config.json").is_file():
+    if not (model_dir / "config.json").is_file() and not (model_dir / "adapter_config.json").is_file():
         raise TrainError(f"there is no trained model in {model_dir} to predict with; the train stage saves it there")
+    model_dir = full_model(model_dir, spec)
     metrics = evaluate_model(cpu_spec(spec, model_dir), Path(output_dir) / "predict", needs="neuron.predict")
     steps = [record["step"] for record in read_metrics(metrics_path) if record.get("kind") == "train"]
     record = {"time": time.time(), "step": max(steps, default=0), "kind": "eval", "stage": "predict",
