@@ -79,6 +79,77 @@ class Job:
         """A new job that continues this one from its last checkpoint (see `resume`)."""
         return resume(self.id, max_steps=max_steps, store=self.store)
 
+    def merge(self, out: str | Path | None = None) -> Path:
+        """The job's adapter merged into its base: a full model (default: the job's output/merged)."""
+        out = Path(out or self.dir / "output" / "merged").resolve()
+        self._run_program("nbtoolkit.train.adapters", "merge", "--spec", "spec.json", "--model-dir", "output/model",
+                          "--out", str(out))
+        return out
+
+    def predict(self, inputs: list | str | dict, checkpoint: str | Path | None = None) -> list[dict] | dict:
+        """The trained model's answers: a label with its probabilities, a summary, an answer span with its score,
+        or a continuation. `inputs`: one text (QA: a {question, context} dict) or a list; `checkpoint`: a
+        checkpoint folder instead of the final model."""
+        import json
+        import tempfile
+
+        single = not isinstance(inputs, list)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+            json.dump([inputs] if single else inputs, handle)
+        try:
+            extra = ("--checkpoint", str(Path(checkpoint).resolve())) if checkpoint else ()
+            answers = json.loads(self._run_program("nbtoolkit.train.inference", "--inputs", handle.name, *extra)
+                                 .strip().splitlines()[-1])
+        finally:
+            Path(handle.name).unlink()
+        return answers[0] if single else answers
+
+    def evaluate(self, dataset: str | Path) -> dict[str, float]:
+        """The final model's eval metrics (the task's: accuracy, ROUGE, F1, perplexity) on `dataset`: a split name
+        of the job's dataset, or a local .jsonl/.json/.csv/.parquet file with the job's columns."""
+        import json
+
+        return json.loads(self._run_program("nbtoolkit.train.inference", "--evaluate", str(dataset))
+                          .strip().splitlines()[-1])
+
+    def push_to_hub(self, repo_id: str, *, merged: bool = False, private: bool = True, token: str | None = None) -> str:
+        """Upload the job's final model (with an adapter: the adapter alone, or the merged model with `merged`) and
+        a generated model card to a Hub repository (created if missing). Returns the repository's URL."""
+        from huggingface_hub import HfApi
+
+        from nbtoolkit.bundled import is_bundled
+        from nbtoolkit.model_card import model_card
+
+        record = self.record
+        if record.status != "succeeded":
+            raise backends.LaunchError(f"job {record.id} is {record.status}; only a succeeded job has a final "
+                                       "model to push")
+        spec = self.spec
+        folder = self.merge() if merged and spec.adapter else self.dir / "output" / "model"
+        (folder / "README.md").write_text(model_card(spec, record, self.records()))
+        # the base beside an adapter is pushed only when it exists nowhere else (a bundled tiny model)
+        ignore = ["training_args.bin", *([] if is_bundled(spec.model_name) else ["base/*"])]
+        api = HfApi(token=token)
+        url = api.create_repo(repo_id, private=private, exist_ok=True)
+        api.upload_folder(repo_id=repo_id, folder_path=str(folder), ignore_patterns=ignore,
+                          commit_message=f"nbtoolkit job {record.id}: {spec.display_name}")
+        return str(url)
+
+    def _run_program(self, module: str, *args: str) -> str:
+        """Run one of nbtoolkit's torch programs in the job directory (this process never imports torch);
+        its one-sentence error becomes a LaunchError. Returns its stdout."""
+        import subprocess
+        import sys
+
+        from nbtoolkit.backends.program import ERROR_PREFIX
+
+        done = subprocess.run([sys.executable, "-m", module, *args], cwd=self.dir, capture_output=True, text=True)
+        if done.returncode:
+            said = [line for line in done.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
+            raise backends.LaunchError(said[-1][len(ERROR_PREFIX):].strip() if said
+                                       else f"{module} failed on job {self.id}: {done.stderr.strip()[-500:]}")
+        return done.stdout
+
     def chart(self, *, log_scale: bool = False):
         """Show the job's live chart (loss, learning rate, throughput, progress), redrawn until it ends."""
         from nbtoolkit.notebook.charts import live_chart

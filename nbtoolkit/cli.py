@@ -19,6 +19,7 @@ from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.spec import SpecError, load_spec
+from nbtoolkit.trackers import describe as describe_trackers
 
 #: `nbtoolkit logs` writes the log in pieces of at most this size
 LOG_CHUNK_BYTES = 1024 * 1024
@@ -124,6 +125,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         if info.get("billable_seconds") is not None:
             savings = f", spot saved {info['spot_savings_pct']:.0f}%" if info.get("spot_savings_pct") is not None else ""
             print(f"{'billable':>10}: {info['billable_seconds']} s{savings}")
+    for line in describe_trackers(job.spec, job.dir):
+        print(f"{'tracking':>10}: {line}")
     records = job.records()
     forecast_lines = comparison_lines(record, records)
     if forecast_lines:
@@ -133,6 +136,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         shown = {key: value for key, value in evals[-1].items() if key.startswith("eval_")}
         print(f"{'last eval':>10}: " + ", ".join(f"{key} {value:.4g}" for key, value in shown.items()
                                                      if isinstance(value, (int, float))))
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    print(f"merged model: {Job(args.job).merge(args.out)}")
     return 0
 
 
@@ -248,6 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("job", help="job id or a unique prefix")
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=cmd_show)
+
+    merge_ = commands.add_parser("merge", help="merge a finished job's adapter into its base: a full model")
+    merge_.add_argument("job")
+    merge_.add_argument("--out", default=None, help="default: the job's output/merged")
+    merge_.set_defaults(handler=cmd_merge)
 
     logs = commands.add_parser("logs", help="a job's log")
     logs.add_argument("job")

@@ -25,6 +25,7 @@ Strategy = Literal["none", "ddp", "deepspeed", "smddp", "smp", "xla"]
 Precision = Literal["fp32", "bf16", "fp16"]
 Compile = Literal["none", "torch", "neuron"]
 Offload = Literal["none", "cpu", "nvme"]
+Tracker = Literal["tensorboard", "mlflow", "wandb", "trackio"]
 
 #: The model each task uses when the spec names none: built at run time from a bundled config.
 BUNDLED_MODELS: dict[str, str] = {
@@ -265,6 +266,24 @@ class NeuronSpec(_Part):
     cc_flags: str | None = Field(None, description="more NEURON_CC_FLAGS, e.g. --model-type=transformer")
 
 
+class AdapterSpec(_Part):
+    """Train small low-rank adapters (PEFT) instead of every weight; QLoRA also loads the base in 4 bits."""
+
+    type: Literal["lora", "qlora"] = "lora"
+    r: int = Field(8, ge=1, le=4096, description="rank of the low-rank update")
+    alpha: float = Field(16, gt=0, description="scaling: the update is multiplied by alpha / r")
+    dropout: float = Field(0.05, ge=0, lt=1)
+    target_modules: list[str] | None = Field(None, description="module names to wrap; default per model family")
+
+    @field_validator("target_modules")
+    @classmethod
+    def _some_modules(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("adapter.target_modules is empty; name at least one module, e.g. [q_proj, v_proj], "
+                             "or leave it out for the model family's default")
+        return value
+
+
 class ScriptSpec(_Part):
     """A user's own training script, run under the chosen launcher instead of nbtoolkit.train."""
 
@@ -340,6 +359,8 @@ class RunSpec(_Part):
     sagemaker: SageMakerSpec | None = None
     neuron: NeuronSpec = Field(default_factory=NeuronSpec)
     extra: dict[str, Any] = Field(default_factory=dict, description="passed through to TrainingArguments")
+    adapter: AdapterSpec | None = Field(None, description="LoRA/QLoRA adapters instead of a full fine-tune")
+    report_to: list[Tracker] = Field(default_factory=list, description="experiment trackers; default none")
 
     @field_validator("name")
     @classmethod
@@ -439,6 +460,12 @@ class RunSpec(_Part):
         if hw.accelerator == "neuron" and self.neuron.predict and self.script is not None:
             raise ValueError("neuron.predict runs nbtoolkit's own program; with script: set predict: false "
                              "and predict in your script")
+        if self.adapter is not None and self.adapter.type == "qlora" and hw.accelerator != "cuda":
+            raise ValueError(f"adapter.type 'qlora' loads the base model in 4 bits with bitsandbytes, which needs a "
+                             f"cuda accelerator (hardware.accelerator is '{hw.accelerator}'); use type: lora")
+        if self.adapter is not None and self.script is not None:
+            raise ValueError("adapter applies to nbtoolkit's own training program; with script: add the adapter "
+                             "in your script, or remove the adapter block")
         if self.resume is not None and self.resume != "latest" and not self.resume.strip():
             raise ValueError("resume must be 'latest' or a checkpoint directory")
         for message in spec_warnings(self):

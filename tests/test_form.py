@@ -132,6 +132,7 @@ def test_a_prefilled_spec_keeps_what_the_form_does_not_show(tmp_path):
     "--task question-answering --target sagemaker --instance-type ml.p4d.24xlarge --strategy smddp --nodes 2 "
     "--role arn:aws:iam::111122223333:role/sm --spot --set sagemaker.max_wait=90000 --dataset squad",
     "--task causal-lm --compile --set dataset.pad_to_max_length=true --launcher torchrun --nproc 2 --strategy ddp",
+    "--task causal-lm --lora 16 --set adapter.dropout=0.1 --set report_to=[tensorboard,mlflow]",
 ])
 def test_the_form_and_finetune_produce_the_same_spec(shell, line):
     from_flags = shell.run_line_magic("finetune", f"--dry-run {line}").spec
@@ -175,7 +176,21 @@ def test_launch_starts_a_real_job_and_stop_ends_it(store):
 def test_the_form_covers_every_block_of_the_spec():
     blocks = {path.split(".")[0] for path in FIELDS}
     assert {"name", "task", "model", "dataset", "hardware", "parallelism", "precision", "compile", "launcher",
-            "train", "sagemaker"} <= blocks
+            "train", "sagemaker", "adapter", "report_to"} <= blocks
+
+
+def test_the_adapter_section_adds_and_removes_the_adapter_block():
+    form = SpecForm({"task": "summarization"})
+    assert "adapter.r" not in shown(form) and form.spec.adapter is None
+    form.fields["adapter.choice"].value = "lora"
+    assert {"adapter.r", "adapter.alpha", "adapter.dropout"} <= set(shown(form))
+    form.fields["adapter.r"].value = 4
+    assert form.spec.adapter.model_dump() == {"type": "lora", "r": 4, "alpha": 16, "dropout": 0.05,
+                                              "target_modules": None}
+    form.fields["adapter.choice"].value = "qlora"  # on the default cpu accelerator: the spec's sentence
+    assert form.spec is None and form.error.startswith("adapter.type 'qlora' loads the base model in 4 bits")
+    form.fields["adapter.choice"].value = "none"
+    assert form.spec is not None and form.spec.adapter is None and "adapter.r" not in shown(form)
 
 
 def test_launch_shows_the_jobs_live_chart_in_the_form(store):
@@ -193,3 +208,10 @@ def test_picking_an_instance_type_brings_its_devices():
     form.fields["hardware.instance_type"].value = "ml.p4d.24xlarge"
     assert (form.fields["hardware.accelerator"].value, form.fields["hardware.devices"].value) == ("cuda", 8)
     assert form.spec is not None and form.spec.world_size == 8
+
+
+def test_report_to_is_chosen_in_the_form_and_none_by_default():
+    form = SpecForm({"task": "causal-lm"})
+    assert form.spec.report_to == [] and "report_to" not in form.spec.to_dict()
+    form.fields["report_to"].value = ("tensorboard", "mlflow")
+    assert form.spec.report_to == ["tensorboard", "mlflow"]

@@ -34,6 +34,7 @@ def dry_run(shell, line: str, cell: str | None = None):
     ("--task text-classification --dataset philschmid/emotion --label-column label --launcher torchrun --nodes 2",
      {"task": "text-classification", "dataset": {"name": "philschmid/emotion", "label_column": "label"},
       "hardware": {"nodes": 2}, "launcher": "torchrun"}),
+    ("--task causal-lm --lora 16", {"task": "causal-lm", "adapter": {"r": 16}}),
     ("--task causal-lm --compile --set dataset.pad_to_max_length=true --set extra.lr_scheduler_type=cosine",
      {"task": "causal-lm", "compile": "torch", "dataset": {"pad_to_max_length": True},
       "extra": {"lr_scheduler_type": "cosine"}}),

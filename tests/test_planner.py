@@ -155,3 +155,44 @@ def test_what_fits_where_doc_is_the_commands_output():
     assert rows["flan-t5-xxl", "p3.8xlarge", "fp32", "none"]["largest batch/GPU"] == "OOM"
     assert rows["flan-t5-xl", "p3.8xlarge", "bf16", "none"]["largest batch/GPU"] == "no bf16"
     assert len(rows) == 2 * 4 * 2 * 3
+
+
+def test_a_7b_model_fits_one_24gb_gpu_with_qlora_but_not_in_a_full_fine_tune():
+    spec = {"task": "causal-lm", "model": "meta-llama/Llama-2-7b-hf", "precision": "bf16",
+            "hardware": {"instance_type": "g5.2xlarge", "devices": 1}, "train": {"batch_size": 1}}
+    full = plan(spec, alternatives=False)
+    qlora = plan({**spec, "adapter": {"type": "qlora"}}, alternatives=False)
+    lora = plan({**spec, "adapter": {"type": "lora"}}, alternatives=False)
+    assert full.fits is False and lora.fits is False and qlora.fits is True
+    # the frozen base has no gradients or AdamW moments; 4-bit weights are about an eighth of fp32's
+    assert full.memory.optimizer > 1000 * qlora.memory.optimizer
+    assert 7 < lora.memory.weights / qlora.memory.weights < 8
+    assert "NF4" in qlora.formula and "(QLoRA: 4.19M trainable)" in qlora.summary_lines()[0]
+
+
+@pytest.mark.parametrize("task", ["text-classification", "summarization", "causal-lm"])
+def test_planned_lora_parameters_are_what_peft_trains(task):
+    """The planner's count against PEFT's own, on the bundled tiny models (the task heads left out)."""
+    from peft import LoraConfig, get_peft_model
+
+    from nbtoolkit.adapters import default_target_modules
+    from nbtoolkit.planner import memory
+    from nbtoolkit.planner.shapes import model_shape
+    from nbtoolkit.spec import BUNDLED_MODELS
+    from nbtoolkit.train.adapters import auto_class
+    from nbtoolkit.train.models import model_config
+
+    config = model_config(BUNDLED_MODELS[task])
+    targets = default_target_modules(config.model_type)
+    model = get_peft_model(auto_class(task).from_config(config), LoraConfig(r=4, target_modules=list(targets)))
+    trained = sum(p.numel() for name, p in model.named_parameters() if p.requires_grad and "lora_" in name)
+    assert memory.lora_params(model_shape(BUNDLED_MODELS[task]), 4, targets) == trained
+
+
+def test_adapters_doc_is_the_commands_output():
+    """docs/adapters-what-fits-where.md is exactly what `python -m nbtoolkit.planner.adapter_report` writes."""
+    from nbtoolkit.planner import adapter_report
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "adapters-what-fits-where.md"
+    assert adapter_report.document() == doc.read_text(), \
+        "regenerate: python -m nbtoolkit.planner.adapter_report --out docs/adapters-what-fits-where.md"

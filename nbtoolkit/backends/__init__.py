@@ -11,10 +11,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Protocol
 
+from nbtoolkit.adapters import missing_package
 from nbtoolkit.backends.launch import Launch, Stage
 from nbtoolkit.credentials import credential_problem, redact_spec
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.spec_paths import absolute_paths
+from nbtoolkit.trackers import check_installed
 
 __all__ = ["BACKENDS", "Backend", "Launch", "LaunchError", "Stage", "backend_name", "get_backend", "preflight", "render"]
 
@@ -77,6 +79,9 @@ def preflight(spec: RunSpec) -> None:
         raise LaunchError(problem)
     if spec.script is not None and not Path(spec.script.path).expanduser().is_file():
         raise LaunchError(f"script.path {spec.script.path} does not exist; give the path of your training script")
+    missing = missing_package(spec) or check_installed(spec)
+    if missing:
+        raise LaunchError(missing)
     check = getattr(get_backend(backend_name(spec)), "preflight", None)
     if check is not None:
         check(spec)

@@ -13,6 +13,7 @@ import copy
 import html
 import threading
 import time
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,11 @@ Values = Mapping[str, Any]
 #: a form-only choice (not a spec field): where the examples come from
 SOURCE = "dataset.source"
 SOURCES = (("bundled sample data", "bundled"), ("hub dataset", "hub"), ("local files", "files"))
+#: a form-only choice: train every weight, or adapters (the spec's adapter block, with its type)
+ADAPTER = "adapter.choice"
+ADAPTERS = (("every weight (full fine-tune)", "none"), ("LoRA adapters", "lora"), ("QLoRA adapters (CUDA)", "qlora"))
+#: the form-only dropdowns and their (label, value) options
+FORM_CHOICES: dict[str, tuple[tuple[str, str], ...]] = {SOURCE: SOURCES, ADAPTER: ADAPTERS}
 LABEL_WIDTH = "150px"
 ERROR_COLOR = "var(--jp-error-color1, #d32f2f)"
 PLACEHOLDERS = {"model": "bundled tiny model for the task", "dataset.files.train": "data/train.jsonl",
@@ -67,6 +73,7 @@ class Section:
 
 
 SAGEMAKER = when("hardware.target", "sagemaker")
+WITH_ADAPTER = when(ADAPTER, "lora", "qlora")
 DEEPSPEED = when("parallelism.strategy", "deepspeed")
 SMP = when("parallelism.strategy", "smp")
 
@@ -102,6 +109,12 @@ SECTIONS: tuple[Section, ...] = (
         FormField("dataset.max_train_samples", "Max train samples"),
         FormField("dataset.pad_to_max_length", "Pad to max length"),
     )),
+    Section("Adapter", (
+        FormField(ADAPTER, "Train"),
+        FormField("adapter.r", "Rank r", WITH_ADAPTER),
+        FormField("adapter.alpha", "Alpha", WITH_ADAPTER),
+        FormField("adapter.dropout", "Dropout", WITH_ADAPTER),
+    )),
     Section("Hardware", (
         FormField("hardware.target", "Target"),
         FormField("hardware.accelerator", "Accelerator"),
@@ -126,6 +139,9 @@ SECTIONS: tuple[Section, ...] = (
     Section("Precision and compile", (
         FormField("precision", "Precision"),
         FormField("compile", "Compile"),
+    )),
+    Section("Tracking", (
+        FormField("report_to", "Report to"),
     )),
     Section("Hyperparameters", (
         FormField("train.epochs", "Epochs"),
@@ -155,7 +171,7 @@ SECTIONS: tuple[Section, ...] = (
 )
 FIELDS: dict[str, FormField] = {field.path: field for section in SECTIONS for field in section.fields}
 #: what the form decides; everything else in a prefilled spec passes through untouched
-OWNED = (*FIELDS, "dataset.files")
+OWNED = (*FIELDS, "dataset.files", "adapter.type")
 
 
 def make_widget(path: str, label: str, value: Any, look: Look) -> widgets.ValueWidget:
@@ -164,11 +180,15 @@ def make_widget(path: str, label: str, value: Any, look: Look) -> widgets.ValueW
     Everything is given at construction: each later change would be one more message to the browser.
     """
     common = {"description": label, "_dom_classes": ("nbtoolkit-field-" + path.replace(".", "-").replace("_", "-"),)}
-    if path == SOURCE:
-        return widgets.Dropdown(options=SOURCES, value=value, **common, **look.of(widgets.Dropdown))
+    if path in FORM_CHOICES:
+        return widgets.Dropdown(options=FORM_CHOICES[path], value=value, **common, **look.of(widgets.Dropdown))
     common["tooltip"] = describe(path) or None
     options = choices(path)
     kind = value_type(path)
+    if typing.get_origin(kind) is list:  # several of a Literal's values (report_to)
+        allowed = typing.get_args(typing.get_args(kind)[0])
+        return widgets.SelectMultiple(options=allowed, value=tuple(value or ()), rows=len(allowed), **common,
+                                      **look.of(widgets.SelectMultiple))
     if options:
         return widgets.Dropdown(options=[(str(option), option) for option in options], value=value, **common,
                                 **look.of(widgets.Dropdown))
@@ -201,6 +221,8 @@ class Look:
 def _initial(data: Mapping[str, Any], path: str) -> Any:
     if path == SOURCE:
         return "files" if get_value(data, "dataset.files") else "hub" if get_value(data, "dataset.name") else "bundled"
+    if path == ADAPTER:
+        return get_value(data, "adapter.type", missing="lora") if get_value(data, "adapter") is not None else "none"
     value = get_value(data, path, missing=default(path))
     if path == "task" and value is None:
         return TASKS[0]
@@ -215,7 +237,7 @@ class SpecForm(widgets.VBox):
         if isinstance(spec, Mapping):
             with contextlib.suppress(SpecError):  # a valid spec opens as loaded (an instance's devices filled in)
                 data = quiet_load(data).to_dict()
-        if any(_initial(data, path) not in choices(path) for path in FIELDS if path != SOURCE and choices(path)):
+        if any(_initial(data, path) not in choices(path) for path in FIELDS if path not in FORM_CHOICES and choices(path)):
             quiet_load(data)  # a value no dropdown offers: raise the spec's own sentence for it
         self.base = copy.deepcopy(data)
         for path in OWNED:
@@ -284,8 +306,13 @@ class SpecForm(widgets.VBox):
         values = self.values()
         data = copy.deepcopy(self.base)
         for path, value in values.items():
-            if path != SOURCE and self.applies(path, values) and value not in ("", None):
-                set_value(data, path, value.strip() if isinstance(value, str) else value)
+            if path not in FORM_CHOICES and self.applies(path, values) and value not in ("", None, ()):
+                set_value(data, path, value.strip() if isinstance(value, str) else
+                          list(value) if isinstance(value, tuple) else value)
+        if values[ADAPTER] == "none":
+            remove_value(data, "adapter")
+        else:
+            set_value(data, "adapter.type", values[ADAPTER])
         return data
 
     def refresh(self, change: Any = None) -> None:

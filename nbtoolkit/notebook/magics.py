@@ -20,6 +20,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
 from nbtoolkit.spec import TASKS, SpecError, load_spec, merged
+from nbtoolkit.trackers import describe as describe_trackers
 
 #: module -> IPython Magics class registered by `%load_ext nbtoolkit`
 MAGIC_CLASSES: dict[str, str] = {
@@ -46,6 +47,7 @@ FLAG_FIELDS: dict[str, str] = {
     "grad_accum": "train.grad_accum", "lr": "train.learning_rate", "warmup": "train.warmup",
     "seed": "train.seed", "logging_steps": "train.logging_steps", "eval_steps": "train.eval_steps",
     "save_steps": "train.save_steps", "role": "sagemaker.role", "region": "sagemaker.region",
+    "lora": "adapter.r",
 }
 
 
@@ -146,6 +148,7 @@ class FinetuneMagics(Magics):
     @argument("--logging-steps", type=int, metavar="N", help="log (and chart) every N steps")
     @argument("--eval-steps", type=int, metavar="N", help="evaluate every N steps (default: each epoch)")
     @argument("--save-steps", type=int, metavar="N", help="checkpoint every N steps (default: none)")
+    @argument("--lora", type=int, metavar="R", help="train LoRA adapters of rank R instead of every weight")
     @argument("--role", metavar="ARN", help="SageMaker: the IAM role the job runs as")
     @argument("--region", help="SageMaker: AWS region")
     @argument("--spot", action="store_true", help="SageMaker: use spot capacity")
@@ -232,6 +235,8 @@ class FinetuneMagics(Magics):
         row = listing_row(job.record)
         print("  ".join(f"{key} {value}" for key, value in row.items() if value))
         print("\n".join(comparison_lines(job.record, job.records())))
+        for tracked in describe_trackers(job.spec, job.dir):
+            print(f"tracking: {tracked}")
         job.chart(log_scale=args.log_scale)
         print(f"--- last {args.tail} lines of {job.dir / 'output.log'}\n{job.logs(tail=args.tail)}")
 

@@ -23,6 +23,9 @@ HOST_BUFFER_FACTOR = 1.5
 MIXED_PRECISION_OPTIMIZER_BYTES = 12
 #: the fp32 gradient partition DeepSpeed keeps for the optimizer step
 FP32_GRADIENT_BYTES = 4
+#: QLoRA's NF4 weights with double quantization: 4 bits plus 0.127 bits of constants per parameter
+#: (Dettmers et al. 2023, "QLoRA", sec. 3: blocks of 64, constants quantized in blocks of 256)
+NF4_BYTES = (4 + 0.127) / 8
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,31 @@ def deepspeed_model_states(params: float, largest_layer: float, *, weight_bytes:
                              optimizer_bytes=MIXED_PRECISION_OPTIMIZER_BYTES if weight_bytes == 2 else 8)
     return ModelStates(weights=weights, gradients=gradients, optimizer=optimizer, gathered=gathered, host=host,
                        ideal=ideal)
+
+
+#: projections that compute queries, keys and values in one matrix (their output is 3x the attention width)
+FUSED_QKV = ("c_attn", "query_key_value", "qkv_proj", "Wqkv")
+
+
+def lora_params(shape: ModelShape, rank: int, modules: tuple[str, ...] | list[str]) -> int:
+    """Trainable LoRA parameters: r x (inputs + outputs) per wrapped projection in every attention block (an
+    encoder-decoder's decoder layers have two). A projection maps hidden -> attention width (3x when fused);
+    for grouped-query attention's k and v that is an upper bound."""
+    blocks = shape.layers + 2 * shape.decoder_layers
+    per_block = sum(shape.hidden_size + shape.attention_dim * (3 if name in FUSED_QKV else 1) for name in modules)
+    return blocks * rank * per_block
+
+
+def adapter_model_states(params: float, trainable: float, embedding_params: float, *, quantized: bool,
+                         devices_per_node: int) -> ModelStates:
+    """A frozen base and trainable adapters (PyTorch, one process per device): the base's weights only, fp32 as
+    nbtoolkit loads them (QLoRA: NF4 linear layers, bf16 embeddings), and 16 bytes per trainable parameter
+    (fp32 weight 4 + gradient 4 + AdamW's two moments 8). Host: the fp32 model each process loads; QLoRA
+    quantizes shard by shard onto the device, so the host holds about the quantized model."""
+    base = (params - embedding_params) * NF4_BYTES + 2 * embedding_params if quantized else 4 * params
+    host = base * devices_per_node * HOST_BUFFER_FACTOR if quantized else _loading_host_bytes(params, devices_per_node)
+    return ModelStates(weights=base + 4 * trainable, gradients=4 * trainable, optimizer=8 * trainable, gathered=0,
+                       host=host, ideal=base + 16 * trainable)
 
 
 def _loading_host_bytes(params: float, devices_per_node: int) -> float:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pydantic import BaseModel, ConfigDict
 
 from nbtoolkit import catalog
+from nbtoolkit.adapters import default_target_modules
 from nbtoolkit.planner import memory, timing
 from nbtoolkit.planner.shapes import ModelShape, model_shape, train_samples
 from nbtoolkit.spec import RunSpec, load_spec
@@ -84,6 +85,13 @@ class Workload:
     max_steps: int | None
     utilisation: float
     hourly_price_override: float | None
+    adapter: str = "none"  # the spec's adapter.type: lora and qlora freeze the base (qlora in 4 bits)
+    trainable_params: int | None = None  # with an adapter: the adapters' parameters
+
+    @property
+    def trained_params(self) -> int:
+        """The parameters that get gradients, optimizer states and an all-reduce."""
+        return self.shape.params if self.trainable_params is None else self.trainable_params
 
 
 def hours_text(hours: float) -> str:
@@ -197,11 +205,15 @@ class Plan(Estimate):
     assumptions: list[str]
     alternatives: list[Estimate]
     price_note: str
+    adapter: str = "none"
+    trainable_params: int
 
     def summary_lines(self) -> list[str]:
         """Short lines for people: what was planned, memory and fit, time and cost, best alternatives."""
         size = f"{self.params / 1e9:.2f}B" if self.params >= 1e8 else f"{self.params / 1e6:.1f}M"
-        lines = [f"{self.model}: {size} parameters; {self.description}"]
+        trained = "" if self.adapter == "none" else (
+            f" ({self.adapter.replace('q', 'Q').replace('lora', 'LoRA')}: {self.trainable_params / 1e6:.2f}M trainable)")
+        lines = [f"{self.model}: {size} parameters{trained}; {self.description}"]
         if self.device_memory_bytes:
             fit = "fits" if self.device_fits else "does NOT fit"
             lines.append(f"memory per device: {self.per_device_bytes / GiB:.1f} of {self.device_memory_bytes / GiB:.1f}"
@@ -273,7 +285,11 @@ class Plan(Estimate):
 # -- estimating one setup ------------------------------------------------------------------------
 
 
-def _model_states(setup: Setup, shape: ModelShape) -> memory.ModelStates:
+def _model_states(setup: Setup, work: Workload) -> memory.ModelStates:
+    shape = work.shape
+    if work.adapter != "none":
+        return memory.adapter_model_states(shape.params, work.trained_params, shape.vocab_size * shape.hidden_size,
+                                           quantized=work.adapter == "qlora", devices_per_node=setup.devices_per_node)
     if not setup.deepspeed and setup.precision == "bf16" and setup.device and setup.device.kind == "neuron":
         return memory.full_bf16_model_states(shape.params, setup.devices_per_node)  # the launch sets XLA_USE_BF16
     if not setup.deepspeed:
@@ -314,7 +330,7 @@ def _problems(setup: Setup, shape: ModelShape) -> list[str]:
 def estimate(setup: Setup, work: Workload, *, measured: float | None = None) -> Estimate:
     """Memory, fit, time and cost of one setup; `measured` samples/s replaces the modelled pace."""
     shape = work.shape
-    states = _model_states(setup, shape)
+    states = _model_states(setup, work)
     per_sample = _activation_per_sample(setup, work)
     activations = per_sample * setup.batch_size
     per_device, overhead = _per_device(states.device, activations)
@@ -331,7 +347,7 @@ def estimate(setup: Setup, work: Workload, *, measured: float | None = None) -> 
     elif setup.device:
         step = timing.step_time(
             hardware=_hardware(setup), flops_per_micro_batch=flops * setup.batch_size,
-            grad_accum=setup.grad_accum, utilisation=work.utilisation, params=shape.params,
+            grad_accum=setup.grad_accum, utilisation=work.utilisation, params=work.trained_params,
             weight_bytes=setup.weight_bytes if setup.deepspeed else 4, zero_stage=setup.zero_stage,
             offload_optimizer=setup.offload_optimizer != "none", offload_params=setup.offload_params != "none")
         step_seconds = step.total
@@ -423,10 +439,14 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
     if dataset_size is not None:
         samples = min(dataset_size, spec.dataset.max_train_samples or dataset_size)
     is_seq2seq = shape.architecture == "encoder-decoder"
+    adapter = spec.adapter
+    modules = (adapter.target_modules or default_target_modules(shape.model_type) or ("q", "v")) if adapter else ()
     return Workload(shape=shape, input_length=spec.dataset.max_length,
                     target_length=spec.dataset.max_target_length if is_seq2seq else 0,
                     samples=samples, epochs=spec.train.epochs, max_steps=spec.train.max_steps,
-                    utilisation=utilisation, hourly_price_override=spec.hardware.hourly_price_usd)
+                    utilisation=utilisation, hourly_price_override=spec.hardware.hourly_price_usd,
+                    adapter=adapter.type if adapter else "none",
+                    trainable_params=memory.lora_params(shape, adapter.r, modules) if adapter else None)
 
 
 def plan(spec: RunSpec | dict | str, *, measured: float | None = None, dataset_size: int | None = None,
@@ -454,7 +474,8 @@ def plan(spec: RunSpec | dict | str, *, measured: float | None = None, dataset_s
     else:
         throughput_source = f"assumed {assumed:.0%} of peak {setup.precision} FLOP/s"
     own = estimate(setup, work, measured=measured)
-    ranked = _kept(rank(alternative_setups(setup, shape), work, own=setup), own) if alternatives else []
+    others = [other for other in alternative_setups(setup, shape) if work.adapter == "none" or not other.deepspeed]
+    ranked = _kept(rank(others, work, own=setup), own) if alternatives else []
     return Plan(
         **{**own.model_dump(), "problems": problems + own.problems},
         model=spec.model_name, params=shape.params, params_exact=shape.exact, model_source=shape.source,
@@ -462,8 +483,9 @@ def plan(spec: RunSpec | dict | str, *, measured: float | None = None, dataset_s
         tokens_per_step=setup.batch_size * setup.devices * setup.grad_accum * (work.input_length + work.target_length),
         train_samples=work.samples, epochs=work.epochs, steps=_steps(setup, work),
         utilisation=work.utilisation, throughput_source=throughput_source,
-        confident=own.device_memory_bytes is not None and not problems, formula=formula(setup, shape),
+        confident=own.device_memory_bytes is not None and not problems, formula=formula(setup, work),
         assumptions=assumptions(), alternatives=ranked, price_note=catalog.prices_note(),
+        adapter=work.adapter, trainable_params=work.trained_params,
     )
 
 
@@ -558,10 +580,16 @@ def changes(old: Setup, new: Setup) -> list[str]:
 # -- the words around the numbers ------------------------------------------------------------------
 
 
-def formula(setup: Setup, shape: ModelShape) -> str:
+def formula(setup: Setup, work: Workload) -> str:
     """The formulas behind this setup's numbers, with Ψ parameters, L the largest layer, N devices."""
+    shape = work.shape
     w = setup.weight_bytes
-    if not setup.deepspeed:
+    if work.adapter == "qlora":
+        states = (f"{memory.NF4_BYTES:.3f}(Ψ - Ψ_emb) + 2Ψ_emb + 16Ψ_a (frozen base in NF4 with double "
+                  "quantization, bf16 embeddings; adapters Ψ_a in fp32 with gradients and AdamW moments)")
+    elif work.adapter == "lora":
+        states = "4Ψ + 16Ψ_a (frozen fp32 base; adapters Ψ_a in fp32 with gradients and AdamW moments)"
+    elif not setup.deepspeed:
         states = "16Ψ (PyTorch AdamW: fp32 weights 4 + gradients 4 + two moments 8; not partitioned)"
     else:
         optimizer_on_host = setup.offload_optimizer != "none"
@@ -604,6 +632,8 @@ def assumptions() -> list[str]:
         "host memory x1.5 (DeepSpeed's additional_buffer_factor); NVMe offload timed like CPU offload",
         "without DeepSpeed (PyTorch, torch-xla on Neuron) weights and optimizer states stay fp32 (XLA_USE_BF16 "
         "would halve them)",
+        "adapters: the base is frozen but activations are kept as in a full fine-tune (gradients flow through "
+        "every layer to the adapters); ZeRO partitioning of a frozen base is not modelled",
     ]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from nbtoolkit import catalog
@@ -201,8 +202,9 @@ def _formula_lines() -> list[str]:
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.planner.report", description=__doc__)
+def generate(argv: list[str] | None, prog: str, description: str, document: Callable[[], str]) -> int:
+    """The command of a generated doc: write `document()` to --out, or print it."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--out", type=Path, help="write the markdown here (default: print it)")
     args = parser.parse_args(argv)
     text = document()
@@ -213,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return generate(argv, "python -m nbtoolkit.planner.report", __doc__, document)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from nbtoolkit.train.errors import TrainError
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     if is_bundled(name):
         return AutoTokenizer.from_pretrained(tokenizer_dir(name))
-    return AutoTokenizer.from_pretrained(_source(name))
+    return AutoTokenizer.from_pretrained(model_source(name))
 
 
 def tiny_config(name: str, tokenizer: PreTrainedTokenizerBase, **overrides):
@@ -33,7 +33,7 @@ def model_config(name: str):
     if is_bundled(name):
         return tiny_config(name, load_tokenizer(name))
     try:
-        return AutoConfig.from_pretrained(_source(name))
+        return AutoConfig.from_pretrained(model_source(name))
     except OSError as exc:  # not a local folder, and the hub is unreachable or has no such model
         raise TrainError(f"model '{name}' could not be loaded ({str(exc).splitlines()[0]}); "
                          "give a hub id reachable from here or a local model directory") from None
@@ -45,14 +45,22 @@ def ensure_pad_token(tokenizer: PreTrainedTokenizerBase) -> None:
         tokenizer.pad_token = tokenizer.eos_token
 
 
-def load_model(auto_class, name: str, tokenizer: PreTrainedTokenizerBase, **config_overrides):
-    """`auto_class` (e.g. AutoModelForSequenceClassification) from the hub/a path, or built tiny."""
+def load_model(auto_class, name: str, tokenizer: PreTrainedTokenizerBase, *, quantized: bool = False,
+               **config_overrides):
+    """`auto_class` (e.g. AutoModelForSequenceClassification) from the hub/a path, or built tiny.
+
+    `quantized`: 4-bit weights for QLoRA (pretrained models only; the adapter check says so first).
+    """
     if is_bundled(name):
         return auto_class.from_config(tiny_config(name, tokenizer, **config_overrides))
-    return auto_class.from_pretrained(_source(name), **config_overrides)
+    if quantized:
+        from nbtoolkit.train.adapters import quantized_loading
+
+        config_overrides = {**config_overrides, **quantized_loading()}
+    return auto_class.from_pretrained(model_source(name), **config_overrides)
 
 
-def _source(name: str) -> str:
+def model_source(name: str) -> str:
     """A local directory if one exists at `name` (with ~ expanded), else an installed packaged copy, else the hub id."""
     path = Path(name).expanduser()
     if path.exists():

@@ -20,7 +20,9 @@ from nbtoolkit.backends.program import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 
 #: settings of the training run that do not apply to an evaluation on CPU
-TRAINING_ONLY = ("hardware", "parallelism", "precision", "compile", "launcher", "neuron", "resume", "sagemaker")
+#: (an adapter too: the model evaluated is the full one, merged with it)
+TRAINING_ONLY = ("hardware", "parallelism", "precision", "compile", "launcher", "neuron", "resume", "sagemaker",
+                 "adapter", "report_to")
 
 
 def keep_off_neuron() -> None:
@@ -40,28 +42,38 @@ def cpu_spec(spec: RunSpec, model_dir: Path) -> RunSpec:
     return RunSpec.model_validate(data)
 
 
-def predict(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
+def evaluate_model(spec: RunSpec, output_dir: Path, needs: str) -> dict:
+    """The spec's model evaluated on the spec's eval split on CPU: the task's metrics (`needs` names the caller)."""
     from transformers import Trainer
 
-    from nbtoolkit.metrics.series import read_metrics
     from nbtoolkit.train.data import load_splits
     from nbtoolkit.train.errors import TrainError
-    from nbtoolkit.train.program import quiet_libraries, training_arguments
+    from nbtoolkit.train.program import training_arguments
     from nbtoolkit.train.tasks import setup_task
 
-    quiet_libraries()
-    model_dir = Path(output_dir) / "model"
-    if not (model_dir / "config.json").is_file():
-        raise TrainError(f"there is no trained model in {model_dir} to predict with; the train stage saves it there")
-    spec = cpu_spec(spec, model_dir)
     task = setup_task(spec, load_splits(spec))
     if task.eval_dataset is None:
-        raise TrainError("neuron.predict needs an eval split and the dataset has none; set dataset.eval_split")
-    args = training_arguments(spec, str(Path(output_dir) / "predict"), has_eval=True, **task.argument_overrides)
+        raise TrainError(f"{needs} needs an eval split, and the dataset has no '{spec.dataset.eval_split}' split; "
+                         "name a split it has, or a local file")
+    args = training_arguments(spec, str(output_dir), has_eval=True, **task.argument_overrides)
     trainer = (task.trainer_class or Trainer)(model=task.model, args=args, eval_dataset=task.eval_dataset,
                                                data_collator=task.data_collator, processing_class=task.tokenizer,
                                                compute_metrics=task.compute_metrics)
-    metrics = trainer.evaluate()
+    return trainer.evaluate()
+
+
+def predict(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
+    from nbtoolkit.metrics.series import read_metrics
+    from nbtoolkit.train.adapters import full_model
+    from nbtoolkit.train.errors import TrainError
+    from nbtoolkit.train.program import quiet_libraries
+
+    quiet_libraries()
+    model_dir = Path(output_dir) / "model"
+    if not (model_dir / "config.json").is_file() and not (model_dir / "adapter_config.json").is_file():
+        raise TrainError(f"there is no trained model in {model_dir} to predict with; the train stage saves it there")
+    model_dir = full_model(model_dir, spec)
+    metrics = evaluate_model(cpu_spec(spec, model_dir), Path(output_dir) / "predict", needs="neuron.predict")
     steps = [record["step"] for record in read_metrics(metrics_path) if record.get("kind") == "train"]
     record = {"time": time.time(), "step": max(steps, default=0), "kind": "eval", "stage": "predict",
               **{key: value if math.isfinite(value) else None for key, value in metrics.items()

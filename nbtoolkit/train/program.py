@@ -14,6 +14,7 @@ from pathlib import Path
 from nbtoolkit.backends.program import ERROR_PREFIX
 from nbtoolkit.credentials import resolve_mapping
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
+from nbtoolkit.trackers import environment, run_name
 
 
 def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments_class=None, **overrides):
@@ -46,7 +47,8 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments
         fp16=spec.precision == "fp16",
         use_cpu=spec.hardware.accelerator == "cpu",
         torch_compile=spec.compile == "torch",
-        report_to="none",
+        report_to=list(spec.report_to) or "none",
+        run_name=run_name(spec, Path.cwd()),
         disable_tqdm=True,
         include_num_input_tokens_seen="non_padding",
         # losses comparable across process counts (transformers 5 averages tokens across devices)
@@ -109,10 +111,18 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     from nbtoolkit.train.tasks import check_task, setup_task
 
     quiet_libraries()
+    os.environ.update(environment(spec, Path.cwd()))  # the trackers' callbacks read it (the job dir is the cwd)
     transformers.set_seed(spec.train.seed)
     check_task(spec)
     splits = load_splits(spec)
     task = setup_task(spec, splits)
+    model_dir = model_dir or str(Path(output_dir) / "model")
+    if spec.adapter is not None:
+        from nbtoolkit.train.adapters import save_base, wrap
+
+        if os.environ.get("RANK", "0") == "0":
+            save_base(task.model, spec, model_dir)
+        task.model = wrap(task.model, spec)
     engine = engine_for(spec)
     args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None,
                               arguments_class=task.arguments_class or engine.arguments_class,
@@ -131,7 +141,9 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     )
     if trainer.is_world_process_zero():
         parameters = sum(p.numel() for p in task.model.parameters())
-        print(f"[nbtoolkit] {spec.task} | model {spec.model_name} ({parameters / 1e6:.2f}M parameters) | "
+        trainable = sum(p.numel() for p in task.model.parameters() if p.requires_grad)
+        adapter = f", {spec.adapter.type} r={spec.adapter.r}: {trainable / 1e6:.3f}M trainable" if spec.adapter else ""
+        print(f"[nbtoolkit] {spec.task} | model {spec.model_name} ({parameters / 1e6:.2f}M parameters{adapter}) | "
               f"{len(task.train_dataset)} train / {len(task.eval_dataset or [])} eval examples | "
               f"{args.world_size} process(es) x batch {args.per_device_train_batch_size}", flush=True)
     checkpoint = resume_checkpoint(spec, output_dir)
@@ -139,7 +151,7 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
         print(f"[nbtoolkit] resuming from {checkpoint}", flush=True)
     result = trainer.train(resume_from_checkpoint=checkpoint)
     final = final_evaluation(trainer) if task.eval_dataset is not None else {}
-    trainer.save_model(model_dir or str(Path(output_dir) / "model"))
+    trainer.save_model(model_dir)  # with an adapter: the adapter alone (the base is in model_dir/base)
     if trainer.is_world_process_zero():
         shown = ", ".join(f"{key} {value:.4f}" for key, value in final.items() if key.startswith("eval_")
                           and not key.endswith(("runtime", "per_second")))

@@ -30,6 +30,11 @@ class TaskSetup:
     argument_overrides: dict[str, Any] = field(default_factory=dict)
 
 
+def is_qlora(spec) -> bool:
+    """The base loads in 4 bits (QLoRA)."""
+    return spec.adapter is not None and spec.adapter.type == "qlora"
+
+
 def check_task(spec) -> None:
     """Fail in one sentence, before any data or weights load, if the model cannot do the task."""
     from nbtoolkit.train.errors import TrainError
@@ -39,7 +44,12 @@ def check_task(spec) -> None:
     if spec.task not in TASK_MODULES:
         raise TrainError(f"task '{spec.task}' is not supported by nbtoolkit.train yet; "
                          f"supported: {', '.join(TASK_MODULES)}")
-    check_pairing(spec, model_config(spec.model_name))
+    config = model_config(spec.model_name)
+    check_pairing(spec, config)
+    if spec.adapter is not None:
+        from nbtoolkit.train.adapters import check_adapter
+
+        check_adapter(spec, config)
 
 
 def setup_task(spec, splits) -> TaskSetup:

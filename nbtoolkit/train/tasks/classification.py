@@ -7,7 +7,7 @@ from transformers import AutoModelForSequenceClassification, DataCollatorWithPad
 
 from nbtoolkit.train.data import column
 from nbtoolkit.train.models import ensure_pad_token, load_model, load_tokenizer
-from nbtoolkit.train.tasks import TaskSetup
+from nbtoolkit.train.tasks import TaskSetup, is_qlora
 
 
 def label_names(dataset, label_column: str) -> list[str]:
@@ -57,7 +57,8 @@ def setup(spec, splits) -> TaskSetup:
             raise TrainError(f"the eval split has labels the train split lacks: {', '.join(sorted(unknown))}")
         return dataset.map(encode, batched=True, remove_columns=dataset.column_names)
 
-    model = load_model(AutoModelForSequenceClassification, spec.model_name, tokenizer, num_labels=len(names),
+    model = load_model(AutoModelForSequenceClassification, spec.model_name, tokenizer,
+                       quantized=is_qlora(spec), num_labels=len(names),
                        id2label=dict(enumerate(names)), label2id=label2id)
     model.config.pad_token_id = tokenizer.pad_token_id  # decoder-only models find the last real token by it
 

@@ -19,7 +19,7 @@ from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
 from nbtoolkit.train.data import column
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model, load_tokenizer
-from nbtoolkit.train.tasks import TaskSetup
+from nbtoolkit.train.tasks import TaskSetup, is_qlora
 
 N_BEST = 20  # candidate starts and ends per feature
 MAX_ANSWER_TOKENS = 30
@@ -49,7 +49,12 @@ def exact_match_and_f1(prediction: str, truths: list[str]) -> tuple[float, float
 
 def best_answer(context: str, features: list[tuple[np.ndarray, np.ndarray, list]]) -> str:
     """The highest-scoring valid span over an example's features: (start logits, end logits, offsets)."""
-    best_score, best_text = -np.inf, ""
+    return best_span(context, features)[0]
+
+
+def best_span(context: str, features: list[tuple[np.ndarray, np.ndarray, list]]) -> tuple[str, float]:
+    """The best answer and its score: P(start) x P(end) under its feature's softmax (the HF pipeline's score)."""
+    best_logit, best_text, best_score = -np.inf, "", 0.0
     for start_logits, end_logits, offsets in features:
         starts = np.argsort(start_logits)[::-1][:N_BEST]
         ends = np.argsort(end_logits)[::-1][:N_BEST]
@@ -59,10 +64,16 @@ def best_answer(context: str, features: list[tuple[np.ndarray, np.ndarray, list]
                     continue
                 if end < start or end - start + 1 > MAX_ANSWER_TOKENS:
                     continue
-                score = start_logits[start] + end_logits[end]
-                if score > best_score:
-                    best_score, best_text = score, context[offsets[start][0]:offsets[end][1]]
-    return best_text
+                logit = start_logits[start] + end_logits[end]
+                if logit > best_logit:
+                    best_logit, best_text = logit, context[offsets[start][0]:offsets[end][1]]
+                    best_score = float(_softmax(start_logits)[start] * _softmax(end_logits)[end])
+    return best_text, best_score
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max())
+    return shifted / shifted.sum()
 
 
 def setup(spec, splits) -> TaskSetup:
@@ -136,7 +147,7 @@ def setup(spec, splits) -> TaskSetup:
         return {"exact_match": float(scores[:, 0].mean()), "f1": float(scores[:, 1].mean())}
 
     return TaskSetup(
-        model=load_model(AutoModelForQuestionAnswering, spec.model_name, tokenizer),
+        model=load_model(AutoModelForQuestionAnswering, spec.model_name, tokenizer, quantized=is_qlora(spec)),
         tokenizer=tokenizer,
         train_dataset=prepare(train, keep_for_eval=False),
         eval_dataset=eval_features,

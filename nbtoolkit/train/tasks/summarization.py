@@ -16,7 +16,7 @@ from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqT
 from nbtoolkit.train.data import column
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model, load_tokenizer
-from nbtoolkit.train.tasks import TaskSetup
+from nbtoolkit.train.tasks import TaskSetup, is_qlora
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -77,7 +77,7 @@ def setup(spec, splits) -> TaskSetup:
     def prepare(dataset):
         return dataset.map(encode, batched=True, remove_columns=dataset.column_names)
 
-    model = load_model(AutoModelForSeq2SeqLM, spec.model_name, tokenizer)
+    model = load_model(AutoModelForSeq2SeqLM, spec.model_name, tokenizer, quantized=is_qlora(spec))
     generate = predict_with_generate(spec)
 
     def compute_metrics(prediction):

@@ -1,0 +1,162 @@
+"""PEFT adapters in the training program: check the targets, wrap the model, save, merge.
+
+The targets are checked against the model's own module names, built on the meta device from
+its config (no weights load), so a wrong name is one sentence before any training starts.
+The run saves the adapter alone; a base that exists nowhere else (a bundled tiny model, built
+at run time) is saved once beside it so that `merge` can rebuild the same model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from nbtoolkit.adapters import default_target_modules, missing_package
+from nbtoolkit.bundled import is_bundled
+from nbtoolkit.spec import AdapterSpec, RunSpec
+from nbtoolkit.train.errors import TrainError
+from nbtoolkit.train.models import model_source
+
+#: task -> (PEFT task type, the transformers auto class the task trains)
+TASK_MODELS: dict[str, tuple[str, str]] = {
+    "text-classification": ("SEQ_CLS", "AutoModelForSequenceClassification"),
+    "question-answering": ("QUESTION_ANS", "AutoModelForQuestionAnswering"),
+    "summarization": ("SEQ_2_SEQ_LM", "AutoModelForSeq2SeqLM"),
+    "causal-lm": ("CAUSAL_LM", "AutoModelForCausalLM"),
+}
+#: beside the adapter in the model directory: the base model's config, and its weights when bundled
+BASE_DIR = "base"
+
+
+def auto_class(task: str):
+    import transformers
+
+    return getattr(transformers, TASK_MODELS[task][1])
+
+
+def target_modules(spec: RunSpec, config) -> list[str]:
+    """The spec's target modules, or the model family's default."""
+    if spec.adapter.target_modules:
+        return list(spec.adapter.target_modules)
+    default = default_target_modules(config.model_type)
+    if default is None:
+        raise TrainError(f"adapter.target_modules has no default for {config.model_type} models; name the "
+                         f"modules to wrap, e.g. target_modules: [q_proj, v_proj]")
+    return list(default)
+
+
+def linear_module_names(task: str, config) -> set[str]:
+    """The last name part of every linear layer of the task's model, built on the meta device."""
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    with torch.device("meta"):
+        model = auto_class(task).from_config(config)
+    return {name.rpartition(".")[2] for name, module in model.named_modules()
+            if isinstance(module, (torch.nn.Linear, Conv1D))}
+
+
+def check_adapter(spec: RunSpec, config) -> None:
+    """One sentence, before any weights load, if the adapter cannot run on this model or machine."""
+    if missing_package(spec):
+        raise TrainError(missing_package(spec))
+    if spec.adapter.type == "qlora":
+        if is_bundled(spec.model_name):
+            raise TrainError(f"adapter.type 'qlora' quantizes pretrained weights as they load, but "
+                             f"{spec.model_name} is built at run time; use type: lora or a hub/local model")
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise TrainError("adapter.type 'qlora' needs bitsandbytes, which is not installed here; "
+                             "pip install bitsandbytes on the CUDA machine, or use type: lora")
+    wanted = target_modules(spec, config)
+    found = linear_module_names(spec.task, config)
+    missing = [name for name in wanted if name not in found]
+    if missing:
+        raise TrainError(f"adapter.target_modules {', '.join(missing)} not found in model '{spec.model_name}' "
+                         f"({config.model_type}); its linear layers are {', '.join(sorted(found))}")
+
+
+def quantized_loading() -> dict:
+    """from_pretrained options of QLoRA: 4-bit NF4 weights, double quantization, bf16 compute (the QLoRA paper's)."""
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    return {"quantization_config": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                      bnb_4bit_use_double_quant=True,
+                                                      bnb_4bit_compute_dtype=torch.bfloat16),
+            "dtype": torch.bfloat16}
+
+
+def wrap(model, spec: RunSpec):
+    """The model with the spec's adapters: base weights frozen, adapters (and a new task head) trainable."""
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    adapter: AdapterSpec = spec.adapter
+    if adapter.type == "qlora":
+        model = prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=spec.train.gradient_checkpointing)
+    config = LoraConfig(task_type=TASK_MODELS[spec.task][0], r=adapter.r, lora_alpha=adapter.alpha,
+                        lora_dropout=adapter.dropout, target_modules=target_modules(spec, model.config))
+    return get_peft_model(model, config)
+
+
+def save_base(model, spec: RunSpec, model_dir: str | Path) -> None:
+    """Before wrapping: the base's config (with the task's labels), and its weights when they exist nowhere else."""
+    target = Path(model_dir) / BASE_DIR
+    if is_bundled(spec.model_name):
+        model.save_pretrained(target)
+    else:
+        model.config.save_pretrained(target)
+
+
+def merge(model_dir: str | Path, out: str | Path, spec: RunSpec) -> Path:
+    """Base + adapter -> one full model in `out` (weights merged, loadable without PEFT)."""
+    from peft import PeftModel
+    from transformers import AutoConfig, AutoTokenizer
+
+    model_dir, out = Path(model_dir), Path(out)
+    if not (model_dir / "adapter_config.json").is_file():
+        raise TrainError(f"{model_dir} holds no adapter to merge; merge applies to runs with an adapter block")
+    base_dir = model_dir / BASE_DIR
+    config = AutoConfig.from_pretrained(base_dir)
+    weights = base_dir if any(base_dir.glob("*.safetensors")) else model_source(spec.model_name)
+    base = auto_class(spec.task).from_pretrained(weights, config=config)
+    merged = PeftModel.from_pretrained(base, model_dir).merge_and_unload()
+    merged.save_pretrained(out)
+    AutoTokenizer.from_pretrained(model_dir).save_pretrained(out)
+    return out
+
+
+def full_model(model_dir: Path, spec: RunSpec) -> Path:
+    """The run's final model as a full model: `model_dir` itself, or with an adapter its merge (made once)."""
+    if not (model_dir / "adapter_config.json").is_file():
+        return model_dir
+    merged = model_dir.parent / "merged"
+    if not (merged / "config.json").is_file():
+        merge(model_dir, merged, spec)
+    return merged
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m nbtoolkit.train.adapters merge`: run apart from the caller, which never imports torch."""
+    import argparse
+    import sys
+
+    from nbtoolkit.backends.program import ERROR_PREFIX
+    from nbtoolkit.spec import load_spec
+
+    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.train.adapters", description=merge.__doc__)
+    parser.add_argument("action", choices=["merge"])
+    parser.add_argument("--spec", required=True, help="spec.json of the run")
+    parser.add_argument("--model-dir", required=True, help="where the run saved its adapter")
+    parser.add_argument("--out", required=True, help="where the merged model goes")
+    args = parser.parse_args(argv)
+    try:
+        print(merge(args.model_dir, args.out, load_spec(Path(args.spec))))
+    except TrainError as exc:
+        print(f"{ERROR_PREFIX} {exc}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

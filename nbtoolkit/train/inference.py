@@ -1,0 +1,161 @@
+"""`python -m nbtoolkit.train.inference`: a finished job's model answering new inputs, or evaluated on other data.
+
+Run apart from the notebook kernel (which never imports torch) by `Job.predict` and `Job.evaluate`,
+in the job directory. The model is the job's final one (output/model) or a chosen checkpoint; a
+run with an adapter is its base (saved beside the adapter at the start) with the adapter on top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.spec import RunSpec, SpecError, load_spec
+from nbtoolkit.train.errors import TrainError
+
+MODEL_DIR = Path("output") / "model"
+#: new tokens a summary or a continuation may have
+MAX_NEW_TOKENS = 64
+
+
+def trained_model(spec: RunSpec, checkpoint: str | None = None):
+    """(model, tokenizer) of the job's final model, or of `checkpoint` (a checkpoint-N folder)."""
+    from transformers import AutoTokenizer
+
+    from nbtoolkit.train.adapters import BASE_DIR, auto_class
+
+    where = Path(checkpoint) if checkpoint else MODEL_DIR
+    if not where.is_dir():
+        raise TrainError(f"{where} does not exist; the job saves its final model in {MODEL_DIR} when it succeeds, "
+                         "and checkpoints under output/ when train.save_steps is set")
+    if (where / "adapter_config.json").is_file():
+        from peft import PeftModel
+        from transformers import AutoConfig
+
+        from nbtoolkit.train.models import model_source
+
+        base_dir = MODEL_DIR / BASE_DIR
+        weights = base_dir if any(base_dir.glob("*.safetensors")) else model_source(spec.model_name)
+        base = auto_class(spec.task).from_pretrained(weights, config=AutoConfig.from_pretrained(base_dir))
+        model = PeftModel.from_pretrained(base, where)
+    else:
+        model = auto_class(spec.task).from_pretrained(where)
+    tokenizer = AutoTokenizer.from_pretrained(where if (where / "tokenizer_config.json").is_file() else MODEL_DIR)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model.eval(), tokenizer
+
+
+def predict(spec: RunSpec, inputs: list, checkpoint: str | None = None) -> list[dict]:
+    """One answer per input, in the task's terms."""
+    import torch
+
+    model, tokenizer = trained_model(spec, checkpoint)
+    with torch.no_grad():
+        return [_ANSWERS[spec.task](spec, model, tokenizer, item) for item in inputs]
+
+
+def _classify(spec, model, tokenizer, text: str) -> dict:
+    encoded = tokenizer(text, truncation=True, max_length=spec.dataset.max_length, return_tensors="pt")
+    probabilities = model(**encoded).logits.softmax(-1)[0].tolist()
+    names = [model.config.id2label[index] for index in range(len(probabilities))]
+    best = max(range(len(names)), key=probabilities.__getitem__)
+    return {"label": names[best], "probabilities": dict(zip(names, probabilities))}
+
+
+def _summarize(spec, model, tokenizer, text: str) -> dict:
+    from nbtoolkit.train.tasks.summarization import prompted
+
+    source = prompted(tokenizer, [text], spec.dataset.prompt_template, spec.dataset.max_length)[0]
+    encoded = tokenizer(source, truncation=True, max_length=spec.dataset.max_length, return_tensors="pt")
+    output = model.generate(**encoded, max_new_tokens=min(spec.dataset.max_target_length, MAX_NEW_TOKENS))
+    return {"summary": tokenizer.decode(output[0], skip_special_tokens=True)}
+
+
+def _answer(spec, model, tokenizer, item: dict) -> dict:
+    from nbtoolkit.train.tasks.question_answering import best_span
+
+    if not isinstance(item, dict) or not {"question", "context"} <= item.keys():
+        raise TrainError("question-answering inputs are {'question': ..., 'context': ...} dicts; "
+                         f"got {str(item)[:80]!r}")
+    encoded = tokenizer(item["question"], item["context"], truncation="only_second",
+                        max_length=spec.dataset.max_length, stride=spec.dataset.doc_stride,
+                        return_overflowing_tokens=True, return_offsets_mapping=True, padding=True,
+                        return_tensors="pt")
+    offsets = encoded.pop("offset_mapping").tolist()
+    encoded.pop("overflow_to_sample_mapping", None)
+    output = model(**encoded)
+    features = [(output.start_logits[index].numpy(), output.end_logits[index].numpy(),
+                 [tuple(offset) if part == 1 else None for offset, part in zip(offsets[index],
+                                                                             encoded.sequence_ids(index))])
+                for index in range(len(offsets))]
+    answer, score = best_span(item["context"], features)
+    return {"answer": answer, "score": score}
+
+
+def _continue(spec, model, tokenizer, text: str) -> dict:
+    encoded = tokenizer(text, return_tensors="pt")
+    output = model.generate(**encoded, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
+                            pad_token_id=tokenizer.pad_token_id)
+    return {"continuation": tokenizer.decode(output[0, encoded["input_ids"].shape[1]:], skip_special_tokens=True)}
+
+
+def evaluate(spec: RunSpec, dataset: str) -> dict:
+    """The final model's eval metrics on another split of the spec's dataset, or on a local file.
+
+    With an adapter, on the merged model (the same predictions as base + adapter, see adapters.merge).
+    """
+    from nbtoolkit.bundled import bundled_files
+    from nbtoolkit.train.adapters import full_model
+    from nbtoolkit.train.predict import cpu_spec, evaluate_model
+
+    data = cpu_spec(spec, full_model(MODEL_DIR, spec).resolve()).model_dump(mode="json")
+    if Path(dataset).suffix:  # a local file is the eval split; the job's train split still names the labels
+        if not Path(dataset).expanduser().is_file():
+            raise TrainError(f"dataset {dataset} does not exist; give a local .jsonl/.json/.csv/.parquet file "
+                             "or a split name of the job's dataset")
+        if spec.dataset.name:
+            raise TrainError(f"evaluating on a file needs the job's training data as local files, and it trained on "
+                             f"the hub dataset {spec.dataset.name}; give a split name of it instead")
+        train = (spec.dataset.files or bundled_files(spec.task))[spec.dataset.train_split]
+        data["dataset"].update(files={spec.dataset.train_split: train, "evaluate": str(Path(dataset).expanduser()
+                                                                                        .resolve())},
+                               eval_split="evaluate", max_eval_samples=None)
+    else:
+        data["dataset"].update(eval_split=dataset, max_eval_samples=None)
+        if data["dataset"].get("files") and dataset not in data["dataset"]["files"]:
+            raise TrainError(f"the job's dataset has no '{dataset}' split (it has "
+                             f"{', '.join(data['dataset']['files'])}); give a split it has or a file")
+    return evaluate_model(RunSpec.model_validate(data), MODEL_DIR.parent / "evaluate", needs="evaluate")
+
+
+_ANSWERS = {"text-classification": _classify, "summarization": _summarize, "question-answering": _answer,
+            "causal-lm": _continue}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.train.inference", description=__doc__)
+    parser.add_argument("--spec", default="spec.json")
+    parser.add_argument("--inputs", help="a JSON list of inputs to predict for")
+    parser.add_argument("--evaluate", metavar="SPLIT_OR_FILE", help="evaluate the final model on this data instead")
+    parser.add_argument("--checkpoint", default=None, help="a checkpoint-N folder instead of the final model")
+    args = parser.parse_args(argv)
+    try:
+        from nbtoolkit.train.program import quiet_libraries
+
+        quiet_libraries()
+        spec = load_spec(Path(args.spec))
+        answers = evaluate(spec, args.evaluate) if args.evaluate else \
+            predict(spec, json.loads(Path(args.inputs).read_text()), args.checkpoint)
+    except (SpecError, TrainError) as exc:
+        print(f"{ERROR_PREFIX} {exc}", file=sys.stderr, flush=True)
+        return 2
+    print(json.dumps(answers))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
