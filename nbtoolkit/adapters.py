@@ -29,4 +29,4 @@ def missing_package(spec) -> str | None:
     """One sentence if the spec has an adapter and PEFT is not installed here (checked at launch and in the job)."""
     if spec.adapter is None or importlib.util.find_spec("peft") is not None:
         return None
-    return "adapter needs PEFT, which is not installed here; pip install 'nbtoolkit[adapters]'"
+    return "adapter needs PEFT, which is not installed here; pip install 'nbtoolkit-finetune[adapters]'"

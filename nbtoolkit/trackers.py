@@ -17,8 +17,8 @@ from nbtoolkit.spec import RunSpec
 TRACKING_DIR = "tracking"
 #: tracker -> the module it needs, and how to install it
 PACKAGES: dict[str, tuple[str, str]] = {
-    "tensorboard": ("tensorboard", "pip install 'nbtoolkit[trackers]'"),
-    "mlflow": ("mlflow", "pip install 'nbtoolkit[trackers]'"),
+    "tensorboard": ("tensorboard", "pip install 'nbtoolkit-finetune[trackers]'"),
+    "mlflow": ("mlflow", "pip install 'nbtoolkit-finetune[trackers]'"),
     "wandb": ("wandb", "pip install wandb"),
     "trackio": ("trackio", "pip install trackio"),
 }

@@ -260,5 +260,5 @@ def test_without_peft_an_adapter_launch_is_refused_before_it_starts(store, monke
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "peft" else real(name, *rest))
     with pytest.raises(LaunchError) as caught:
         launch({"task": "causal-lm", "adapter": {}}, store=store)
-    assert str(caught.value) == "adapter needs PEFT, which is not installed here; pip install 'nbtoolkit[adapters]'"
+    assert str(caught.value) == "adapter needs PEFT, which is not installed here; pip install 'nbtoolkit-finetune[adapters]'"
     assert store.list() == []
