@@ -24,12 +24,12 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def __getattr__(name: str):
-    """`nbtoolkit.launch(spec)`, `nbtoolkit.Job` and `nbtoolkit.log(step=..., loss=...)` (a custom loop's
+    """`nbtoolkit.launch(spec)`, `nbtoolkit.plan(spec)` (at the pace of past jobs of its setup), `nbtoolkit.Job` and `nbtoolkit.log(step=..., loss=...)` (a custom loop's
     metrics), imported on first use so `import nbtoolkit` stays light.
 
     `nbtoolkit.jobs()` is the `nbtoolkit.jobs` package itself, which is callable (see there).
     """
-    if name in ("launch", "Job"):
+    if name in ("launch", "plan", "Job"):
         from nbtoolkit import api
 
         return getattr(api, name)

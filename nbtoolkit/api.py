@@ -10,7 +10,7 @@ from nbtoolkit import backends
 from nbtoolkit import jobs as job_control
 from nbtoolkit.jobs.checkpoints import last_checkpoint
 from nbtoolkit.jobs.store import JobRecord, JobStore
-from nbtoolkit.metrics import forecast
+from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import chain_records
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.spec import RunSpec, load_spec
@@ -167,6 +167,18 @@ class Job:
         return f"<Job {record.id} {record.name!r} {record.backend} {record.status}>"
 
 
+def plan(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, past_jobs: bool = True, **options: Any):
+    """The planner's answer for a spec (see nbtoolkit.planner.plan for `options`), at the measured pace of
+    past jobs of the same setup when the store has some and no `measured` pace is given; it says so."""
+    from nbtoolkit.planner import plan as planner_plan
+
+    spec = load_spec(spec)
+    past = past_pace.past_pace(spec, store or JobStore()) if past_jobs and not options.get("measured") else None
+    if past:
+        options = {**options, "measured": past.samples_per_second, "measured_from": past.describe()}
+    return planner_plan(spec, **options)
+
+
 def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, force: bool = False,
            resumed_from: str | None = None) -> Job:
     """Check the spec, render its launch, and start it as a job that outlives this process.
@@ -179,7 +191,8 @@ def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, 
     backends.preflight(spec)
     launch_ = backends.render(spec)
     store = store or JobStore()
-    info = {"hourly_price_usd": spec.hardware.hourly_price_usd, forecast.INFO_KEY: forecast.forecast(spec)}
+    info = {"hourly_price_usd": spec.hardware.hourly_price_usd, past_pace.INFO_KEY: past_pace.setup_key(spec),
+            forecast.INFO_KEY: forecast.forecast(spec, past_pace.past_pace(spec, store))}
     record = job_control.submit(launch_, name=spec.display_name, task=spec.task, store=store, info=info,
                                 resumed_from=resumed_from)
     return Job(record.id, store)

@@ -186,9 +186,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from nbtoolkit.planner import plan
+    from nbtoolkit.api import plan
 
-    result = plan(args.spec, measured=args.measured, dataset_size=args.dataset_size, utilisation=args.utilisation)
+    result = plan(args.spec, measured=args.measured, past_jobs=not args.no_past_jobs, dataset_size=args.dataset_size,
+                  utilisation=args.utilisation)
     print(json.dumps(result.to_json_dict()) if args.json else "\n".join(result.summary_lines()))
     return 1 if result.fits is False else 0
 
@@ -218,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan_.add_argument("--json", action="store_true", help="print one JSON object")
     plan_.add_argument("--measured", type=float, metavar="SAMPLES_PER_S",
                        help="samples/s of a real run of this setup; replaces the assumed utilisation")
+    plan_.add_argument("--no-past-jobs", action="store_true",
+                       help="assume the pace even when past jobs of this setup measured it")
     plan_.add_argument("--dataset-size", type=int, metavar="N", help="training examples per epoch")
     plan_.add_argument("--utilisation", type=float, help="fraction of peak FLOP/s to assume (default 0.35)")
     plan_.set_defaults(handler=cmd_plan)

@@ -10,25 +10,30 @@ from typing import Any
 
 from nbtoolkit.jobs.listing import cost_usd
 from nbtoolkit.jobs.store import JobRecord
+from nbtoolkit.metrics.past_pace import PastPace
 from nbtoolkit.metrics.throughput import steady_state
 
 #: the key of the forecast in a job record's info
 INFO_KEY = "forecast"
+#: where the forecast's samples/s came from, when past jobs gave it
+PACE_FROM = "samples_per_second_from"
 GiB = 2**30
 
 
-def forecast(spec) -> dict[str, float | None] | None:
-    """What the planner predicts for this spec, or None when it cannot size the model (an unknown hub id
-    offline, a user's own script)."""
+def forecast(spec, past: PastPace | None = None) -> dict[str, float | str | None] | None:
+    """What the planner predicts for this spec (at the pace of past jobs of its setup, when there are some),
+    or None when it cannot size the model (an unknown hub id offline, a user's own script)."""
     from nbtoolkit.catalog import CatalogError
     from nbtoolkit.planner import plan
 
     try:
-        result = plan(spec, alternatives=False)
+        result = plan(spec, alternatives=False, measured=past.samples_per_second if past else None,
+                      measured_from=past.describe() if past else None)
     except (ValueError, CatalogError):  # a model shape it cannot read, an instance type it does not know
         return None
     return {"device_memory_gib": result.per_device_bytes / GiB if result.device_memory_bytes else None,
-            "samples_per_second": result.samples_per_second, "hours": result.hours, "cost_usd": result.cost_usd}
+            "samples_per_second": result.samples_per_second, "hours": result.hours, "cost_usd": result.cost_usd,
+            PACE_FROM: past.describe() if past else None}
 
 
 def measured(record: JobRecord, records: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -57,4 +62,6 @@ def comparison_lines(record: JobRecord, records: list[dict[str, Any]]) -> list[s
         ratio = f"{after / before:.2f}x" if before and after is not None else ""
         lines.append(f"{label:<18} predicted {number.format(before) if before is not None else '-':>10}   "
                      f"measured {number.format(after) if after is not None else '-':>10}   {ratio}".rstrip())
+    if predicted.get(PACE_FROM):
+        lines.append(f"(the predicted pace is that of {predicted[PACE_FROM]})")
     return lines

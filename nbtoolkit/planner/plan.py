@@ -449,13 +449,14 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
                     trainable_params=memory.lora_params(shape, adapter.r, modules) if adapter else None)
 
 
-def plan(spec: RunSpec | dict | str, *, measured: float | None = None, dataset_size: int | None = None,
-         utilisation: float | None = None, alternatives: bool = True) -> Plan:
+def plan(spec: RunSpec | dict | str, *, measured: float | None = None, measured_from: str | None = None,
+         dataset_size: int | None = None, utilisation: float | None = None, alternatives: bool = True) -> Plan:
     """Plan a spec: memory per device and fit, time and cost, and ranked alternatives.
 
     `measured`: samples/s of a real run of this setup (all devices together, e.g. the Trainer's
     train_samples_per_second); it replaces the modelled pace, and the utilisation it implies is
-    used for alternatives on the same accelerator. `dataset_size`: training examples per epoch
+    used for alternatives on the same accelerator; `measured_from` says where it comes from (past jobs).
+    `dataset_size`: training examples per epoch
     when the spec's dataset size is not known offline. `utilisation`: fraction of peak FLOP/s.
     `alternatives=False` skips ranking other setups (a few hundred estimates).
     """
@@ -465,12 +466,13 @@ def plan(spec: RunSpec | dict | str, *, measured: float | None = None, dataset_s
     assumed = utilisation or timing.DEFAULT_UTILISATION
     work = _workload(spec, shape, dataset_size=dataset_size, utilisation=assumed)
     flops = timing.flops_per_sample(shape, work.input_length, work.target_length, setup.checkpointing)
+    source = f" over {measured_from}" if measured_from else ""
     if measured and setup.device:
         implied = measured * flops / (setup.devices * setup.device.peak_flops(setup.precision))
-        throughput_source = f"measured {measured:,.1f} samples/s (about {implied:.0%} of peak)"
+        throughput_source = f"measured {measured:,.1f} samples/s{source} (about {implied:.0%} of peak)"
         work = replace(work, utilisation=implied)
     elif measured:
-        throughput_source = f"measured {measured:,.1f} samples/s"
+        throughput_source = f"measured {measured:,.1f} samples/s{source}"
     else:
         throughput_source = f"assumed {assumed:.0%} of peak {setup.precision} FLOP/s"
     own = estimate(setup, work, measured=measured)
