@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
+import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 from tokenizers import Tokenizer
 
 import nbtoolkit
 from nbtoolkit.data_preview import DEFAULT_ROWS, TokenLengths, preview_data
 from nbtoolkit.train.errors import TrainError
+from tests.conftest import PYTHON
 
 ASSETS = Path(nbtoolkit.__file__).parent / "assets"
 
@@ -145,3 +149,38 @@ def test_histogram_bins_cover_every_length_once():
     assert bins == [(3, 10, 4), (10, 17, 1), (17, 24, 0), (24, 31, 1)]
     assert lengths.cut_share == 2 / 6
     assert lengths.quantiles() == {"min": 3, "median": 6, "p95": 25, "max": 30}
+
+
+def nbtoolkit_data(*args):
+    return subprocess.run([PYTHON, "-m", "nbtoolkit.cli", "data", *args], capture_output=True, text=True, timeout=180)
+
+
+def test_cli_prints_the_report(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"task": "summarization", "dataset": {"max_target_length": 20}}))
+    result = nbtoolkit_data(str(spec))
+    targets = token_counts("sentencepiece-style", [row["highlights"] for row in train_rows("summarization")])
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "summarization: 320 examples from the bundled summarization sample"
+    assert "columns used: dataset.text_column -> article, dataset.summary_column -> highlights" in lines
+    assert f"  dataset.max_target_length 20: {share_longer(targets, 20):.1%} of examples are longer" in lines
+    target = "\n".join(lines[next(n for n, line in enumerate(lines) if line.startswith("target tokens")):])
+    bars = re.findall(r"^ +(\d+)-(\d+) +#* +(\d+)( <- cut)?$", target, flags=re.MULTILINE)
+    assert sum(int(count) for _, _, count, _ in bars) == 320
+    assert [(int(low), int(high)) for low, high, _, cut in bars if cut] == [(19, 20)]  # the bin holding 20
+    assert result.stderr == ""  # no progress bars, no warnings
+
+
+def test_cli_bad_mapping_and_bad_spec_are_one_sentence_exit_2(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"task": "text-classification", "dataset": {"label_column": "emotion"}}))
+    wrong = nbtoolkit_data(str(spec))
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    assert wrong.stderr == "nbtoolkit: dataset.label_column 'emotion' is not a column of the data; its columns are text, label\n"
+
+    spec.write_text(yaml.safe_dump({"task": "translation"}))
+    bad = nbtoolkit_data(str(spec))
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and bad.stderr.startswith("nbtoolkit: ")
+    assert "Traceback" not in bad.stderr and "RunSpec" not in bad.stderr
