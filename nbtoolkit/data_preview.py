@@ -109,12 +109,16 @@ class DataPreview:
 
 
 def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPreview:
-    """Load a sample of the spec's training split and measure it; a wrong column mapping raises TrainError
-    with the training program's own sentence."""
+    """Load a sample of the spec's training split and measure it under the model's tokenizer.
+
+    A wrong column mapping, missing files, or a model that cannot do the task raise TrainError with the
+    training program's own sentence."""
     from nbtoolkit.train.data import column, load_sample
-    from nbtoolkit.train.models import ensure_pad_token, load_tokenizer
+    from nbtoolkit.train.models import ensure_pad_token, load_tokenizer, model_config
+    from nbtoolkit.train.pairing import check_pairing
 
     spec = load_spec(spec)
+    check_pairing(spec, model_config(spec.model_name))  # an unreachable or unsuitable model, in one sentence
     with quiet_progress():
         sample = load_sample(spec, rows)
     used = {field: column(spec, sample, field) for field in columns_used(spec.task, spec.dataset)}

@@ -184,3 +184,8 @@ def test_cli_bad_mapping_and_bad_spec_are_one_sentence_exit_2(tmp_path):
     bad = nbtoolkit_data(str(spec))
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and bad.stderr.startswith("nbtoolkit: ")
     assert "Traceback" not in bad.stderr and "RunSpec" not in bad.stderr
+
+
+def test_a_model_that_cannot_do_the_task_is_the_programs_sentence():
+    with pytest.raises(TrainError, match="gpt2 decoder-only model, but task .summarization. needs an encoder-decoder"):
+        preview_data({"task": "summarization", "model": "nbtoolkit/tiny-gpt2"})
