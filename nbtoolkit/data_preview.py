@@ -86,7 +86,7 @@ class DataPreview:
         found.append(f"columns found: {', '.join(self.columns)}")
         found.append("columns used: " + ", ".join(f"dataset.{field} -> {name}" for field, name in self.used.items()))
         found.append(f"first {len(self.rows)} rows:")
-        found += [f"  {shorten(row)}" for row in self.rows]
+        found += ["  " + clip(" | ".join(f"{key}: {value}" for key, value in row.items()), 160) for row in self.rows]
         if self.label_counts is not None:
             found.append("label counts: " + ", ".join(f"{label} {count}" for label, count in self.label_counts.items()))
         for side in self.lengths:
@@ -106,6 +106,11 @@ class DataPreview:
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
+
+    def _repr_html_(self) -> str:
+        from nbtoolkit.notebook.data_view import data_html
+
+        return data_html(self)
 
 
 def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPreview:
@@ -205,6 +210,6 @@ def origin(spec: RunSpec) -> str:
     return f"the bundled {spec.task} sample"
 
 
-def shorten(row: dict[str, Any], width: int = 160) -> str:
-    text = " | ".join(f"{key}: {value}" for key, value in row.items())
+def clip(text: str, width: int) -> str:
+    """At most `width` characters, with "..." where it was cut."""
     return text if len(text) <= width else text[: width - 3] + "..."
