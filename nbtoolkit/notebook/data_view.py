@@ -24,7 +24,8 @@ def data_html(report: DataPreview) -> str:
     ]
     if report.label_counts is not None:
         parts.append("<h5>Labels</h5>" + bars([(label, count, False) for label, count in report.label_counts.items()]))
-    parts += [histogram(side, report.tokenizer) for side in report.lengths]
+    parts.append("<div style='display: flex; flex-wrap: wrap; gap: 0 32px'>"
+                 + "".join(histogram(side, report.tokenizer) for side in report.lengths) + "</div>")
     if report.note:
         parts.append(f"<p><i>{html.escape(report.note)}</i></p>")
     return f"<div class='nbtoolkit-data'>{''.join(parts)}</div>"
@@ -57,10 +58,10 @@ def bars(rows: list[tuple[str, int, bool]]) -> str:
     """A horizontal bar chart: (label, count, marked) per row, bars scaled to the largest count."""
     top = max((count for _, count, _ in rows), default=0) or 1
     cells = "".join(
-        f"<tr><td style='text-align: right; padding-right: 6px'>{html.escape(label)}</td>"
-        f"<td style='width: 240px'><div class='nbtoolkit-bar' style='width: {100 * count / top:.0f}%; height: 12px; "
+        f"<tr style='line-height: 1.2'><td style='text-align: right; padding: 0 6px 0 0'>{html.escape(label)}</td>"
+        f"<td style='width: 240px; padding: 1px 0'><div class='nbtoolkit-bar'{' data-cut' if marked else ''} style='width: {100 * count / top:.0f}%; height: 12px; "
         f"background: {CUT_COLOR if marked else BAR_COLOR}'></div></td>"
-        f"<td>{count}{' &larr; cut' if marked else ''}</td></tr>"
+        f"<td style='padding: 0 0 0 6px'>{count}{' &larr; cut' if marked else ''}</td></tr>"
         for label, count, marked in rows)
     return f"<table style='font-size: 85%; border-collapse: collapse'>{cells}</table>"
 
