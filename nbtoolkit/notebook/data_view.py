@@ -6,12 +6,13 @@ Plain HTML (a table and CSS bars), so the report needs no plotting library and n
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
 from nbtoolkit.data_preview import DataPreview, TokenLengths, clip
 
 CELL_CHARS = 120
 BAR_COLOR = "var(--jp-brand-color1, #1976d2)"
-CUT_COLOR = "var(--jp-error-color1, #d32f2f)"
+MARK_COLOR = "var(--jp-error-color1, #d32f2f)"
 
 
 def data_html(report: DataPreview) -> str:
@@ -54,14 +55,14 @@ def histogram(side: TokenLengths, tokenizer: str) -> str:
             f"{bars(rows)}<p>{'<br>'.join(lines)}</p></div>")
 
 
-def bars(rows: list[tuple[str, int, bool]]) -> str:
-    """A horizontal bar chart: (label, count, marked) per row, bars scaled to the largest count."""
-    top = max((count for _, count, _ in rows), default=0) or 1
+def bars(rows: list[tuple[str, float, bool]], shown: Callable[[float], str] = str, mark: str = " &larr; cut") -> str:
+    """A horizontal bar chart: (label, value, marked) per row, bars scaled to the largest value; a marked row
+    is red, with `mark` after its value."""
+    top = max((value for _, value, _ in rows), default=0) or 1
     cells = "".join(
         f"<tr style='line-height: 1.2'><td style='text-align: right; padding: 0 6px 0 0'>{html.escape(label)}</td>"
-        f"<td style='width: 240px; padding: 1px 0'><div class='nbtoolkit-bar'{' data-cut' if marked else ''} style='width: {100 * count / top:.0f}%; height: 12px; "
-        f"background: {CUT_COLOR if marked else BAR_COLOR}'></div></td>"
-        f"<td style='padding: 0 0 0 6px'>{count}{' &larr; cut' if marked else ''}</td></tr>"
-        for label, count, marked in rows)
+        f"<td style='width: 240px; padding: 1px 0'><div class='nbtoolkit-bar'{' data-marked' if marked else ''} "
+        f"style='width: {100 * value / top:.0f}%; height: 12px; background: {MARK_COLOR if marked else BAR_COLOR}'>"
+        f"</div></td><td style='padding: 0 0 0 6px'>{shown(value)}{mark if marked else ''}</td></tr>"
+        for label, value, marked in rows)
     return f"<table style='font-size: 85%; border-collapse: collapse'>{cells}</table>"
-

@@ -92,9 +92,9 @@ def test_the_data_section_shows_the_token_histograms_of_the_summarization_sample
     assert "suggested dataset.max_target_length" in target.inner_text()
     widths = [bar.bounding_box()["width"] for bar in target.locator(".nbtoolkit-bar").all()]
     assert len(widths) >= 5 and max(widths) > 100  # drawn bars, the longest one wide
-    cut = target.locator(".nbtoolkit-bar[data-cut]")
+    cut = target.locator(".nbtoolkit-bar[data-marked]")
     assert cut.count() == 1 and cut.evaluate("bar => getComputedStyle(bar).backgroundColor") != \
-        target.locator(".nbtoolkit-bar:not([data-cut])").first.evaluate("bar => getComputedStyle(bar).backgroundColor")
+        target.locator(".nbtoolkit-bar:not([data-marked])").first.evaluate("bar => getComputedStyle(bar).backgroundColor")
     section.scroll_into_view_if_needed()
     section.screenshot(path=str(SCREENSHOTS / "form-data.png"))
     assert (SCREENSHOTS / "form-data.png").stat().st_size > 10_000
