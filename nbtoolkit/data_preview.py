@@ -17,6 +17,7 @@ from typing import Any
 
 from nbtoolkit.spec import RunSpec, load_spec
 from nbtoolkit.tasks import columns_used
+from nbtoolkit.train.errors import TrainError
 
 #: examples read from the training split (the first ones): enough for a histogram, quick to tokenize
 DEFAULT_ROWS = 1000
@@ -77,20 +78,19 @@ class DataPreview:
     sample_size: int
     label_counts: dict[str, int] | None  # classification only
     lengths: list[TokenLengths]
-    tokenizer: str
+    model: str  # whose tokenizer counted the tokens
     note: str | None = None
 
     def lines(self) -> list[str]:
-        found = []
-        found.append(f"{self.task}: {self.sample_size} examples from {self.origin}")
-        found.append(f"columns found: {', '.join(self.columns)}")
-        found.append("columns used: " + ", ".join(f"dataset.{field} -> {name}" for field, name in self.used.items()))
-        found.append(f"first {len(self.rows)} rows:")
+        found = [f"{self.task}: {self.sample_size} examples from {self.origin}",
+                 f"columns found: {', '.join(self.columns)}",
+                 "columns used: " + ", ".join(f"dataset.{field} -> {name}" for field, name in self.used.items()),
+                 f"first {len(self.rows)} rows:"]
         found += ["  " + clip(" | ".join(f"{key}: {value}" for key, value in row.items()), 160) for row in self.rows]
         if self.label_counts is not None:
             found.append("label counts: " + ", ".join(f"{label} {count}" for label, count in self.label_counts.items()))
         for side in self.lengths:
-            found.append(f"{side.side} tokens ({self.tokenizer}): "
+            found.append(f"{side.side} tokens ({self.model}'s tokenizer): "
                          + ", ".join(f"{name} {value}" for name, value in side.quantiles().items()))
             top = max(count for _, _, count in side.histogram())
             for low, high, count in side.histogram():
@@ -126,6 +126,8 @@ def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPr
     check_pairing(spec, model_config(spec.model_name))  # an unreachable or unsuitable model, in one sentence
     with quiet_progress():
         sample = load_sample(spec, rows)
+    if len(sample) == 0:
+        raise TrainError(f"the dataset's '{spec.dataset.train_split}' split has no examples")
     used = {field: column(spec, sample, field) for field in columns_used(spec.task, spec.dataset)}
     tokenizer = load_tokenizer(spec.model_name)
     ensure_pad_token(tokenizer)
@@ -134,7 +136,7 @@ def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPr
         task=spec.task, origin=origin(spec), columns=list(sample.column_names), used=used,
         rows=[sample[index] for index in range(min(SHOWN_ROWS, len(sample)))], sample_size=len(sample),
         label_counts=label_counts(sample, label) if label else None,
-        lengths=token_lengths(spec, sample, used, tokenizer), tokenizer=spec.model_name,
+        lengths=token_lengths(spec, sample, used, tokenizer), model=spec.model_name,
         note=NOTES.get(spec.task, "").format(data=spec.dataset) or None,
     )
 
@@ -159,6 +161,9 @@ def token_lengths(spec: RunSpec, sample, used: dict[str, str], tokenizer) -> lis
         lengths = count(tokenizer, list(sample[used["text_column"]]), list(sample[pair]) if pair else None)
     else:  # causal-lm: the non-empty texts, packed afterwards
         texts = [text for text in list(sample[used["text_column"]]) if text and text.strip()]
+        if not texts:
+            raise TrainError(f"dataset.text_column '{used['text_column']}' holds only empty texts in the first "
+                             f"{len(sample)} examples")
         return [TokenLengths("source", "dataset.max_length", count(tokenizer, texts), None, None)]
     return [lengths_of("source", "dataset.max_length", lengths, data.max_length, limit)]
 
@@ -206,7 +211,7 @@ def origin(spec: RunSpec) -> str:
     if data.name:
         return f"the hub dataset {data.name} (split {data.train_split}, streamed)"
     if data.files:
-        return f"{data.files.get(data.train_split, 'the local files')}"
+        return data.files.get(data.train_split, "the local files")
     return f"the bundled {spec.task} sample"
 
 

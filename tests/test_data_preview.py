@@ -120,25 +120,26 @@ def test_wrong_mapping_is_the_training_programs_sentence():
 def test_hub_dataset_is_streamed_not_downloaded(monkeypatch):
     """The hub loader is substituted (tests never reach the hub): it must be asked for a stream of the train split,
     and only the sample's rows may be read from it."""
-    from datasets import IterableDataset
+    from datasets import ClassLabel, Features, IterableDataset, Value
 
     calls, produced = [], []
 
     def endless():
         for n in range(10**6):
             produced.append(n)
-            yield {"text": f"row {n}", "label": "ab"[n % 2]}
+            yield {"text": f"row {n}", "label": n % 2}
 
     def fake_load_dataset(*args, **kwargs):
         calls.append((args, kwargs))
-        return IterableDataset.from_generator(endless)
+        features = Features({"text": Value("string"), "label": ClassLabel(names=["sad", "happy"])})
+        return IterableDataset.from_generator(endless, features=features)
 
     monkeypatch.setattr("nbtoolkit.train.data.load_dataset", fake_load_dataset)
     report = preview_data({"task": "text-classification", "dataset": {"name": "someone/emotions"}}, rows=25)
 
     assert calls == [(("someone/emotions", None), {"split": "train", "streaming": True})]
     assert report.sample_size == 25 and len(produced) < 100
-    assert report.label_counts == {"a": 13, "b": 12}
+    assert report.label_counts == {"sad": 13, "happy": 12}  # the hub's ClassLabel names, kept
     assert "streamed" in report.origin
 
 
@@ -189,3 +190,10 @@ def test_cli_bad_mapping_and_bad_spec_are_one_sentence_exit_2(tmp_path):
 def test_a_model_that_cannot_do_the_task_is_the_programs_sentence():
     with pytest.raises(TrainError, match="gpt2 decoder-only model, but task .summarization. needs an encoder-decoder"):
         preview_data({"task": "summarization", "model": "nbtoolkit/tiny-gpt2"})
+
+
+def test_an_empty_training_split_is_one_sentence(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps({"text": "", "label": "a"}) + "\n")
+    with pytest.raises(TrainError, match="^dataset.text_column 'text' holds only empty texts in the first 1 examples$"):
+        preview_data({"task": "causal-lm", "dataset": {"files": {"train": str(path)}}})

@@ -26,7 +26,7 @@ def data_html(report: DataPreview) -> str:
     if report.label_counts is not None:
         parts.append("<h5>Labels</h5>" + bars([(label, count, False) for label, count in report.label_counts.items()]))
     parts.append("<div style='display: flex; flex-wrap: wrap; gap: 0 32px'>"
-                 + "".join(histogram(side, report.tokenizer) for side in report.lengths) + "</div>")
+                 + "".join(histogram(side, report.model) for side in report.lengths) + "</div>")
     if report.note:
         parts.append(f"<p><i>{html.escape(report.note)}</i></p>")
     return f"<div class='nbtoolkit-data'>{''.join(parts)}</div>"
@@ -40,7 +40,7 @@ def rows_table(report: DataPreview) -> str:
             f"<tbody>{body}</tbody></table>")
 
 
-def histogram(side: TokenLengths, tokenizer: str) -> str:
+def histogram(side: TokenLengths, model: str) -> str:
     """One bar per length bin; the bin the spec cuts in is red, with the cut share and the suggestion below."""
     quantiles = ", ".join(f"{name} {value}" for name, value in side.quantiles().items())
     rows = [(f"{low}-{high - 1}", count, side.cut_at is not None and low <= side.cut_at < high)
@@ -51,7 +51,7 @@ def histogram(side: TokenLengths, tokenizer: str) -> str:
     if side.suggested is not None:
         lines.append(f"suggested <code>{side.field}</code>: <b>{side.suggested}</b>")
     return (f"<div class='nbtoolkit-data-histogram' data-side='{side.side}'>"
-            f"<h5>{side.side.capitalize()} tokens ({html.escape(tokenizer)}): {quantiles}</h5>"
+            f"<h5>{side.side.capitalize()} tokens ({html.escape(model)}'s tokenizer): {quantiles}</h5>"
             f"{bars(rows)}<p>{'<br>'.join(lines)}</p></div>")
 
 

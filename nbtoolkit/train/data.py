@@ -43,7 +43,7 @@ def load_sample(spec: RunSpec, rows: int) -> Dataset:
         return _split(_load_files(data.files or bundled_files(spec.task)), data.train_split, rows)
     with _hub_errors(data.name):
         stream = load_dataset(data.name, data.config, split=data.train_split, streaming=True)
-        return Dataset.from_list(list(stream.take(rows)))
+        return Dataset.from_list(list(stream.take(rows)), features=stream.features)  # ClassLabel names kept
 
 
 @contextmanager
