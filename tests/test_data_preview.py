@@ -197,3 +197,12 @@ def test_an_empty_training_split_is_one_sentence(tmp_path):
     path.write_text(json.dumps({"text": "", "label": "a"}) + "\n")
     with pytest.raises(TrainError, match="^dataset.text_column 'text' holds only empty texts in the first 1 examples$"):
         preview_data({"task": "causal-lm", "dataset": {"files": {"train": str(path)}}})
+
+
+def test_a_hub_dataset_out_of_reach_is_the_programs_sentence():
+    """Offline (conftest): the streaming load fails as the training program's full load does."""
+    with pytest.raises(TrainError) as caught:
+        preview_data({"task": "text-classification", "dataset": {"name": "philschmid/emotion"}})
+    assert str(caught.value) == ("dataset.name 'philschmid/emotion' could not be loaded (Couldn't reach "
+                                 "'philschmid/emotion' on the Hub (OfflineModeIsEnabled)); check the name, or give "
+                                 "local files in dataset.files")
