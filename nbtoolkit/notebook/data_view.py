@@ -55,14 +55,15 @@ def histogram(side: TokenLengths, model: str) -> str:
             f"{bars(rows)}<p>{'<br>'.join(lines)}</p></div>")
 
 
-def bars(rows: list[tuple[str, float, bool]], shown: Callable[[float], str] = str, mark: str = " &larr; cut") -> str:
+def bars(rows: list[tuple[str, float, bool]], shown: Callable[[float], str] = str, mark: str = " &larr; cut",
+         mark_color: str = MARK_COLOR) -> str:
     """A horizontal bar chart: (label, value, marked) per row, bars scaled to the largest value; a marked row
-    is red, with `mark` after its value."""
+    is in `mark_color`, with `mark` after its value."""
     top = max((value for _, value, _ in rows), default=0) or 1
     cells = "".join(
         f"<tr style='line-height: 1.2'><td style='text-align: right; padding: 0 6px 0 0'>{html.escape(label)}</td>"
         f"<td style='width: 240px; padding: 1px 0'><div class='nbtoolkit-bar'{' data-marked' if marked else ''} "
-        f"style='width: {100 * value / top:.0f}%; height: 12px; background: {MARK_COLOR if marked else BAR_COLOR}'>"
+        f"style='width: {100 * value / top:.0f}%; height: 12px; background: {mark_color if marked else BAR_COLOR}'>"
         f"</div></td><td style='padding: 0 0 0 6px'>{shown(value)}{mark if marked else ''}</td></tr>"
         for label, value, marked in rows)
     return f"<table style='font-size: 85%; border-collapse: collapse'>{cells}</table>"

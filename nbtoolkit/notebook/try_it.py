@@ -16,6 +16,7 @@ from nbtoolkit.backends import LaunchError
 from nbtoolkit.notebook.data_view import bars
 
 ERROR_COLOR = "var(--jp-error-color1, #d32f2f)"
+CHOSEN_COLOR = "var(--jp-success-color1, #388e3c)"
 #: what each task's box asks for
 PROMPTS = {
     "text-classification": "a text to classify",
@@ -40,8 +41,8 @@ class TryIt(widgets.VBox):
         self.answer = widgets.HTML()
         self.last: dict[str, Any] | None = None
         self.button.on_click(lambda _: self.ask())
-        model = f"checkpoint {checkpoint}" if checkpoint else "its final model"
-        heading = widgets.HTML(f"<b>Try it</b>: job {html.escape(job.id)}'s {html.escape(model)}")
+        model = f"checkpoint {checkpoint}" if checkpoint else "the final model"
+        heading = widgets.HTML(f"<b>Try it</b>: {html.escape(model)} of job {html.escape(job.id)}")
         super().__init__([heading, *([self.question] if self.is_qa else []), self.text, self.button, self.answer])
         self.add_class("nbtoolkit-try-it")
 
@@ -76,8 +77,8 @@ def answer_html(task: str, given: str | dict[str, str], answer: dict[str, Any]) 
     if task == "text-classification":
         rows = [(label, probability, label == answer["label"]) for label, probability in
                 sorted(answer["probabilities"].items(), key=lambda item: -item[1])]
-        return f"<p>label: <b>{html.escape(answer['label'])}</b></p>" + bars(rows, shown=lambda p: f"{p:.1%}",
-                                                                             mark="")
+        return f"<p>label: <b>{html.escape(answer['label'])}</b></p>" + bars(
+            rows, shown=lambda probability: f"{probability:.1%}", mark="", mark_color=CHOSEN_COLOR)
     if task == "summarization":
         return f"<p>summary: <b>{html.escape(answer['summary'])}</b></p>"
     if task == "question-answering":

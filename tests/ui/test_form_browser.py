@@ -20,8 +20,9 @@ def write_notebook(path, *sources: str) -> None:
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}}), path)
 
 
-def open_form(lab, page, name: str, magic: str):
-    """Open a notebook that loads nbtoolkit and runs `magic`, run both cells, and return the form."""
+def open_form(lab, page, name: str, magic: str, shows: str = ".nbtoolkit-form"):
+    """Open a notebook that loads nbtoolkit and runs `magic`, run both cells, and return what it `shows`
+    (by default the form)."""
     write_notebook(lab.root_dir / name, "%load_ext nbtoolkit", magic)
     page.goto(lab.tree(name))
     first = page.locator(".jp-Notebook .jp-CodeCell").first
@@ -36,7 +37,7 @@ def open_form(lab, page, name: str, magic: str):
     else:
         pytest.fail(f"the first cell of {name} never ran: see {lab.log}")
     page.keyboard.press("Shift+Enter")
-    form = page.locator(".nbtoolkit-form")
+    form = page.locator(shows)
     form.wait_for(state="visible", timeout=180_000)  # a kernel starts first: slow on a busy machine
     return form
 
