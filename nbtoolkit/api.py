@@ -158,9 +158,23 @@ class Job:
         self._charts.append(chart)
         return chart
 
+    def try_it(self, checkpoint: str | Path | None = None):
+        """A "Try it" box: a text box and a button that show the trained model's answer (see `predict`)."""
+        from nbtoolkit.notebook.try_it import TryIt
+
+        record = self.record
+        if record.status != "succeeded" and checkpoint is None:
+            raise backends.LaunchError(f"job {record.id} is {record.status}; only a succeeded job has a final model "
+                                       "to try (or give one of its checkpoints)")
+        return TryIt(self, str(Path(checkpoint).resolve()) if checkpoint else None)
+
     def _ipython_display_(self) -> None:
-        """In a notebook, a job shows itself as its live chart."""
+        """In a notebook, a job shows itself as its live chart; a succeeded one with its Try it box below."""
+        from IPython.display import display
+
         self.chart()
+        if self.status == "succeeded":
+            display(self.try_it())
 
     def __repr__(self) -> str:
         record = self.record

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
 from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
 from nbtoolkit.jobs.store import StoreError
 from nbtoolkit.jobs.listing import format_table, listing_row
@@ -20,6 +21,7 @@ from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.spec import SpecError, load_spec
 from nbtoolkit.trackers import describe as describe_trackers
+from nbtoolkit.train.errors import TrainError
 
 #: `nbtoolkit logs` writes the log in pieces of at most this size
 LOG_CHUNK_BYTES = 1024 * 1024
@@ -194,6 +196,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 1 if result.fits is False else 0
 
 
+def cmd_data(args: argparse.Namespace) -> int:
+    print(preview_data(args.spec, rows=args.rows))
+    return 0
+
+
 def cmd_rehearse(args: argparse.Namespace) -> int:
     from nbtoolkit.rehearse import rehearse
 
@@ -224,6 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
     plan_.add_argument("--dataset-size", type=int, metavar="N", help="training examples per epoch")
     plan_.add_argument("--utilisation", type=float, help="fraction of peak FLOP/s to assume (default 0.35)")
     plan_.set_defaults(handler=cmd_plan)
+
+    data = commands.add_parser("data", help="the training data before a run: first rows, columns, labels, "
+                               "token lengths against the spec's cut, suggested lengths")
+    data.add_argument("spec", help="spec.yaml or spec.json")
+    data.add_argument("--rows", type=int, default=DEFAULT_ROWS, metavar="N",
+                      help=f"examples to read from the training split (default {DEFAULT_ROWS}; a hub dataset streams them)")
+    data.set_defaults(handler=cmd_data)
 
     rehearse_ = commands.add_parser("rehearse", help="run the spec's launch here on a tiny model for a few steps "
                                     "(exit 1 if a stage fails)")
@@ -291,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # as the Python docs advise: no traceback, and no second error when exit flushes
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (SpecError, LaunchError, JobNotFound, ModelShapeError, StoreError) as exc:
+    except (SpecError, LaunchError, JobNotFound, ModelShapeError, StoreError, TrainError) as exc:
         print(f"nbtoolkit: {exc}", file=sys.stderr)
         return 2
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from IPython.core.error import UsageError
@@ -215,3 +216,31 @@ def test_report_to_is_chosen_in_the_form_and_none_by_default():
     assert form.spec.report_to == [] and "report_to" not in form.spec.to_dict()
     form.fields["report_to"].value = ("tensorboard", "mlflow")
     assert form.spec.report_to == ["tensorboard", "mlflow"]
+
+
+def test_preview_data_shows_the_report_of_the_forms_spec():
+    form = SpecForm({"task": "summarization"})
+    form.fields["dataset.max_target_length"].value = 20
+    report = form.preview_data()
+    shown_html = form.data_view.value
+
+    assert "<b>320</b> summarization examples" in shown_html
+    assert shown_html.count("<tr><td>Carrow Bay Athletic beat") == 1  # the first row, in the rows table
+    histograms = re.split(r"<div class='nbtoolkit-data-histogram' data-side='\w+'>", shown_html)[1:]
+    assert len(histograms) == 2  # source and target
+    for side in histograms:
+        counts = [int(count) for count in re.findall(r">(\d+)(?: &larr; cut)?</td></tr>", side)]
+        assert sum(counts) == 320  # every example in one bar
+    target = histograms[1]
+    assert target.count("&larr; cut") == 1
+    assert f"<code>dataset.max_target_length</code> 20: <b>{report.lengths[1].cut_share:.1%}</b>" in target
+    assert f"suggested <code>dataset.max_target_length</code>: <b>{report.lengths[1].suggested}</b>" in target
+
+
+def test_preview_data_says_a_wrong_mapping_in_one_sentence():
+    form = SpecForm({"task": "text-classification"})
+    form.fields["dataset.label_column"].value = "emotion"
+    assert form.spec is not None and form.preview_data() is None
+    assert "dataset.label_column &#x27;emotion&#x27; is not a column of the data; its columns are text, label" \
+        in form.data_view.value
+    assert not form.data_button.disabled

@@ -230,7 +230,7 @@ def _initial(data: Mapping[str, Any], path: str) -> Any:
 
 
 class SpecForm(widgets.VBox):
-    """Describe a run with widgets; preview its YAML, command, files and checks; launch or export it."""
+    """Describe a run with widgets; preview its YAML, command, files, checks and data; launch or export it."""
 
     def __init__(self, spec: RunSpec | Mapping[str, Any] | str | None = None) -> None:
         data = dict(spec) if isinstance(spec, Mapping) else quiet_load(spec).to_dict() if spec else {}
@@ -252,8 +252,8 @@ class SpecForm(widgets.VBox):
         #: the spec's sentence, shown right below the field it names
         self.field_error = widgets.HTML(layout=widgets.Layout(margin=f"0 0 4px {LABEL_WIDTH}"))
         self.section_boxes = [widgets.VBox() for _ in SECTIONS]
-        self.headings = {section.title: widgets.HTML(f"<b>{html.escape(section.title)}</b>", **look.of(widgets.HTML))
-                         for section in SECTIONS}
+        self.headings = {title: widgets.HTML(f"<b>{html.escape(title)}</b>", **look.of(widgets.HTML))
+                         for title in (*(section.title for section in SECTIONS), "Data")}
         self.status = widgets.HTML()
         self.tabs = widgets.Tab(layout=widgets.Layout(width="52%"))
         button = look.of(widgets.Button, widgets.Layout(width="auto"))
@@ -264,12 +264,17 @@ class SpecForm(widgets.VBox):
         self.export_dir = widgets.Text(placeholder="export directory", layout=widgets.Layout(width="30%"))
         self.cell = widgets.Textarea(layout=widgets.Layout(display="none", width="100%", height="12em"))
         self.output = widgets.Output()
+        self.data_button = widgets.Button(description="Preview data", icon="table", **button)
+        self.data_view = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.data_button.on_click(lambda _: self.preview_data())
         self.launch_button.on_click(lambda _: self.launch())
         self.stop_button.on_click(lambda _: self.stop())
         self.copy_button.on_click(lambda _: self.copy_cell())
         self.export_button.on_click(lambda _: self.export())
         super().__init__([
             widgets.HBox([widgets.VBox(self.section_boxes, layout=widgets.Layout(width="48%")), self.tabs]),
+            widgets.VBox([self.headings["Data"], widgets.HBox([self.data_button]), self.data_view],
+                         _dom_classes=("nbtoolkit-data-section",)),
             self.status,
             widgets.HBox([self.launch_button, self.stop_button, self.copy_button, self.export_button,
                           self.export_dir]),
@@ -397,6 +402,27 @@ class SpecForm(widgets.VBox):
                   f"nbtoolkit.Job('{self.job.id}') is its handle")
         self._show_chart()
         return self.job
+
+    def preview_data(self):
+        """Read a sample of the spec's training data and show its report (rows, columns, labels, token lengths)."""
+        from nbtoolkit.data_preview import preview_data
+        from nbtoolkit.notebook.data_view import data_html
+        from nbtoolkit.train.errors import TrainError
+
+        if self.spec is None:
+            self.data_view.value = f"<p style='color: {ERROR_COLOR}'>{html.escape(self.error or '')}</p>"
+            return None
+        self.data_button.disabled = True
+        self.data_view.value = "<p><i>reading a sample of the training data ...</i></p>"
+        try:
+            report = preview_data(self.spec)
+        except (SpecError, TrainError) as exc:
+            self.data_view.value = f"<p style='color: {ERROR_COLOR}'>{html.escape(str(exc))}</p>"
+            return None
+        finally:
+            self.data_button.disabled = False
+        self.data_view.value = data_html(report)
+        return report
 
     def _show_chart(self) -> None:
         """The job's live chart below the form.

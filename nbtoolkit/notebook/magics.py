@@ -17,6 +17,7 @@ import yaml
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
 
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
 from nbtoolkit.spec import TASKS, SpecError, load_spec, merged
@@ -221,7 +222,7 @@ class FinetuneMagics(Magics):
     @argument("--log-scale", action="store_true", help="loss on a log scale")
     @line_magic
     def job(self, line: str) -> None:
-        """One job: its live chart, then the tail of its log."""
+        """One job: its live chart (a succeeded one's Try it box below it), then the tail of its log."""
         from nbtoolkit.jobs import JobNotFound
         from nbtoolkit.jobs.listing import listing_row
 
@@ -238,6 +239,8 @@ class FinetuneMagics(Magics):
         for tracked in describe_trackers(job.spec, job.dir):
             print(f"tracking: {tracked}")
         job.chart(log_scale=args.log_scale)
+        if job.status == "succeeded":
+            display(job.try_it())
         print(f"--- last {args.tail} lines of {job.dir / 'output.log'}\n{job.logs(tail=args.tail)}")
 
     @line_magic

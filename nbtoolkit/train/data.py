@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 from datasets import Dataset, DatasetDict, load_dataset
@@ -19,11 +20,8 @@ def load_splits(spec: RunSpec) -> DatasetDict:
     """Train and (optional) eval splits, trimmed to max_*_samples."""
     data = spec.dataset
     if data.name:
-        try:
+        with _hub_errors(data.name):
             splits = load_dataset(data.name, data.config)
-        except (ConnectionError, DatasetNotFoundError) as exc:
-            raise TrainError(f"dataset.name '{data.name}' could not be loaded ({str(exc).splitlines()[0]}); "
-                             "check the name, or give local files in dataset.files") from None
     else:
         files = data.files or bundled_files(spec.task)
         splits = _load_files(files)
@@ -32,6 +30,30 @@ def load_splits(spec: RunSpec) -> DatasetDict:
     if data.eval_split and data.eval_split in splits:
         result["eval"] = _split(splits, data.eval_split, data.max_eval_samples)
     return result
+
+
+def load_sample(spec: RunSpec, rows: int) -> Dataset:
+    """The first `rows` examples of the training split (fewer if max_train_samples says so).
+
+    A hub dataset is streamed: only those rows are fetched, never the whole dataset.
+    """
+    data = spec.dataset
+    rows = min(rows, data.max_train_samples or rows)
+    if not data.name:
+        return _split(_load_files(data.files or bundled_files(spec.task)), data.train_split, rows)
+    with _hub_errors(data.name):
+        stream = load_dataset(data.name, data.config, split=data.train_split, streaming=True)
+        return Dataset.from_list(list(stream.take(rows)), features=stream.features)  # ClassLabel names kept
+
+
+@contextmanager
+def _hub_errors(name: str):
+    """A hub dataset that cannot be loaded, in one sentence."""
+    try:
+        yield
+    except (ConnectionError, DatasetNotFoundError) as exc:
+        raise TrainError(f"dataset.name '{name}' could not be loaded ({str(exc).splitlines()[0]}); "
+                         "check the name, or give local files in dataset.files") from None
 
 
 def _load_files(files: dict[str, str]) -> DatasetDict:

@@ -10,6 +10,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import expect
 
 from tests.conftest import SCRIPTS
+from tests.ui.conftest import SCREENSHOTS
 
 SLEEPY = SCRIPTS / "sleepy.py"
 
@@ -19,8 +20,9 @@ def write_notebook(path, *sources: str) -> None:
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}}), path)
 
 
-def open_form(lab, page, name: str, magic: str):
-    """Open a notebook that loads nbtoolkit and runs `magic`, run both cells, and return the form."""
+def open_form(lab, page, name: str, magic: str, shows: str = ".nbtoolkit-form"):
+    """Open a notebook that loads nbtoolkit and runs `magic`, run both cells, and return what it `shows`
+    (by default the form)."""
     write_notebook(lab.root_dir / name, "%load_ext nbtoolkit", magic)
     page.goto(lab.tree(name))
     first = page.locator(".jp-Notebook .jp-CodeCell").first
@@ -35,7 +37,7 @@ def open_form(lab, page, name: str, magic: str):
     else:
         pytest.fail(f"the first cell of {name} never ran: see {lab.log}")
     page.keyboard.press("Shift+Enter")
-    form = page.locator(".nbtoolkit-form")
+    form = page.locator(shows)
     form.wait_for(state="visible", timeout=180_000)  # a kernel starts first: slow on a busy machine
     return form
 
@@ -74,4 +76,27 @@ def test_launch_in_the_browser_shows_a_live_chart_and_stop_ends_the_job(lab, pag
     screenshot("form-launched")
     form.get_by_role("button", name="Stop").click()
     form.get_by_text("stopped").first.wait_for(state="visible")
+    assert console_errors == []
+
+
+def test_the_data_section_shows_the_token_histograms_of_the_summarization_sample(lab, page, console_errors,
+                                                                                 screenshot):
+    page.set_viewport_size({"width": 1400, "height": 2000})  # the whole section on screen for its screenshot
+    form = open_form(lab, page, "data.ipynb",
+                     "%finetune --form --task summarization --set dataset.max_target_length=20")
+    form.get_by_role("button", name="Preview data").click()
+    histograms = form.locator(".nbtoolkit-data-histogram")
+    expect(histograms).to_have_count(2, timeout=180_000)  # the kernel reads the sample and tokenizes it
+    section = form.locator(".nbtoolkit-data-section")
+    assert "320 summarization examples from the bundled summarization sample" in section.inner_text()
+    target = form.locator(".nbtoolkit-data-histogram[data-side='target']")
+    assert "suggested dataset.max_target_length" in target.inner_text()
+    widths = [bar.bounding_box()["width"] for bar in target.locator(".nbtoolkit-bar").all()]
+    assert len(widths) >= 5 and max(widths) > 100  # drawn bars, the longest one wide
+    cut = target.locator(".nbtoolkit-bar[data-marked]")
+    assert cut.count() == 1 and cut.evaluate("bar => getComputedStyle(bar).backgroundColor") != \
+        target.locator(".nbtoolkit-bar:not([data-marked])").first.evaluate("bar => getComputedStyle(bar).backgroundColor")
+    section.scroll_into_view_if_needed()
+    section.screenshot(path=str(SCREENSHOTS / "form-data.png"))
+    assert (SCREENSHOTS / "form-data.png").stat().st_size > 10_000
     assert console_errors == []

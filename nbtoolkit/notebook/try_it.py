@@ -1,0 +1,90 @@
+"""The "Try it" box under a finished job: type an input, read the trained model's answer in the task's terms.
+
+The answer comes from `Job.predict` (the job's model in a process of its own: the kernel imports no
+torch), shown as a label with its probabilities, a summary, an answer span with its score, or a
+continuation.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as widgets
+
+from nbtoolkit.backends import LaunchError
+from nbtoolkit.notebook.data_view import bars
+
+ERROR_COLOR = "var(--jp-error-color1, #d32f2f)"
+CHOSEN_COLOR = "var(--jp-success-color1, #388e3c)"
+#: what each task's box asks for
+PROMPTS = {
+    "text-classification": "a text to classify",
+    "summarization": "an article to summarize",
+    "question-answering": "the context the answer is in",
+    "causal-lm": "the start of a text to continue",
+}
+
+
+class TryIt(widgets.VBox):
+    """A text box (QA: a question and a context), a Try it button, and the model's last answer."""
+
+    def __init__(self, job, checkpoint: str | None = None) -> None:
+        self.job, self.checkpoint = job, checkpoint
+        self.task = job.spec.task
+        layout = widgets.Layout(width="95%")
+        self.question = widgets.Text(placeholder="a question about the context", description="Question",
+                                     layout=layout)
+        self.text = widgets.Textarea(placeholder=PROMPTS[self.task], description="Context" if self.is_qa else "Input",
+                                     layout=widgets.Layout(width="95%", height="6em"))
+        self.button = widgets.Button(description="Try it", icon="play", button_style="primary")
+        self.answer = widgets.HTML()
+        self.last: dict[str, Any] | None = None
+        self.button.on_click(lambda _: self.ask())
+        model = f"checkpoint {checkpoint}" if checkpoint else "the final model"
+        heading = widgets.HTML(f"<b>Try it</b>: {html.escape(model)} of job {html.escape(job.id)}")
+        super().__init__([heading, *([self.question] if self.is_qa else []), self.text, self.button, self.answer])
+        self.add_class("nbtoolkit-try-it")
+
+    @property
+    def is_qa(self) -> bool:
+        return self.task == "question-answering"
+
+    def inputs(self) -> str | dict[str, str]:
+        text = self.text.value.strip()
+        return {"question": self.question.value.strip(), "context": text} if self.is_qa else text
+
+    def ask(self) -> dict[str, Any] | None:
+        """The button's handler: the model's answer to the box's input, shown below it."""
+        given = self.inputs()
+        if not all(given.values() if isinstance(given, dict) else [given]):
+            self.answer.value = say("type a question and a context first" if self.is_qa else "type a text first")
+            return None
+        self.button.disabled = True
+        self.answer.value = "<i>the model is answering ...</i>"
+        try:
+            self.last = self.job.predict(given, checkpoint=self.checkpoint)
+        except LaunchError as exc:
+            self.answer.value = say(str(exc))
+            return None
+        finally:
+            self.button.disabled = False
+        self.answer.value = answer_html(self.task, given, self.last)
+        return self.last
+
+
+def answer_html(task: str, given: str | dict[str, str], answer: dict[str, Any]) -> str:
+    if task == "text-classification":
+        rows = [(label, probability, label == answer["label"]) for label, probability in
+                sorted(answer["probabilities"].items(), key=lambda item: -item[1])]
+        return f"<p>label: <b>{html.escape(answer['label'])}</b></p>" + bars(
+            rows, shown=lambda probability: f"{probability:.1%}", mark="", mark_color=CHOSEN_COLOR)
+    if task == "summarization":
+        return f"<p>summary: <b>{html.escape(answer['summary'])}</b></p>"
+    if task == "question-answering":
+        return f"<p>answer: <b>{html.escape(answer['answer']) or '(none)'}</b> (score {answer['score']:.3f})</p>"
+    return f"<p>{html.escape(given)}<b>{html.escape(answer['continuation'])}</b></p>"
+
+
+def say(text: str) -> str:
+    return f"<p style='color: {ERROR_COLOR}'>{html.escape(text)}</p>"
