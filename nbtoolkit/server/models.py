@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from nbtoolkit.jobs.listing import cost_usd, listing_row, projected_cost_usd, remaining_seconds
 from nbtoolkit.jobs.store import JobRecord
-from nbtoolkit.metrics.budget import INFO_KEY as BUDGET_INFO_KEY
+from nbtoolkit.metrics import budget
 
 
 class JobSummary(BaseModel):
@@ -52,9 +52,18 @@ class JobSummary(BaseModel):
             "samples_per_second": record.samples_per_second, "created": record.created,
             "started": record.started, "ended": record.ended, "elapsed_seconds": record.elapsed,
             "remaining_seconds": remaining_seconds(record), "cost_usd": cost_usd(record),
-            "projected_cost_usd": projected_cost_usd(record), "budget": record.info.get(BUDGET_INFO_KEY),
+            "projected_cost_usd": projected_cost_usd(record), "budget": budget_state(record),
             "message": record.message,
         }
+
+
+def budget_state(record: JobRecord) -> dict[str, Any] | None:
+    """The job's latest budget record with its summary in words (the panel shows that sentence)."""
+    latest = record.info.get(budget.INFO_KEY)
+    try:
+        return {**latest, "summary": budget.summary(latest)}
+    except (TypeError, KeyError, ValueError, ZeroDivisionError):  # none, or a bad stored value: no budget shown
+        return None
 
 
 class JobDetail(JobSummary):
