@@ -99,3 +99,27 @@ def test_set_info_changes_one_key_and_keeps_the_others(store):
     assert store.set_info(record.id, "budget", {"reached": "warning", "cost_usd": 0.09})
     assert store.get(record.id).info == {"cost_usd": 0.5, "budget": {"reached": "warning", "cost_usd": 0.09}}
     assert json.loads(json.dumps(store.get(record.id).info))  # still plain JSON
+
+
+def test_nbtoolkit_jobs_and_percent_jobs_show_cost_and_projected_columns(shell, home, alive, capsys):
+    from nbtoolkit.cli import main
+
+    store = JobStore()
+    job = running_job(store, elapsed=100.0, info={"hourly_price_usd": 36.0}, step=40, total_steps=100,
+                      seconds_per_step=2.0)
+    table = shell.run_line_magic("jobs", "")
+    assert (table.loc[job.id, "cost"], table.loc[job.id, "projected"]) == ("$1.00", "$2.20")
+    assert main(["jobs"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split()[-2:] == ["cost", "projected"] and row.split()[-2:] == ["$1.00", "$2.20"]
+
+
+def test_a_jobs_live_chart_title_carries_its_cost_and_projected_total(store, alive):
+    from nbtoolkit.api import Job
+    from nbtoolkit.notebook.charts import JobSource, progress_line
+
+    job = running_job(store, elapsed=100.0, info={"hourly_price_usd": 36.0}, step=40, total_steps=100,
+                      seconds_per_step=2.0)
+    state = JobSource(Job(job.id, store)).state()
+    assert state.cost == "cost $1.00 · projected $2.20"
+    assert progress_line([train(40, 1000.0)], state).endswith("loss 1.0000 · cost $1.00 · projected $2.20")
