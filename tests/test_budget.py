@@ -32,7 +32,8 @@ def test_a_job_stops_at_its_budget_with_a_checkpoint_and_resume_continues_it(sto
 
     record = first.record
     assert record.message.startswith(f"stopped at its budget: ${stop['cost_usd']:.2f} of the $0.04 budget spent")
-    assert f"at step {stop['step']}; it saved a checkpoint there" in record.message
+    assert record.message.endswith(f"at step {stop['step']}; it saved a checkpoint there, and `nbtoolkit resume "
+                                   f"{first.id} --budget-usd AMOUNT` continues it with a new budget")
     assert record.info["budget"]["reached"] == "stopped"  # the panel reads it from the job's info
     assert record.seconds_per_step > 0  # the supervisor measured its steady pace while it ran
     assert listing_row(record)["status"] == "stopped" and listing_row(record)["cost"].startswith("$")
@@ -76,3 +77,19 @@ def test_a_budget_on_a_catalog_instance_needs_no_price(store):
 def test_resume_takes_a_new_budget_from_the_command_line(store, capsys):
     assert main(["resume", "0123abcd", "--budget-usd", "-1"]) == 2
     assert capsys.readouterr().err.startswith("nbtoolkit: no job '0123abcd'")
+
+
+def test_a_budget_line_in_a_log_reads_back_as_its_record():
+    """A SageMaker job's metrics.jsonl stays remote: its budget record reaches the supervisor through the log."""
+    from nbtoolkit.metrics import budget
+    from nbtoolkit.metrics.parse import LogParser
+
+    warning = budget.budget_record(time=5.0, step=40, cost_usd=0.0921, budget_usd=0.1, state="warning")
+    stop = budget.budget_record(time=6.0, step=44, cost_usd=1234.5678, budget_usd=1200.0, state="stopped")
+    parser = LogParser(clock=lambda: 7.0)
+    lines = f"[rank0]:{budget.log_line(warning)}\n[rank1]:{budget.log_line(warning)}\n{budget.log_line(stop)}\n"
+    assert budget.log_line(stop) == ("[nbtoolkit] budget: $1,234.57 of the $1,200.00 budget spent (103%) at step 44; "
+                                     "stopping with a checkpoint")
+    assert parser.feed(lines) == [
+        {"time": 7.0, "step": 40, "kind": "budget", "cost_usd": 0.09, "budget_usd": 0.1, "reached": "warning"},
+        {"time": 7.0, "step": 44, "kind": "budget", "cost_usd": 1234.57, "budget_usd": 1200.0, "reached": "stopped"}]

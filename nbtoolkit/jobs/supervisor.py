@@ -178,7 +178,7 @@ class Supervisor:
         elif self.interrupted:
             status, message = "stopped", "stopped on request"
         elif exit_code == 0 and self._budget_stopped():
-            status, message = "stopped", budget.stop_message(self.progress.budget)
+            status, message = "stopped", budget.stop_message(self.progress.budget, self.job_id)
         elif exit_code == 0:
             status, message = "succeeded", None
         else:

@@ -2,12 +2,15 @@
 
 Rank 0's BudgetCallback appends a `kind: budget` record to metrics.jsonl at 90% of the budget
 (`reached: warning`) and at 100% (`reached: stopped`, with a checkpoint saved and training ended).
-The supervisor keeps the latest in the job's info (the panel shows it) and ends a job whose
-program stopped at its budget as `stopped`, with `stop_message` saying why and how to go on.
+Its log line says the same (`log_line`), and a log parser reads it back (`from_log_line`): that is how
+the record of a program whose metrics.jsonl stays remote (SageMaker) arrives. The supervisor keeps the
+latest in the job's info (the panel shows it) and ends a job whose program stopped at its budget as
+`stopped`, with `stop_message` saying why and how to go on.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 KIND = "budget"
@@ -15,6 +18,10 @@ KIND = "budget"
 INFO_KEY = "budget"
 #: the share of the budget at which the job warns
 WARN_AT = 0.9
+#: the program's budget line in a log
+LOG_MARK = "[nbtoolkit] budget: "
+LOG_LINE = re.compile(r"\[nbtoolkit\] budget: \$([\d,]+\.\d+) of the \$([\d,]+\.\d+) budget spent \(\d+%\) "
+                      r"at step (\d+); (stopping)?")
 
 
 def reached(cost_usd: float, budget_usd: float) -> str | None:
@@ -35,6 +42,22 @@ def summary(record: dict[str, Any]) -> str:
     return f"${cost:,.2f} of the ${budget:,.2f} budget spent ({100 * cost / budget:.0f}%) at step {record['step']}"
 
 
-def stop_message(record: dict[str, Any]) -> str:
-    return (f"stopped at its budget: {summary(record)}; it saved a checkpoint there, and `nbtoolkit resume JOB "
+def log_line(record: dict[str, Any]) -> str:
+    """`[nbtoolkit] budget: $0.09 of the $0.10 budget spent (90%) at step 12; the job stops with a checkpoint ...`"""
+    said = "stopping with a checkpoint" if record["reached"] == "stopped" else "the job stops with a checkpoint at 100%"
+    return f"{LOG_MARK}{summary(record)}; {said}"
+
+
+def from_log_line(line: str, time: float) -> dict[str, Any] | None:
+    """The record of a budget line (cost and budget to the cent, as the line gives them), else None."""
+    found = LOG_LINE.search(line)
+    if found is None:
+        return None
+    cost, budget, step, stopping = found.groups()
+    return budget_record(time=time, step=int(step), cost_usd=float(cost.replace(",", "")),
+                         budget_usd=float(budget.replace(",", "")), state="stopped" if stopping else "warning")
+
+
+def stop_message(record: dict[str, Any], job_id: str) -> str:
+    return (f"stopped at its budget: {summary(record)}; it saved a checkpoint there, and `nbtoolkit resume {job_id} "
             "--budget-usd AMOUNT` continues it with a new budget")

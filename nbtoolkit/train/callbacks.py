@@ -143,8 +143,7 @@ class BudgetCallback(TrainerCallback):
                                           budget_usd=self.budget_usd, state=reached)
             with open(self.path, "a") as handle:
                 handle.write(json.dumps(record) + "\n")
-            said = "stopping with a checkpoint" if reached == "stopped" else "the job stops with a checkpoint at 100%"
-            print(f"[nbtoolkit] budget: {budget.summary(record)}; {said}", flush=True)
+            print(budget.log_line(record), flush=True)
 
 
 def _agreed(reached: str | None, args) -> str | None:
