@@ -93,3 +93,16 @@ def test_a_budget_line_in_a_log_reads_back_as_its_record():
     assert parser.feed(lines) == [
         {"time": 7.0, "step": 40, "kind": "budget", "cost_usd": 0.09, "budget_usd": 0.1, "reached": "warning"},
         {"time": 7.0, "step": 44, "kind": "budget", "cost_usd": 1234.57, "budget_usd": 1200.0, "reached": "stopped"}]
+
+
+def test_every_rank_of_a_distributed_job_stops_at_the_budget_together(store, monkeypatch):
+    """Two torchrun ranks (gloo): had one rank stopped alone, the other would wait in its next gradient all-reduce."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    spec = {"task": "text-classification", "hardware": {"devices": 2, "hourly_price_usd": PRICE},
+            "train": {"max_steps": 100000, "batch_size": 8, "logging_steps": 5, "budget_usd": BUDGET}}
+    job = launch(spec, store=store)
+    assert job.wait(timeout=240) == "stopped", job.logs(tail=30)
+    assert job.record.backend == "torchrun" and "2 process(es)" in job.logs()
+    (stop,) = [record for record in job.records() if record.get("reached") == "stopped"]
+    assert checkpoint_step(last_checkpoint(job.dir / "output")) == stop["step"]
+    assert job.record.message.startswith("stopped at its budget")
