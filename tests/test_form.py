@@ -133,6 +133,7 @@ def test_a_prefilled_spec_keeps_what_the_form_does_not_show(tmp_path):
     "--role arn:aws:iam::111122223333:role/sm --spot --set sagemaker.max_wait=90000 --dataset squad",
     "--task causal-lm --compile --set dataset.pad_to_max_length=true --launcher torchrun --nproc 2 --strategy ddp",
     "--task causal-lm --lora 16 --set adapter.dropout=0.1 --set report_to=[tensorboard,mlflow]",
+    "--task causal-lm --instance-type g5.2xlarge --accelerator cuda --budget-usd 20",
 ])
 def test_the_form_and_finetune_produce_the_same_spec(shell, line):
     from_flags = shell.run_line_magic("finetune", f"--dry-run {line}").spec
@@ -215,3 +216,12 @@ def test_report_to_is_chosen_in_the_form_and_none_by_default():
     assert form.spec.report_to == [] and "report_to" not in form.spec.to_dict()
     form.fields["report_to"].value = ("tensorboard", "mlflow")
     assert form.spec.report_to == ["tensorboard", "mlflow"]
+
+
+def test_the_budget_is_a_hyperparameter_field_and_needs_a_price():
+    form = SpecForm({"task": "causal-lm"})
+    form.fields["train.budget_usd"].value = "20"
+    assert form.spec is None and form.error.startswith("train.budget_usd needs a price to count against")
+    form.fields["hardware.accelerator"].value = "cuda"
+    form.fields["hardware.instance_type"].value = "g5.2xlarge"
+    assert form.spec is not None and form.spec.train.budget_usd == 20
