@@ -192,3 +192,15 @@ def test_a_running_jobs_cost_so_far_grows_from_billable_time_and_it_shows_a_proj
     now = job.record
     assert projected_cost_usd(now) > now.info["cost_usd"] and listing_row(now)["projected"].startswith("$")
     assert job.stop() == "stopped"
+
+
+def test_a_sagemaker_job_stopped_at_its_budget_ends_stopped_saying_why(standin, store):
+    """The program's metrics.jsonl stays in the container: its budget line, relayed in the log, says it stopped."""
+    spec = spec_for("budget", hardware={"hourly_price_usd": 36.0},
+                    train={"max_steps": 100000, "logging_steps": 5, "budget_usd": 0.04})
+    job = launch(spec, store=store)
+    assert job.wait(timeout=300) == "stopped", job.logs(tail=30)
+    (stop,) = [record for record in job.records() if record.get("reached") == "stopped"]
+    assert stop["budget_usd"] == 0.04 and stop["cost_usd"] >= 0.04
+    assert job.record.message.startswith(f"stopped at its budget: ${stop['cost_usd']:.2f} of the $0.04 budget spent")
+    assert job.record.info["budget"]["reached"] == "stopped" and job.record.info["status"] == "Completed"
