@@ -123,3 +123,26 @@ def test_a_jobs_live_chart_title_carries_its_cost_and_projected_total(store, ali
     state = JobSource(Job(job.id, store)).state()
     assert state.cost == "cost $1.00 · projected $2.20"
     assert progress_line([train(40, 1000.0)], state).endswith("loss 1.0000 · cost $1.00 · projected $2.20")
+
+
+def test_a_real_running_job_shows_cost_so_far_and_a_projected_total_that_holds(store, monkeypatch):
+    """A tiny real job: while it trains, its row has a steady pace, a cost and a projected total; the projection
+    made a third of the way through lands near what the whole run cost."""
+    from nbtoolkit.api import launch
+    from tests.test_jobs import wait_for
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    job = launch({"task": "text-classification", "hardware": {"hourly_price_usd": 36.0},
+                  "train": {"max_steps": 600, "batch_size": 8, "logging_steps": 20, "eval_steps": 100000}},
+                 store=store)
+    wait_for(lambda: (job.record.step or 0) >= 200 or not job.record.active, timeout=180)
+    running = job.record
+    assert running.status == "running", job.logs(tail=20)
+    row = listing_row(running)
+    projected = projected_cost_usd(running)
+    assert running.seconds_per_step > 0 and row["cost"].startswith("$") and row["projected"].startswith("$")
+    assert job.wait(timeout=240) == "succeeded"
+    final = job.record
+    spent = 36.0 * final.elapsed / 3600
+    print(f"\nprojected at step {running.step}: ${projected:.4f}; spent: ${spent:.4f} ({projected / spent:.2f}x)")
+    assert 0.5 < projected / spent < 2.0  # 1.01x measured here; the other agents on these 2 cores vary the pace
