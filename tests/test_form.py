@@ -107,6 +107,15 @@ def test_each_field_validates_as_you_type_with_the_specs_sentence():
     assert all(form.field_error not in box.children for box in form.section_boxes)
 
 
+def test_the_budget_is_a_hyperparameter_field_and_needs_a_price():
+    form = SpecForm({"task": "causal-lm"})
+    form.fields["train.budget_usd"].value = "20"
+    assert form.spec is None and form.error.startswith("train.budget_usd needs a price to count against")
+    form.fields["hardware.accelerator"].value = "cuda"
+    form.fields["hardware.instance_type"].value = "g5.2xlarge"
+    assert form.spec is not None and form.spec.train.budget_usd == 20
+
+
 def test_a_value_no_dropdown_offers_is_refused_with_the_specs_sentence(shell):
     with pytest.raises(SpecError, match="^precision: 'fp8' is not valid; expected 'fp32', 'bf16' or 'fp16'$"):
         SpecForm({"task": "causal-lm", "precision": "fp8"})
@@ -216,12 +225,3 @@ def test_report_to_is_chosen_in_the_form_and_none_by_default():
     assert form.spec.report_to == [] and "report_to" not in form.spec.to_dict()
     form.fields["report_to"].value = ("tensorboard", "mlflow")
     assert form.spec.report_to == ["tensorboard", "mlflow"]
-
-
-def test_the_budget_is_a_hyperparameter_field_and_needs_a_price():
-    form = SpecForm({"task": "causal-lm"})
-    form.fields["train.budget_usd"].value = "20"
-    assert form.spec is None and form.error.startswith("train.budget_usd needs a price to count against")
-    form.fields["hardware.accelerator"].value = "cuda"
-    form.fields["hardware.instance_type"].value = "g5.2xlarge"
-    assert form.spec is not None and form.spec.train.budget_usd == 20
