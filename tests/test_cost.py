@@ -41,18 +41,18 @@ def alive(monkeypatch):
 
 
 def test_a_running_job_shows_its_cost_so_far_and_the_total_at_its_steady_pace(store, alive):
-    # $36/h for 100 s so far = $1.00; 60 steps left at the steady 2 s/step = 120 s more = $1.20
-    job = running_job(store, elapsed=100.0, info={"hourly_price_usd": 36.0}, step=40, total_steps=100,
+    # $3.60/h for 100 s so far = $0.10; 60 steps left at the steady 2 s/step = 120 s more = $0.12
+    job = running_job(store, elapsed=100.0, info={"hourly_price_usd": 3.6}, step=40, total_steps=100,
                       seconds_per_step=2.0)
     assert remaining_seconds(job) == pytest.approx(120.0)
-    assert projected_cost_usd(job) == pytest.approx(2.20, abs=0.01)
+    assert projected_cost_usd(job) == pytest.approx(0.22, abs=0.001)
     row = listing_row(job)
-    assert row["cost"] == "$1.00" and row["projected"] == "$2.20"
+    assert row["cost"] == "$0.10" and row["projected"] == "$0.22"
     assert row["remaining"] == "2:00"
 
     # before a steady pace is measured: the pace so far (100 s for 40 steps -> 150 s for the 60 left)
-    early = running_job(store, elapsed=100.0, info={"hourly_price_usd": 36.0}, step=40, total_steps=100)
-    assert remaining_seconds(early) == pytest.approx(150.0, abs=1.0) and listing_row(early)["projected"] == "$2.50"
+    early = running_job(store, elapsed=100.0, info={"hourly_price_usd": 3.6}, step=40, total_steps=100)
+    assert remaining_seconds(early) == pytest.approx(150.0, abs=5.0) and listing_row(early)["projected"] == "$0.25"
 
     unpriced = running_job(store, elapsed=100.0, info={}, step=40, total_steps=100, seconds_per_step=2.0)
     assert listing_row(unpriced)["cost"] == "" and listing_row(unpriced)["projected"] == ""
@@ -105,24 +105,24 @@ def test_nbtoolkit_jobs_and_percent_jobs_show_cost_and_projected_columns(shell, 
     from nbtoolkit.cli import main
 
     store = JobStore()
-    job = running_job(store, elapsed=100.0, info={"hourly_price_usd": 36.0}, step=40, total_steps=100,
+    job = running_job(store, elapsed=100.0, info={"hourly_price_usd": 3.6}, step=40, total_steps=100,
                       seconds_per_step=2.0)
     table = shell.run_line_magic("jobs", "")
-    assert (table.loc[job.id, "cost"], table.loc[job.id, "projected"]) == ("$1.00", "$2.20")
+    assert (table.loc[job.id, "cost"], table.loc[job.id, "projected"]) == ("$0.10", "$0.22")
     assert main(["jobs"]) == 0
     header, row = capsys.readouterr().out.splitlines()
-    assert header.split()[-2:] == ["cost", "projected"] and row.split()[-2:] == ["$1.00", "$2.20"]
+    assert header.split()[-2:] == ["cost", "projected"] and row.split()[-2:] == ["$0.10", "$0.22"]
 
 
 def test_a_jobs_live_chart_title_carries_its_cost_and_projected_total(store, alive):
     from nbtoolkit.api import Job
     from nbtoolkit.notebook.charts import JobSource, progress_line
 
-    job = running_job(store, elapsed=100.0, info={"hourly_price_usd": 36.0}, step=40, total_steps=100,
+    job = running_job(store, elapsed=100.0, info={"hourly_price_usd": 3.6}, step=40, total_steps=100,
                       seconds_per_step=2.0)
     state = JobSource(Job(job.id, store)).state()
-    assert state.cost == "cost $1.00 · projected $2.20"
-    assert progress_line([train(40, 1000.0)], state).endswith("loss 1.0000 · cost $1.00 · projected $2.20")
+    assert state.cost == "cost $0.10 · projected $0.22"
+    assert progress_line([train(40, 1000.0)], state).endswith("loss 1.0000 · cost $0.10 · projected $0.22")
 
 
 def test_a_real_running_job_shows_cost_so_far_and_a_projected_total_that_holds(store, monkeypatch):
