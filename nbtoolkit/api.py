@@ -16,6 +16,10 @@ from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.spec import RunSpec, load_spec
 
 
+#: how long `resume` gives an ended job's supervisor to exit (it records the end, then leaves)
+ENDING_S = 5.0
+
+
 class Job:
     """A handle on one job. Cheap to create; every property reads the store afresh."""
 
@@ -198,7 +202,7 @@ def resume(job_id: str, *, max_steps: int | None = None, budget_usd: float | Non
     record = old.record
     if record.active:
         raise backends.LaunchError(f"job {record.id} is still {record.status}; stop it before resuming it")
-    leftovers = job_control.leftover_processes(record, old.store)
+    leftovers = job_control.leftover_processes(record, old.store, settle=ENDING_S)
     if leftovers:
         raise backends.LaunchError(f"job {record.id} is {record.status} but {len(leftovers)} of its processes still "
                                    f"run (pids {', '.join(str(p.pid) for p in leftovers)}); `nbtoolkit stop "
