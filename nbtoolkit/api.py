@@ -16,6 +16,10 @@ from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.spec import RunSpec, load_spec
 
 
+#: how long `resume` gives an ended job's supervisor to exit (it records the end, then leaves)
+ENDING_S = 5.0
+
+
 class Job:
     """A handle on one job. Cheap to create; every property reads the store afresh."""
 
@@ -75,9 +79,9 @@ class Job:
     def stop(self) -> str:
         return job_control.stop(self.id, store=self.store).status
 
-    def resume(self, max_steps: int | None = None) -> Job:
+    def resume(self, max_steps: int | None = None, budget_usd: float | None = None) -> Job:
         """A new job that continues this one from its last checkpoint (see `resume`)."""
-        return resume(self.id, max_steps=max_steps, store=self.store)
+        return resume(self.id, max_steps=max_steps, budget_usd=budget_usd, store=self.store)
 
     def merge(self, out: str | Path | None = None) -> Path:
         """The job's adapter merged into its base: a full model (default: the job's output/merged)."""
@@ -205,25 +209,27 @@ def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, 
     backends.preflight(spec)
     launch_ = backends.render(spec)
     store = store or JobStore()
-    info = {"hourly_price_usd": spec.hardware.hourly_price_usd, past_pace.INFO_KEY: past_pace.setup_key(spec),
+    info = {"hourly_price_usd": spec.hardware.instance_price_usd, past_pace.INFO_KEY: past_pace.setup_key(spec),
             forecast.INFO_KEY: forecast.forecast(spec, past_pace.past_pace(spec, store))}
     record = job_control.submit(launch_, name=spec.display_name, task=spec.task, store=store, info=info,
                                 resumed_from=resumed_from)
     return Job(record.id, store)
 
 
-def resume(job_id: str, *, max_steps: int | None = None, store: JobStore | None = None) -> Job:
+def resume(job_id: str, *, max_steps: int | None = None, budget_usd: float | None = None,
+           store: JobStore | None = None) -> Job:
     """Continue an ended job from its last complete checkpoint, as a new job with the same spec.
 
     The new job's record names the old one in `resumed_from`; its spec's `resume` is the
     checkpoint, so the global step, optimizer and scheduler carry on from there (to
-    `max_steps` if given). `Job.records(chain=True)` reads both as one series.
+    `max_steps` if given). `Job.records(chain=True)` reads both as one series. `budget_usd`
+    sets the new job's train.budget_usd (each job's budget counts what that job spends).
     """
     old = Job(job_id, store)
     record = old.record
     if record.active:
         raise backends.LaunchError(f"job {record.id} is still {record.status}; stop it before resuming it")
-    leftovers = job_control.leftover_processes(record, old.store)
+    leftovers = job_control.leftover_processes(record, old.store, settle=ENDING_S)
     if leftovers:
         raise backends.LaunchError(f"job {record.id} is {record.status} but {len(leftovers)} of its processes still "
                                    f"run (pids {', '.join(str(p.pid) for p in leftovers)}); `nbtoolkit stop "
@@ -236,6 +242,8 @@ def resume(job_id: str, *, max_steps: int | None = None, store: JobStore | None 
     spec["resume"] = str(checkpoint)
     if max_steps is not None:
         spec["train"]["max_steps"] = max_steps
+    if budget_usd is not None:
+        spec["train"]["budget_usd"] = budget_usd
     # the same spec already ran: the planner's fit check had its say at the first launch
     return launch(spec, store=old.store, force=True, resumed_from=record.id)
 

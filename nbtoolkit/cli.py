@@ -100,7 +100,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    job = resume(args.job, max_steps=args.max_steps)
+    job = resume(args.job, max_steps=args.max_steps, budget_usd=args.budget_usd)
     started(job)
     return follow(job) if args.follow else 0
 
@@ -260,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume_ = commands.add_parser("resume", help="continue an ended job from its last checkpoint, as a new job")
     resume_.add_argument("job")
     resume_.add_argument("--max-steps", type=int, help="train to this global step (default: the job's own)")
+    resume_.add_argument("--budget-usd", type=float, help="the new job's train.budget_usd (default: the job's own)")
     resume_.add_argument("--follow", "-f", action="store_true")
     resume_.set_defaults(handler=cmd_resume)
 

@@ -154,6 +154,19 @@ class HardwareSpec(_Part):
             data.setdefault("devices", self.devices)
         return data
 
+    @property
+    def instance_price_usd(self) -> float | None:
+        """USD per instance-hour: hourly_price_usd, else the catalog's price of instance_type (None: unknown)."""
+        if self.hourly_price_usd is not None:
+            return self.hourly_price_usd
+        return catalog.hourly_price(self.instance_type) if self.instance_type else None
+
+    @property
+    def run_price_usd(self) -> float | None:
+        """USD per hour for the whole run: the instance price x nodes."""
+        price = self.instance_price_usd
+        return price * self.nodes if price is not None else None
+
     @model_validator(mode="after")
     def _rank_in_range(self) -> HardwareSpec:
         if self.node_rank >= self.nodes:
@@ -251,6 +264,8 @@ class TrainSpec(_Part):
     eval_steps: int | None = Field(None, ge=1, description="evaluate every N steps; default once per epoch")
     eval_on_start: bool = False
     save_steps: int | None = Field(None, ge=1, description="checkpoint every N steps; default no checkpoints")
+    budget_usd: float | None = Field(None, gt=0, description="stop with a checkpoint once training has cost this "
+                                     "much (hardware.hourly_price_usd or the catalog's price x nodes)")
     save_total_limit: int | None = Field(2, ge=1)
     gradient_checkpointing: bool = False
     predict_with_generate: bool | None = Field(None, description="summarization; default on except on Neuron")
@@ -466,6 +481,12 @@ class RunSpec(_Part):
         if self.adapter is not None and self.script is not None:
             raise ValueError("adapter applies to nbtoolkit's own training program; with script: add the adapter "
                              "in your script, or remove the adapter block")
+        if self.train.budget_usd is not None and hw.run_price_usd is None:
+            raise ValueError(f"train.budget_usd needs a price to count against: set hardware.hourly_price_usd (USD per "
+                             f"instance-hour){', or an instance_type the catalog prices' if not hw.instance_type else ''}")
+        if self.train.budget_usd is not None and self.script is not None:
+            raise ValueError("train.budget_usd is kept by nbtoolkit's own training program; with script: stop your "
+                             "script at its budget yourself, or remove train.budget_usd")
         if self.resume is not None and self.resume != "latest" and not self.resume.strip():
             raise ValueError("resume must be 'latest' or a checkpoint directory")
         for message in spec_warnings(self):

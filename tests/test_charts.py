@@ -125,7 +125,12 @@ def test_chart_follows_new_records_and_redraws_at_most_once_a_second(store):
 def test_progress_line_says_where_the_run_is():
     records = [train_record(10), train_record(20)]
     line = progress_line(records, RunState("running", started=1000.0, ended=None, finished=False), now=1040.0)
-    assert line == "running · step 20/30 (66%) · elapsed 0:40 · remaining ~0:20 · loss 0.1000"
+    # 10 steps left at the steady 1 s/step (steps 10 to 20 took 10 s), not at the 2 s/step the warm-up makes of it
+    assert line == "running · step 20/30 (66%) · elapsed 0:40 · remaining ~0:10 · loss 0.1000"
+    assert progress_line(records[-1:], RunState("running", 1000.0, None, False), now=1040.0) == \
+        "running · step 20/30 (66%) · elapsed 0:40 · remaining ~0:20 · loss 0.1000"  # one window: the pace so far
+    priced = RunState("running", 1000.0, None, False, cost="cost $0.50 · projected $0.75")
+    assert progress_line(records, priced, now=1040.0).endswith("loss 0.1000 · cost $0.50 · projected $0.75")
     assert progress_line([], RunState("queued", None, None, False)) == "queued · waiting for metrics"
 
 

@@ -108,6 +108,15 @@ def test_each_field_validates_as_you_type_with_the_specs_sentence():
     assert all(form.field_error not in box.children for box in form.section_boxes)
 
 
+def test_the_budget_is_a_hyperparameter_field_and_needs_a_price():
+    form = SpecForm({"task": "causal-lm"})
+    form.fields["train.budget_usd"].value = "20"
+    assert form.spec is None and form.error.startswith("train.budget_usd needs a price to count against")
+    form.fields["hardware.accelerator"].value = "cuda"
+    form.fields["hardware.instance_type"].value = "g5.2xlarge"
+    assert form.spec is not None and form.spec.train.budget_usd == 20
+
+
 def test_a_value_no_dropdown_offers_is_refused_with_the_specs_sentence(shell):
     with pytest.raises(SpecError, match="^precision: 'fp8' is not valid; expected 'fp32', 'bf16' or 'fp16'$"):
         SpecForm({"task": "causal-lm", "precision": "fp8"})
@@ -134,6 +143,7 @@ def test_a_prefilled_spec_keeps_what_the_form_does_not_show(tmp_path):
     "--role arn:aws:iam::111122223333:role/sm --spot --set sagemaker.max_wait=90000 --dataset squad",
     "--task causal-lm --compile --set dataset.pad_to_max_length=true --launcher torchrun --nproc 2 --strategy ddp",
     "--task causal-lm --lora 16 --set adapter.dropout=0.1 --set report_to=[tensorboard,mlflow]",
+    "--task causal-lm --instance-type g5.2xlarge --accelerator cuda --budget-usd 20",
 ])
 def test_the_form_and_finetune_produce_the_same_spec(shell, line):
     from_flags = shell.run_line_magic("finetune", f"--dry-run {line}").spec

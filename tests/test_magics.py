@@ -35,6 +35,8 @@ def dry_run(shell, line: str, cell: str | None = None):
      {"task": "text-classification", "dataset": {"name": "philschmid/emotion", "label_column": "label"},
       "hardware": {"nodes": 2}, "launcher": "torchrun"}),
     ("--task causal-lm --lora 16", {"task": "causal-lm", "adapter": {"r": 16}}),
+    ("--task causal-lm --budget-usd 12.5 --set hardware.hourly_price_usd=2",
+     {"task": "causal-lm", "hardware": {"hourly_price_usd": 2.0}, "train": {"budget_usd": 12.5}}),
     ("--task causal-lm --compile --set dataset.pad_to_max_length=true --set extra.lr_scheduler_type=cosine",
      {"task": "causal-lm", "compile": "torch", "dataset": {"pad_to_max_length": True},
       "extra": {"lr_scheduler_type": "cosine"}}),

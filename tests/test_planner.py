@@ -15,6 +15,7 @@ from nbtoolkit.planner import fit_problem, plan
 from nbtoolkit.planner.plan import FRAGMENTATION, RUNTIME_RESERVE_BYTES, GiB
 from nbtoolkit.planner import report
 from nbtoolkit.planner.report import row_spec
+from nbtoolkit.spec import load_spec
 
 SEED_003 = row_spec("google/flan-t5-xxl", "p4d.24xlarge", "bf16", "none", batch_size=8)
 
@@ -127,8 +128,6 @@ def test_launch_check_refuses_or_warns_when_forced():
     spec = plan(SEED_003, alternatives=False)  # fits: no complaint
     assert spec.wont_fit_message() is None
     too_big = row_spec("google/flan-t5-xxl", "g5.24xlarge", "bf16", "none", batch_size=8)
-    from nbtoolkit.spec import load_spec
-
     with pytest.raises(LaunchError, match=r"predicted \d+\.\d GiB per device .* exceeds the 22.5 GiB of one A10G"):
         check_fit(load_spec(too_big))
     with warnings.catch_warnings(record=True) as caught:
@@ -196,3 +195,23 @@ def test_adapters_doc_is_the_commands_output():
     doc = Path(__file__).resolve().parent.parent / "docs" / "adapters-what-fits-where.md"
     assert adapter_report.document() == doc.read_text(), \
         "regenerate: python -m nbtoolkit.planner.adapter_report --out docs/adapters-what-fits-where.md"
+
+
+def test_a_launch_predicted_to_cost_more_than_its_budget_is_refused_naming_the_cheapest_that_fits():
+    import yaml
+
+    spec = yaml.safe_load((Path(__file__).parents[1] / "notebooks" / "specs" / "bert-qa-sagemaker.yaml").read_text())
+    predicted = plan(spec)
+    assert predicted.cost_usd > 10  # ml.p3.16xlarge for a SQuAD epoch
+    cheapest = next(alt for alt in predicted.alternatives if alt.fits and alt.cost_usd <= 5)
+    problem = fit_problem({**spec, "train": {**spec.get("train", {}), "budget_usd": 5}})
+    assert problem.startswith(f"the plan predicts ${predicted.cost_usd:,.0f} for this run, over its train.budget_usd "
+                              f"of $5.00; the cheapest setup that fits it is {', '.join(cheapest.changes)} (")
+    assert "hardware.instance_type ml.g5" in problem and problem.endswith("or force the launch (--force, force=True)")
+    assert len(problem.splitlines()) == 1 and "Plan" not in problem
+    with pytest.raises(LaunchError, match="over its train.budget_usd of \\$5.00"):
+        check_fit(load_spec({**spec, "train": {**spec.get("train", {}), "budget_usd": 5}}))
+
+    nothing = fit_problem({**spec, "train": {**spec.get("train", {}), "budget_usd": 0.01}})
+    assert "over its train.budget_usd of $0.01; no setup the planner knows trains it for that" in nothing
+    assert fit_problem({**spec, "train": {**spec.get("train", {}), "budget_usd": predicted.cost_usd + 1}}) is None

@@ -170,3 +170,37 @@ def test_attach_follows_an_existing_job_and_it_lists_beside_local_jobs(standin, 
     assert rows[attached.id]["name"] == name and rows[local.id]["backend"] == "local"
     assert attached.stop() == "stopped" and standin.job(name).training_job_status == "Stopped"
     assert Job(attached.id, store).record.info["remote_name"] == name
+
+
+def test_a_running_jobs_cost_so_far_grows_from_billable_time_and_it_shows_a_projected_total(standin, store):
+    from nbtoolkit.jobs.listing import listing_row, projected_cost_usd
+
+    script = {"path": str(SCRIPTS / "sleepy.py"), "source_dir": str(SCRIPTS)}
+    # $360 an instance-hour: 10 cents a second, so a few seconds show in cents
+    job = launch(spec_for("cost", script=script, hardware={"hourly_price_usd": 360.0}), store=store)
+    wait_for(lambda: (job.record.info.get("cost_usd") or 0) > 0, timeout=180)
+    first = job.record
+    wait_for(lambda: job.record.info["cost_usd"] >= first.info["cost_usd"] + 0.2, timeout=60)
+    later = job.record
+    assert later.status == "running" and later.info["cost_estimated"]  # billable time so far, while it trains
+    # the cost is the price x the seconds SageMaker bills: it grew with the training time between the two looks
+    grown_seconds = later.info["billable_seconds"] - first.info["billable_seconds"]
+    assert later.info["cost_usd"] - first.info["cost_usd"] == pytest.approx(360.0 * grown_seconds / 3600, abs=0.01)
+    row = listing_row(later)
+    assert row["cost"] == f"${later.info['cost_usd']:,.2f}"
+    wait_for(lambda: projected_cost_usd(job.record) is not None, timeout=60)  # once a steady pace is measured
+    now = job.record
+    assert projected_cost_usd(now) > now.info["cost_usd"] and listing_row(now)["projected"].startswith("$")
+    assert job.stop() == "stopped"
+
+
+def test_a_sagemaker_job_stopped_at_its_budget_ends_stopped_saying_why(standin, store):
+    """The program's metrics.jsonl stays in the container: its budget line, relayed in the log, says it stopped."""
+    spec = spec_for("budget", hardware={"hourly_price_usd": 36.0},
+                    train={"max_steps": 100000, "logging_steps": 5, "budget_usd": 0.04})
+    job = launch(spec, store=store)
+    assert job.wait(timeout=300) == "stopped", job.logs(tail=30)
+    (stop,) = [record for record in job.records() if record.get("reached") == "stopped"]
+    assert stop["budget_usd"] == 0.04 and stop["cost_usd"] >= 0.04
+    assert job.record.message.startswith(f"stopped at its budget: ${stop['cost_usd']:.2f} of the $0.04 budget spent")
+    assert job.record.info["budget"]["reached"] == "stopped" and job.record.info["status"] == "Completed"

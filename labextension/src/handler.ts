@@ -31,9 +31,24 @@ export interface IJobSummary {
   ended: number | null;
   elapsed_seconds: number | null;
   remaining_seconds: number | null;
+  /** cost so far: a SageMaker job's from its billable time, else hourly price x elapsed */
   cost_usd: number | null;
+  /** while running: cost so far plus the time left at the steady pace */
+  projected_cost_usd: number | null;
+  /** train.budget_usd's latest record, once the job has spent 90% of it */
+  budget: IBudget | null;
   message: string | null;
   loss_series: number[];
+}
+
+/** Where a job stands against its train.budget_usd: warning at 90%, stopped (with a checkpoint) at 100%. */
+export interface IBudget {
+  reached: 'warning' | 'stopped';
+  cost_usd: number;
+  budget_usd: number;
+  step: number;
+  /** `$0.09 of the $0.10 budget spent (90%) at step 12` */
+  summary: string;
 }
 
 export interface IJobDetail extends IJobSummary {

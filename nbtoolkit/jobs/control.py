@@ -99,9 +99,16 @@ def _end_unresponsive(store: JobStore, record: JobRecord, grace: float) -> None:
     store.update(record.id, only_if_status=ACTIVE, status="stopped", ended=time.time(), message="stopped on request")
 
 
-def leftover_processes(record: JobRecord, store: JobStore) -> list[psutil.Process]:
-    """Processes of an ended job still alive on this host (a rank its dead supervisor left behind)."""
-    return tagged_processes(record.id, store.home) if record.host == this_host() else []
+def leftover_processes(record: JobRecord, store: JobStore, settle: float = 0.0) -> list[psutil.Process]:
+    """Processes of an ended job still alive on this host (a rank its dead supervisor left behind).
+
+    `settle`: seconds to give them to end first: just after a job records its end, its supervisor
+    and reaper (which carry its tag too) are still on their way out.
+    """
+    found = tagged_processes(record.id, store.home) if record.host == this_host() else []
+    if found and settle:
+        _, found = psutil.wait_procs(found, timeout=settle)
+    return found
 
 
 def wait(job_id: str, *, store: JobStore | None = None, timeout: float | None = None,

@@ -21,20 +21,52 @@ def clock(timestamp: float | None) -> str:
 
 
 def remaining_seconds(record: JobRecord) -> float | None:
-    """Time left at the pace so far (steps done / time elapsed), while running."""
+    """Time left while running: the steps left at the measured steady pace (else at the pace so far)."""
     if record.status != "running" or not record.step or not record.total_steps or not record.elapsed:
         return None
-    return record.elapsed / record.step * max(record.total_steps - record.step, 0)
+    pace = record.seconds_per_step or record.elapsed / record.step
+    return pace * max(record.total_steps - record.step, 0)
 
 
 def cost_usd(record: JobRecord) -> float | None:
-    """Cost so far: what a remote job reported (`info.cost_usd`), else hourly price x elapsed time."""
+    """Cost so far: what a remote job reported (`info.cost_usd`, from billable time), else hourly price x
+    elapsed time."""
     if record.info.get("cost_usd") is not None:
         return float(record.info["cost_usd"])
     price = record.info.get("hourly_price_usd")
     if price is None or record.elapsed is None:
         return None
     return float(price) * record.elapsed / 3600
+
+
+def billed_hourly_usd(record: JobRecord) -> float | None:
+    """What an hour more of this job costs: its hourly price, times the share of training time a SageMaker
+    spot job is billed for (its billable / training seconds so far)."""
+    price = record.info.get("hourly_price_usd")
+    if price is None:
+        return None
+    billable, training = record.info.get("billable_seconds"), record.info.get("training_seconds")
+    billed = min(billable / training, 1.0) if billable is not None and training else 1.0
+    return float(price) * billed
+
+
+def projected_cost_usd(record: JobRecord) -> float | None:
+    """The total a running job will have cost when it ends: cost so far plus the time left at its price."""
+    so_far, left, hourly = cost_usd(record), remaining_seconds(record), billed_hourly_usd(record)
+    if so_far is None or left is None or hourly is None:
+        return None
+    return so_far + hourly * left / 3600
+
+
+def usd(amount: float | None) -> str:
+    return f"${amount:,.2f}" if amount is not None else ""
+
+
+def cost_text(record: JobRecord) -> str:
+    """`cost $0.12 · projected $0.40` (what is known of it), for a chart's title."""
+    so_far, projected = cost_usd(record), projected_cost_usd(record)
+    parts = [f"cost {usd(so_far)}"] if so_far is not None else []
+    return " · ".join(parts + ([f"projected {usd(projected)}"] if projected is not None else []))
 
 
 def listing_row(record: JobRecord) -> dict[str, Any]:
@@ -53,7 +85,8 @@ def listing_row(record: JobRecord) -> dict[str, Any]:
         "ended": clock(record.ended),
         "elapsed": duration(record.elapsed),
         "remaining": duration(remaining_seconds(record)),
-        "cost": f"${cost:.2f}" if (cost := cost_usd(record)) is not None else "",
+        "cost": usd(cost_usd(record)),
+        "projected": usd(projected_cost_usd(record)),
     }
 
 

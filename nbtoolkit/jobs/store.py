@@ -70,14 +70,18 @@ CREATE TABLE IF NOT EXISTS jobs (
     message TEXT,
     resumed_from TEXT,
     info TEXT NOT NULL DEFAULT '{}',
-    stop_requested REAL
+    stop_requested REAL,
+    seconds_per_step REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
 """
 _JSON_COLUMNS = ("stages", "info")
-#: PRAGMA user_version of the schema above (1: stop_requested); a newer store is refused, an older upgraded
-SCHEMA_VERSION = 1
+#: PRAGMA user_version of the schema above (1: stop_requested, 2: seconds_per_step); a newer store is refused,
+#: an older upgraded
+SCHEMA_VERSION = 2
+#: columns added since the first schema, each with its type: an older store gains them
+ADDED_COLUMNS = {"stop_requested": "REAL", "seconds_per_step": "REAL"}
 
 
 class StoreError(RuntimeError):
@@ -118,6 +122,8 @@ class JobRecord:
     info: dict[str, Any] = field(default_factory=dict)
     #: when a stop was asked for (the supervisor ends the job within a poll)
     stop_requested: float | None = None
+    #: the measured steady pace (wall seconds per step after the first logging window), while it trains
+    seconds_per_step: float | None = None
 
     @property
     def active(self) -> bool:
@@ -177,8 +183,10 @@ class JobStore:
                                  f"reads up to {SCHEMA_VERSION}); upgrade nbtoolkit, or set NBTOOLKIT_HOME to another "
                                  "folder")
             conn.executescript(_SCHEMA)
-            if "stop_requested" not in {row["name"] for row in conn.execute("PRAGMA table_info(jobs)")}:
-                conn.execute("ALTER TABLE jobs ADD COLUMN stop_requested REAL")  # a store from before stop requests
+            present = {row["name"] for row in conn.execute("PRAGMA table_info(jobs)")}
+            for column, kind in ADDED_COLUMNS.items():
+                if column not in present:
+                    conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
             if version < SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -240,6 +248,12 @@ class JobStore:
             params += ACTIVE
         with self._connect() as conn:
             return conn.execute(query, params).rowcount == 1
+
+    def set_info(self, job_id: str, key: str, value: Any) -> bool:
+        """Set one key of a job's info in place: one statement, so keys another process writes meanwhile stay."""
+        with self._connect() as conn:
+            return conn.execute("UPDATE jobs SET info = json_set(info, ?, json(?)) WHERE id = ?",
+                                (f"$.{key}", json.dumps(value), job_id)).rowcount == 1
 
     def get(self, job_id: str) -> JobRecord:
         """The job with this id or unique id prefix, its liveness checked."""

@@ -36,6 +36,7 @@ from nbtoolkit.jobs.lock import SupervisorLock
 from nbtoolkit.jobs.reaper import start_reaper
 from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.jobs.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
+from nbtoolkit.metrics import budget
 from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
 
@@ -65,6 +66,7 @@ class Supervisor:
         self.interrupted = False  # a stop ended a stage or kept one from starting (not one that had ended already)
         self.reaper_pid: int | None = None
         self.log = None  # output.log, open while the stages run
+        self.budget_recorded: dict | None = None  # the budget record last put in the job's info
 
     def run(self) -> int:
         me = psutil.Process()
@@ -81,7 +83,7 @@ class Supervisor:
                         self._set_stage(later, status="skipped")
                     break
                 exit_code = self._run_stage(index, stage, log)
-                if exit_code != 0:
+                if exit_code != 0 or self._budget_stopped():
                     for later in range(index + 1, len(self.stages)):
                         self._set_stage(later, status="skipped")
                     break
@@ -157,10 +159,14 @@ class Supervisor:
             for note in self.metrics.notes:
                 self._note(note)
             self.metrics.notes.clear()
+            if self.progress.budget is not None and self.progress.budget != self.budget_recorded:
+                self.store.set_info(self.job_id, budget.INFO_KEY, self.progress.budget)  # the panel shows it
+                self.budget_recorded = self.progress.budget
             if changed:
                 progress = self.progress
                 self._write(must=False, step=progress.step, total_steps=progress.total_steps, loss=progress.loss,
-                            samples_per_second=progress.samples_per_second)
+                            samples_per_second=progress.samples_per_second,
+                            seconds_per_step=progress.seconds_per_step)
         except Exception as exc:  # noqa: BLE001 - following must never end the job
             self._note(f"could not record metrics ({exc}); retrying")
         return log_offset
@@ -171,6 +177,8 @@ class Supervisor:
             status, message = "failed", f"the stop did not complete: {stop_error}"
         elif self.interrupted:
             status, message = "stopped", "stopped on request"
+        elif exit_code == 0 and self._budget_stopped():
+            status, message = "stopped", budget.stop_message(self.progress.budget, self.job_id)
         elif exit_code == 0:
             status, message = "succeeded", None
         else:
@@ -181,6 +189,10 @@ class Supervisor:
         self._say(log, f"job {status}")
         self._write(only_if_status=ACTIVE, status=status, ended=time.time(), exit_code=exit_code, message=message,
                     stage=None)
+
+    def _budget_stopped(self) -> bool:
+        """The training program ended itself at train.budget_usd (with a checkpoint)."""
+        return self.progress.budget is not None and self.progress.budget.get("reached") == "stopped"
 
     def _stopping(self) -> bool:
         """A stop came: by signal, or as a request in the job's row (from any host, or the server)."""

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from nbtoolkit.metrics import budget
+
 # `[rank1]:`, `[default0]:` (torchrun --tee), `[1,0]<stdout>:` (mpirun), `0: ` (torchrun -t 3 older)
 RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default|[a-z_]+)?(\d+)\]:\s?|^\s*\[1,(\d+)\]<std(?:out|err)>:\s?")
 # a number as the Trainer prints it: 4.766, 1e-05, nan, inf (no capturing groups inside)
@@ -122,6 +124,9 @@ class LogParser:
         rank_zero = self._rank_zero_text(line)
         if rank_zero is None:
             return records
+        if budget.LOG_MARK in rank_zero:  # train.budget_usd's line: its record, from a program whose own stays remote
+            found = budget.from_log_line(rank_zero, self._clock())
+            return [found] if found else []
         segments = rank_zero.split("\r")
         since_record = 0
         for index, segment in enumerate(segments):

@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nbtoolkit.metrics.budget import KIND as BUDGET_KIND
+from nbtoolkit.metrics.throughput import seconds_per_step
+
 METRICS_FILE = "metrics.jsonl"
 #: in the job folder once a user's program writes records itself (autolog's Trainer callback, nbtoolkit.log):
 #: from then on its log is not parsed, so no step is recorded twice
 STRUCTURED_MARKER = "metrics.from-program"
 #: the fields that hold text; every other value is a number (or null for "not a number this time")
-TEXT_FIELDS = ("kind", "stage")
+TEXT_FIELDS = ("kind", "stage", "reached")
 #: fields that count something, so whole numbers
 INTEGER_FIELDS = ("step", "max_steps")
 
@@ -134,10 +137,18 @@ class Progress:
     samples_per_second: float | None = None
     records: int = 0
     extras: dict[str, Any] = field(default_factory=dict)
+    #: the first and the latest timed train record: the steady pace lies between them
+    pace_ends: list[dict[str, Any]] = field(default_factory=list)
+    #: the latest train.budget_usd record (warning or stopped), if the program wrote one
+    budget: dict[str, Any] | None = None
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        return seconds_per_step(self.pace_ends)
 
     def update(self, records: list[dict[str, Any]]) -> bool:
         """Fold new records in; True if anything a listing shows changed."""
-        before = (self.step, self.total_steps, self.loss, self.samples_per_second)
+        before = (self.step, self.total_steps, self.loss, self.samples_per_second, self.seconds_per_step)
         for record in records:
             self.records += 1
             if record.get("step") is not None:
@@ -146,6 +157,10 @@ class Progress:
                 self.total_steps = int(record["max_steps"])
             if record.get("kind") == "train":
                 self.loss = record.get("loss", self.loss)
+                if record.get("time") is not None and record.get("step") is not None:
+                    self.pace_ends = [*self.pace_ends[:1], record]
+            if record.get("kind") == BUDGET_KIND:
+                self.budget = record
             if record.get("kind") in ("train", "summary"):  # a log's only figure may be the summary's average
                 self.samples_per_second = record.get("samples_per_second", self.samples_per_second)
-        return before != (self.step, self.total_steps, self.loss, self.samples_per_second)
+        return before != (self.step, self.total_steps, self.loss, self.samples_per_second, self.seconds_per_step)

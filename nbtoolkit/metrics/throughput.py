@@ -40,6 +40,18 @@ def steady_state(records: list[dict[str, Any]], warmup_steps: int | None = None)
     )
 
 
+def seconds_per_step(records: list[dict[str, Any]]) -> float | None:
+    """Wall-clock pace since the first logging window (warm-up left out): what each step left will take.
+
+    Measured between the train records' timestamps, so evaluation and checkpoint time count: they
+    take time (and, on rented hardware, money) every bit as training does.
+    """
+    train = [r for r in records if r.get("kind") == "train" and r.get("time") is not None and r.get("step") is not None]
+    if len(train) < 2 or train[-1]["step"] <= train[0]["step"]:
+        return None
+    return (train[-1]["time"] - train[0]["time"]) / (train[-1]["step"] - train[0]["step"])
+
+
 def _seconds(record: dict[str, Any]) -> float:
     return float(record.get("window_seconds") or 1.0)
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from nbtoolkit.jobs.listing import duration
+from nbtoolkit.jobs.listing import cost_text, duration
 from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader
+from nbtoolkit.metrics.throughput import seconds_per_step
 
 #: at most one redraw per this many seconds while a run is going
 REDRAW_INTERVAL_S = 1.0
@@ -44,6 +45,8 @@ class RunState:
     started: float | None
     ended: float | None
     finished: bool
+    #: what the run has cost and will cost (`cost $0.12 · projected $0.40`); empty when it has no price
+    cost: str = ""
 
 
 class MetricSource(Protocol):
@@ -70,7 +73,7 @@ class JobSource:
 
     def state(self) -> RunState:
         record = self.job.record
-        return RunState(record.status, record.started, record.ended, not record.active)
+        return RunState(record.status, record.started, record.ended, not record.active, cost_text(record))
 
 
 class LiveChart:
@@ -212,7 +215,10 @@ def _display_handle(title: str):
 
 
 def progress_line(records: list[dict[str, Any]], state: RunState, now: float | None = None) -> str:
-    """`running · step 20/60 (33%) · elapsed 0:12 · remaining ~0:24 · loss 0.6931`"""
+    """`running · step 20/60 (33%) · elapsed 0:12 · remaining ~0:24 · loss 0.6931 · cost $0.12 · projected $0.40`
+
+    Time left is the steps left at the steady pace (after the first logging window), else at the pace so far.
+    """
     parts = [state.status]
     steps = [record for record in records if record.get("step") is not None]
     step = steps[-1]["step"] if steps else None
@@ -223,11 +229,14 @@ def progress_line(records: list[dict[str, Any]], state: RunState, now: float | N
         elapsed = (state.ended or now or time.time()) - state.started
         parts.append(f"elapsed {duration(elapsed)}")
         if not state.finished and step and total and total > step:
-            parts.append(f"remaining ~{duration(elapsed / step * (total - step))}")
+            pace = seconds_per_step(records) or elapsed / step
+            parts.append(f"remaining ~{duration(pace * (total - step))}")
     loss = next((record["loss"] for record in reversed(records)
                  if record.get("kind") == "train" and record.get("loss") is not None), None)
     if loss is not None:
         parts.append(f"loss {loss:.4f}")
+    if state.cost:
+        parts.append(state.cost)
     if not records:
         parts.append("waiting for metrics")
     return " · ".join(parts)

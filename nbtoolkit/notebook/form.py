@@ -154,6 +154,7 @@ SECTIONS: tuple[Section, ...] = (
         FormField("train.logging_steps", "Logging steps"),
         FormField("train.eval_steps", "Eval steps"),
         FormField("train.save_steps", "Save steps"),
+        FormField("train.budget_usd", "Budget (USD)"),
         FormField("train.seed", "Seed"),
         FormField("train.gradient_checkpointing", "Gradient checkpointing"),
     )),

@@ -47,7 +47,7 @@ FLAG_FIELDS: dict[str, str] = {
     "epochs": "train.epochs", "steps": "train.max_steps", "batch_size": "train.batch_size",
     "grad_accum": "train.grad_accum", "lr": "train.learning_rate", "warmup": "train.warmup",
     "seed": "train.seed", "logging_steps": "train.logging_steps", "eval_steps": "train.eval_steps",
-    "save_steps": "train.save_steps", "role": "sagemaker.role", "region": "sagemaker.region",
+    "save_steps": "train.save_steps", "budget_usd": "train.budget_usd", "role": "sagemaker.role", "region": "sagemaker.region",
     "lora": "adapter.r",
 }
 
@@ -149,6 +149,8 @@ class FinetuneMagics(Magics):
     @argument("--logging-steps", type=int, metavar="N", help="log (and chart) every N steps")
     @argument("--eval-steps", type=int, metavar="N", help="evaluate every N steps (default: each epoch)")
     @argument("--save-steps", type=int, metavar="N", help="checkpoint every N steps (default: none)")
+    @argument("--budget-usd", type=float, metavar="USD", help="stop with a checkpoint once training has cost this "
+              "much (needs a price: hardware.hourly_price_usd or a priced instance type)")
     @argument("--lora", type=int, metavar="R", help="train LoRA adapters of rank R instead of every weight")
     @argument("--role", metavar="ARN", help="SageMaker: the IAM role the job runs as")
     @argument("--region", help="SageMaker: AWS region")

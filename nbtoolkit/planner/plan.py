@@ -640,8 +640,8 @@ def assumptions() -> list[str]:
 
 
 def fit_problem(spec: RunSpec | dict | str) -> str | None:
-    """The sentence a launch shows when the plan is sure the spec will not fit, or will not finish
-    before SageMaker stops it at `sagemaker.max_run`; None otherwise.
+    """The sentence a launch shows when the plan is sure the spec will not fit, will not finish
+    before SageMaker stops it at `sagemaker.max_run`, or will cost more than train.budget_usd; None otherwise.
 
     A model that cannot be sized offline, or hardware the catalog does not know, is no reason
     to stop a launch.
@@ -653,7 +653,7 @@ def fit_problem(spec: RunSpec | dict | str) -> str | None:
         result = plan(spec)
     except ModelShapeError:
         return None
-    return result.wont_fit_message() or _wont_finish_message(spec, result)
+    return result.wont_fit_message() or _wont_finish_message(spec, result) or _over_budget_message(spec, result)
 
 
 def _wont_finish_message(spec: RunSpec, result: Plan) -> str | None:
@@ -667,3 +667,17 @@ def _wont_finish_message(spec: RunSpec, result: Plan) -> str | None:
             f"{hours_text(limit_hours)}, where SageMaker stops the job; raise max_run{wait} to at least "
             f"{math.ceil(result.hours * 3600 * 1.2)} seconds, or train less (train.max_steps), or force the launch "
             "(--force, force=True)")
+
+
+def _over_budget_message(spec: RunSpec, result: Plan) -> str | None:
+    """The predicted cost against train.budget_usd, and the cheapest setup that fits both the model and the budget."""
+    budget = spec.train.budget_usd
+    if budget is None or result.cost_usd is None or result.cost_usd <= budget:
+        return None
+    within = next((alt for alt in result.alternatives
+                   if alt.fits and alt.cost_usd is not None and alt.cost_usd <= budget), None)
+    hint = (f"the cheapest setup that fits it is {', '.join(within.changes)} ({within.line()})" if within is not None
+            else "no setup the planner knows trains it for that")
+    return (f"the plan predicts {usd_text(result.cost_usd)} for this run, over its train.budget_usd of "
+            f"{usd_text(budget)}; {hint} (see `nbtoolkit plan`); or raise the budget, train less (train.max_steps), "
+            "or force the launch (--force, force=True)")

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from nbtoolkit.backends.neuron import neuron_env, precompile_spec
 from nbtoolkit.backends.program import BASE_ENV, SPEC_FILE
-from nbtoolkit.catalog import CatalogError, hourly_price
+from nbtoolkit.catalog import CatalogError
 from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.credentials import is_credential
 from nbtoolkit.metrics.parse import pair_pattern
@@ -168,7 +168,7 @@ def training_job(spec: RunSpec) -> TrainingJob:
         versions=versions,
         instance_type=instance,
         instance_count=hardware.nodes,
-        hourly_price_usd=hardware.hourly_price_usd if hardware.hourly_price_usd is not None else hourly_price(instance),
+        hourly_price_usd=hardware.instance_price_usd,
         volume_size_gb=settings.volume_size_gb,
         max_run=settings.max_run,
         max_wait=(settings.max_wait or 2 * settings.max_run) if settings.spot else None,

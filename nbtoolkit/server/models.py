@@ -6,8 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from nbtoolkit.jobs.listing import cost_usd, listing_row, remaining_seconds
+from nbtoolkit.jobs.listing import cost_usd, listing_row, projected_cost_usd, remaining_seconds
 from nbtoolkit.jobs.store import JobRecord
+from nbtoolkit.metrics import budget
 
 
 class JobSummary(BaseModel):
@@ -29,7 +30,11 @@ class JobSummary(BaseModel):
     ended: float | None
     elapsed_seconds: float | None
     remaining_seconds: float | None
-    cost_usd: float | None
+    cost_usd: float | None = Field(description="cost so far (from billable time on SageMaker)")
+    projected_cost_usd: float | None = Field(description="while running: cost so far plus the steps left at the "
+                                             "measured steady pace")
+    budget: dict[str, Any] | None = Field(description="train.budget_usd's state: budget_usd, cost_usd when the "
+                                          "job last checked it, and reached: 'warning' (90%) or 'stopped' (100%)")
     message: str | None
     loss_series: list[float] = Field(description="train loss over the run, thinned to a sparkline's points")
 
@@ -47,8 +52,18 @@ class JobSummary(BaseModel):
             "samples_per_second": record.samples_per_second, "created": record.created,
             "started": record.started, "ended": record.ended, "elapsed_seconds": record.elapsed,
             "remaining_seconds": remaining_seconds(record), "cost_usd": cost_usd(record),
+            "projected_cost_usd": projected_cost_usd(record), "budget": budget_state(record),
             "message": record.message,
         }
+
+
+def budget_state(record: JobRecord) -> dict[str, Any] | None:
+    """The job's latest budget record with its summary in words (the panel shows that sentence)."""
+    latest = record.info.get(budget.INFO_KEY)
+    try:
+        return {**latest, "summary": budget.summary(latest)}
+    except (TypeError, KeyError, ValueError, ZeroDivisionError):  # none, or a bad stored value: no budget shown
+        return None
 
 
 class JobDetail(JobSummary):

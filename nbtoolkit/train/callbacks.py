@@ -17,6 +17,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from nbtoolkit.metrics import budget
 from nbtoolkit.metrics.parse import classify
 from nbtoolkit.metrics.throughput import steady_state
 
@@ -113,3 +114,47 @@ def progress_line(record: dict, elapsed: float) -> str:
         remaining = elapsed / step * (total - step)
         parts.append(f"eta {int(remaining // 60)}:{int(remaining % 60):02d}")
     return " | ".join(parts)
+
+
+class BudgetCallback(TrainerCallback):
+    """train.budget_usd: cost so far = wall time since the trainer was built x the run's hourly price.
+
+    At 90% rank 0 warns in the log and writes a budget record; at 100% training saves a checkpoint and
+    stops (every rank: the decision is agreed over the process group, so no rank waits on the others).
+    """
+
+    def __init__(self, path: str | Path, budget_usd: float, hourly_price_usd: float) -> None:
+        self.path, self.budget_usd, self.hourly_price_usd = Path(path), budget_usd, hourly_price_usd
+        self.start = time.time()
+        self.warned = self.stopped = False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        now = time.time()
+        cost = self.hourly_price_usd * (now - self.start) / 3600
+        reached = _agreed(budget.reached(cost, self.budget_usd), args)
+        if reached is None or (reached == "warning" and self.warned):
+            return
+        self.warned = True
+        if reached == "stopped":
+            self.stopped = True
+            control.should_save = control.should_training_stop = control.should_log = True
+        if state.is_world_process_zero:
+            record = budget.budget_record(time=now, step=state.global_step, cost_usd=cost,
+                                          budget_usd=self.budget_usd, state=reached)
+            with open(self.path, "a") as handle:
+                handle.write(json.dumps(record) + "\n")
+            print(budget.log_line(record), flush=True)
+
+
+def _agreed(reached: str | None, args) -> str | None:
+    """The furthest state any rank has reached (ranks' clocks differ by a little), the same on every rank."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized() or dist.get_world_size() == 1:
+        return reached
+    import torch
+
+    states = (None, "warning", "stopped")
+    furthest = torch.tensor([states.index(reached)], device=args.device)
+    dist.all_reduce(furthest, op=dist.ReduceOp.MAX)
+    return states[int(furthest.item())]

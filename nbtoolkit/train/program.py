@@ -105,7 +105,7 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     import transformers
     from transformers import Trainer
 
-    from nbtoolkit.train.callbacks import MetricsCallback
+    from nbtoolkit.train.callbacks import BudgetCallback, MetricsCallback
     from nbtoolkit.train.data import load_splits
     from nbtoolkit.train.engines import engine_for
     from nbtoolkit.train.tasks import check_task, setup_task
@@ -139,6 +139,10 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
         compute_metrics=task.compute_metrics,
         callbacks=[MetricsCallback(metrics_path, samples_per_step)],
     )
+    watch = BudgetCallback(metrics_path, spec.train.budget_usd, spec.hardware.run_price_usd) \
+        if spec.train.budget_usd is not None else None
+    if watch is not None:
+        trainer.add_callback(watch)
     if trainer.is_world_process_zero():
         parameters = sum(p.numel() for p in task.model.parameters())
         trainable = sum(p.numel() for p in task.model.parameters() if p.requires_grad)
@@ -150,6 +154,8 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     if checkpoint and trainer.is_world_process_zero():
         print(f"[nbtoolkit] resuming from {checkpoint}", flush=True)
     result = trainer.train(resume_from_checkpoint=checkpoint)
+    if watch is not None and watch.stopped:
+        return {}  # stopped at its budget: the checkpoint is what it leaves, no final evaluation or model
     final = final_evaluation(trainer) if task.eval_dataset is not None else {}
     trainer.save_model(model_dir)  # with an adapter: the adapter alone (the base is in model_dir/base)
     if trainer.is_world_process_zero():

@@ -246,3 +246,15 @@ async def test_a_slow_store_never_blocks_the_servers_event_loop(jp_fetch, jp_ser
     started = time.monotonic()
     pages = await asyncio.gather(*(get_json(jp_fetch, "jobs") for _ in range(4)))
     assert all(page["total"] == 0 for page in pages) and time.monotonic() - started < 1.8
+
+
+async def test_a_job_near_its_budget_carries_the_budget_sentence_and_a_bad_one_none(jp_fetch, store):
+    warned = finished_job(store, name="near")
+    store.set_info(warned.id, "budget", {"kind": "budget", "reached": "warning", "cost_usd": 0.092,
+                                         "budget_usd": 0.1, "step": 40, "time": 1090.0})
+    broken = finished_job(store, name="broken")
+    store.set_info(broken.id, "budget", {"reached": "warning"})  # no numbers: shown as no budget, the list stands
+    shown = {job["name"]: job for job in (await get_json(jp_fetch, "jobs"))["jobs"]}
+    assert shown["near"]["budget"]["summary"] == "$0.09 of the $0.10 budget spent (92%) at step 40"
+    assert shown["near"]["budget"]["reached"] == "warning" and shown["broken"]["budget"] is None
+    assert shown["near"]["projected_cost_usd"] is None  # ended: its cost is all there is

@@ -64,7 +64,7 @@ describe('JobList', () => {
       name: 'zero3',
       backend: 'deepspeed',
       status: 'failed',
-      display: { ...job().display, status: 'failed', remaining: '', cost: '' },
+      display: { ...job().display, status: 'failed', remaining: '', cost: '', projected: '' },
       message: 'CUDA out of memory',
       loss_series: []
     });
@@ -81,14 +81,39 @@ describe('JobList', () => {
     expect(first.querySelector('.nbt-Progress-label')!.textContent).toBe('30/120');
     expect((first.querySelector('.nbt-Progress-fill') as HTMLElement).style.width).toBe('25%');
     expect(first.querySelector('.nbt-JobRow-facts')!.textContent).toBe(
-      'loss 0.8123 · 45.2 samples/s · 0:40 elapsed · 2:00 left · $0.05'
+      'loss 0.8123 · 45.2 samples/s · 0:40 elapsed · 2:00 left · $0.05 so far, ~$0.20 in all'
     );
+    expect(first.querySelector('.nbt-JobRow-budget')).toBeNull();
     const line = first.querySelector('svg.nbt-Sparkline polyline')!;
     expect(line.getAttribute('points')!.split(' ')).toHaveLength(4);
 
     const second = rows[1];
     expect(second.querySelector('.nbt-JobRow-message')!.textContent).toBe('CUDA out of memory');
     expect(second.querySelector('svg.nbt-Sparkline')!.classList).toContain('nbt-mod-empty');
+  });
+
+  it('warns while a job runs past 90% of its budget; one stopped at it says why in its message', () => {
+    const summary = '$0.09 of the $0.10 budget spent (92%) at step 40';
+    const near = job({ budget: { reached: 'warning', cost_usd: 0.092, budget_usd: 0.1, step: 40, summary } });
+    const stopped = job({
+      id: 'eeee0000',
+      status: 'stopped',
+      display: { ...job().display, status: 'stopped', remaining: '', projected: '', cost: '$0.10' },
+      budget: { reached: 'stopped', cost_usd: 0.1, budget_usd: 0.1, step: 44, summary },
+      message: 'stopped at its budget: $0.10 of the $0.10 budget spent (100%) at step 44; it saved a checkpoint there'
+    });
+    renderList({ jobs: [near, stopped] });
+    const [running, ended] = queryAll('.nbt-JobRow');
+    expect(running.querySelector('.nbt-JobRow-budget')!.textContent).toBe(
+      `budget: ${summary}; it stops with a checkpoint at 100%`
+    );
+    expect(ended.querySelector('.nbt-JobRow-budget')).toBeNull();
+    expect(ended.querySelector('.nbt-JobRow-message')!.textContent).toContain('stopped at its budget');
+    expect(ended.querySelector('.nbt-JobRow-facts')!.textContent).toContain('$0.10');
+
+    act(() => root.render(<JobDetail job={detail(near)} records={[]} log={''} error={null} done={false} charts={true} />));
+    expect(query('.nbt-JobDetail-header .nbt-JobRow-budget').textContent).toContain(summary);
+    expect(query('.nbt-JobDetail-header .nbt-JobRow-facts').textContent).toContain('$0.05 so far, ~$0.20 in all');
   });
 
   it('offers stop only for jobs that run, and the buttons call the actions', () => {

@@ -22,7 +22,8 @@ export function job(values: Partial<IJobSummary> = {}): IJobSummary {
       'samples/s': '45.2',
       elapsed: '0:40',
       remaining: '2:00',
-      cost: '$0.05'
+      cost: '$0.05',
+      projected: '$0.20'
     },
     step: 30,
     total_steps: 120,
@@ -34,6 +35,8 @@ export function job(values: Partial<IJobSummary> = {}): IJobSummary {
     elapsed_seconds: 40,
     remaining_seconds: 120,
     cost_usd: 0.05,
+    projected_cost_usd: 0.2,
+    budget: null,
     message: null,
     loss_series: [2.0, 1.4, 1.1, 0.8],
     ...values

@@ -5,7 +5,7 @@ import React, { useEffect, useRef } from 'react';
 
 import { IFollowedJob, seriesOf } from '../model';
 import { LineChart } from './LineChart';
-import { rowFacts } from './JobRow';
+import { BudgetWarning, rowFacts } from './JobRow';
 
 export interface IJobDetailProps extends IFollowedJob {
   /** Charts and facts too, or only the log. */
@@ -51,6 +51,7 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
           <span className="nbt-JobRow-launcher">{job.backend}</span>
           <span className="nbt-JobRow-id">{job.id}</span>
           {charts && <div className="nbt-JobRow-facts">{[job.display.progress, ...rowFacts(job)].filter(Boolean).join(' · ')}</div>}
+          <BudgetWarning job={job} />
           {job.message && <div className="nbt-JobRow-message">{job.message}</div>}
         </header>
       )}

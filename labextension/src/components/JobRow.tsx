@@ -32,9 +32,27 @@ export function rowFacts(job: IJobSummary): string[] {
     facts.push(`${shown.remaining} left`);
   }
   if (shown.cost) {
-    facts.push(shown.cost);
+    facts.push(shown.projected ? `${shown.cost} so far, ~${shown.projected} in all` : shown.cost);
   }
   return facts;
+}
+
+/** A running job past 90% of its budget says so (one that stopped at it says why in its message). */
+export function budgetWarning(job: IJobSummary): string | null {
+  const budget = job.budget;
+  if (!budget || budget.reached !== 'warning' || !isActive(job)) {
+    return null;
+  }
+  return `budget: ${budget.summary}; it stops with a checkpoint at 100%`;
+}
+
+export function BudgetWarning(props: { job: IJobSummary }): JSX.Element | null {
+  const warning = budgetWarning(props.job);
+  return warning ? (
+    <div className="nbt-JobRow-budget" role="status">
+      {warning}
+    </div>
+  ) : null;
 }
 
 export function ProgressBar(props: { job: IJobSummary }): JSX.Element {
@@ -80,6 +98,7 @@ export function JobRow(props: { job: IJobSummary; actions: IJobActions }): JSX.E
       </div>
       <ProgressBar job={job} />
       {facts.length > 0 && <div className="nbt-JobRow-facts">{facts.join(' · ')}</div>}
+      <BudgetWarning job={job} />
       {job.message && !isActive(job) && job.status !== 'succeeded' && (
         <div className="nbt-JobRow-message">{job.message}</div>
       )}
