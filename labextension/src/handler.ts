@@ -57,6 +57,10 @@ export interface IJobDetail extends IJobSummary {
   stages: { [key: string]: unknown }[];
   resumed_from: string | null;
   info: { [key: string]: unknown };
+  /** The planner's forecast beside what the job measured, one line a quantity (as `nbtoolkit show`). */
+  planned: string[];
+  /** The run name and where each experiment tracker writes. */
+  tracking: string[];
 }
 
 export interface IJobList {

@@ -74,11 +74,16 @@ class JobDetail(JobSummary):
     stages: list[dict[str, Any]]
     resumed_from: str | None
     info: dict[str, Any]
+    planned: list[str] = Field(description="the planner's forecast beside what the job measured, with the ratio "
+                                           "(as `nbtoolkit show` prints it)")
+    tracking: list[str] = Field(description="the run name and where each experiment tracker writes")
 
     @classmethod
-    def of(cls, record: JobRecord, loss_series: list[float]) -> JobDetail:
+    def of(cls, record: JobRecord, loss_series: list[float], *, planned: list[str],
+           tracking: list[str]) -> JobDetail:
         return cls(**cls._fields(record), loss_series=loss_series, host=record.host, exit_code=record.exit_code,
-                   stages=record.stages, resumed_from=record.resumed_from, info=record.info)
+                   stages=record.stages, resumed_from=record.resumed_from, info=record.info, planned=planned,
+                   tracking=tracking)
 
 
 class JobList(BaseModel):

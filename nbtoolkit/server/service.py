@@ -11,9 +11,12 @@ from pathlib import Path
 
 from nbtoolkit.jobs import control
 from nbtoolkit.jobs.store import JOB_ID, LOG_FILE, STATUSES, JobRecord, JobStore
-from nbtoolkit.metrics.series import MAX_LINE_BYTES, METRICS_FILE, MetricsReader
+from nbtoolkit.metrics.forecast import comparison_lines
+from nbtoolkit.metrics.series import MAX_LINE_BYTES, METRICS_FILE, MetricsReader, read_metrics
 from nbtoolkit.server.models import JobDetail, JobList, JobSummary, LogPage, MetricsPage
 from nbtoolkit.server.sparklines import LossSparklines
+from nbtoolkit.spec import SpecError, load_spec
+from nbtoolkit.trackers import describe as describe_trackers
 
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 100, 1000
 LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX = 64 * 1024, 1024 * 1024
@@ -79,10 +82,22 @@ class JobsService:
         return JobSummary.of(record, self._loss_series(record))
 
     def _detail(self, record: JobRecord) -> JobDetail:
-        return JobDetail.of(record, self._loss_series(record))
+        job_dir = self.store.job_dir(record.id)
+        # an ended job's records are read once (the panel stops polling it); a running one shows the forecast
+        records = [] if record.active else read_metrics(job_dir)
+        return JobDetail.of(record, self._loss_series(record), planned=comparison_lines(record, records),
+                            tracking=_tracking(job_dir))
 
     def _loss_series(self, record: JobRecord) -> list[float]:
         return self.sparklines.loss(record.id, self.store.jobs_root / record.id, ended=not record.active)
+
+
+def _tracking(job_dir: Path) -> list[str]:
+    try:
+        spec = load_spec(job_dir / "spec.json")
+    except (OSError, SpecError):  # a job from before spec.json, or a folder being written
+        return []
+    return describe_trackers(spec, job_dir)
 
 
 def _check_range(name: str, value: int, low: int, high: int | None) -> None:

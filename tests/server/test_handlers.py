@@ -258,3 +258,19 @@ async def test_a_job_near_its_budget_carries_the_budget_sentence_and_a_bad_one_n
     assert shown["near"]["budget"]["summary"] == "$0.09 of the $0.10 budget spent (92%) at step 40"
     assert shown["near"]["budget"]["reached"] == "warning" and shown["broken"]["budget"] is None
     assert shown["near"]["projected_cost_usd"] is None  # ended: its cost is all there is
+
+
+async def test_job_detail_shows_the_forecast_beside_what_was_measured_and_the_trackers(jp_fetch, store):
+    """The panel's detail view reads the same lines `nbtoolkit show` prints."""
+    job = finished_job(store, losses=(2.0, 1.5, 1.0, 0.8))
+    store.set_info(job.id, "forecast", {"device_memory_gib": None, "samples_per_second": 40.0, "hours": None,
+                                        "cost_usd": None})
+    directory = store.job_dir(job.id)
+    (directory / "spec.json").write_text(json.dumps({"name": "tracked", "task": "text-classification",
+                                                     "report_to": ["tensorboard"]}))
+    detail = await get_json(jp_fetch, "jobs", job.id)
+    # steady pace leaves out the first window: 50 samples/s measured against 40 predicted
+    assert detail["planned"][0].split() == ["samples/s", "predicted", "40.0", "measured", "50.0", "1.25x"]
+    assert detail["tracking"][0].startswith("run name ") and detail["tracking"][1].startswith("tensorboard ")
+    untracked = finished_job(store, name="plain")
+    assert (await get_json(jp_fetch, "jobs", untracked.id))["tracking"] == []

@@ -165,6 +165,19 @@ describe('JobDetail', () => {
     expect(query('.nbt-LogTail').textContent).toBe('step 30\n');
   });
 
+  it('shows the forecast beside what the job measured, and where its trackers write', () => {
+    const planned = [
+      'samples/s          predicted      310.0   measured      275.2   0.89x',
+      'hours              predicted       2.00   measured       2.25   1.12x'
+    ];
+    const tracking = ['run name qa-3f9a0c1d', 'tensorboard /jobs/3f9a0c1d/runs'];
+    act(() => root.render(<JobDetail job={detail({ planned, tracking })} records={[]} log={''} error={null} done={true} charts={true} />));
+    expect(query('.nbt-JobDetail-planned').textContent).toBe(planned.join('\n'));
+    expect(query('.nbt-JobDetail-tracking').textContent).toBe('run name qa-3f9a0c1d · tensorboard /jobs/3f9a0c1d/runs');
+    act(() => root.render(<JobDetail job={detail()} records={[]} log={''} error={null} done={true} charts={true} />));
+    expect(query('.nbt-JobDetail-facts')).toBeNull();
+  });
+
   it('shows only the log when asked for the log', () => {
     act(() => root.render(<JobDetail job={detail()} records={[]} log={''} error={null} done={false} charts={false} />));
     expect(query('.nbt-JobDetail-charts')).toBeNull();

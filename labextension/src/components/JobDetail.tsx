@@ -55,6 +55,24 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
           {job.message && <div className="nbt-JobRow-message">{job.message}</div>}
         </header>
       )}
+      {charts && job && (job.planned.length > 0 || job.tracking.length > 0) && (
+        <dl className="nbt-JobDetail-facts">
+          {job.planned.length > 0 && (
+            <>
+              <dt>planned</dt>
+              <dd>
+                <pre className="nbt-JobDetail-planned">{job.planned.join('\n')}</pre>
+              </dd>
+            </>
+          )}
+          {job.tracking.length > 0 && (
+            <>
+              <dt>tracking</dt>
+              <dd className="nbt-JobDetail-tracking">{job.tracking.join(' · ')}</dd>
+            </>
+          )}
+        </dl>
+      )}
       {charts && (
         <div className="nbt-JobDetail-charts">
           <LineChart points={seriesOf(records, 'loss')} width={420} height={180} labelled title="loss" />
