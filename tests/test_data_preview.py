@@ -19,6 +19,7 @@ import nbtoolkit
 from nbtoolkit.data_preview import DEFAULT_ROWS, TokenLengths, preview_data
 from nbtoolkit.train.errors import TrainError
 from tests.conftest import PYTHON
+from tests.test_task_parts import task_setup
 
 ASSETS = Path(nbtoolkit.__file__).parent / "assets"
 
@@ -201,8 +202,10 @@ def test_an_empty_training_split_is_one_sentence(tmp_path):
 
 def test_a_hub_dataset_out_of_reach_is_the_programs_sentence():
     """Offline (conftest): the streaming load fails as the training program's full load does."""
+    spec = {"task": "text-classification", "dataset": {"name": "philschmid/emotion"}}
     with pytest.raises(TrainError) as caught:
-        preview_data({"task": "text-classification", "dataset": {"name": "philschmid/emotion"}})
-    assert str(caught.value) == ("dataset.name 'philschmid/emotion' could not be loaded (Couldn't reach "
-                                 "'philschmid/emotion' on the Hub (OfflineModeIsEnabled)); check the name, or give "
-                                 "local files in dataset.files")
+        preview_data(spec)
+    with pytest.raises(TrainError) as program:
+        task_setup(spec)
+    assert str(caught.value) == str(program.value)
+    assert str(caught.value).startswith("dataset.name 'philschmid/emotion' could not be loaded")
