@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 
+from nbtoolkit import views
+
 __version__ = "0.1.0"
 
 
@@ -16,6 +18,35 @@ def load_ipython_extension(ipython) -> None:
     from nbtoolkit.notebook.magics import register
 
     register(ipython)
+
+
+def _chart(job, **options):
+    from nbtoolkit.notebook.charts import live_chart
+
+    return live_chart(job, **options)
+
+
+def _try_it(job, checkpoint):
+    from nbtoolkit.notebook.try_it import TryIt
+
+    return TryIt(job, checkpoint)
+
+
+def _show_job(job) -> None:
+    from nbtoolkit.notebook.job_view import show_job
+
+    show_job(job)
+
+
+def _data_html(preview) -> str:
+    from nbtoolkit.notebook.data_view import data_html
+
+    return data_html(preview)
+
+
+# the notebook views the core asks for by name (it never imports a view); each imports its module on first use
+for _name, _view in {"chart": _chart, "try_it": _try_it, "job": _show_job, "data_preview": _data_html}.items():
+    views.provide(_name, _view)
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

@@ -6,9 +6,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit import backends
+from nbtoolkit import backends, views
 from nbtoolkit import jobs as job_control
-from nbtoolkit.jobs.checkpoints import last_checkpoint
+from nbtoolkit.checkpoints import last_checkpoint
 from nbtoolkit.jobs.store import JobRecord, JobStore
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import chain_records
@@ -145,7 +145,7 @@ class Job:
         import subprocess
         import sys
 
-        from nbtoolkit.backends.program import ERROR_PREFIX
+        from nbtoolkit.runtime import ERROR_PREFIX
 
         done = subprocess.run([sys.executable, "-m", module, *args], cwd=self.dir, capture_output=True, text=True)
         if done.returncode:
@@ -156,29 +156,21 @@ class Job:
 
     def chart(self, *, log_scale: bool = False):
         """Show the job's live chart (loss, learning rate, throughput, progress), redrawn until it ends."""
-        from nbtoolkit.notebook.charts import live_chart
-
-        chart = live_chart(self, log_scale=log_scale)
+        chart = views.view("chart")(self, log_scale=log_scale)
         self._charts.append(chart)
         return chart
 
     def try_it(self, checkpoint: str | Path | None = None):
         """A "Try it" box: a text box and a button that show the trained model's answer (see `predict`)."""
-        from nbtoolkit.notebook.try_it import TryIt
-
         record = self.record
         if record.status != "succeeded" and checkpoint is None:
             raise backends.LaunchError(f"job {record.id} is {record.status}; only a succeeded job has a final model "
                                        "to try (or give one of its checkpoints)")
-        return TryIt(self, str(Path(checkpoint).resolve()) if checkpoint else None)
+        return views.view("try_it")(self, str(Path(checkpoint).resolve()) if checkpoint else None)
 
     def _ipython_display_(self) -> None:
-        """In a notebook, a job shows itself as its live chart; a succeeded one with its Try it box below."""
-        from IPython.display import display
-
-        self.chart()
-        if self.status == "succeeded":
-            display(self.try_it())
+        """In a notebook, a job shows itself as its notebook view (its live chart; when it succeeded, a Try it box)."""
+        views.view("job")(self)
 
     def __repr__(self) -> str:
         record = self.record
@@ -265,13 +257,16 @@ def check_fit(spec: RunSpec, *, force: bool = False) -> None:
     warnings.warn(problem, stacklevel=3)
 
 
-def attach(name: str, *, region: str | None = None, store: JobStore | None = None) -> Job:
-    """Follow a SageMaker training job started elsewhere as a job here: listed, logged, charted, stoppable."""
-    from nbtoolkit.backends.sagemaker import attach_launch, check_aws
-
-    check_aws(region)
+def attach(name: str, *, region: str | None = None, backend: str = "sagemaker", store: JobStore | None = None) -> Job:
+    """Follow a job started elsewhere (a SageMaker training job by default) as a job here: listed, logged,
+    charted, stoppable."""
+    follow = backends.get_backend(backend).attach
+    if follow is None:
+        raise backends.LaunchError(f"the {backend} backend cannot attach to a job started elsewhere; "
+                                   f"attach works with: {', '.join(attachable())}")
+    launch_ = follow(name, region)
     store = store or JobStore()
-    record = job_control.submit(attach_launch(name, region), name=name, task="attached", store=store)
+    record = job_control.submit(launch_, name=name, task="attached", store=store)
     return Job(record.id, store)
 
 
@@ -279,3 +274,8 @@ def jobs(status: str | None = None, limit: int = 100, store: JobStore | None = N
     """Known jobs, newest first."""
     store = store or JobStore()
     return [Job(record.id, store) for record in store.list([status] if status else None, limit=limit)]
+
+
+def attachable() -> list[str]:
+    """The backends that can follow a job started elsewhere."""
+    return [name for name in backends.names() if backends.get_backend(name).attach is not None]

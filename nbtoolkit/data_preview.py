@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from nbtoolkit import views
 from nbtoolkit.spec import RunSpec, load_spec
 from nbtoolkit.tasks import columns_used
 from nbtoolkit.train.errors import TrainError
@@ -108,9 +109,7 @@ class DataPreview:
         return "\n".join(self.lines())
 
     def _repr_html_(self) -> str:
-        from nbtoolkit.notebook.data_view import data_html
-
-        return data_html(self)
+        return views.view("data_preview")(self)
 
 
 def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPreview:

@@ -167,7 +167,7 @@ def _topology(spec: RunSpec, max_ranks: int, notes: list[str]) -> tuple[dict[str
                      "by `nbtoolkit export` and the SageMaker stand-in, not here")
     if nodes * devices > 1 and parallelism["strategy"] == "none":
         parallelism["strategy"] = "ddp"
-    from nbtoolkit.backends.torchrun import free_port
+    from nbtoolkit.launches import free_port
 
     hardware = {"target": "local", "accelerator": "cpu", "devices": devices, "nodes": nodes,
                 "master_addr": "127.0.0.1", "master_port": free_port("127.0.0.1") if nodes > 1 else None}

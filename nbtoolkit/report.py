@@ -15,7 +15,7 @@ import warnings
 from numbers import Real
 from pathlib import Path
 
-from nbtoolkit.backends.launch import JOB_DIR_ENV
+from nbtoolkit.launches import JOB_DIR_ENV
 from nbtoolkit.metrics.parse import classify
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER
 

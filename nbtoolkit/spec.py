@@ -20,7 +20,6 @@ from nbtoolkit import catalog
 
 Task = Literal["text-classification", "summarization", "question-answering", "causal-lm"]
 TASKS: tuple[str, ...] = Task.__args__
-Launcher = Literal["auto", "local", "torchrun", "deepspeed", "neuron", "sagemaker"]
 Strategy = Literal["none", "ddp", "deepspeed", "smddp", "smp", "xla"]
 Precision = Literal["fp32", "bf16", "fp16"]
 Compile = Literal["none", "torch", "neuron"]
@@ -113,7 +112,8 @@ class DatasetSpec(_Part):
 class HardwareSpec(_Part):
     """Where the run executes: this machine or SageMaker, on which devices."""
 
-    target: Literal["local", "sagemaker"] = "local"
+    target: str = Field("local", description="'local' (this machine, or others by run.sh) or a remote engine's "
+                        "backend, e.g. sagemaker")
     accelerator: Literal["cpu", "cuda", "neuron"] = "cpu"
     devices: int = Field(1, ge=1, le=1024, description="processes (devices) per node")
     nodes: int = Field(1, ge=1, le=4096)
@@ -122,6 +122,15 @@ class HardwareSpec(_Part):
     master_port: int | None = Field(None, ge=1, le=65535, description="chosen free when omitted")
     instance_type: str | None = Field(None, description="e.g. ml.p4d.24xlarge, trn1.2xlarge")
     hourly_price_usd: float | None = Field(None, ge=0, description="overrides the catalog price")
+
+    @field_validator("target")
+    @classmethod
+    def _registered_target(cls, target: str) -> str:
+        from nbtoolkit.backends import targets
+
+        if target not in targets():
+            raise ValueError(f"hardware.target '{target}' is not available here; use one of {', '.join(targets())}")
+        return target
 
     @model_validator(mode="before")
     @classmethod
@@ -367,7 +376,8 @@ class RunSpec(_Part):
     parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
     precision: Precision = "fp32"
     compile: Compile = "none"
-    launcher: Launcher = "auto"
+    launcher: str = Field("auto", description="the backend that starts the run; auto: chosen from target, "
+                          "accelerator and parallelism")
     train: TrainSpec = Field(default_factory=TrainSpec)
     script: ScriptSpec | None = None
     resume: str | None = Field(None, description="'latest' or a checkpoint directory")
@@ -384,6 +394,15 @@ class RunSpec(_Part):
             raise ValueError(f"name {name!r} may hold only letters, digits, '.', '_' and '-' and start with a letter "
                              "or digit (e.g. bert-emotion-v2): it names the job's folders and exports")
         return name
+
+    @field_validator("launcher")
+    @classmethod
+    def _registered_launcher(cls, launcher: str) -> str:
+        from nbtoolkit.backends import names
+
+        if launcher != "auto" and launcher not in names():
+            raise ValueError(f"launcher '{launcher}' is not available here; use auto or one of {', '.join(names())}")
+        return launcher
 
     @field_validator("extra")
     @classmethod

@@ -1,10 +1,10 @@
-"""Fixtures: the local SageMaker stand-in (nbtoolkit.remote.standin), one per test session."""
+"""Fixtures: the local SageMaker stand-in (nbtoolkit.backends.sagemaker.standin), one per test session."""
 
 from __future__ import annotations
 
 import pytest
 
-from nbtoolkit.remote.standin import SageMakerStandIn
+from nbtoolkit.backends.sagemaker.standin import SageMakerStandIn
 
 
 @pytest.fixture(scope="session")

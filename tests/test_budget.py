@@ -6,7 +6,7 @@ import pytest
 
 from nbtoolkit.api import launch
 from nbtoolkit.cli import main
-from nbtoolkit.jobs.checkpoints import checkpoint_step, last_checkpoint
+from nbtoolkit.checkpoints import checkpoint_step, last_checkpoint
 from nbtoolkit.jobs.listing import listing_row
 from nbtoolkit.spec import SpecError, load_spec
 

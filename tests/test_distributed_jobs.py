@@ -21,8 +21,8 @@ import psutil
 import pytest
 
 from nbtoolkit.api import Job, launch
-from nbtoolkit.backends.launch import Launch, Stage
-from nbtoolkit.backends.torchrun import free_port
+from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.launches import free_port
 from nbtoolkit.jobs import JobStore, submit
 from nbtoolkit.jobs.supervisor import failure_message
 from nbtoolkit.metrics.series import read_metrics

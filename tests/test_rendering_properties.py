@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from nbtoolkit.backends import LaunchError, render
-from nbtoolkit.remote.sagemaker_export import export_files
-from nbtoolkit.remote.sagemaker_job import NEURON_CACHE, SageMakerSetupError, training_job
+from nbtoolkit.backends.sagemaker.export import export_files
+from nbtoolkit.backends.sagemaker.job import NEURON_CACHE, SageMakerSetupError, training_job
 from nbtoolkit.spec import SpecError, load_spec
 
 #: text meant to escape: shell and Python quoting, command substitution, comments, f-string braces.

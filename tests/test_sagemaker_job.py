@@ -11,8 +11,8 @@ import pytest
 
 from nbtoolkit.backends import LaunchError, backend_name, preflight, render
 from nbtoolkit.metrics.parse import LogParser
-from nbtoolkit.remote.sagemaker_follow import cost_facts, not_resumable_message
-from nbtoolkit.remote.sagemaker_job import (CODE_DIR, DEFAULT_VERSIONS, ENTRY_SCRIPT, JOB_FILE, SMDDP_ENV, TrainingJob,
+from nbtoolkit.backends.sagemaker.follow import cost_facts, not_resumable_message
+from nbtoolkit.backends.sagemaker.job import (CODE_DIR, DEFAULT_VERSIONS, ENTRY_SCRIPT, JOB_FILE, SMDDP_ENV, TrainingJob,
                                             script_hyperparameters, training_job)
 from nbtoolkit.spec import load_spec
 from tests.conftest import DATA, PYTHON
@@ -37,7 +37,7 @@ def test_a_sagemaker_target_renders_a_follower_stage_and_the_job_files():
     launch = render(spec)
     assert launch.backend == "sagemaker" and [stage.name for stage in launch.stages] == ["train"]
     stage = launch.stages[0]
-    assert stage.argv[1:] == ["-m", "nbtoolkit.remote.sagemaker_follow", "--job", JOB_FILE]
+    assert stage.argv[1:] == ["-m", "nbtoolkit.backends.sagemaker.follow", "--job", JOB_FILE]
     assert stage.metrics_from_log and stage.stop_grace_s >= 120  # SageMaker gives a container 120 s to stop
     assert set(launch.files) == {"spec.json", JOB_FILE, f"{CODE_DIR}/spec.json", f"{CODE_DIR}/{ENTRY_SCRIPT}",
                                  f"{CODE_DIR}/requirements.txt", "sagemaker/launch_v3.py", "sagemaker/launch_v2.py"}
@@ -230,7 +230,7 @@ def test_export_cli_writes_the_sdk_scripts_without_starting_anything(tmp_path, h
     out = tmp_path / "export"
     result = subprocess.run([PYTHON, "-m", "nbtoolkit.cli", "export", str(spec_path), "--out", str(out)],
                             capture_output=True, text=True, timeout=120, check=True)
-    assert "nbtoolkit.remote.sagemaker_follow --job sagemaker/job.json" in result.stdout
+    assert "nbtoolkit.backends.sagemaker.follow --job sagemaker/job.json" in result.stdout
     assert (out / "sagemaker" / "launch_v3.py").is_file() and (out / "sagemaker" / "code" / ENTRY_SCRIPT).is_file()
     assert not (home / "jobs.db").exists()
 
@@ -305,7 +305,7 @@ class FakeAWS:
 def test_the_follower_rides_out_a_network_blip_and_gives_up_with_a_sentence(monkeypatch, capsys):
     import threading
 
-    from nbtoolkit.remote import sagemaker_follow
+    from nbtoolkit.backends.sagemaker import follow as sagemaker_follow
 
     pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
     monkeypatch.delenv("NBTOOLKIT_JOB_ID", raising=False)
@@ -342,7 +342,7 @@ class RunningAWS(FakeAWS):
 def test_a_refused_stop_ends_following_with_the_permission_it_needs(monkeypatch):
     import threading
 
-    from nbtoolkit.remote import sagemaker_follow
+    from nbtoolkit.backends.sagemaker import follow as sagemaker_follow
 
     pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
     monkeypatch.delenv("NBTOOLKIT_JOB_ID", raising=False)
@@ -361,7 +361,7 @@ def test_a_busy_job_store_while_following_does_not_fail_the_remote_job(store, mo
     import sqlite3
     import threading
 
-    from nbtoolkit.remote import sagemaker_follow
+    from nbtoolkit.backends.sagemaker import follow as sagemaker_follow
 
     pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
     record = store.create(name="remote", task="question-answering", backend="sagemaker")
@@ -388,7 +388,7 @@ def test_a_store_that_cannot_be_opened_while_following_does_not_fail_the_remote_
     import threading
 
     from nbtoolkit.jobs import store as store_module
-    from nbtoolkit.remote import sagemaker_follow
+    from nbtoolkit.backends.sagemaker import follow as sagemaker_follow
 
     pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
     record = store.create(name="remote", task="question-answering", backend="sagemaker")

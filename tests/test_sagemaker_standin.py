@@ -1,4 +1,4 @@
-"""SageMaker jobs against the local AWS stand-in (moto + nbtoolkit/remote/standin.py): the real SDK v3
+"""SageMaker jobs against the local AWS stand-in (moto + nbtoolkit/backends/sagemaker/standin.py): the real SDK v3
 sends each CreateTrainingJob request; jobs are stopped, interrupted and attached. The full lifecycle of a
 spot job (log lines -> metrics -> interruption -> resume -> completed, cost) is the example notebook's,
 tested in test_notebook_sagemaker.py."""
@@ -13,9 +13,9 @@ import time
 import pytest
 
 from nbtoolkit.api import Job, attach, launch
-from nbtoolkit.remote.sagemaker_job import training_job
-from nbtoolkit.remote.sagemaker_submit import submit
-from nbtoolkit.remote.standin import BUCKET, ROLE
+from nbtoolkit.backends.sagemaker.job import training_job
+from nbtoolkit.backends.sagemaker.submit import submit
+from nbtoolkit.backends.sagemaker.standin import BUCKET, ROLE
 from nbtoolkit.spec import load_spec
 from tests.conftest import PYTHON, SCRIPTS
 from tests.sagemaker_standin import standin, standin_server  # noqa: F401 (fixtures)

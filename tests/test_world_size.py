@@ -7,7 +7,7 @@ import pytest
 
 from nbtoolkit import backends, catalog
 from nbtoolkit.planner import plan
-from nbtoolkit.remote.sagemaker_job import training_job
+from nbtoolkit.backends.sagemaker.job import training_job
 from nbtoolkit.spec import load_spec
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker"

@@ -5,11 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from nbtoolkit.runtime import SPEC_FILE
 from nbtoolkit.spec import RunSpec
-
-SPEC_FILE = "spec.json"
-#: a program that fails for a reason it can explain prints this, then one sentence (the job's message)
-ERROR_PREFIX = "[nbtoolkit] error:"
 
 #: env every training process gets: unbuffered logs, no telemetry, no tokenizer fork warnings
 BASE_ENV = {

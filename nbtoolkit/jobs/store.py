@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 
 from nbtoolkit.jobs.lock import held
+from nbtoolkit.runtime import default_home
 
 ACTIVE = ("queued", "running")
 FINAL = ("succeeded", "failed", "stopped", "lost")
@@ -137,15 +138,6 @@ class JobRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {item.name: getattr(self, item.name) for item in fields(self)}
-
-
-def default_home() -> Path:
-    """Where jobs live: $NBTOOLKIT_HOME, else the per-user data directory."""
-    if os.environ.get("NBTOOLKIT_HOME"):
-        return Path(os.environ["NBTOOLKIT_HOME"]).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("nbtoolkit", appauthor=False))
 
 
 def this_host() -> str:

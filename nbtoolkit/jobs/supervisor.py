@@ -29,8 +29,8 @@ from pathlib import Path
 
 import psutil
 
-from nbtoolkit.backends.launch import JOB_DIR_ENV, Launch, Stage, expand_job_dir
-from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
+from nbtoolkit.runtime import ERROR_PREFIX
 from nbtoolkit.credentials import redact_args, resolve_args
 from nbtoolkit.jobs.lock import SupervisorLock
 from nbtoolkit.jobs.reaper import start_reaper

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nbtoolkit.jobs.checkpoints import checkpoint_step
+from nbtoolkit.checkpoints import checkpoint_step
 from nbtoolkit.jobs.store import JobNotFound, JobRecord, JobStore
 from nbtoolkit.metrics.series import read_metrics
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from annotated_types import Ge, Le
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from nbtoolkit import backends
 from nbtoolkit.spec import RunSpec
 
 #: a field of a `dict[str, str]` block such as `dataset.files.train`
@@ -61,8 +63,17 @@ def optional(path: str) -> bool:
     return type(None) in typing.get_args(annotation)
 
 
+#: fields whose values are the registered backends (plugins add to them), not a Literal
+REGISTERED: dict[str, Callable[[], list[str]]] = {
+    "hardware.target": backends.targets,
+    "launcher": lambda: ["auto", *backends.names()],
+}
+
+
 def choices(path: str) -> tuple[Any, ...]:
     """The values a field can take: a Literal's, or a small integer range (ZeRO stage 0-3); else ()."""
+    if path in REGISTERED:
+        return tuple(REGISTERED[path]())
     kind = value_type(path)
     if typing.get_origin(kind) is typing.Literal:
         return typing.get_args(kind)

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    from nbtoolkit.backends.program import ERROR_PREFIX
+    from nbtoolkit.runtime import ERROR_PREFIX
     from nbtoolkit.spec import load_spec
 
     parser = argparse.ArgumentParser(prog="python -m nbtoolkit.train.adapters", description=merge.__doc__)

@@ -65,7 +65,7 @@ def patch_trainer(trainer_class: type) -> None:
 
 def add_metrics_callback(trainer) -> None:
     """MetricsCallback on this Trainer (once, also when a subclass's __init__ runs the patched one)."""
-    from nbtoolkit.backends.launch import JOB_DIR_ENV
+    from nbtoolkit.launches import JOB_DIR_ENV
     from nbtoolkit.report import is_rank_zero, job_metrics_file
     from nbtoolkit.train.callbacks import MetricsCallback
 

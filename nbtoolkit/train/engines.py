@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from nbtoolkit.runtime import DEEPSPEED_CONFIG_FILE
 from nbtoolkit.spec import RunSpec
 
 
@@ -23,12 +24,11 @@ def is_local_main() -> bool:
 
 def engine_for(spec: RunSpec) -> Engine:
     if spec.parallelism.strategy == "deepspeed":
-        from nbtoolkit.backends.deepspeed import CONFIG_FILE
         from nbtoolkit.train.deepspeed_ops import announce_op_builds
 
         if is_local_main():
-            announce_op_builds(CONFIG_FILE)
-        return Engine(arguments={"deepspeed": CONFIG_FILE})
+            announce_op_builds(DEEPSPEED_CONFIG_FILE)
+        return Engine(arguments={"deepspeed": DEEPSPEED_CONFIG_FILE})
     if spec.hardware.accelerator == "neuron":
         return neuron_engine()
     return Engine()

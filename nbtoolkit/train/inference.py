@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.runtime import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 from nbtoolkit.train.errors import TrainError
 

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.runtime import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 
 #: settings of the training run that do not apply to an evaluation on CPU

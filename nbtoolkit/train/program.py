@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.runtime import ERROR_PREFIX
 from nbtoolkit.credentials import resolve_mapping
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 from nbtoolkit.trackers import environment, run_name
@@ -64,7 +64,7 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments
 
 def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | None:
     """The checkpoint to continue from: the spec's path, or with 'latest' the last complete one in output_dir."""
-    from nbtoolkit.jobs.checkpoints import is_complete, last_checkpoint
+    from nbtoolkit.checkpoints import is_complete, last_checkpoint
     from nbtoolkit.train.errors import TrainError
 
     if spec.resume is None:
@@ -85,7 +85,7 @@ def use_inductor_cache(spec: RunSpec) -> None:
     Must run before torch is imported: importing transformers already fixes torch's cache directory.
     """
     if spec.compile == "torch" and not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
-        from nbtoolkit.jobs.store import default_home
+        from nbtoolkit.runtime import default_home
 
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(default_home() / "cache" / "torchinductor")
 

@@ -6,7 +6,7 @@ import re
 import time
 
 from nbtoolkit.api import Job
-from nbtoolkit.backends.launch import Launch, Stage
+from nbtoolkit.launches import Launch, Stage
 from nbtoolkit.jobs import submit
 from tests.conftest import PYTHON, SCRIPTS
 

@@ -16,7 +16,7 @@ from tests.conftest import PYTHON
 from tests.faults.conftest import job_pids
 from tests.faults.jobs import PACED, finished_all, paced_launch, printed_steps, submit_paced, wait_for
 
-SUBMIT_THEN_WAIT = ("import json, sys, time; from nbtoolkit.backends.launch import Launch; "
+SUBMIT_THEN_WAIT = ("import json, sys, time; from nbtoolkit.launches import Launch; "
                     "from nbtoolkit.jobs import JobStore, submit; "
                     "r = submit(Launch.from_dict(json.loads(sys.argv[1])), name='k', task='text-classification', "
                     "store=JobStore(sys.argv[2])); print(r.id, flush=True); time.sleep(600)")
@@ -106,7 +106,7 @@ def rest(port: int, token: str, method: str, path: str) -> tuple[int, dict]:
 
 
 def test_the_server_restarted_mid_run(store, tmp_path, observe):
-    from nbtoolkit.backends.torchrun import free_port
+    from nbtoolkit.launches import free_port
 
     port, token, root = free_port(), "faults", tmp_path / "root"
     root.mkdir()

@@ -7,4 +7,4 @@ cd "$(dirname "$0")"
 export PYTHONUNBUFFERED=1
 
 # stage: train
-python -m nbtoolkit.remote.sagemaker_follow --job sagemaker/job.json
+python -m nbtoolkit.backends.sagemaker.follow --job sagemaker/job.json

@@ -11,7 +11,7 @@ import textwrap
 
 from nbtoolkit.metrics.parse import pair_pattern
 from nbtoolkit.rendering import comment, python_replace
-from nbtoolkit.remote.sagemaker_job import (CHECKPOINT_LOCAL_PATH, CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE,
+from nbtoolkit.backends.sagemaker.job import (CHECKPOINT_LOCAL_PATH, CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE,
                                             PRECOMPILE_ENV, SMP_IMAGE, TrainingJob)
 
 V3_FILE = "sagemaker/launch_v3.py"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
-from nbtoolkit.backends.launch import Launch, Stage
+
+from nbtoolkit.backends import Backend
+from nbtoolkit.launches import Launch, Stage
 from nbtoolkit.backends.program import launch_env, program_args, run_dir, spec_files, writes_own_metrics
 from nbtoolkit.spec import RunSpec
 
@@ -18,3 +20,5 @@ def render(spec: RunSpec) -> Launch:
     )
     return Launch(backend=NAME, stages=[stage], env=launch_env(spec), files=spec_files(spec), workdir=run_dir(spec))
 
+
+backend = Backend(name=NAME, render=render)

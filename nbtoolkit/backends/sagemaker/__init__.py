@@ -1,11 +1,12 @@
 """The `sagemaker` backend: a SageMaker training job, submitted and followed by a detached follower.
 
-`render` is pure: it describes the training job (remote/sagemaker_job.py) and returns a Launch
-whose stage runs the follower (remote/sagemaker_follow.py), with the job's code files, the
-description (`sagemaker/job.json`) and the same job as SDK v3 and v2 Python
-(`sagemaker/launch_v3.py`, `sagemaker/launch_v2.py`). `preflight` checks, before anything is
-sent, what this machine can check: the SDK is installed, credentials and a region are found,
-and SageMaker offers the instance type.
+`job` turns a spec into the training-job description (pure), `export` writes it as copyable SDK
+v3 and v2 code, `submit` starts it with the SageMaker SDK, `follow` is the program a job's
+supervisor runs to submit, follow and stop it, and `standin` is the local AWS stand-in the tests
+and the SageMaker notebook run against. `render` is pure: its Launch's stage runs the follower,
+with the job's code files and description (`sagemaker/job.json`). `preflight` checks, before
+anything is sent, what this machine can check: the SDK is installed, credentials and a region are
+found, and SageMaker offers the instance type. Importing this package loads nothing from AWS.
 """
 
 from __future__ import annotations
@@ -13,17 +14,17 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from nbtoolkit.backends import LaunchError
-from nbtoolkit.backends.launch import Launch, Stage
+from nbtoolkit.backends import Backend, LaunchError
+from nbtoolkit.launches import Launch, Stage
 from nbtoolkit.backends.program import spec_files
-from nbtoolkit.remote.aws_errors import NO_CREDENTIALS, NO_REGION
-from nbtoolkit.remote.sagemaker_export import export_files
-from nbtoolkit.remote.sagemaker_instances import unknown_instance_message
-from nbtoolkit.remote.sagemaker_job import JOB_FILE, SageMakerSetupError, code_files, training_job
+from nbtoolkit.backends.sagemaker.aws_errors import NO_CREDENTIALS, NO_REGION
+from nbtoolkit.backends.sagemaker.export import export_files
+from nbtoolkit.backends.sagemaker.instances import unknown_instance_message
+from nbtoolkit.backends.sagemaker.job import JOB_FILE, SageMakerSetupError, code_files, training_job
 from nbtoolkit.spec import RunSpec
 
 NAME = "sagemaker"
-FOLLOWER = "nbtoolkit.remote.sagemaker_follow"
+FOLLOWER = f"{__name__}.follow"
 #: a stop waits until SageMaker reports Stopped (it gives the container up to 120 s to exit)
 STOP_GRACE_S = 300.0
 NEEDS_SDK = "SageMaker jobs need the SageMaker Python SDK; install it with pip install 'nbtoolkit-finetune[sagemaker]'"
@@ -57,6 +58,7 @@ def render(spec: RunSpec) -> Launch:
 
 def attach_launch(name: str, region: str | None = None) -> Launch:
     """Follow a training job started elsewhere (the console, another notebook, a lost job)."""
+    check_aws(region)
     args = ["--attach", name, *(["--region", region] if region else [])]
     return Launch(backend=NAME, stages=[follower_stage("train", args, metrics_from_log=True)],
                   env={"PYTHONUNBUFFERED": "1"}, notes=["needs AWS credentials (boto3's usual chain)"])
@@ -82,3 +84,6 @@ def preflight(spec: RunSpec) -> None:
     if message:
         raise LaunchError(message)
     check_aws(spec.sagemaker.region)
+
+
+backend = Backend(name=NAME, render=render, target=NAME, preflight=preflight, attach=attach_launch)

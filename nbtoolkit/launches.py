@@ -1,4 +1,4 @@
-"""Launch: what a backend renders from a spec. Pure data: argv lists, env additions, files.
+"""The Launch contract: what a backend renders from a spec and the job layer runs. Pure data: argv lists, env additions, files.
 
 The job layer runs a Launch without knowing which engine it is; a user can run the same
 thing by hand with the `run.sh` it renders.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -18,6 +19,13 @@ from nbtoolkit.rendering import comment
 #: script that runs in the user's own directory still finds the job's files (`--deepspeed $NBTOOLKIT_JOB_DIR/...`)
 JOB_DIR_ENV = "NBTOOLKIT_JOB_DIR"
 JOB_DIR = f"${JOB_DIR_ENV}"
+
+
+def free_port(host: str = "") -> int:
+    """A TCP port free on this machine now, for a rendezvous chosen at render time."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 def job_path(name: str, in_job_dir: bool) -> str:

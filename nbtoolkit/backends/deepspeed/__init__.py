@@ -17,14 +17,14 @@ import importlib.util
 import json
 import sys
 
-from nbtoolkit.backends import LaunchError
-from nbtoolkit.backends.launch import Launch, Stage, job_path
+from nbtoolkit.backends import Backend, LaunchError
+from nbtoolkit.launches import Launch, Stage, job_path
 from nbtoolkit.backends.program import program_args, writes_own_metrics
 from nbtoolkit.backends.torchrun import multi_process_launch, rendezvous_port, torchrun_launch, train_stage
+from nbtoolkit.runtime import DEEPSPEED_CONFIG_FILE
 from nbtoolkit.spec import DEEPSPEED_TUTORIAL_CONFIGS, Offload, ParallelismSpec, RunSpec
 
 NAME = "deepspeed"
-CONFIG_FILE = "ds_config.json"
 HOSTFILE = "hostfile"
 #: DeepSpeed's launcher through this interpreter (the `deepspeed` command runs the same)
 DEEPSPEED = [sys.executable, "-m", "deepspeed.launcher.runner"]
@@ -104,9 +104,9 @@ def deepspeed_argv(spec: RunSpec, port: int) -> list[str]:
 
 
 def render(spec: RunSpec) -> Launch:
-    files = {CONFIG_FILE: json.dumps(ds_config(spec), indent=2) + "\n"}
+    files = {DEEPSPEED_CONFIG_FILE: json.dumps(ds_config(spec), indent=2) + "\n"}
     env = {"DS_ACCELERATOR": "cpu"} if spec.hardware.accelerator == "cpu" else {}
-    config = job_path(CONFIG_FILE, in_job_dir=False)
+    config = job_path(DEEPSPEED_CONFIG_FILE, in_job_dir=False)
     notes = [f"your script finds the DeepSpeed config in the job folder: pass --deepspeed {config}"] \
         if spec.script is not None else []
     port = rendezvous_port(spec)
@@ -126,3 +126,6 @@ def preflight(spec: RunSpec) -> None:
             "parallelism.strategy 'deepspeed' needs DeepSpeed, which is not installed here; "
             "install it with `make deepspeed` (which also prebuilds its CPU ops) or pip install 'nbtoolkit-finetune[deepspeed]'"
         )
+
+
+backend = Backend(name=NAME, render=render, preflight=preflight)

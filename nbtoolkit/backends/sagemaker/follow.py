@@ -1,7 +1,7 @@
 """The program a SageMaker job's supervisor runs: submit (or attach), follow, stop.
 
-    python -m nbtoolkit.remote.sagemaker_follow --job sagemaker/job.json [--phase precompile]
-    python -m nbtoolkit.remote.sagemaker_follow --attach NAME [--region REGION]
+    python -m nbtoolkit.backends.sagemaker.follow --job sagemaker/job.json [--phase precompile]
+    python -m nbtoolkit.backends.sagemaker.follow --attach NAME [--region REGION]
 
 It prints the training job's CloudWatch log lines as they arrive (the supervisor appends them to
 output.log and parses them into metrics.jsonl), keeps the job record's `info` current (status,
@@ -24,11 +24,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit.backends.program import ERROR_PREFIX
+from nbtoolkit.runtime import ERROR_PREFIX
 from nbtoolkit.catalog import hourly_price
 from nbtoolkit.jobs.tree import JOB_ID_ENV
-from nbtoolkit.remote.aws_errors import explain
-from nbtoolkit.remote.sagemaker_job import TrainingJob
+from nbtoolkit.backends.sagemaker.aws_errors import explain
+from nbtoolkit.backends.sagemaker.job import TrainingJob
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 SAY = "[nbtoolkit] sagemaker:"
@@ -283,7 +283,7 @@ def say(text: str) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.remote.sagemaker_follow", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.backends.sagemaker.follow", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--job", type=Path, help="sagemaker/job.json: submit this training job, then follow it")
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    from nbtoolkit.remote.sagemaker_submit import SubmitError, boto_session, submit
+    from nbtoolkit.backends.sagemaker.submit import SubmitError, boto_session, submit
 
     try:
         if args.job:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
 import sys
 
-from nbtoolkit.backends.launch import Launch, Stage, job_path
+from nbtoolkit.backends import Backend
+from nbtoolkit.launches import Launch, Stage, free_port, job_path
 from nbtoolkit.backends.program import launch_env, program_args, run_dir, spec_files, writes_own_metrics
 from nbtoolkit.spec import RunSpec
 
@@ -26,12 +26,6 @@ RANK_LOG_DIR = "logs"
 WORKER_ENV = {"OMP_NUM_THREADS": "1"}
 #: each line a worker prints is prefixed with its global rank, e.g. `[rank1]:`; metrics parsers keep rank 0
 TORCHRUN_ENV = {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}]:"}
-
-
-def free_port(host: str = "") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def rendezvous_port(spec: RunSpec) -> int:
@@ -109,3 +103,6 @@ def train_stage(spec: RunSpec, port: int, launcher: list[str] = TORCHRUN) -> Sta
 
 def render(spec: RunSpec) -> Launch:
     return torchrun_launch(spec, [train_stage(spec, rendezvous_port(spec))], backend=NAME)
+
+
+backend = Backend(name=NAME, render=render)

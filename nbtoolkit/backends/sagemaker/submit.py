@@ -10,8 +10,8 @@ import logging
 import shutil
 from pathlib import Path
 
-from nbtoolkit.remote.aws_errors import NO_REGION, explain
-from nbtoolkit.remote.sagemaker_job import CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE, TrainingJob
+from nbtoolkit.backends.sagemaker.aws_errors import NO_REGION, explain
+from nbtoolkit.backends.sagemaker.job import CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE, TrainingJob
 
 
 

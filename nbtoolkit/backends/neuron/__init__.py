@@ -13,8 +13,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from nbtoolkit.backends import LaunchError
-from nbtoolkit.backends.launch import Launch, Stage
+from nbtoolkit.backends import Backend, LaunchError
+from nbtoolkit.launches import Launch, Stage
 from nbtoolkit.backends.program import program_args
 from nbtoolkit.backends.torchrun import rendezvous_port, torchrun_argv, torchrun_launch, train_stage
 from nbtoolkit.spec import RunSpec
@@ -101,3 +101,6 @@ def preflight(spec: RunSpec) -> None:
     if cores is not None and spec.hardware.devices > cores:
         raise LaunchError(f"hardware.devices {spec.hardware.devices} is more workers than the {cores} NeuronCores "
                           f"neuron-ls shows here; use at most {cores}")
+
+
+backend = Backend(name=NAME, render=render, preflight=preflight)

@@ -1,0 +1,112 @@
+"""The house's layering, read from the source: the core imports no backend and no view, a backend
+imports no view and no other backend's insides, and the training program knows only the spec and
+the runtime contract. Every import counts, also those inside functions."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "nbtoolkit"
+VIEWS = ("nbtoolkit.notebook", "nbtoolkit.server", "nbtoolkit.cli")
+REGISTRY = "nbtoolkit.backends"
+#: the package root holds the Jupyter/IPython entry points and provides the notebook views to the core
+ENTRY_POINTS = "nbtoolkit"
+#: what the training program (python -m nbtoolkit.train, run inside every launch) must not know: it reads
+#: the spec and the runtime contract (nbtoolkit.runtime) and writes metrics, whoever launched it
+TRAINING_PROGRAM_IGNORES = ("nbtoolkit.jobs", "nbtoolkit.api", "nbtoolkit.planner", REGISTRY)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path, source: str | None = None) -> set[str]:
+    """Every nbtoolkit module `path` imports: `from a.b import c` counts as a.b.c when c is a module, else a.b."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if is_module(candidate) else base)
+    return {name for name in found if name == "nbtoolkit" or name.startswith("nbtoolkit.")}
+
+
+def is_module(name: str) -> bool:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def backend_of(name: str) -> str | None:
+    """`nbtoolkit.backends.sagemaker.job` -> `nbtoolkit.backends.sagemaker`; the registry's own modules -> None."""
+    parts = name.split(".")
+    if len(parts) < 3 or parts[:2] != ["nbtoolkit", "backends"] or not is_package(".".join(parts[:3])):
+        return None
+    return ".".join(parts[:3])
+
+
+def is_package(name: str) -> bool:
+    return (PACKAGE.parent.joinpath(*name.split(".")) / "__init__.py").is_file()
+
+
+MODULES = {module_name(path): imported(path) for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def problems(rule) -> list[str]:
+    return [f"{module} imports {target}" for module, targets in MODULES.items() for target in sorted(targets)
+            if rule(module, target)]
+
+
+def core(module: str) -> bool:
+    return module != ENTRY_POINTS and not within(module, REGISTRY) and not any(within(module, view) for view in VIEWS)
+
+
+def test_the_layering_reads_every_module_and_its_imports():
+    assert {"nbtoolkit.api", "nbtoolkit.backends.sagemaker.follow", "nbtoolkit.train.program"} <= set(MODULES)
+    assert "nbtoolkit.spec" in MODULES["nbtoolkit.api"] and "nbtoolkit.launches" in MODULES["nbtoolkit.jobs.supervisor"]
+
+
+def test_the_core_imports_no_backend_only_the_registry():
+    assert problems(lambda module, target: core(module) and backend_of(target) is not None) == []
+
+
+def test_the_core_and_the_backends_import_no_view():
+    assert problems(lambda module, target: not any(within(module, view) for view in VIEWS) and module != ENTRY_POINTS
+                    and any(within(target, view) for view in VIEWS)) == []
+
+
+def test_a_backend_imports_another_backend_only_by_its_public_package():
+    def reaches_inside(module: str, target: str) -> bool:
+        mine, theirs = backend_of(module), backend_of(target)
+        return mine is not None and theirs not in (None, mine) and target != theirs
+    assert problems(reaches_inside) == []
+
+
+def test_the_training_program_knows_no_launcher_no_store_and_no_view():
+    assert problems(lambda module, target: within(module, "nbtoolkit.train")
+                    and any(within(target, other) for other in (*TRAINING_PROGRAM_IGNORES, *VIEWS))) == []
+
+
+@pytest.mark.parametrize("source, found", [
+    ("from nbtoolkit.backends.sagemaker import job\n", {"nbtoolkit.backends.sagemaker.job"}),
+    ("from nbtoolkit.backends.sagemaker import LaunchError\n", {"nbtoolkit.backends.sagemaker"}),
+    ("def later():\n    from nbtoolkit.notebook.charts import live_chart\n", {"nbtoolkit.notebook.charts"}),
+    ("import nbtoolkit.jobs.store as store\n", {"nbtoolkit.jobs.store"}),
+    ("from ..backends import program\n", {"nbtoolkit.backends.program"}),
+])
+def test_imports_are_found_also_inside_functions_and_relative(source, found):
+    assert imported(PACKAGE / "metrics" / "series.py", source) == found
