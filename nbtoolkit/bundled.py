@@ -21,7 +21,7 @@ class TinyModel(NamedTuple):
     sizes: dict[str, int]
 
 
-#: bundled tiny models (train in seconds on CPU); the spec's BUNDLED_MODELS picks one per task
+#: bundled tiny models (train in seconds on CPU); the task registry (nbtoolkit.tasks) names one per task
 TINY_MODELS: dict[str, TinyModel] = {
     "nbtoolkit/tiny-bert": TinyModel("wordpiece", "bert", dict(
         hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, max_position_embeddings=512)),

@@ -21,8 +21,8 @@ from typing import Any
 
 from nbtoolkit.bundled import ASSETS, TINY_MODELS, bundled_files
 from nbtoolkit.planner.shapes import BERT_LIKE, T5_LIKE, ModelShapeError, model_config_fields
-from nbtoolkit.spec import BUNDLED_MODELS, RunSpec, SpecError, load_spec, safe_name
-from nbtoolkit.tasks import columns_used
+from nbtoolkit.spec import RunSpec, SpecError, load_spec, safe_name
+from nbtoolkit.tasks import TASKS, columns_used
 
 #: ranks this machine runs at once (gloo on CPU): wider runs are rehearsed narrower, in the same shape
 MAX_RANKS = 8
@@ -192,7 +192,7 @@ def _tiny_model(spec: RunSpec, notes: list[str]) -> tuple[str, dict[str, Any], s
     try:
         config, _ = model_config_fields(spec.model_name)
     except ModelShapeError:
-        bundled = BUNDLED_MODELS[spec.task]
+        bundled = TASKS[spec.task].bundled_model
         notes.append(f"no config of {spec.model_name} is available offline: the bundled {bundled} stands in")
         config = {"model_type": TINY_MODELS[bundled].model_type}
     config = {key: value for key, value in config.items() if key not in ("canonical", "aliases")}
@@ -226,9 +226,7 @@ def _samples(spec: RunSpec, notes: list[str]) -> dict[str, list[dict[str, Any]]]
 
 
 def _bundled_column(task: str, field: str) -> str | None:
-    from nbtoolkit.tasks import COLUMNS
-
-    return COLUMNS[task].get(field)
+    return TASKS[task].columns.get(field)
 
 
 def _rows(path: Path, count: int) -> list[dict[str, Any]]:

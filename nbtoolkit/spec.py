@@ -17,23 +17,14 @@ from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandle
                       model_serializer, model_validator)
 
 from nbtoolkit import catalog
+from nbtoolkit.tasks import TASK_NAMES, TASKS
 
-Task = Literal["text-classification", "summarization", "question-answering", "causal-lm"]
-TASKS: tuple[str, ...] = Task.__args__
+Task = Literal[TASK_NAMES]
 Strategy = Literal["none", "ddp", "deepspeed", "smddp", "smp", "xla"]
 Precision = Literal["fp32", "bf16", "fp16"]
 Compile = Literal["none", "torch", "neuron"]
 Offload = Literal["none", "cpu", "nvme"]
 Tracker = Literal["tensorboard", "mlflow", "wandb", "trackio"]
-
-#: The model each task uses when the spec names none: built at run time from a bundled config.
-BUNDLED_MODELS: dict[str, str] = {
-    "text-classification": "nbtoolkit/tiny-bert",
-    "question-answering": "nbtoolkit/tiny-bert",
-    "summarization": "nbtoolkit/tiny-t5",
-    "causal-lm": "nbtoolkit/tiny-gpt2",
-}
-
 
 #: The DeepSpeed configs of the FLAN-T5 XL/XXL tutorial, by file name: where each offloads
 #: (ZeRO-3 all). Names ending in _bf16 train in bf16; the others in fp16 (GPU) or fp32.
@@ -449,21 +440,6 @@ class RunSpec(_Part):
                 f"parallelism.strategy '{par.strategy}' runs only on SageMaker (hardware.target is '{hw.target}'); "
                 "use ddp or deepspeed locally"
             )
-        if hw.target == "sagemaker":
-            if self.sagemaker is None or not self.sagemaker.role:
-                raise ValueError(
-                    "sagemaker.role is missing; a SageMaker target needs an IAM role ARN "
-                    "(arn:aws:iam::<account>:role/<name>)"
-                )
-            if not hw.instance_type:
-                raise ValueError(
-                    "hardware.instance_type is missing; a SageMaker target needs one, e.g. ml.g5.2xlarge"
-                )
-            if not hw.instance_type.startswith("ml."):
-                raise ValueError(
-                    f"hardware.instance_type '{hw.instance_type}' is not a SageMaker instance type; "
-                    f"SageMaker types start with 'ml.', e.g. ml.{hw.instance_type}"
-                )
         if hw.accelerator == "cpu" and self.precision == "fp16":
             raise ValueError("precision 'fp16' needs a cuda or neuron accelerator; use bf16 or fp32 on cpu")
         single = self.launcher in ("local",)
@@ -508,6 +484,11 @@ class RunSpec(_Part):
                              "script at its budget yourself, or remove train.budget_usd")
         if self.resume is not None and self.resume != "latest" and not self.resume.strip():
             raise ValueError("resume must be 'latest' or a checkpoint directory")
+        from nbtoolkit.backends import problem  # the backend's own rules (the registry imports this module)
+
+        found = problem(self)
+        if found:
+            raise ValueError(found)
         for message in spec_warnings(self):
             warnings.warn(message, SpecWarning, stacklevel=2)
         return self
@@ -517,7 +498,7 @@ class RunSpec(_Part):
     @property
     def model_name(self) -> str:
         """The model to load: the spec's, or the bundled tiny model for the task."""
-        return self.model or BUNDLED_MODELS[self.task]
+        return self.model or TASKS[self.task].bundled_model
 
     @property
     def display_name(self) -> str:

@@ -10,7 +10,8 @@ from IPython.core.error import UsageError
 
 from nbtoolkit.notebook.form import FIELDS, SpecForm
 from nbtoolkit.notebook.preview import quiet_load
-from nbtoolkit.spec import TASKS, RunSpec, SpecError, load_spec
+from nbtoolkit.spec import RunSpec, SpecError, load_spec
+from nbtoolkit.tasks import TASK_NAMES
 from tests.conftest import SCRIPTS
 from tests.test_jobs import wait_for
 
@@ -27,7 +28,7 @@ def tab(form: SpecForm, title: str) -> str:
 
 def test_an_empty_form_holds_the_spec_defaults():
     form = SpecForm()
-    assert form.spec == RunSpec(task=TASKS[0]) and form.error is None
+    assert form.spec == RunSpec(task=TASK_NAMES[0]) and form.error is None
     assert "valid spec" in form.status.value and not form.launch_button.disabled
     assert "task: text-classification" in tab(form, "Spec (YAML)")
     assert "-m nbtoolkit.train --spec spec.json" in tab(form, "Command")
@@ -140,7 +141,8 @@ def test_a_prefilled_spec_keeps_what_the_form_does_not_show(tmp_path):
     "--task text-classification --steps 40 --lr 0.003 --logging-steps 5 --name quick",
     "--task summarization --zero 3 --offload all --bf16 --nproc 2 --dataset data/train.jsonl --eval-file data/v.jsonl",
     "--task question-answering --target sagemaker --instance-type ml.p4d.24xlarge --strategy smddp --nodes 2 "
-    "--role arn:aws:iam::111122223333:role/sm --spot --set sagemaker.max_wait=90000 --dataset squad",
+    "--role arn:aws:iam::111122223333:role/sm --spot --set sagemaker.max_wait=90000 --dataset squad "
+    "--set sagemaker.image_uri=111122223333.dkr.ecr.us-east-1.amazonaws.com/hf-smddp:4.46",
     "--task causal-lm --compile --set dataset.pad_to_max_length=true --launcher torchrun --nproc 2 --strategy ddp",
     "--task causal-lm --lora 16 --set adapter.dropout=0.1 --set report_to=[tensorboard,mlflow]",
     "--task causal-lm --instance-type g5.2xlarge --accelerator cuda --budget-usd 20",

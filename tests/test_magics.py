@@ -40,11 +40,11 @@ def dry_run(shell, line: str, cell: str | None = None):
     ("--task causal-lm --compile --set dataset.pad_to_max_length=true --set extra.lr_scheduler_type=cosine",
      {"task": "causal-lm", "compile": "torch", "dataset": {"pad_to_max_length": True},
       "extra": {"lr_scheduler_type": "cosine"}}),
-    ("--task question-answering --target sagemaker --instance-type ml.g5.2xlarge --strategy smddp "
+    ("--task question-answering --target sagemaker --instance-type ml.g5.2xlarge --strategy ddp "
      "--role arn:aws:iam::111122223333:role/sm --spot",
      {"task": "question-answering", "hardware": {"target": "sagemaker", "accelerator": "cuda", "devices": 1,
                                                  "instance_type": "ml.g5.2xlarge"},
-      "parallelism": {"strategy": "smddp"},
+      "parallelism": {"strategy": "ddp"},
       "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm", "spot": True}}),
 ])
 def test_flags_map_onto_the_spec(shell, line, expected):

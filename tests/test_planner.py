@@ -177,15 +177,15 @@ def test_planned_lora_parameters_are_what_peft_trains(task):
     from nbtoolkit.adapters import default_target_modules
     from nbtoolkit.planner import memory
     from nbtoolkit.planner.shapes import model_shape
-    from nbtoolkit.spec import BUNDLED_MODELS
+    from nbtoolkit.tasks import TASKS
     from nbtoolkit.train.adapters import auto_class
     from nbtoolkit.train.models import model_config
 
-    config = model_config(BUNDLED_MODELS[task])
+    config = model_config(TASKS[task].bundled_model)
     targets = default_target_modules(config.model_type)
     model = get_peft_model(auto_class(task).from_config(config), LoraConfig(r=4, target_modules=list(targets)))
     trained = sum(p.numel() for name, p in model.named_parameters() if p.requires_grad and "lora_" in name)
-    assert memory.lora_params(model_shape(BUNDLED_MODELS[task]), 4, targets) == trained
+    assert memory.lora_params(model_shape(TASKS[task].bundled_model), 4, targets) == trained
 
 
 def test_adapters_doc_is_the_commands_output():

@@ -52,8 +52,8 @@ def test_a_sagemaker_job_is_rehearsed_as_its_instances_on_loopback():
     smddp = {"task": "question-answering", "model": "bert-large-uncased",
              "hardware": {"target": "sagemaker", "instance_type": "ml.p4d.24xlarge", "nodes": 2},
              "parallelism": {"strategy": "smddp"},
-             "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm", "transformers_version": "4.36.0",
-                           "pytorch_version": "2.1.0"}}
+             "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm",
+                           "image_uri": "111122223333.dkr.ecr.us-east-1.amazonaws.com/hf-smddp:4.46"}}
     plan = rehearsal(smddp)
     assert [(spec["hardware"]["nodes"], spec["hardware"]["devices"]) for spec in plan.specs] == [(2, 4), (2, 4)]
     assert plan.specs[0]["parallelism"]["strategy"] == "ddp" and "sagemaker" not in plan.specs[0]

@@ -10,11 +10,11 @@ import subprocess
 import pytest
 
 from nbtoolkit.backends import LaunchError, backend_name, preflight, render
-from nbtoolkit.metrics.parse import LogParser
 from nbtoolkit.backends.sagemaker.follow import cost_facts, not_resumable_message
 from nbtoolkit.backends.sagemaker.job import (CODE_DIR, DEFAULT_VERSIONS, ENTRY_SCRIPT, JOB_FILE, SMDDP_ENV, TrainingJob,
                                             script_hyperparameters, training_job)
-from nbtoolkit.spec import load_spec
+from nbtoolkit.metrics.parse import LogParser
+from nbtoolkit.spec import SpecError, load_spec
 from tests.conftest import DATA, PYTHON
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker"
@@ -118,9 +118,10 @@ def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cac
     ({"parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
      "parallelism.strategy 'deepspeed' is not offered on SageMaker"),
 ])
-def test_what_sagemaker_cannot_run_is_one_sentence(changes, sentence):
-    with pytest.raises(LaunchError) as raised:
-        render(sagemaker_spec(**changes))
+def test_what_sagemaker_cannot_run_is_one_sentence_as_the_spec_is_built(changes, sentence):
+    """The SageMaker backend's rules run when the spec is built, so the form shows them, not only the Command tab."""
+    with pytest.raises(SpecError) as raised:
+        sagemaker_spec(**changes)
     message = str(raised.value)
     assert message.startswith(sentence) and "\n" not in message
 
@@ -130,9 +131,9 @@ def test_model_parallel_needs_a_script_that_starts_smp_v2(tmp_path):
     glue, smp = tmp_path / "run_glue.py", tmp_path / "train_smp.py"
     glue.write_text("from transformers import Trainer\n# see torch.sagemaker docs\ntrainer = Trainer()\n")
     smp.write_text("import torch\nimport torch.sagemaker as tsm\n\ntsm.init()\n")
-    with pytest.raises(LaunchError, match=r"^parallelism.strategy 'smp' needs a script that initialises SageMaker "
-                                          r"model parallel v2 .*, but run_glue.py never imports torch.sagemaker"):
-        render(sagemaker_spec(parallelism={"strategy": "smp"}, script={"path": str(glue)}))
+    with pytest.raises(SpecError, match=r"^parallelism.strategy 'smp' needs a script that initialises SageMaker "
+                                        r"model parallel v2 .*, but run_glue.py never imports torch.sagemaker"):
+        sagemaker_spec(parallelism={"strategy": "smp"}, script={"path": str(glue)})
     assert training_job(sagemaker_spec(parallelism={"strategy": "smp"}, script={"path": str(smp)})).smp
 
 

@@ -16,7 +16,7 @@ from nbtoolkit.backends import LaunchError
 from nbtoolkit.cli import main
 from nbtoolkit.jobs import JobStore
 from nbtoolkit.checkpoints import checkpoint_step, last_checkpoint
-from nbtoolkit.spec import BUNDLED_MODELS
+from nbtoolkit.tasks import TASKS
 
 TRAIN = {"max_steps": 30, "batch_size": 8, "learning_rate": 0.003, "logging_steps": 10, "eval_on_start": True}
 #: task -> (spec changes, the eval metrics it must report)
@@ -50,7 +50,7 @@ def task_jobs(tmp_path_factory) -> dict[str, Job]:
 def test_task_fine_tunes_its_bundled_model(task_jobs, task):
     job = task_jobs[task]
     assert job.status == "succeeded", job.logs(tail=30)
-    assert f"model {BUNDLED_MODELS[task]}" in job.logs()
+    assert f"model {TASKS[task].bundled_model}" in job.logs()
     records = job.records()
     train = [r for r in records if r["kind"] == "train"]
     evals = [r for r in records if r["kind"] == "eval"]

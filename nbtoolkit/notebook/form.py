@@ -27,8 +27,8 @@ from nbtoolkit.backends import LaunchError
 from nbtoolkit.notebook.preview import pre, preview, quiet_load
 from nbtoolkit.notebook.spec_fields import (choices, default, describe, get_value, named_fields, optional,
                                             remove_value, set_value, value_type)
-from nbtoolkit.spec import TASKS, HardwareSpec, RunSpec, SpecError
-from nbtoolkit.tasks import COLUMNS
+from nbtoolkit.spec import HardwareSpec, RunSpec, SpecError
+from nbtoolkit.tasks import TASK_NAMES, TASKS
 
 Values = Mapping[str, Any]
 #: a form-only choice (not a spec field): where the examples come from
@@ -55,7 +55,7 @@ def when(path: str, *allowed: Any) -> Callable[[Values], bool]:
 
 
 def column_for(field: str) -> Callable[[Values], bool]:
-    return lambda values: field in COLUMNS.get(values.get("task"), {})
+    return lambda values: values.get("task") in TASKS and field in TASKS[values["task"]].columns
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ def _initial(data: Mapping[str, Any], path: str) -> Any:
         return get_value(data, "adapter.type", missing="lora") if get_value(data, "adapter") is not None else "none"
     value = get_value(data, path, missing=default(path))
     if path == "task" and value is None:
-        return TASKS[0]
+        return TASK_NAMES[0]
     return value
 
 

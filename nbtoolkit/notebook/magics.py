@@ -20,7 +20,8 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
-from nbtoolkit.spec import TASKS, SpecError, load_spec, merged
+from nbtoolkit.spec import SpecError, load_spec, merged
+from nbtoolkit.tasks import TASK_NAMES
 from nbtoolkit.trackers import describe as describe_trackers
 
 #: module -> IPython Magics class registered by `%load_ext nbtoolkit`
@@ -114,7 +115,7 @@ class FinetuneMagics(Magics):
     @magic_arguments()
     @argument("--spec", metavar="FILE", help="start from this spec file (YAML or JSON); flags override it")
     @argument("--name", help="a name for the run (default: task-model)")
-    @argument("--task", choices=TASKS, help="what to fine-tune for")
+    @argument("--task", choices=TASK_NAMES, help="what to fine-tune for")
     @argument("--model", help="hub id or local path (default: the bundled tiny model for the task)")
     @argument("--dataset", metavar="NAME_OR_FILE",
               help="a hub dataset id, or a local .jsonl/.json/.csv/.parquet file for the train split "

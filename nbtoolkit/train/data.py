@@ -10,7 +10,7 @@ from datasets.exceptions import DatasetNotFoundError
 
 from nbtoolkit.bundled import bundled_files
 from nbtoolkit.spec import RunSpec
-from nbtoolkit.tasks import COLUMNS
+from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.errors import TrainError
 
 FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -80,7 +80,7 @@ def _split(splits: DatasetDict, name: str, limit: int | None) -> Dataset:
 def column(spec: RunSpec, dataset: Dataset, field: str) -> str:
     """The column a spec field names (or the task's default, nbtoolkit.tasks), checked against the data."""
     data = spec.dataset
-    name = getattr(data, field) or COLUMNS[spec.task][field]
+    name = getattr(data, field) or TASKS[spec.task].columns[field]
     if name not in dataset.column_names:
         raise TrainError(
             f"dataset.{field} '{name}' is not a column of the data; its columns are {', '.join(dataset.column_names)}"

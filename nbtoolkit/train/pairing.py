@@ -6,16 +6,9 @@ transformers with a traceback; here it is one sentence naming the model, its kin
 
 from __future__ import annotations
 
-from nbtoolkit.spec import BUNDLED_MODELS, RunSpec
+from nbtoolkit.spec import RunSpec
+from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.errors import TrainError
-
-#: what each task needs, in words, with a model that has it
-NEEDS = {
-    "text-classification": "a model with a sequence-classification head (BERT, RoBERTa, DistilBERT, ...)",
-    "question-answering": "a model with an extractive question-answering head (BERT, RoBERTa, DistilBERT, ...)",
-    "summarization": "an encoder-decoder (sequence-to-sequence) model such as t5, flan-t5 or bart",
-    "causal-lm": "a decoder-only language model such as gpt2, llama or qwen2",
-}
 
 
 def model_kind(config) -> str:
@@ -30,25 +23,26 @@ def model_kind(config) -> str:
     return "encoder-only"
 
 
-def suits(task: str, config) -> bool:
+def has_head(head: str, config) -> bool:
+    """Can a model of this config carry the head (a task registry's `head`)?"""
     from transformers.models.auto import modeling_auto as auto
 
     kind = model_kind(config)
-    if task == "summarization":
-        return kind == "encoder-decoder" and config.model_type in auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
-    if task == "causal-lm":
-        return kind == "decoder-only"
-    if task == "question-answering":
-        return config.model_type in auto.MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES
-    return config.model_type in auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
+    found = {
+        "seq2seq": lambda: kind == "encoder-decoder" and config.model_type in auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+        "causal-lm": lambda: kind == "decoder-only",
+        "question-answering": lambda: config.model_type in auto.MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES,
+        "sequence-classification": lambda: config.model_type in auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
+    }
+    return found[head]()
 
 
 def check_pairing(spec: RunSpec, config) -> None:
     """Raise TrainError with one sentence if the model cannot do the spec's task."""
-    if suits(spec.task, config):
+    task = TASKS[spec.task]
+    if has_head(task.head, config):
         return
     raise TrainError(
         f"model '{spec.model_name}' is a {config.model_type} {model_kind(config)} model, but task '{spec.task}' "
-        f"needs {NEEDS[spec.task]}; choose such a model, or leave model empty for the bundled "
-        f"{BUNDLED_MODELS[spec.task]}"
+        f"needs {task.needs}; choose such a model, or leave model empty for the bundled {task.bundled_model}"
     )

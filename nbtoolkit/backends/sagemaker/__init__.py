@@ -43,6 +43,23 @@ def notes(spec: RunSpec) -> list[str]:
     return found
 
 
+def validate(spec: RunSpec) -> str | None:
+    """A SageMaker spec's problem: what the job needs (a role, an ml. instance type) and what SageMaker offers."""
+    hardware = spec.hardware
+    if spec.sagemaker is None or not spec.sagemaker.role:
+        return "sagemaker.role is missing; a SageMaker target needs an IAM role ARN (arn:aws:iam::<account>:role/<name>)"
+    if not hardware.instance_type:
+        return "hardware.instance_type is missing; a SageMaker target needs one, e.g. ml.g5.2xlarge"
+    if not hardware.instance_type.startswith("ml."):
+        return (f"hardware.instance_type '{hardware.instance_type}' is not a SageMaker instance type; "
+                f"SageMaker types start with 'ml.', e.g. ml.{hardware.instance_type}")
+    try:
+        training_job(spec)
+    except SageMakerSetupError as exc:
+        return str(exc)
+    return None
+
+
 def render(spec: RunSpec) -> Launch:
     try:
         job = training_job(spec)
@@ -86,4 +103,5 @@ def preflight(spec: RunSpec) -> None:
     check_aws(spec.sagemaker.region)
 
 
-backend = Backend(name=NAME, render=render, target=NAME, preflight=preflight, attach=attach_launch)
+backend = Backend(name=NAME, render=render, target=NAME, validate=validate, preflight=preflight,
+                  attach=attach_launch)

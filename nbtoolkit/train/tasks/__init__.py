@@ -7,13 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-TASK_MODULES = {
-    "text-classification": "nbtoolkit.train.tasks.classification",
-    "summarization": "nbtoolkit.train.tasks.summarization",
-    "question-answering": "nbtoolkit.train.tasks.question_answering",
-    "causal-lm": "nbtoolkit.train.tasks.causal_lm",
-}
-
+from nbtoolkit.tasks import TASKS
 
 @dataclass
 class TaskSetup:
@@ -37,13 +31,9 @@ def is_qlora(spec) -> bool:
 
 def check_task(spec) -> None:
     """Fail in one sentence, before any data or weights load, if the model cannot do the task."""
-    from nbtoolkit.train.errors import TrainError
     from nbtoolkit.train.models import model_config
     from nbtoolkit.train.pairing import check_pairing
 
-    if spec.task not in TASK_MODULES:
-        raise TrainError(f"task '{spec.task}' is not supported by nbtoolkit.train yet; "
-                         f"supported: {', '.join(TASK_MODULES)}")
     config = model_config(spec.model_name)
     check_pairing(spec, config)
     if spec.adapter is not None:
@@ -53,4 +43,4 @@ def check_task(spec) -> None:
 
 
 def setup_task(spec, splits) -> TaskSetup:
-    return importlib.import_module(TASK_MODULES[spec.task]).setup(spec, splits)
+    return importlib.import_module(TASKS[spec.task].program).setup(spec, splits)
