@@ -187,6 +187,13 @@ def test_statuses_are_the_active_then_the_final_ones():
     assert STATUSES == ACTIVE + FINAL
 
 
+def test_a_status_shows_as_its_word():
+    from nbtoolkit.jobs.store import JobStatus
+
+    shown = (repr(JobStatus.SUCCEEDED), str(JobStatus.SUCCEEDED), f"{JobStatus.LOST}")
+    assert shown == ("'succeeded'", "succeeded", "lost")
+
+
 def test_nbtoolkit_jobs_lists_every_job_beside_one_bad_stored_value(store):
     from tests.test_cli import nbtoolkit
 

@@ -42,11 +42,13 @@ class JobStatus(StrEnum):
     STOPPED = "stopped"
     LOST = "lost"
 
+    def __repr__(self) -> str:
+        return repr(self.value)  # the word, as stored: a notebook's `job.wait()` shows 'succeeded'
+
 
 ACTIVE = (JobStatus.QUEUED, JobStatus.RUNNING)
 FINAL = tuple(status for status in JobStatus if status not in ACTIVE)
-#: every status as text, for choices and messages (a member's repr would name the class)
-STATUSES = tuple(status.value for status in JobStatus)
+STATUSES = tuple(JobStatus)
 LOG_FILE = "output.log"
 JOB_ID = re.compile(r"^[0-9a-f]{8}$")
 JOB_ID_PREFIX = re.compile(r"^[0-9a-f]{1,8}$")
@@ -371,7 +373,8 @@ def _json(text: Any, default: list | dict) -> Any:
 
 
 def _status(value: Any) -> JobStatus:
-    """A stored status; one this nbtoolkit does not know (a newer one wrote it) reads as lost: nothing here follows it."""
+    """A stored status; one this nbtoolkit does not know (a newer one wrote it) reads as lost: nothing here
+    follows it."""
     try:
         return JobStatus(value)
     except ValueError:
