@@ -3,13 +3,17 @@ generated from them (`make api-types`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import fields
+from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
 from nbtoolkit.jobs.listing import cost_usd, listing_row, projected_cost_usd, remaining_seconds
 from nbtoolkit.jobs.store import ACTIVE, JobRecord, JobStatus
 from nbtoolkit.metrics import budget
+
+#: the job row's columns: a body's field of the same name carries the column as stored
+_ROW_COLUMNS = {column.name for column in fields(JobRecord)}
 
 
 class Budget(BaseModel):
@@ -55,22 +59,15 @@ class JobSummary(BaseModel):
                                      "sparkline's points")
 
     @classmethod
-    def of(cls, record: JobRecord, loss_series: list[float]) -> JobSummary:
-        return cls(**cls._fields(record), loss_series=loss_series)
-
-    @staticmethod
-    def _fields(record: JobRecord) -> dict[str, Any]:
-        return {
-            "id": record.id, "name": record.name, "task": record.task, "backend": record.backend,
-            "status": record.status, "active": record.active, "stage": record.stage,
-            "display": {key: str(value) for key, value in listing_row(record).items()},
-            "step": record.step, "total_steps": record.total_steps, "loss": record.loss,
-            "samples_per_second": record.samples_per_second, "created": record.created,
-            "started": record.started, "ended": record.ended, "elapsed_seconds": record.elapsed,
-            "remaining_seconds": remaining_seconds(record), "cost_usd": cost_usd(record),
-            "projected_cost_usd": projected_cost_usd(record), "budget": budget_state(record),
-            "message": record.message,
-        }
+    def of(cls, record: JobRecord, loss_series: list[float], **facts: Any) -> Self:
+        """The body of one job: the row's columns this body names, as stored, what is worked out from them, and
+        `facts` (what the row does not hold)."""
+        stored = {name: getattr(record, name) for name in cls.model_fields if name in _ROW_COLUMNS}
+        return cls(**stored, active=record.active,
+                   display={key: str(value) for key, value in listing_row(record).items()},
+                   elapsed_seconds=record.elapsed, remaining_seconds=remaining_seconds(record),
+                   cost_usd=cost_usd(record), projected_cost_usd=projected_cost_usd(record),
+                   budget=budget_state(record), loss_series=loss_series, **facts)
 
 
 def budget_state(record: JobRecord) -> Budget | None:
@@ -94,13 +91,6 @@ class JobDetail(JobSummary):
     planned: list[str] = Field(description="the planner's forecast beside what the job measured, with the ratio "
                                            "(as `nbtoolkit show` prints it)")
     tracking: list[str] = Field(description="the run name and where each experiment tracker writes")
-
-    @classmethod
-    def of(cls, record: JobRecord, loss_series: list[float], *, planned: list[str],
-           tracking: list[str]) -> JobDetail:
-        return cls(**cls._fields(record), loss_series=loss_series, host=record.host, exit_code=record.exit_code,
-                   stages=record.stages, resumed_from=record.resumed_from, info=record.info, planned=planned,
-                   tracking=tracking)
 
 
 class JobList(BaseModel):
