@@ -9,7 +9,6 @@ import { components, paths } from './api.gen';
 
 type Schemas = components['schemas'];
 
-export type JobStatus = Schemas['JobStatus'];
 /** One row of the job list: the CLI's display strings plus the raw numbers the panel draws. */
 export type IJobSummary = Schemas['JobSummary'];
 export type IJobDetail = Schemas['JobDetail'];
