@@ -28,7 +28,7 @@ WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 CHROMIUM := /usr/bin/chromium
 SETUP_SECONDS := $(VENV)/.setup-seconds
 
-.PHONY: lock lock-check install deepspeed demo lab notebooks test-setup test clean
+.PHONY: lock lock-check install deepspeed demo lab notebooks api-types test-setup test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +88,12 @@ deepspeed: install
 # rebuild the panel when its sources change (the editable install builds it the first time)
 $(LAB_BUILT): $(LAB_SOURCES) | $(STAMP)
 	cd $(LAB) && $(WITH_VENV) jlpm build
+
+# the REST contract, regenerated after a change to the server's models or routes: openapi.yaml from them, then the
+# panel's TypeScript types (labextension/src/api.gen.ts) from it; tests fail while either committed file is stale
+api-types: | $(STAMP)
+	$(BIN)/python -m nbtoolkit.server.openapi --write
+	cd $(LAB) && $(WITH_VENV) jlpm api-types
 
 # the browser tests drive Debian's Chromium (Playwright's own browser downloads are not used)
 $(CHROMIUM):

@@ -14,7 +14,7 @@ from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
 from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
-from nbtoolkit.jobs.store import StoreError
+from nbtoolkit.jobs.store import STATUSES, JobStatus, StoreError
 from nbtoolkit.jobs.listing import format_table, listing_row
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
@@ -51,7 +51,7 @@ def follow(job: Job) -> int:
         return 130
     record = job.record
     print(f"job {record.id} {record.status}" + (f": {record.message}" if record.message else ""))
-    return 0 if record.status == "succeeded" else 1
+    return 0 if record.status == JobStatus.SUCCEEDED else 1
 
 
 def started(job: Job) -> None:
@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume_.set_defaults(handler=cmd_resume)
 
     listing = commands.add_parser("jobs", help="list jobs, newest first")
-    listing.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "stopped", "lost"])
+    listing.add_argument("--status", choices=STATUSES)
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(handler=cmd_jobs)

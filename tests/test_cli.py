@@ -64,6 +64,13 @@ def test_errors_are_one_line_and_exit_2(tmp_path, home):
     assert missing.returncode == 2 and missing.stderr.startswith("nbtoolkit: no job '0000ffff'")
 
 
+def test_an_unknown_status_filter_names_the_statuses_as_words(home):
+    refused = nbtoolkit("jobs", "--status", "paused", check=False)
+    assert refused.returncode == 2
+    assert refused.stderr.rstrip().endswith("invalid choice: 'paused' (choose from 'queued', 'running', 'succeeded', "
+                                            "'failed', 'stopped', 'lost')")
+
+
 def test_run_leaves_no_unclosed_file_and_a_reader_that_leaves_gets_no_traceback(tmp_path, home):
     script = tmp_path / "quick.py"
     script.write_text("print('done')\n")

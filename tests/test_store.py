@@ -166,6 +166,34 @@ def test_one_bad_stored_value_reads_as_empty_and_never_breaks_a_listing(store):
     assert (record.loss, record.step, record.info) == (None, None, {})
 
 
+def test_a_status_this_nbtoolkit_does_not_know_reads_as_lost_and_never_breaks_a_listing(store):
+    import sqlite3
+
+    from nbtoolkit.jobs.store import JobStatus
+
+    odd = store.create(name="odd", task="text-classification", backend="local")
+    store.create(name="fine", task="text-classification", backend="local")
+    with sqlite3.connect(store.db_path) as conn:  # as a newer nbtoolkit with another status might write it
+        conn.execute("UPDATE jobs SET status = 'paused' WHERE id = ?", (odd.id,))
+    assert {record.name: record.status for record in store.list()}["odd"] is JobStatus.LOST
+    assert store.get(odd.id).status is JobStatus.LOST
+
+
+def test_statuses_are_the_active_then_the_final_ones():
+    from nbtoolkit.jobs.store import ACTIVE, FINAL, STATUSES
+
+    assert ACTIVE == ("queued", "running")
+    assert FINAL == ("succeeded", "failed", "stopped", "lost")
+    assert STATUSES == ACTIVE + FINAL
+
+
+def test_a_status_shows_as_its_word():
+    from nbtoolkit.jobs.store import JobStatus
+
+    shown = (repr(JobStatus.SUCCEEDED), str(JobStatus.SUCCEEDED), f"{JobStatus.LOST}")
+    assert shown == ("'succeeded'", "succeeded", "lost")
+
+
 def test_nbtoolkit_jobs_lists_every_job_beside_one_bad_stored_value(store):
     from tests.test_cli import nbtoolkit
 

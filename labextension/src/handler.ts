@@ -1,104 +1,23 @@
 /**
- * The typed REST client of the nbtoolkit server extension (nbtoolkit/server/openapi.yaml).
+ * The typed REST client of the nbtoolkit server extension. Its types are api.gen.ts's, generated from
+ * nbtoolkit/server/openapi.yaml, itself generated from the server's models (`make api-types`).
  */
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-export type JobStatus =
-  | 'queued'
-  | 'running'
-  | 'succeeded'
-  | 'failed'
-  | 'stopped'
-  | 'lost';
+import { components, paths } from './api.gen';
+
+type Schemas = components['schemas'];
 
 /** One row of the job list: the CLI's display strings plus the raw numbers the panel draws. */
-export interface IJobSummary {
-  id: string;
-  name: string;
-  task: string;
-  backend: string;
-  status: JobStatus;
-  stage: string | null;
-  /** `nbtoolkit jobs` columns as text: progress, loss, samples/s, elapsed, remaining, cost, ... */
-  display: { [column: string]: string };
-  step: number | null;
-  total_steps: number | null;
-  loss: number | null;
-  samples_per_second: number | null;
-  created: number;
-  started: number | null;
-  ended: number | null;
-  elapsed_seconds: number | null;
-  remaining_seconds: number | null;
-  /** cost so far: a SageMaker job's from its billable time, else hourly price x elapsed */
-  cost_usd: number | null;
-  /** while running: cost so far plus the time left at the steady pace */
-  projected_cost_usd: number | null;
-  /** train.budget_usd's latest record, once the job has spent 90% of it */
-  budget: IBudget | null;
-  message: string | null;
-  loss_series: number[];
-}
-
-/** Where a job stands against its train.budget_usd: warning at 90%, stopped (with a checkpoint) at 100%. */
-export interface IBudget {
-  reached: 'warning' | 'stopped';
-  cost_usd: number;
-  budget_usd: number;
-  step: number;
-  /** `$0.09 of the $0.10 budget spent (90%) at step 12` */
-  summary: string;
-}
-
-export interface IJobDetail extends IJobSummary {
-  host: string;
-  exit_code: number | null;
-  stages: { [key: string]: unknown }[];
-  resumed_from: string | null;
-  info: { [key: string]: unknown };
-  /** The planner's forecast beside what the job measured, one line a quantity (as `nbtoolkit show`). */
-  planned: string[];
-  /** The run name and where each experiment tracker writes. */
-  tracking: string[];
-}
-
-export interface IJobList {
-  jobs: IJobSummary[];
-  total: number;
-  limit: number;
-  offset: number;
-}
-
+export type IJobSummary = Schemas['JobSummary'];
+export type IJobDetail = Schemas['JobDetail'];
+export type IJobList = Schemas['JobList'];
+export type IMetricsPage = Schemas['MetricsPage'];
 /** A metrics.jsonl record: time, step, kind, and whatever numbers the run logged. */
-export interface IMetricRecord {
-  step?: number;
-  kind?: string;
-  loss?: number;
-  samples_per_second?: number;
-  [key: string]: unknown;
-}
-
-export interface IMetricsPage {
-  records: IMetricRecord[];
-  since: number;
-  next: number;
-  status: JobStatus;
-}
-
-export interface ILogPage {
-  text: string;
-  offset: number;
-  next: number;
-  size: number;
-  status: JobStatus;
-}
-
-export interface IListOptions {
-  status?: JobStatus[];
-  limit?: number;
-  offset?: number;
-}
+export type IMetricRecord = IMetricsPage['records'][number];
+export type ILogPage = Schemas['LogPage'];
+export type IListOptions = NonNullable<paths['/jobs']['get']['parameters']['query']>;
 
 /** What the panel needs from the server; the panel's tests give it a fake. */
 export interface IJobsAPI {

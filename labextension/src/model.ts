@@ -5,13 +5,7 @@
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import {
-  IJobDetail,
-  IJobsAPI,
-  IJobSummary,
-  IMetricRecord,
-  JobStatus
-} from './handler';
+import { IJobDetail, IJobsAPI, IJobSummary, IMetricRecord } from './handler';
 
 export interface IRefreshSettings {
   /** Milliseconds between polls while a job is queued or running. */
@@ -34,10 +28,6 @@ export const LOG_KEEP_CHARS = 256 * 1024;
 export interface IPoint {
   x: number;
   y: number;
-}
-
-export function isActive(job: { status: JobStatus }): boolean {
-  return job.status === 'queued' || job.status === 'running';
 }
 
 /**
@@ -215,7 +205,7 @@ export class JobsModel extends ServerState<IJobListState> {
     const print = fingerprint(page.jobs);
     const changed = print !== this._fingerprint;
     this._fingerprint = print;
-    this._interval = nextInterval(this._interval, this._settings, page.jobs.some(isActive), changed);
+    this._interval = nextInterval(this._interval, this._settings, page.jobs.some(job => job.active), changed);
     return { jobs: page.jobs, total: page.total, loaded: true, error: null };
   }
 
@@ -277,7 +267,7 @@ export class JobFollower extends ServerState<IFollowedJob> {
       records: metrics.records.length ? [...state.records, ...metrics.records] : state.records,
       log: trimLog(state.log + log.text),
       error: null,
-      done: !isActive(job) && !metrics.records.length && !log.text
+      done: !job.active && !metrics.records.length && !log.text
     };
   }
 

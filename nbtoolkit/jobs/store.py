@@ -23,6 +23,7 @@ import typing
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,24 @@ import psutil
 from nbtoolkit.jobs.lock import held
 from nbtoolkit.runtime import default_home
 
-ACTIVE = ("queued", "running")
-FINAL = ("succeeded", "failed", "stopped", "lost")
-STATUSES = ACTIVE + FINAL
+
+class JobStatus(StrEnum):
+    """Where a job is in its life: queued and running are active; succeeded, failed, stopped and lost are final."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    LOST = "lost"
+
+    def __repr__(self) -> str:
+        return repr(self.value)  # the word, as stored: a notebook's `job.wait()` shows 'succeeded'
+
+
+ACTIVE = (JobStatus.QUEUED, JobStatus.RUNNING)
+FINAL = tuple(status for status in JobStatus if status not in ACTIVE)
+STATUSES = tuple(JobStatus)
 LOG_FILE = "output.log"
 JOB_ID = re.compile(r"^[0-9a-f]{8}$")
 JOB_ID_PREFIX = re.compile(r"^[0-9a-f]{1,8}$")
@@ -101,7 +117,7 @@ class JobRecord:
     name: str
     task: str
     backend: str
-    status: str
+    status: JobStatus
     created: float
     host: str
     started: float | None = None
@@ -207,7 +223,7 @@ class JobStore:
 
     def create(self, *, name: str, task: str, backend: str, resumed_from: str | None = None,
                info: dict[str, Any] | None = None) -> JobRecord:
-        record = JobRecord(id=secrets.token_hex(4), name=name, task=task, backend=backend, status="queued",
+        record = JobRecord(id=secrets.token_hex(4), name=name, task=task, backend=backend, status=JobStatus.QUEUED,
                            created=time.time(), host=this_host(), resumed_from=resumed_from,
                            info=info or {})
         row = record.to_dict()
@@ -289,7 +305,7 @@ class JobStore:
         """Whether the job's supervisor lives: its lock is held (any host sharing the folder), or,
         before it has taken the lock, it is still starting."""
         locked = held(self.job_dir(record.id))
-        if locked or (locked is False and record.status == "running"):
+        if locked or (locked is False and record.status == JobStatus.RUNNING):
             return bool(locked)  # a running job's supervisor took the lock: it lives exactly as long as the lock
         # no supervisor holds it yet (starting, or from before the lock): its pid on this host, else the grace
         if record.supervisor_pid is not None and record.host == this_host():
@@ -302,8 +318,8 @@ class JobStore:
             return record
         message = "the job's supervisor process is gone (killed, or the machine restarted); its logs and metrics are kept"
         ended = time.time()
-        if self.update(record.id, only_if_status=ACTIVE, status="lost", ended=ended, message=message):
-            record.status, record.message, record.ended = "lost", message, ended
+        if self.update(record.id, only_if_status=ACTIVE, status=JobStatus.LOST, ended=ended, message=message):
+            record.status, record.message, record.ended = JobStatus.LOST, message, ended
             return record
         return self.get(record.id)
 
@@ -348,11 +364,21 @@ def _json(text: Any, default: list | dict) -> Any:
     return value if isinstance(value, type(default)) else default
 
 
+def _status(value: Any) -> JobStatus:
+    """A stored status; one this nbtoolkit does not know (a newer one wrote it) reads as lost: nothing here
+    follows it."""
+    try:
+        return JobStatus(value)
+    except ValueError:
+        return JobStatus.LOST
+
+
 def _record(row: sqlite3.Row) -> JobRecord:
     """A row as a JobRecord; one bad stored value reads as empty, so one job never breaks a listing."""
     data = dict(row)
     for column, kind in _NUMBER_COLUMNS.items():
         data[column] = _number(data[column], kind)
     data["created"] = data["created"] or 0.0
+    data["status"] = _status(data["status"])
     data["stages"], data["info"] = _json(data["stages"], []), _json(data["info"], {})
     return JobRecord(**data)

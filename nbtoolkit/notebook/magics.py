@@ -19,6 +19,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from nbtoolkit.jobs.store import STATUSES, JobStatus
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
 from nbtoolkit.spec import SpecError, load_spec, merged
 from nbtoolkit.tasks import TASK_NAMES
@@ -201,7 +202,7 @@ class FinetuneMagics(Magics):
         return job
 
     @magic_arguments()
-    @argument("--status", choices=("queued", "running", "succeeded", "failed", "stopped", "lost"))
+    @argument("--status", choices=STATUSES)
     @argument("--limit", type=int, default=20, help="at most this many, newest first (default 20)")
     @line_magic
     def jobs(self, line: str):
@@ -242,7 +243,7 @@ class FinetuneMagics(Magics):
         for tracked in describe_trackers(job.spec, job.dir):
             print(f"tracking: {tracked}")
         job.chart(log_scale=args.log_scale)
-        if job.status == "succeeded":
+        if job.status == JobStatus.SUCCEEDED:
             display(job.try_it())
         print(f"--- last {args.tail} lines of {job.dir / 'output.log'}\n{job.logs(tail=args.tail)}")
 

@@ -1,6 +1,7 @@
 """Jupyter server extension: the REST API over the job store that the JupyterLab job panel reads.
 
-Enabled on install by jupyter-config/server-config/nbtoolkit.json; the contract is openapi.yaml.
+Enabled on install by jupyter-config/server-config/nbtoolkit.json; the contract is openapi.yaml, generated from the
+response models and routes (openapi.py).
 """
 
 from __future__ import annotations

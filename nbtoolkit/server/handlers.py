@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from tornado import web
 
 from nbtoolkit.jobs.store import JobNotFound
+from nbtoolkit.server.models import ErrorMessage
 from nbtoolkit.server.service import LIST_LIMIT_DEFAULT, LOG_LIMIT_DEFAULT, InvalidRequest, JobsService
 
 #: what a jupyter_server Authorizer is asked about for every nbtoolkit API call
@@ -50,7 +51,8 @@ class JobsAPIHandler(APIHandler):
         if status is None:
             return super().write_error(status_code, **kwargs)
         self.set_status(status)
-        self.finish({"message": str(kwargs["exc_info"][1])})
+        self.set_header("Content-Type", "application/json")
+        self.finish(ErrorMessage(message=str(kwargs["exc_info"][1])).model_dump_json())
 
     def log_exception(self, typ, value, tb) -> None:
         if _api_error_status(value) is None:  # a request the API refuses is no server fault

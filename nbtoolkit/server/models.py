@@ -1,14 +1,31 @@
-"""The REST API's response bodies (pydantic): what the sidebar panel reads. openapi.yaml documents them."""
+"""The REST API's bodies (pydantic): what the sidebar panel reads. openapi.yaml and the panel's TypeScript types are
+generated from them (`make api-types`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import fields
+from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
 from nbtoolkit.jobs.listing import cost_usd, listing_row, projected_cost_usd, remaining_seconds
-from nbtoolkit.jobs.store import JobRecord
+from nbtoolkit.jobs.store import ACTIVE, JobRecord, JobStatus
 from nbtoolkit.metrics import budget
+
+#: the job row's columns: a body's field of the same name carries the column as stored
+_ROW_COLUMNS = {column.name for column in fields(JobRecord)}
+
+
+class Budget(BaseModel):
+    """train.budget_usd's latest record: warning at 90% spent, stopped at 100% (a checkpoint saved, training ended)."""
+
+    reached: str = Field(description="warning or stopped")
+    cost_usd: float = Field(description="the cost when the job last checked its budget")
+    budget_usd: float
+    step: int
+    time: float
+    kind: str
+    summary: str = Field(description="`$0.09 of the $0.10 budget spent (90%) at step 12`")
 
 
 class JobSummary(BaseModel):
@@ -17,51 +34,47 @@ class JobSummary(BaseModel):
     id: str
     name: str
     task: str
-    backend: str
-    status: str
-    stage: str | None
+    backend: str = Field(description="the launcher: local, torchrun, deepspeed, neuron, sagemaker")
+    status: JobStatus
+    active: bool = Field(description=f"whether the job is {' or '.join(ACTIVE)}: it may still change")
+    stage: str | None = Field(description="the running stage, e.g. train or compile")
     display: dict[str, str] = Field(description="the columns `nbtoolkit jobs` and %jobs show, as text")
     step: int | None
     total_steps: int | None
-    loss: float | None
-    samples_per_second: float | None
-    created: float
+    loss: float | None = Field(description="last train loss")
+    samples_per_second: float | None = Field(description="throughput of the last logging window")
+    created: float = Field(description="Unix time")
     started: float | None
     ended: float | None
     elapsed_seconds: float | None
-    remaining_seconds: float | None
-    cost_usd: float | None = Field(description="cost so far (from billable time on SageMaker)")
-    projected_cost_usd: float | None = Field(description="while running: cost so far plus the steps left at the "
-                                             "measured steady pace")
-    budget: dict[str, Any] | None = Field(description="train.budget_usd's state: budget_usd, cost_usd when the "
-                                          "job last checked it, and reached: 'warning' (90%) or 'stopped' (100%)")
-    message: str | None
-    loss_series: list[float] = Field(description="train loss over the run, thinned to a sparkline's points")
+    remaining_seconds: float | None = Field(description="while running: the steps left at the measured steady pace "
+                                            "(before one is measured, at the pace so far)")
+    cost_usd: float | None = Field(description="cost so far: a SageMaker job's from its billable time, else hourly "
+                                   "price x elapsed")
+    projected_cost_usd: float | None = Field(description="while running: cost so far plus the time left at the job's "
+                                             "(billed) hourly price")
+    budget: Budget | None
+    message: str | None = Field(description="why it failed or stopped")
+    loss_series: list[float] = Field(description="train loss over the run (4 significant digits), thinned to a "
+                                     "sparkline's points")
 
     @classmethod
-    def of(cls, record: JobRecord, loss_series: list[float]) -> JobSummary:
-        return cls(**cls._fields(record), loss_series=loss_series)
-
-    @staticmethod
-    def _fields(record: JobRecord) -> dict[str, Any]:
-        return {
-            "id": record.id, "name": record.name, "task": record.task, "backend": record.backend,
-            "status": record.status, "stage": record.stage,
-            "display": {key: str(value) for key, value in listing_row(record).items()},
-            "step": record.step, "total_steps": record.total_steps, "loss": record.loss,
-            "samples_per_second": record.samples_per_second, "created": record.created,
-            "started": record.started, "ended": record.ended, "elapsed_seconds": record.elapsed,
-            "remaining_seconds": remaining_seconds(record), "cost_usd": cost_usd(record),
-            "projected_cost_usd": projected_cost_usd(record), "budget": budget_state(record),
-            "message": record.message,
-        }
+    def of(cls, record: JobRecord, loss_series: list[float], **facts: Any) -> Self:
+        """The body of one job: the row's columns this body names, as stored, what is worked out from them, and
+        `facts` (what the row does not hold)."""
+        stored = {name: getattr(record, name) for name in cls.model_fields if name in _ROW_COLUMNS}
+        return cls(**stored, active=record.active,
+                   display={key: str(value) for key, value in listing_row(record).items()},
+                   elapsed_seconds=record.elapsed, remaining_seconds=remaining_seconds(record),
+                   cost_usd=cost_usd(record), projected_cost_usd=projected_cost_usd(record),
+                   budget=budget_state(record), loss_series=loss_series, **facts)
 
 
-def budget_state(record: JobRecord) -> dict[str, Any] | None:
+def budget_state(record: JobRecord) -> Budget | None:
     """The job's latest budget record with its summary in words (the panel shows that sentence)."""
     latest = record.info.get(budget.INFO_KEY)
     try:
-        return {**latest, "summary": budget.summary(latest)}
+        return Budget(**latest, summary=budget.summary(latest))
     except (TypeError, KeyError, ValueError, ZeroDivisionError):  # none, or a bad stored value: no budget shown
         return None
 
@@ -71,22 +84,18 @@ class JobDetail(JobSummary):
 
     host: str
     exit_code: int | None
-    stages: list[dict[str, Any]]
-    resumed_from: str | None
-    info: dict[str, Any]
+    stages: list[dict[str, Any]] = Field(description="the job's stages (e.g. compile, train) with their status and "
+                                         "times")
+    resumed_from: str | None = Field(description="the job whose checkpoint this one continues")
+    info: dict[str, Any] = Field(description="backend facts (prices, remote names)")
     planned: list[str] = Field(description="the planner's forecast beside what the job measured, with the ratio "
                                            "(as `nbtoolkit show` prints it)")
     tracking: list[str] = Field(description="the run name and where each experiment tracker writes")
 
-    @classmethod
-    def of(cls, record: JobRecord, loss_series: list[float], *, planned: list[str],
-           tracking: list[str]) -> JobDetail:
-        return cls(**cls._fields(record), loss_series=loss_series, host=record.host, exit_code=record.exit_code,
-                   stages=record.stages, resumed_from=record.resumed_from, info=record.info, planned=planned,
-                   tracking=tracking)
-
 
 class JobList(BaseModel):
+    """One page of jobs, newest first."""
+
     jobs: list[JobSummary]
     total: int = Field(description="jobs matching the filter, all pages")
     limit: int
@@ -96,17 +105,24 @@ class JobList(BaseModel):
 class MetricsPage(BaseModel):
     """Metric records written after cursor `since`; pass `next` as `since` to get only newer ones."""
 
-    records: list[dict[str, Any]]
+    records: list[dict[str, Any]] = Field(description="metrics.jsonl records (time, step, epoch, kind, loss, "
+                                          "samples_per_second, ...)")
     since: int
-    next: int
-    status: str
+    next: int = Field(description="pass as `since` next time")
+    status: JobStatus
 
 
 class LogPage(BaseModel):
     """Log text from byte `offset`; pass `next` as `offset` to get only newer text."""
 
     text: str
-    offset: int
-    next: int
+    offset: int = Field(description="where the text starts")
+    next: int = Field(description="pass as `offset` next time")
     size: int = Field(description="the log's size in bytes when read")
-    status: str
+    status: JobStatus
+
+
+class ErrorMessage(BaseModel):
+    """A request the API refuses: one sentence that says what is wrong and what would be valid."""
+
+    message: str

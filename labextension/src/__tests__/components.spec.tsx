@@ -64,6 +64,7 @@ describe('JobList', () => {
       name: 'zero3',
       backend: 'deepspeed',
       status: 'failed',
+      active: false,
       display: { ...job().display, status: 'failed', remaining: '', cost: '', projected: '' },
       message: 'CUDA out of memory',
       loss_series: []
@@ -98,6 +99,7 @@ describe('JobList', () => {
     const stopped = job({
       id: 'eeee0000',
       status: 'stopped',
+      active: false,
       display: { ...job().display, status: 'stopped', remaining: '', projected: '', cost: '$0.10' },
       budget: { reached: 'stopped', cost_usd: 0.1, budget_usd: 0.1, step: 44, summary },
       message: 'stopped at its budget: $0.10 of the $0.10 budget spent (100%) at step 44; it saved a checkpoint there'
@@ -118,7 +120,7 @@ describe('JobList', () => {
 
   it('offers stop only for jobs that run, and the buttons call the actions', () => {
     const actions = recordingActions();
-    const done = job({ id: 'dddd0000', status: 'succeeded' });
+    const done = job({ id: 'dddd0000', status: 'succeeded', active: false });
     renderList({ jobs: [job(), done], actions });
     const [running, finished] = queryAll('.nbt-JobRow');
     expect(finished.querySelector('[title="Stop job"]')).toBeNull();

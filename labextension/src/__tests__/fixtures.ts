@@ -14,6 +14,7 @@ export function job(values: Partial<IJobSummary> = {}): IJobSummary {
     task: 'text-classification',
     backend: 'torchrun',
     status: 'running',
+    active: true,
     stage: 'train',
     display: {
       status: 'running',
@@ -77,7 +78,7 @@ export class FakeAPI implements IJobsAPI {
   }
   async stop(id: string): Promise<IJobDetail> {
     this.calls.push(`stop ${id}`);
-    return detail({ id, status: 'stopped' });
+    return detail({ id, status: 'stopped', active: false });
   }
 }
 

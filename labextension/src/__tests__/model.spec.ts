@@ -86,7 +86,7 @@ describe('JobsModel', () => {
 
   it('polls fast while jobs run and backs off once they are done', async () => {
     const api = new FakeAPI();
-    const done = job({ status: 'succeeded', display: { ...job().display, remaining: '' } });
+    const done = job({ status: 'succeeded', active: false, display: { ...job().display, remaining: '' } });
     api.lists = [list([job()]), list([job()]), list([done]), list([done]), list([done])];
     const model = new JobsModel(api, { interval: 1000, idleInterval: 5000 });
     const waits = [];
@@ -129,7 +129,7 @@ describe('JobFollower', () => {
 
   it('is done once the job ended and nothing new came', async () => {
     const api = new FakeAPI();
-    api.details = [detail({ status: 'succeeded' })];
+    api.details = [detail({ status: 'succeeded', active: false })];
     api.metricPages = [
       { records: [{ kind: 'summary' }], since: 0, next: 9, status: 'succeeded' },
       { records: [], since: 9, next: 9, status: 'succeeded' }

@@ -3,7 +3,7 @@
  */
 import React from 'react';
 
-import { IJobListState, isActive } from '../model';
+import { IJobListState } from '../model';
 import { IJobActions, JobRow } from './JobRow';
 
 export interface IJobListProps extends IJobListState {
@@ -13,7 +13,7 @@ export interface IJobListProps extends IJobListState {
 
 export function JobList(props: IJobListProps): JSX.Element {
   const { jobs, total, loaded, error, actions } = props;
-  const running = jobs.filter(isActive).length;
+  const running = jobs.filter(job => job.active).length;
   return (
     <div className="nbt-JobList">
       <header className="nbt-JobList-header">

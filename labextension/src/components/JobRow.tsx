@@ -4,7 +4,7 @@
 import React from 'react';
 
 import { IJobSummary } from '../handler';
-import { isActive, progressFraction } from '../model';
+import { progressFraction } from '../model';
 import { Sparkline } from './LineChart';
 
 /** What a row's buttons do; the plugin supplies them (commands, dialogs). */
@@ -40,7 +40,7 @@ export function rowFacts(job: IJobSummary): string[] {
 /** A running job past 90% of its budget says so (one that stopped at it says why in its message). */
 export function budgetWarning(job: IJobSummary): string | null {
   const budget = job.budget;
-  if (!budget || budget.reached !== 'warning' || !isActive(job)) {
+  if (!budget || budget.reached !== 'warning' || !job.active) {
     return null;
   }
   return `budget: ${budget.summary}; it stops with a checkpoint at 100%`;
@@ -99,11 +99,11 @@ export function JobRow(props: { job: IJobSummary; actions: IJobActions }): JSX.E
       <ProgressBar job={job} />
       {facts.length > 0 && <div className="nbt-JobRow-facts">{facts.join(' · ')}</div>}
       <BudgetWarning job={job} />
-      {job.message && !isActive(job) && job.status !== 'succeeded' && (
+      {job.message && !job.active && job.status !== 'succeeded' && (
         <div className="nbt-JobRow-message">{job.message}</div>
       )}
       <div className="nbt-JobRow-actions">
-        {isActive(job) && (
+        {job.active && (
           <button className="nbt-Button nbt-mod-warn" title="Stop job" onClick={() => actions.stop(job)}>
             Stop
           </button>
