@@ -14,8 +14,8 @@ from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
 from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
-from nbtoolkit.jobs.store import STATUSES, JobStatus, StoreError
 from nbtoolkit.jobs.listing import format_table, listing_row
+from nbtoolkit.jobs.store import STATUSES, JobStatus, StoreError
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, field_validator,
+from pydantic import (BaseModel, Field, SerializerFunctionWrapHandler, ValidationError, create_model, field_validator,
                       model_serializer, model_validator)
 
-from nbtoolkit import catalog
+from nbtoolkit import backends, catalog
+from nbtoolkit.spec_block import SpecBlock
 from nbtoolkit.tasks import TASK_NAMES, TASKS
 
 Task = Literal[TASK_NAMES]
@@ -36,14 +37,6 @@ DEEPSPEED_TUTORIAL_CONFIGS: dict[str, Offload] = {
 }
 DeepSpeedConfigName = Literal[tuple(DEEPSPEED_TUTORIAL_CONFIGS)]
 
-#: NeuronCores per Trainium instance type, and the worker counts the Neuron tutorials run on each
-NEURON_WORKERS: dict[str, tuple[int, ...]] = {
-    "trn1.2xlarge": (1, 2),
-    "trn1.32xlarge": (1, 2, 8, 32),
-    "trn1n.32xlarge": (1, 2, 8, 32),
-}
-
-
 #: what a spec's `name` may be: it becomes folder and file names
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -61,11 +54,7 @@ class SpecWarning(UserWarning):
     """A spec that runs but probably not as the user hopes (e.g. fp16 overflow in T5)."""
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class DatasetSpec(_Part):
+class DatasetSpec(SpecBlock):
     """Where the examples come from and which columns mean what."""
 
     name: str | None = Field(None, description="hub dataset id, e.g. philschmid/emotion")
@@ -100,7 +89,7 @@ class DatasetSpec(_Part):
         return self
 
 
-class HardwareSpec(_Part):
+class HardwareSpec(SpecBlock):
     """Where the run executes: this machine or SageMaker, on which devices."""
 
     target: str = Field("local", description="'local' (this machine, or others by run.sh) or a remote engine's "
@@ -117,10 +106,9 @@ class HardwareSpec(_Part):
     @field_validator("target")
     @classmethod
     def _registered_target(cls, target: str) -> str:
-        from nbtoolkit.backends import targets
-
-        if target not in targets():
-            raise ValueError(f"hardware.target '{target}' is not available here; use one of {', '.join(targets())}")
+        if target not in backends.targets():
+            raise ValueError(f"hardware.target '{target}' is not available here; use one of "
+                             f"{', '.join(backends.targets())}")
         return target
 
     @model_validator(mode="before")
@@ -174,16 +162,10 @@ class HardwareSpec(_Part):
                 f"hardware.node_rank {self.node_rank} is out of range for {self.nodes} node(s); "
                 f"use 0 to {self.nodes - 1}"
             )
-        workers = NEURON_WORKERS.get(str(self.instance_type).removeprefix("ml."))
-        if self.accelerator == "neuron" and workers and self.devices not in workers:
-            raise ValueError(
-                f"hardware.devices {self.devices} does not fit {self.instance_type}: Neuron runs one worker per "
-                f"NeuronCore, use {', '.join(map(str, workers))}"
-            )
         return self
 
 
-class ParallelismSpec(_Part):
+class ParallelismSpec(SpecBlock):
     """How work is split across devices."""
 
     strategy: Strategy = "none"
@@ -247,7 +229,7 @@ class ParallelismSpec(_Part):
         return self
 
 
-class TrainSpec(_Part):
+class TrainSpec(SpecBlock):
     """Hyperparameters handed to the HF Trainer."""
 
     epochs: float = Field(3.0, gt=0)
@@ -271,17 +253,7 @@ class TrainSpec(_Part):
     predict_with_generate: bool | None = Field(None, description="summarization; default on except on Neuron")
 
 
-class NeuronSpec(_Part):
-    """Trainium (trn1) runs: graph precompilation before training, generation on CPU after it."""
-
-    precompile: bool = Field(True, description="neuron_parallel_compile the same command for a few steps first")
-    precompile_steps: int = Field(10, ge=1, description="training steps of the precompile run")
-    predict: bool = Field(False, description="evaluate the trained model on CPU afterwards (NEURON_NUM_DEVICES=0)")
-    cache_dir: str = Field("/var/tmp/neuron-compile-cache", description="persistent compile cache (a path or s3://)")
-    cc_flags: str | None = Field(None, description="more NEURON_CC_FLAGS, e.g. --model-type=transformer")
-
-
-class AdapterSpec(_Part):
+class AdapterSpec(SpecBlock):
     """Train small low-rank adapters (PEFT) instead of every weight; QLoRA also loads the base in 4 bits."""
 
     type: Literal["lora", "qlora"] = "lora"
@@ -299,7 +271,7 @@ class AdapterSpec(_Part):
         return value
 
 
-class ScriptSpec(_Part):
+class ScriptSpec(SpecBlock):
     """A user's own training script, run under the chosen launcher instead of nbtoolkit.train."""
 
     path: str
@@ -322,42 +294,8 @@ class ScriptSpec(_Part):
                 for arg in args]
 
 
-class SageMakerSpec(_Part):
-    """Settings only a SageMaker training job needs (instance type lives in hardware)."""
-
-    role: str | None = Field(None, description="IAM role ARN the job runs as")
-    region: str | None = None
-    bucket: str | None = None
-    image_uri: str | None = None
-    transformers_version: str | None = None
-    pytorch_version: str | None = None
-    py_version: str | None = None
-    volume_size_gb: int = Field(100, ge=1)
-    spot: bool = False
-    max_run: int = Field(24 * 3600, ge=60, description="seconds")
-    max_wait: int | None = Field(None, ge=60, description="seconds; spot only, at least max_run")
-    checkpoint_s3_uri: str | None = None
-    environment: dict[str, str] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _spot_rules(self) -> SageMakerSpec:
-        if self.role is not None and not self.role.startswith("arn:aws"):
-            raise ValueError(
-                f"sagemaker.role '{self.role}' is not an IAM role ARN; "
-                "expected arn:aws:iam::<account>:role/<name>"
-            )
-        if self.max_wait is not None and not self.spot:
-            raise ValueError("sagemaker.max_wait only applies to spot jobs; set spot: true or remove max_wait")
-        if self.spot and self.max_wait is not None and self.max_wait < self.max_run:
-            raise ValueError(
-                f"sagemaker.max_wait {self.max_wait} is shorter than max_run {self.max_run}; "
-                "spot jobs need max_wait >= max_run"
-            )
-        return self
-
-
-class RunSpec(_Part):
-    """A fine-tuning run: what to train, on what data, where, and how."""
+class RunSpecCore(SpecBlock):
+    """A fine-tuning run: what to train, on what data, where, and how (RunSpec adds the backends' blocks)."""
 
     name: str | None = Field(None, max_length=80)
     task: Task
@@ -372,8 +310,6 @@ class RunSpec(_Part):
     train: TrainSpec = Field(default_factory=TrainSpec)
     script: ScriptSpec | None = None
     resume: str | None = Field(None, description="'latest' or a checkpoint directory")
-    sagemaker: SageMakerSpec | None = None
-    neuron: NeuronSpec = Field(default_factory=NeuronSpec)
     extra: dict[str, Any] = Field(default_factory=dict, description="passed through to TrainingArguments")
     adapter: AdapterSpec | None = Field(None, description="LoRA/QLoRA adapters instead of a full fine-tune")
     report_to: list[Tracker] = Field(default_factory=list, description="experiment trackers; default none")
@@ -389,10 +325,9 @@ class RunSpec(_Part):
     @field_validator("launcher")
     @classmethod
     def _registered_launcher(cls, launcher: str) -> str:
-        from nbtoolkit.backends import names
-
-        if launcher != "auto" and launcher not in names():
-            raise ValueError(f"launcher '{launcher}' is not available here; use auto or one of {', '.join(names())}")
+        if launcher != "auto" and launcher not in backends.names():
+            raise ValueError(f"launcher '{launcher}' is not available here; use auto or one of "
+                             f"{', '.join(backends.names())}")
         return launcher
 
     @field_validator("extra")
@@ -462,14 +397,6 @@ class RunSpec(_Part):
                 f"'{self.precision}'; change precision or pick the config "
                 f"{'without' if self.precision != 'bf16' else 'with'} _bf16"
             )
-        if self.neuron != NeuronSpec() and hw.accelerator != "neuron":
-            raise ValueError(
-                f"the neuron block applies to Trainium runs, but hardware.accelerator is '{hw.accelerator}'; "
-                "set hardware.accelerator: neuron or remove the block"
-            )
-        if hw.accelerator == "neuron" and self.neuron.predict and self.script is not None:
-            raise ValueError("neuron.predict runs nbtoolkit's own program; with script: set predict: false "
-                             "and predict in your script")
         if self.adapter is not None and self.adapter.type == "qlora" and hw.accelerator != "cuda":
             raise ValueError(f"adapter.type 'qlora' loads the base model in 4 bits with bitsandbytes, which needs a "
                              f"cuda accelerator (hardware.accelerator is '{hw.accelerator}'); use type: lora")
@@ -484,9 +411,7 @@ class RunSpec(_Part):
                              "script at its budget yourself, or remove train.budget_usd")
         if self.resume is not None and self.resume != "latest" and not self.resume.strip():
             raise ValueError("resume must be 'latest' or a checkpoint directory")
-        from nbtoolkit.backends import problem  # the backend's own rules (the registry imports this module)
-
-        found = problem(self)
+        found = backends.problem(self)
         if found:
             raise ValueError(found)
         for message in spec_warnings(self):
@@ -517,6 +442,19 @@ class RunSpec(_Part):
     def to_dict(self) -> dict[str, Any]:
         """Only what differs from the defaults, so a saved spec reads like the one the user wrote."""
         return self.model_dump(mode="json", exclude_defaults=True)
+
+
+def _with_backend_blocks() -> type[RunSpecCore]:
+    """RunSpec: the core and each registered backend's block under the backend's name (`sagemaker:`, ...)."""
+    blocks: dict[str, Any] = {}
+    for backend in sorted(backends.registered().values(), key=lambda backend: backend.name):
+        if backend.block is not None:
+            blocks[backend.name] = ((backend.block, Field(default_factory=backend.block)) if backend.block_by_default
+                                    else (backend.block | None, None))
+    return create_model("RunSpec", __base__=RunSpecCore, __module__=__name__, __doc__=RunSpecCore.__doc__, **blocks)
+
+
+RunSpec = _with_backend_blocks()
 
 
 def _offload(value: Any) -> Any:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nbtoolkit.api import launch
-from nbtoolkit.cli import main
 from nbtoolkit.checkpoints import checkpoint_step, last_checkpoint
+from nbtoolkit.cli import main
 from nbtoolkit.jobs.listing import listing_row
 from nbtoolkit.spec import SpecError, load_spec
 

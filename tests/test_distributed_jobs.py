@@ -21,10 +21,10 @@ import psutil
 import pytest
 
 from nbtoolkit.api import Job, launch
-from nbtoolkit.launches import Launch, Stage
-from nbtoolkit.launches import free_port
 from nbtoolkit.jobs import JobStore, submit
 from nbtoolkit.jobs.supervisor import failure_message
+from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.launches import free_port
 from nbtoolkit.metrics.series import read_metrics
 from tests.conftest import PYTHON, TESTS
 

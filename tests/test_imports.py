@@ -11,10 +11,10 @@ from tests.conftest import PYTHON
 HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplotlib", "boto3", "botocore")
 
 
-@pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local",
+@pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local.render",
                                     "nbtoolkit.planner", "nbtoolkit.catalog", "nbtoolkit.server.extension",
-                                    "nbtoolkit.backends.torchrun", "nbtoolkit.backends.deepspeed",
-                                    "nbtoolkit.backends.neuron", "nbtoolkit.backends.sagemaker"])
+                                    "nbtoolkit.backends.torchrun.render", "nbtoolkit.backends.deepspeed.render",
+                                    "nbtoolkit.backends.neuron.render", "nbtoolkit.backends.sagemaker.render"])
 def test_light_imports(module):
     result = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True,
                             check=True)

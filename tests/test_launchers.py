@@ -158,12 +158,12 @@ def test_deepspeed_through_torchrun_by_default_or_its_own_launcher():
 def test_deepspeed_preflight_names_the_install(monkeypatch):
     import importlib.util
 
-    from nbtoolkit.backends import deepspeed
+    from nbtoolkit.backends.deepspeed.render import preflight
 
     spec = load_spec({**TASK, "parallelism": {"strategy": "deepspeed"}})
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(LaunchError, match=r"needs DeepSpeed, which is not installed here; install it with `make deepspeed`"):
-        deepspeed.preflight(spec)
+        preflight(spec)
 
 
 def test_ops_a_config_needs():
@@ -259,7 +259,7 @@ def test_off_trainium_a_neuron_launch_is_refused_but_exports(home, tmp_path, mon
 
 
 def test_neuron_preflight_counts_neuroncores(monkeypatch):
-    from nbtoolkit.backends.neuron import neuron_cores, preflight
+    from nbtoolkit.backends.neuron.render import neuron_cores, preflight
 
     monkeypatch.setenv("PATH", os.pathsep.join([str(FAKE_BIN), str(Path(PYTHON).parent), os.environ["PATH"]]))
     listing = subprocess.run([FAKE_BIN / "neuron-ls"], capture_output=True, text=True, check=True).stdout

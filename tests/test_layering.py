@@ -89,11 +89,23 @@ def test_the_core_and_the_backends_import_no_view():
                     and any(within(target, view) for view in VIEWS)) == []
 
 
-def test_a_backend_imports_another_backend_only_by_its_public_package():
+def test_a_backend_imports_another_backend_only_by_its_public_modules():
+    """Its package (the registered descriptor) or its render module (render's public helpers), nothing deeper."""
     def reaches_inside(module: str, target: str) -> bool:
         mine, theirs = backend_of(module), backend_of(target)
-        return mine is not None and theirs not in (None, mine) and target != theirs
+        return mine is not None and theirs not in (None, mine) and target not in (theirs, f"{theirs}.render")
     assert problems(reaches_inside) == []
+
+
+def test_a_backend_package_and_its_block_import_only_the_registry_and_the_block_base():
+    """The spec gathers every backend's block while it is itself imported: a descriptor that imported the
+    spec (or anything that does) would be a cycle."""
+    light = (REGISTRY, "nbtoolkit.spec_block")
+    descriptors = [module for module in MODULES if backend_of(module) == module or
+                   (backend_of(module) is not None and module.endswith(".settings"))]
+    assert len(descriptors) >= 7
+    assert problems(lambda module, target: module in descriptors and target not in light
+                    and not target.startswith(f"{backend_of(module)}.settings")) == []
 
 
 def test_the_training_program_knows_no_launcher_no_store_and_no_view():

@@ -14,8 +14,8 @@ import pytest
 
 from nbtoolkit.api import Job, attach, launch
 from nbtoolkit.backends.sagemaker.job import training_job
-from nbtoolkit.backends.sagemaker.submit import submit
 from nbtoolkit.backends.sagemaker.standin import BUCKET, ROLE
+from nbtoolkit.backends.sagemaker.submit import submit
 from nbtoolkit.spec import load_spec
 from tests.conftest import PYTHON, SCRIPTS
 from tests.sagemaker_standin import standin, standin_server  # noqa: F401 (fixtures)

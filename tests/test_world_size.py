@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from nbtoolkit import backends, catalog
-from nbtoolkit.planner import plan
 from nbtoolkit.backends.sagemaker.job import training_job
+from nbtoolkit.planner import plan
 from nbtoolkit.spec import load_spec
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker"

@@ -1,28 +1,34 @@
 """The backend registry: which backend runs a spec, and the calls every backend answers.
 
-A backend is a package that turns a RunSpec into a Launch (pure: no processes, no network) and
-exposes a `Backend` as `backend`. Packages register through the entry-point group
-`nbtoolkit.backends` (nbtoolkit's own in its pyproject.toml), so another distribution can add one
-without touching nbtoolkit; the core reaches backends only through this module.
+A backend is a package whose `backend` object (a `Backend`) names its `hardware.target`, the spec
+block it owns (`sagemaker:`, `neuron:`, ...) and the module that renders a spec into a Launch (pure:
+no processes, no network). Packages register through the entry-point group `nbtoolkit.backends`
+(nbtoolkit's own in its pyproject.toml), so another distribution can add one without touching
+nbtoolkit; the core reaches backends only through this module.
+
+This module and every backend's package `__init__` stay light (no spec import at module level):
+the spec gathers the backends' blocks while it is itself being imported.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import importlib
+import warnings
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import EntryPoint, entry_points
-from pathlib import Path
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-from nbtoolkit.adapters import missing_package
-from nbtoolkit.credentials import credential_problem, redact_spec
-from nbtoolkit.launches import Launch, Stage
-from nbtoolkit.spec import RunSpec
-from nbtoolkit.spec_paths import absolute_paths
-from nbtoolkit.trackers import check_installed
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-__all__ = ["ENTRY_POINT_GROUP", "Backend", "Launch", "LaunchError", "Stage", "backend_name", "get_backend", "names",
-           "preflight", "problem", "render", "select", "targets"]
+    from nbtoolkit.launches import Launch
+    from nbtoolkit.spec import RunSpec
+
+__all__ = ["ENTRY_POINT_GROUP", "LOCAL", "Backend", "LaunchError", "backend_name", "get_backend", "names", "preflight",
+           "problem", "registered", "render", "select", "targets"]
 
 ENTRY_POINT_GROUP = "nbtoolkit.backends"
 #: the target of every backend that starts processes on this machine (or, by run.sh, on others by hand)
@@ -35,52 +41,86 @@ class LaunchError(RuntimeError):
 
 @dataclass(frozen=True)
 class Backend:
-    """What a backend answers. Only `name` and `render` are required.
+    """A backend as registered. `implementation` is the module imported when the backend is first used:
+    it defines `render(spec) -> Launch` and may define
+
+    - `validate(spec) -> str | None`: the spec's problem for this backend, one sentence that names
+      its field; it runs whenever a spec is built, so the form shows it beside the field;
+    - `preflight(spec)`: checks of this machine, run before submitting (not before exporting),
+      raising LaunchError;
+    - `attach(name, region) -> Launch`: follow a job started elsewhere.
 
     `target`: the `hardware.target` it serves; "local" for launchers that start processes here, or
-    the name of a remote engine whose spec it renders. `validate(spec)`: the spec's problem for this
-    backend, one sentence that names its field (None: it has none); it runs whenever a spec is built,
-    so the form shows it beside the field rather than at render. `preflight(spec)`: checks of this
-    machine, run before submitting (not before exporting); raises LaunchError. `attach(name, region)`:
-    a Launch that follows a job started elsewhere.
+    the name of a remote engine. `block`: the pydantic model of the spec block it owns, under its own
+    name; with `block_by_default` a spec that omits the block gets one with its defaults.
     """
 
     name: str
-    render: Callable[[RunSpec], Launch]
+    implementation: str
     target: str = LOCAL
-    validate: Callable[[RunSpec], str | None] | None = None
-    preflight: Callable[[RunSpec], None] | None = None
-    attach: Callable[..., Launch] | None = None
+    block: type[BaseModel] | None = None
+    block_by_default: bool = False
+
+    def module(self) -> ModuleType:
+        return importlib.import_module(self.implementation)
+
+    def render(self, spec: RunSpec) -> Launch:
+        return self.module().render(spec)
+
+    def validate(self, spec: RunSpec) -> str | None:
+        check = getattr(self.module(), "validate", None)
+        return check(spec) if check is not None else None
+
+    def preflight(self, spec: RunSpec) -> None:
+        check = getattr(self.module(), "preflight", None)
+        if check is not None:
+            check(spec)
+
+    @property
+    def attaches(self) -> bool:
+        return hasattr(self.module(), "attach")
+
+    def attach(self, name: str, region: str | None = None) -> Launch:
+        if not self.attaches:
+            raise LaunchError(f"the {self.name} backend cannot follow a job started elsewhere; those that can: "
+                              f"{', '.join(backend for backend in names() if get_backend(backend).attaches)}")
+        return self.module().attach(name, region)
 
 
 @cache
-def _entry_points() -> dict[str, EntryPoint]:
-    return {entry.name: entry for entry in entry_points(group=ENTRY_POINT_GROUP)}
+def registered() -> dict[str, Backend]:
+    """Every backend whose package loads, by name. A package that fails to load is named in a warning and
+    left out, so one broken plugin cannot break every spec."""
+    found = {}
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            backend = entry.load()
+        except Exception as exc:  # noqa: BLE001 (a third party's import error, whatever it is)
+            warnings.warn(f"backend '{entry.name}' ({entry.value}) could not be loaded and is left out: {exc}",
+                          stacklevel=2)
+            continue
+        if not isinstance(backend, Backend) or backend.name != entry.name:
+            warnings.warn(f"the entry point '{entry.name}' in {ENTRY_POINT_GROUP} ({entry.value}) is not a nbtoolkit "
+                          f"Backend named '{entry.name}' and is left out", stacklevel=2)
+            continue
+        found[entry.name] = backend
+    return found
 
 
 def names() -> list[str]:
     """Every registered backend's name (a spec's `launcher` may name any of them)."""
-    return sorted(_entry_points())
+    return sorted(registered())
 
 
-@cache
 def get_backend(name: str) -> Backend:
-    """The registered backend `name`, imported on first use."""
-    entry = _entry_points().get(name)
-    if entry is None:
+    if name not in registered():
         raise LaunchError(f"launcher '{name}' is not available here; available: {', '.join(names())}")
-    backend = entry.load()
-    if not isinstance(backend, Backend) or backend.name != name:
-        raise LaunchError(f"the backend registered as '{name}' ({entry.value}) is not a nbtoolkit Backend named "
-                          f"'{name}'; fix its entry point in the group {ENTRY_POINT_GROUP}")
-    return backend
+    return registered()[name]
 
 
-@cache
 def targets() -> list[str]:
     """Every `hardware.target` some registered backend serves, "local" first."""
-    served = {get_backend(name).target for name in names()}
-    return [LOCAL, *sorted(served - {LOCAL})]
+    return [LOCAL, *sorted({backend.target for backend in registered().values()} - {LOCAL})]
 
 
 def backend_name(spec: RunSpec) -> str:
@@ -89,7 +129,7 @@ def backend_name(spec: RunSpec) -> str:
     torchrun starts their processes."""
     target = spec.hardware.target
     if target != LOCAL:
-        return next(name for name in names() if get_backend(name).target == target)
+        return next(backend.name for backend in registered().values() if backend.target == target)
     if spec.launcher == "torchrun" and spec.parallelism.strategy == "deepspeed":
         return "deepspeed"
     if spec.launcher != "auto":
@@ -109,27 +149,46 @@ def select(spec: RunSpec) -> Backend:
 
 
 def problem(spec: RunSpec) -> str | None:
-    """What the spec's backend finds wrong with it (RunSpec asks when it is built)."""
-    check = select(spec).validate
-    return check(spec) if check is not None else None
+    """What the backends find wrong with a spec (RunSpec asks when it is built): the one it runs on, and
+    each whose block the spec sets to something other than its defaults."""
+    chosen = select(spec)
+    asked = [chosen, *(backend for backend in registered().values()
+                       if backend is not chosen and backend.block is not None and _sets_block(spec, backend))]
+    return next((found for backend in asked if (found := backend.validate(spec))), None)
+
+
+def _sets_block(spec: RunSpec, backend: Backend) -> bool:
+    given = getattr(spec, backend.name)
+    return given is not None and given != backend.block()
 
 
 def render(spec: RunSpec) -> Launch:
     """The spec's launch; its relative paths are taken from the caller's working directory (a job runs in its own)
     and credential values are redacted (a job gets them from the environment)."""
-    return select(spec).render(redact_spec(absolute_paths(spec)))
+    from nbtoolkit.credentials import redact_spec
+    from nbtoolkit.runtime import SPEC_FILE
+    from nbtoolkit.spec_paths import absolute_paths
+
+    shown = redact_spec(absolute_paths(spec))
+    launch = select(spec).render(shown)
+    # every job folder keeps its spec in full (defaults included): it reruns the same if defaults change
+    return dataclasses.replace(launch, files={SPEC_FILE: shown.model_dump_json(indent=2), **launch.files})
 
 
 def preflight(spec: RunSpec) -> None:
     """Raise LaunchError if this machine cannot start the spec (checked at submit, not at export)."""
-    problem = credential_problem(spec)
-    if problem:
-        raise LaunchError(problem)
+    from pathlib import Path
+
+    from nbtoolkit.adapters import missing_package
+    from nbtoolkit.credentials import credential_problem
+    from nbtoolkit.trackers import check_installed
+
+    problem_here = credential_problem(spec)
+    if problem_here:
+        raise LaunchError(problem_here)
     if spec.script is not None and not Path(spec.script.path).expanduser().is_file():
         raise LaunchError(f"script.path {spec.script.path} does not exist; give the path of your training script")
     missing = missing_package(spec) or check_installed(spec)
     if missing:
         raise LaunchError(missing)
-    check = select(spec).preflight
-    if check is not None:
-        check(spec)
+    select(spec).preflight(spec)

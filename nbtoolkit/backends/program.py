@@ -49,8 +49,3 @@ def program_args(spec: RunSpec, spec_file: str = SPEC_FILE) -> list[str]:
 def writes_own_metrics(spec: RunSpec) -> bool:
     """nbtoolkit.train writes metrics.jsonl itself; a user script's log must be parsed."""
     return spec.script is None
-
-
-def spec_files(spec: RunSpec) -> dict[str, str]:
-    """The spec in full (defaults included), so a job reruns the same even if defaults change."""
-    return {SPEC_FILE: spec.model_dump_json(indent=2)}

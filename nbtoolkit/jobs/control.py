@@ -14,10 +14,10 @@ from pathlib import Path
 
 import psutil
 
-from nbtoolkit.launches import Launch
 from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, PRIVATE_DIR, PRIVATE_FILE, JobRecord, JobStore, supervisor_process, this_host
 from nbtoolkit.jobs.supervisor import POLL_S, stage_grace
 from nbtoolkit.jobs.tree import HOME_ENV, JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
+from nbtoolkit.launches import Launch
 from nbtoolkit.metrics.series import METRICS_FILE
 
 

@@ -29,16 +29,16 @@ from pathlib import Path
 
 import psutil
 
-from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
-from nbtoolkit.runtime import ERROR_PREFIX
 from nbtoolkit.credentials import redact_args, resolve_args
 from nbtoolkit.jobs.lock import SupervisorLock
 from nbtoolkit.jobs.reaper import start_reaper
 from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.jobs.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
+from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
 from nbtoolkit.metrics import budget
 from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
+from nbtoolkit.runtime import ERROR_PREFIX
 
 LOG_PREFIX = "[nbtoolkit]"
 #: `ValueError: ...`, `torch.OutOfMemoryError: ...`: what a failed rank's traceback ends with

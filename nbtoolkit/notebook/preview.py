@@ -11,7 +11,8 @@ import warnings
 from dataclasses import dataclass
 
 from nbtoolkit import backends
-from nbtoolkit.backends import Launch, LaunchError
+from nbtoolkit.backends import LaunchError
+from nbtoolkit.launches import Launch
 from nbtoolkit.spec import RunSpec, SpecWarning, load_spec, spec_warnings
 
 

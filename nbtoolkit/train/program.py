@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from nbtoolkit.runtime import ERROR_PREFIX
 from nbtoolkit.credentials import resolve_mapping
+from nbtoolkit.runtime import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 from nbtoolkit.trackers import environment, run_name
 

@@ -24,11 +24,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit.runtime import ERROR_PREFIX
-from nbtoolkit.catalog import hourly_price
-from nbtoolkit.jobs.tree import JOB_ID_ENV
 from nbtoolkit.backends.sagemaker.aws_errors import explain
 from nbtoolkit.backends.sagemaker.job import TrainingJob
+from nbtoolkit.catalog import hourly_price
+from nbtoolkit.jobs.tree import JOB_ID_ENV
+from nbtoolkit.runtime import ERROR_PREFIX
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 SAY = "[nbtoolkit] sagemaker:"

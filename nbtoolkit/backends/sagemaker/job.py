@@ -17,14 +17,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from nbtoolkit.backends.neuron import neuron_env, precompile_spec
+from nbtoolkit.backends.neuron.render import neuron_env, precompile_spec
 from nbtoolkit.backends.program import BASE_ENV
-from nbtoolkit.runtime import SPEC_FILE
+from nbtoolkit.backends.sagemaker.instances import SMDDP_INSTANCE_TYPES, SMP_INSTANCE_TYPES, accelerator_of
 from nbtoolkit.catalog import CatalogError
 from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.credentials import is_credential
 from nbtoolkit.metrics.parse import pair_pattern
-from nbtoolkit.backends.sagemaker.instances import SMDDP_INSTANCE_TYPES, SMP_INSTANCE_TYPES, accelerator_of
+from nbtoolkit.runtime import SPEC_FILE
 from nbtoolkit.spec import RunSpec
 
 JOB_FILE = "sagemaker/job.json"

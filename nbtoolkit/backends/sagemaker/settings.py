@@ -1,0 +1,41 @@
+"""The `sagemaker:` block of a spec: what only a SageMaker training job needs (its instance type is in hardware)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from nbtoolkit.spec_block import SpecBlock
+
+
+class SageMakerSpec(SpecBlock):
+    """Settings only a SageMaker training job needs (instance type lives in hardware)."""
+
+    role: str | None = Field(None, description="IAM role ARN the job runs as")
+    region: str | None = None
+    bucket: str | None = None
+    image_uri: str | None = None
+    transformers_version: str | None = None
+    pytorch_version: str | None = None
+    py_version: str | None = None
+    volume_size_gb: int = Field(100, ge=1)
+    spot: bool = False
+    max_run: int = Field(24 * 3600, ge=60, description="seconds")
+    max_wait: int | None = Field(None, ge=60, description="seconds; spot only, at least max_run")
+    checkpoint_s3_uri: str | None = None
+    environment: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _spot_rules(self) -> SageMakerSpec:
+        if self.role is not None and not self.role.startswith("arn:aws"):
+            raise ValueError(
+                f"sagemaker.role '{self.role}' is not an IAM role ARN; "
+                "expected arn:aws:iam::<account>:role/<name>"
+            )
+        if self.max_wait is not None and not self.spot:
+            raise ValueError("sagemaker.max_wait only applies to spot jobs; set spot: true or remove max_wait")
+        if self.spot and self.max_wait is not None and self.max_wait < self.max_run:
+            raise ValueError(
+                f"sagemaker.max_wait {self.max_wait} is shorter than max_run {self.max_run}; "
+                "spot jobs need max_wait >= max_run"
+            )
+        return self
