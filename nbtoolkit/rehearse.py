@@ -118,6 +118,7 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
     hardware, parallelism = _topology(spec, max_ranks, notes)
     data["hardware"], data["parallelism"] = hardware, parallelism
     data.pop("sagemaker", None)
+    data.pop("slurm", None)
     data.pop("neuron", None)
     data["launcher"] = spec.launcher if spec.launcher in ("auto", "torchrun", "deepspeed") else "auto"
     if spec.hardware.accelerator == "neuron" or spec.compile == "neuron":
@@ -165,6 +166,8 @@ def _topology(spec: RunSpec, max_ranks: int, notes: list[str]) -> tuple[dict[str
     if spec.hardware.target == "sagemaker":
         notes.append("SageMaker's instances are rehearsed as nodes on loopback; the job request itself is checked "
                      "by `nbtoolkit export` and the SageMaker stand-in, not here")
+    if spec.hardware.target == "slurm":
+        notes.append("the Slurm allocation's nodes are rehearsed as nodes on loopback, without Slurm")
     if nodes * devices > 1 and parallelism["strategy"] == "none":
         parallelism["strategy"] = "ddp"
     from nbtoolkit.backends.torchrun import free_port

@@ -111,9 +111,9 @@ class DatasetSpec(_Part):
 
 
 class HardwareSpec(_Part):
-    """Where the run executes: this machine or SageMaker, on which devices."""
+    """Where the run executes: this machine, SageMaker or a Slurm cluster, on which devices."""
 
-    target: Literal["local", "sagemaker"] = "local"
+    target: Literal["local", "sagemaker", "slurm"] = "local"
     accelerator: Literal["cpu", "cuda", "neuron"] = "cpu"
     devices: int = Field(1, ge=1, le=1024, description="processes (devices) per node")
     nodes: int = Field(1, ge=1, le=4096)
@@ -159,6 +159,8 @@ class HardwareSpec(_Part):
         """USD per instance-hour: hourly_price_usd, else the catalog's price of instance_type (None: unknown)."""
         if self.hourly_price_usd is not None:
             return self.hourly_price_usd
+        if self.target == "slurm":  # instance_type is the nodes' shape there; the catalog's cloud price is not theirs
+            return None
         return catalog.hourly_price(self.instance_type) if self.instance_type else None
 
     @property
@@ -372,6 +374,7 @@ class RunSpec(_Part):
     script: ScriptSpec | None = None
     resume: str | None = Field(None, description="'latest' or a checkpoint directory")
     sagemaker: SageMakerSpec | None = None
+    slurm: SlurmSpec | None = None
     neuron: NeuronSpec = Field(default_factory=NeuronSpec)
     extra: dict[str, Any] = Field(default_factory=dict, description="passed through to TrainingArguments")
     adapter: AdapterSpec | None = Field(None, description="LoRA/QLoRA adapters instead of a full fine-tune")
@@ -384,6 +387,14 @@ class RunSpec(_Part):
             raise ValueError(f"name {name!r} may hold only letters, digits, '.', '_' and '-' and start with a letter "
                              "or digit (e.g. bert-emotion-v2): it names the job's folders and exports")
         return name
+
+    @model_serializer(mode="wrap")
+    def _slurm_block_only_when_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A spec without a slurm block saves as it did before there was one (its spec.json, its rendezvous id)."""
+        data = handler(self)
+        if self.slurm is None:
+            data.pop("slurm", None)
+        return data
 
     @field_validator("extra")
     @classmethod
@@ -445,6 +456,9 @@ class RunSpec(_Part):
                     f"hardware.instance_type '{hw.instance_type}' is not a SageMaker instance type; "
                     f"SageMaker types start with 'ml.', e.g. ml.{hw.instance_type}"
                 )
+        slurm = slurm_problems(self)
+        if slurm:
+            raise ValueError(slurm[0])
         if hw.accelerator == "cpu" and self.precision == "fp16":
             raise ValueError("precision 'fp16' needs a cuda or neuron accelerator; use bf16 or fp32 on cpu")
         single = self.launcher in ("local",)
@@ -621,3 +635,9 @@ def _field_names(dotted: str) -> str:
         annotation = model.model_fields[part].annotation
         model = next(arg for arg in getattr(annotation, "__args__", (annotation,)) if isinstance(arg, type))
     return ", ".join(model.model_fields)
+
+
+# below RunSpec: importing the backends package imports this module (its RunSpec) first
+from nbtoolkit.backends.slurm.spec import SlurmSpec, slurm_problems  # noqa: E402
+
+RunSpec.model_rebuild()

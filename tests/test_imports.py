@@ -14,7 +14,9 @@ HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplot
 @pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local",
                                     "nbtoolkit.planner", "nbtoolkit.catalog", "nbtoolkit.server.extension",
                                     "nbtoolkit.backends.torchrun", "nbtoolkit.backends.deepspeed",
-                                    "nbtoolkit.backends.neuron", "nbtoolkit.backends.sagemaker"])
+                                    "nbtoolkit.backends.neuron", "nbtoolkit.backends.sagemaker",
+                                    "nbtoolkit.backends.slurm.backend", "nbtoolkit.backends.slurm.follow",
+                                    "nbtoolkit.spec"])
 def test_light_imports(module):
     result = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True,
                             check=True)

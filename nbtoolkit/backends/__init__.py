@@ -27,6 +27,7 @@ BACKENDS: dict[str, str] = {
     "deepspeed": "nbtoolkit.backends.deepspeed",
     "neuron": "nbtoolkit.backends.neuron",
     "sagemaker": "nbtoolkit.backends.sagemaker",
+    "slurm": "nbtoolkit.backends.slurm.backend",
 }
 
 
@@ -43,8 +44,11 @@ class Backend(Protocol):
 def backend_name(spec: RunSpec) -> str:
     """The backend a spec runs on: the explicit launcher, else inferred from target and parallelism.
 
-    DeepSpeed runs render in the deepspeed backend, also when torchrun starts their processes.
+    DeepSpeed runs render in the deepspeed backend, also when torchrun starts their processes. A Slurm
+    target renders in the slurm backend, whose nodes run the launch of the same spec here.
     """
+    if spec.hardware.target == "slurm":
+        return "slurm"
     if spec.launcher == "torchrun" and spec.parallelism.strategy == "deepspeed":
         return "deepspeed"
     if spec.launcher != "auto":

@@ -1,0 +1,92 @@
+"""Real Slurm jobs of the bundled tiny model on the session's one-node cluster: 2 ranks under srun, followed into
+the job list, metrics and chart; stopped with `nbtoolkit stop` (scancel), leaving no process behind."""
+
+from __future__ import annotations
+
+import subprocess
+
+import psutil
+import yaml
+
+from nbtoolkit import backends
+from nbtoolkit.api import Job, launch
+from nbtoolkit.jobs.tree import tagged_processes
+from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.spec import load_spec
+from tests.slurm.cluster import PARTITION
+from tests.test_cli import nbtoolkit
+from tests.test_jobs import wait_for
+
+SPEC = {"task": "text-classification", "hardware": {"target": "slurm", "accelerator": "cpu", "devices": 2, "nodes": 1}}
+
+
+def slurm(*argv: str) -> str:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=True).stdout
+
+
+def slurm_processes(slurm_job_id: str) -> list[psutil.Process]:
+    """slurmstepd of the job (`slurmstepd: [ID.batch]`, `[ID.0]`), by its command line."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if cmdline.startswith("slurmstepd") and f"[{slurm_job_id}." in cmdline:
+            found.append(process)
+    return found
+
+
+def test_the_rendered_batch_script_passes_slurms_own_check(slurm_cluster, tmp_path):
+    spec = load_spec({**SPEC, "slurm": {"partition": PARTITION, "time_limit": "00:10:00"}})
+    (tmp_path / "sbatch.sh").write_text(backends.render(spec).files["sbatch.sh"])
+    checked = subprocess.run(["sbatch", "--test-only", "sbatch.sh"], cwd=tmp_path, capture_output=True, text=True)
+    assert checked.returncode == 0 and "to start at" in checked.stderr, checked.stderr
+
+
+def test_a_slurm_job_runs_two_ranks_and_is_listed_and_charted(slurm_cluster, tmp_path, home, store):
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump({**SPEC, "train": {"max_steps": 6, "logging_steps": 2}}))
+    ran = nbtoolkit("run", "--follow", str(spec_path), check=False)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
+    record = store.list()[0]
+    assert (record.status, record.backend) == ("succeeded", "slurm")
+    job_dir = store.job_dir(record.id)
+    slurm_id = (job_dir / "slurm_job_id").read_text().strip()
+    assert record.info["slurm_job_id"] == slurm_id and record.info["slurm_state"] == "COMPLETED"
+    log = (job_dir / "output.log").read_text()
+    assert f"submitted sbatch.sh as Slurm job {slurm_id}" in log and f"job {slurm_id} COMPLETED" in log
+    assert "2 process(es)" in log and "[rank0]:" in log and "[rank1]:" in log, "two ranks under srun"
+    slurm_output = (job_dir / f"slurm-{slurm_id}.out").read_text().splitlines()
+    assert [line for line in log.splitlines() if line in slurm_output] == slurm_output, "its lines, whole, in order"
+    # metrics.jsonl, written by rank 0 in the job folder, feeds the list, the panel and the chart as usual
+    assert [r["step"] for r in read_metrics(job_dir) if r["kind"] == "train"] == [2, 4, 6]
+    listed = nbtoolkit("jobs").stdout
+    assert any(line.startswith(record.id) and " slurm " in line and "succeeded" in line and "6/6" in line
+               for line in listed.splitlines()), listed
+    from nbtoolkit.server.service import JobsService
+
+    summary = JobsService(store).list().jobs[0]
+    assert (summary.id, summary.backend, summary.step) == (record.id, "slurm", 6)
+    from nbtoolkit.notebook.charts import live_chart
+
+    chart = live_chart(Job(record.id, store), show=False)
+    assert chart.wait(timeout=60) and chart.error is None and chart.png.startswith(b"\x89PNG")
+    assert slurm("squeue", "-h", "-j", slurm_id).strip() == ""
+
+
+def test_stop_cancels_the_slurm_job_and_leaves_no_process(slurm_cluster, store):
+    job = launch({**SPEC, "train": {"max_steps": 100000, "logging_steps": 5}}, store=store)
+    wait_for(lambda: (job.record.step or 0) >= 5, timeout=120, poll=0.5)
+    slurm_id = (job.dir / "slurm_job_id").read_text().strip()
+    assert slurm("squeue", "-h", "-j", slurm_id, "-o", "%T").strip() == "RUNNING"
+    assert tagged_processes(job.id, store.home), "the ranks under slurmstepd carry the job's tag"
+    assert slurm_processes(slurm_id), "its slurmstepd are found by their command line"
+    stopped = nbtoolkit("stop", job.id)
+    assert f"job {job.id} stopped" in stopped.stdout
+    record = job.record
+    assert (record.status, record.message) == ("stopped", "stopped on request")
+    assert slurm("squeue", "-h", "-j", slurm_id).strip() == ""
+    assert "CANCELLED" in slurm("scontrol", "show", "job", "-o", slurm_id)
+    assert tagged_processes(job.id, store.home) == [], "no torchrun or python of the job is left"
+    assert slurm_processes(slurm_id) == [], "no slurmstepd of the job is left"
+    log = (job.dir / "output.log").read_text()
+    assert f"stopping: scancel {slurm_id}" in log and f"job {slurm_id} CANCELLED" in log
+    assert [r for r in read_metrics(job.dir) if r["kind"] == "train"], "the stopped job's metrics stay readable"
