@@ -3,6 +3,7 @@ the job list, metrics and chart; stopped with `nbtoolkit stop` (scancel), leavin
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import psutil
@@ -10,6 +11,7 @@ import yaml
 
 from nbtoolkit import backends
 from nbtoolkit.api import Job, launch
+from nbtoolkit.jobs.checkpoints import last_checkpoint
 from nbtoolkit.jobs.tree import tagged_processes
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.spec import load_spec
@@ -90,3 +92,24 @@ def test_stop_cancels_the_slurm_job_and_leaves_no_process(slurm_cluster, store):
     log = (job.dir / "output.log").read_text()
     assert f"stopping: scancel {slurm_id}" in log and f"job {slurm_id} CANCELLED" in log
     assert [r for r in read_metrics(job.dir) if r["kind"] == "train"], "the stopped job's metrics stay readable"
+
+
+def test_a_requeued_job_resumes_from_its_last_checkpoint(slurm_cluster, store):
+    """`scontrol requeue` mid-run stands in for a preemption: Slurm ends the running job and starts the same
+    job id again, whose program resumes from the last complete checkpoint in output/; the job succeeds."""
+    job = launch({**SPEC, "train": {"max_steps": 300, "logging_steps": 10, "save_steps": 50}}, store=store)
+    wait_for(lambda: last_checkpoint(job.dir / "output"), timeout=120, poll=0.2)
+    slurm_id = (job.dir / "slurm_job_id").read_text().strip()
+    slurm("scontrol", "requeue", slurm_id)
+    # Slurm holds a requeued job back for a while (BeginTime); release it now rather than wait
+    wait_for(lambda: "PENDING" in slurm("squeue", "-h", "-j", slurm_id, "-o", "%T"), timeout=60, poll=0.2)
+    slurm("scontrol", "update", f"JobId={slurm_id}", "StartTime=now")
+    assert job.wait(timeout=180) == "succeeded", job.record.message
+    log = (job.dir / "output.log").read_text()
+    assert "DUE TO JOB REQUEUE" in log and "restart 1" in log
+    resumed = re.search(r"resuming from output/checkpoint-(\d+)", log)
+    assert resumed, log[-3000:]
+    first = int(resumed.group(1)) + 10  # the first step the second run logs
+    steps = [r["step"] for r in read_metrics(job.dir) if r["kind"] == "train"]
+    second = steps[len(steps) - 1 - steps[::-1].index(first):]
+    assert second == list(range(first, 301, 10)), "the second run counts on from the checkpoint"
