@@ -15,6 +15,7 @@ from nbtoolkit.jobs.checkpoints import last_checkpoint
 from nbtoolkit.jobs.tree import tagged_processes
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.spec import load_spec
+from tests.conftest import SCRIPTS
 from tests.slurm.cluster import PARTITION
 from tests.test_cli import nbtoolkit
 from tests.test_jobs import wait_for
@@ -113,3 +114,26 @@ def test_a_requeued_job_resumes_from_its_last_checkpoint(slurm_cluster, store):
     steps = [r["step"] for r in read_metrics(job.dir) if r["kind"] == "train"]
     second = steps[len(steps) - 1 - steps[::-1].index(first):]
     assert second == list(range(first, 301, 10)), "the second run counts on from the checkpoint"
+
+
+def script_spec(path) -> dict:
+    return {**SPEC, "task": "causal-lm", "hardware": {**SPEC["hardware"], "devices": 1}, "script": {"path": str(path)}}
+
+
+def test_a_failed_slurm_job_fails_with_its_programs_own_error(slurm_cluster, store, tmp_path):
+    script = tmp_path / "broken.py"
+    script.write_text("raise ValueError('column text is missing from the training file')\n")
+    job = launch(script_spec(script), store=store)
+    assert job.wait(timeout=120) == "failed"
+    assert job.record.message == "exited with code 1: ValueError: column text is missing from the training file"
+    assert "ended FAILED: a task exited with an error, exit code 1:0" in (job.dir / "output.log").read_text()
+
+
+def test_a_job_cancelled_outside_nbtoolkit_is_recorded_as_stopped(slurm_cluster, store):
+    job = launch(script_spec(SCRIPTS / "sleepy.py"), store=store)
+    wait_for(lambda: "ready pids" in (job.dir / "output.log").read_text(), timeout=120, poll=0.2)
+    slurm_id = (job.dir / "slurm_job_id").read_text().strip()
+    slurm("scancel", slurm_id)
+    assert job.wait(timeout=120) == "stopped"
+    assert f"Slurm job {slurm_id} was cancelled outside nbtoolkit (scancel)" in (job.dir / "output.log").read_text()
+    assert tagged_processes(job.id, store.home) == [] and slurm_processes(slurm_id) == []
