@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
 
 import psutil
 import yaml
@@ -16,7 +17,7 @@ from nbtoolkit.jobs.tree import tagged_processes
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.spec import load_spec
 from tests.conftest import SCRIPTS
-from tests.slurm.cluster import PARTITION
+from tests.slurm.cluster import PARTITION, free_port
 from tests.test_cli import nbtoolkit
 from tests.test_jobs import wait_for
 
@@ -137,3 +138,21 @@ def test_a_job_cancelled_outside_nbtoolkit_is_recorded_as_stopped(slurm_cluster,
     assert job.wait(timeout=120) == "stopped"
     assert f"Slurm job {slurm_id} was cancelled outside nbtoolkit (scancel)" in (job.dir / "output.log").read_text()
     assert tagged_processes(job.id, store.home) == [] and slurm_processes(slurm_id) == []
+
+
+def test_a_controller_that_does_not_answer_is_asked_again_then_named(slurm_cluster, tmp_path, monkeypatch, capsys):
+    """scontrol without an answer is not a job Slurm forgot: the follower asks again, and only after
+    LOST_CONTACT_S says so (the job may still run), instead of calling the job ended."""
+    from nbtoolkit.backends.slurm import follow
+
+    conf = slurm_cluster.conf.read_text().replace("SlurmctldPort=", f"SlurmctldPort={free_port()}\n# was ")
+    conf += "MessageTimeout=1\n"  # scontrol's own retries, shortened
+    (tmp_path / "slurm.conf").write_text(conf)
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    monkeypatch.setattr(follow, "LOST_CONTACT_S", 1.0)
+    follower = follow.Follower("42", stop_requested=threading.Event(), poll_s=0.1)
+    assert follower.run() == 1
+    said = capsys.readouterr()
+    assert "Slurm did not answer, asking again: slurm_load_jobs error: Unable to contact slurm controller" in said.out
+    assert ("Slurm did not answer about job 42 for 1 s (slurm_load_jobs error: Unable to contact slurm controller "
+            "(connect failure)); it may still be running: `scancel 42` ends it") in said.err

@@ -41,6 +41,8 @@ FAILURES = {
     "PREEMPTED": "it was preempted and not requeued (slurm.requeue is off or the partition forbids it)",
 }
 FINAL = (SUCCEEDED, CANCELLED, *FAILURES)
+#: how long the follower keeps asking a controller that does not answer before it gives up following the job
+LOST_CONTACT_S = 900.0
 #: how long a job cancelled outside nbtoolkit waits for the supervisor to act on its stop request
 STOP_REQUEST_WAIT_S = 30.0
 
@@ -61,12 +63,18 @@ def submit(script: Path) -> str:
     return result.stdout.strip().split(";")[0]
 
 
+class SlurmUnreachable(RuntimeError):
+    """scontrol got no answer about the job (the controller is down or busy); the job itself may run on."""
+
+
 def job_fields(job_id: str) -> dict[str, str] | None:
     """`scontrol show job` as fields (JobState, Reason, ExitCode ...); None once Slurm has forgotten the job."""
     result = slurm("scontrol", "show", "job", "-o", job_id)
-    if result.returncode != 0 or "JobState=" not in result.stdout:
+    if result.returncode == 0 and "JobState=" in result.stdout:
+        return dict(item.split("=", 1) for item in result.stdout.split() if "=" in item)
+    if "Invalid job id" in result.stderr:
         return None
-    return dict(item.split("=", 1) for item in result.stdout.split() if "=" in item)
+    raise SlurmUnreachable(result.stderr.strip() or f"scontrol exited with code {result.returncode}")
 
 
 def accounted_state(job_id: str) -> str | None:
@@ -106,8 +114,19 @@ class Follower:
         self.state: str | None = None
 
     def run(self) -> int:
+        unanswered_since = None
         while True:
-            fields = job_fields(self.job_id)
+            try:
+                fields = job_fields(self.job_id)
+                unanswered_since = None
+            except SlurmUnreachable as exc:  # slurmctld restarting or overloaded: ask again a while
+                unanswered_since = unanswered_since or time.monotonic()
+                if time.monotonic() - unanswered_since > LOST_CONTACT_S:
+                    return fail(f"Slurm did not answer about job {self.job_id} for {LOST_CONTACT_S:.0f} s ({exc}); "
+                                f"it may still be running: `scancel {self.job_id}` ends it")
+                say(f"Slurm did not answer, asking again: {exc}")
+                self.stop_requested.wait(self.poll_s)
+                continue
             state = fields["JobState"] if fields else accounted_state(self.job_id)
             self.tail.pump()
             if state != self.state:
