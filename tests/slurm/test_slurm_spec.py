@@ -173,3 +173,11 @@ def test_the_clusters_fixture_says_how_to_install_slurm_when_it_is_missing(monke
     monkeypatch.setenv("PATH", str(tmp_path))
     assert missing_programs() == ("Slurm is not installed here (no sbatch on PATH): `make test-setup` installs it "
                                   "(apt-get install -y slurm-wlm munge)")
+
+
+def test_a_slurm_spec_rehearses_here_without_slurm():
+    from nbtoolkit.rehearse import rehearsal
+
+    rehearsed = rehearsal(load_spec(SPEC.read_text()))
+    assert all(load_spec(spec).hardware.target == "local" and "slurm" not in spec for spec in rehearsed.specs)
+    assert "the Slurm allocation's nodes are rehearsed as nodes on loopback, without Slurm" in rehearsed.notes
