@@ -110,6 +110,10 @@ class Cluster:
         result = subprocess.run(argv, env=self.env, capture_output=True, text=True)
         return result.returncode == 0 and expected in result.stdout
 
+    def _queued(self) -> str:
+        result = subprocess.run(["squeue", "-h", "-o", "%i"], env=self.env, capture_output=True, text=True)
+        return result.stdout.strip() if result.returncode == 0 else ""
+
     def _wait(self, ready, problem: str) -> None:
         deadline = time.monotonic() + START_S
         while not ready():
@@ -122,7 +126,13 @@ class Cluster:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        """End the daemons in reverse order and wait for each (no daemon outlives the session)."""
+        """Cancel what still runs, then end the daemons in reverse order and wait for each (no daemon, and no
+        slurmstepd of a job, outlives the session)."""
+        if self.daemons and all(daemon.poll() is None for daemon in self.daemons):
+            subprocess.run(["scancel", "--user=root"], env=self.env, capture_output=True)
+            deadline = time.monotonic() + 30
+            while self._queued() and time.monotonic() < deadline:  # completing jobs are listed too
+                time.sleep(0.5)
         for daemon in reversed(self.daemons):
             if daemon.poll() is None:
                 daemon.terminate()

@@ -156,3 +156,10 @@ def test_a_controller_that_does_not_answer_is_asked_again_then_named(slurm_clust
     assert "Slurm did not answer, asking again: slurm_load_jobs error: Unable to contact slurm controller" in said.out
     assert ("Slurm did not answer about job 42 for 1 s (slurm_load_jobs error: Unable to contact slurm controller "
             "(connect failure)); it may still be running: `scancel 42` ends it") in said.err
+
+
+def test_a_job_sbatch_refuses_fails_with_sbatchs_reason(slurm_cluster, store):
+    job = launch({**SPEC, "slurm": {"partition": "no-such-partition"}}, store=store)
+    assert job.wait(timeout=60) == "failed"
+    assert job.record.message == ("sbatch did not submit sbatch.sh: sbatch: error: Batch job submission failed: "
+                                  "Invalid partition name specified")
