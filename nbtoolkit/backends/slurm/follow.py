@@ -164,8 +164,11 @@ class Follower:
         if state is None:
             return fail(f"Slurm job {self.job_id} is no longer known to Slurm (scontrol) and there is no accounting "
                         "(sacct) to say how it ended; see its output above")
-        return fail(f"Slurm job {self.job_id} ended {state}: {FAILURES[state]}{exit_code}",
-                    unless_explained=state == "FAILED")
+        ended = f"Slurm job {self.job_id} ended {state}: {FAILURES[state]}{exit_code}"
+        if state == "FAILED":  # a task's own error, in the output above, says more: the job's message is that
+            say(ended)
+            return 1
+        return fail(ended)
 
     def _cancelled_elsewhere(self) -> int:
         """scancel from outside: ask the supervisor to stop the job (recorded as stopped), then wait for it."""
@@ -178,12 +181,9 @@ class Follower:
         return fail(message)
 
 
-def fail(message: str, unless_explained: bool = False) -> int:
-    """One error sentence for the job's message; a task's own error (printed above) explains a FAILED job better."""
-    if unless_explained:
-        say(message)
-    else:
-        print(f"{ERROR_PREFIX} {message}", file=sys.stderr, flush=True)
+def fail(message: str) -> int:
+    """The job's message: one error sentence (the supervisor takes the last one printed)."""
+    print(f"{ERROR_PREFIX} {message}", file=sys.stderr, flush=True)
     return 1
 
 
