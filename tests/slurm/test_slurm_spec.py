@@ -107,6 +107,7 @@ def test_user_text_reaches_the_scripts_quoted(tmp_path):
     assert shlex.quote(str(script)) in node and "'$(touch /tmp/pwned)'" in node
     assert " --nnodes=7" in node, "the script's own arguments are not the launcher's"
     assert "pwned" not in files["sbatch.sh"]
+    assert '"resume": null' in files["spec.json"], "requeue resumes nbtoolkit's own program only"
 
 
 def test_requeue_resumes_from_the_last_checkpoint_and_can_be_turned_off():

@@ -40,9 +40,10 @@ def output_file(job_id: str) -> str:
 
 
 def program_spec(spec: RunSpec) -> RunSpec:
-    """The spec the training program reads: with requeue on, it resumes from the job's last checkpoint in
-    output/ when there is one (a requeued job starts its script again), else from the start."""
-    if (spec.slurm or SlurmSpec()).requeue and spec.resume is None:
+    """The spec nbtoolkit's training program reads: with requeue on, it resumes from the job's last checkpoint
+    in output/ when there is one (a requeued job starts its script again), else from the start. A user's
+    script resumes from its own checkpoints."""
+    if (spec.slurm or SlurmSpec()).requeue and spec.resume is None and spec.script is None:
         return spec.model_copy(update={"resume": "latest"})
     return spec
 
