@@ -26,6 +26,8 @@ LAB_BUILT := nbtoolkit/labextension/package.json
 LAB_SOURCES := $(LAB)/package.json $(wildcard $(LAB)/src/*.ts $(LAB)/src/*/*.ts* $(LAB)/style/* $(LAB)/schema/*)
 WITH_VENV := PATH="$(abspath $(BIN)):$$PATH"
 CHROMIUM := /usr/bin/chromium
+# the Slurm tests start their own one-node cluster of Debian's slurm-wlm (slurmctld, slurmd) and munge
+SBATCH := /usr/bin/sbatch
 SETUP_SECONDS := $(VENV)/.setup-seconds
 
 .PHONY: lock lock-check install deepspeed demo lab notebooks api-types test-setup test clean
@@ -99,6 +101,11 @@ api-types: | $(STAMP)
 $(CHROMIUM):
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
+# the Slurm tests' cluster programs (tests/slurm/cluster.py starts and ends them); after Chromium's
+# install, as two apt-gets at once (`make -j`) would fight over dpkg's lock
+$(SBATCH): | $(CHROMIUM)
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge
+
 demo: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/nbtoolkit demo
 
@@ -107,7 +114,7 @@ lab: install
 	$(BIN)/jupyter lab notebooks/quickstart.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # everything the tests need, set up side by side (`make test` runs this with -j)
-test-setup: install $(LAB_BUILT) $(CHROMIUM)
+test-setup: install $(LAB_BUILT) $(CHROMIUM) $(SBATCH)
 
 # the set-up is timed (its seconds in .venv/.setup-seconds, printed at the end). Two test workers, a
 # file each at a time (a file's fixtures are built once); most tests wait on one training process,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nbtoolkit import backends
 from nbtoolkit.bundled import ASSETS, TINY_MODELS, bundled_files
 from nbtoolkit.planner.shapes import BERT_LIKE, T5_LIKE, ModelShapeError, model_config_fields
 from nbtoolkit.spec import RunSpec, SpecError, load_spec, safe_name
@@ -117,8 +118,9 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
     data["name"] = safe_name(f"rehearse-{spec.display_name}", 60)
     hardware, parallelism = _topology(spec, max_ranks, notes)
     data["hardware"], data["parallelism"] = hardware, parallelism
-    data.pop("sagemaker", None)
-    data.pop("neuron", None)
+    for backend in backends.registered().values():  # rehearsed here: no remote engine's or Trainium's settings
+        if backend.block is not None:
+            data.pop(backend.name, None)
     data["launcher"] = spec.launcher if spec.launcher in ("auto", "torchrun", "deepspeed") else "auto"
     if spec.hardware.accelerator == "neuron" or spec.compile == "neuron":
         data["compile"] = "none"
@@ -162,9 +164,9 @@ def _topology(spec: RunSpec, max_ranks: int, notes: list[str]) -> tuple[dict[str
     if spec.hardware.accelerator == "neuron":
         notes.append("the Neuron compiler and runtime cannot run here: the precompile stage is left out and the "
                      "workers train on CPU")
-    if spec.hardware.target == "sagemaker":
-        notes.append("SageMaker's instances are rehearsed as nodes on loopback; the job request itself is checked "
-                     "by `nbtoolkit export` and the SageMaker stand-in, not here")
+    if spec.hardware.target != backends.LOCAL:
+        notes.append(f"the {spec.hardware.target} run's nodes are rehearsed as nodes on loopback; what it submits "
+                     f"there is checked by its golden launch (`nbtoolkit export`), not here")
     if nodes * devices > 1 and parallelism["strategy"] == "none":
         parallelism["strategy"] = "ddp"
     from nbtoolkit.launches import free_port

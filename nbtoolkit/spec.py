@@ -147,7 +147,16 @@ class HardwareSpec(SpecBlock):
         """USD per instance-hour: hourly_price_usd, else the catalog's price of instance_type (None: unknown)."""
         if self.hourly_price_usd is not None:
             return self.hourly_price_usd
+        if not self.priced_by_catalog:
+            return None
         return catalog.hourly_price(self.instance_type) if self.instance_type else None
+
+    @property
+    def priced_by_catalog(self) -> bool:
+        """The catalog's price of instance_type is what the nodes cost; not on a cluster (e.g. Slurm), where
+        instance_type is only the nodes' shape."""
+        remote = backends.serving(self.target)
+        return remote is None or remote.priced_by_catalog
 
     @property
     def run_price_usd(self) -> float | None:
@@ -449,8 +458,10 @@ def _with_backend_blocks() -> type[RunSpecCore]:
     blocks: dict[str, Any] = {}
     for backend in sorted(backends.registered().values(), key=lambda backend: backend.name):
         if backend.block is not None:
+            # an absent block is left out of a saved spec: installing a backend changes no spec.json (and so
+            # no rendezvous id, which every node of a run must agree on)
             blocks[backend.name] = ((backend.block, Field(default_factory=backend.block)) if backend.block_by_default
-                                    else (backend.block | None, None))
+                                    else (backend.block | None, Field(None, exclude_if=lambda block: block is None)))
     return create_model("RunSpec", __base__=RunSpecCore, __module__=__name__, __doc__=RunSpecCore.__doc__, **blocks)
 
 

@@ -189,7 +189,7 @@ def test_launch_starts_a_real_job_and_stop_ends_it(store):
 def test_the_form_covers_every_block_of_the_spec():
     blocks = {path.split(".")[0] for path in FIELDS}
     assert {"name", "task", "model", "dataset", "hardware", "parallelism", "precision", "compile", "launcher",
-            "train", "sagemaker", "adapter", "report_to"} <= blocks
+            "train", "sagemaker", "slurm", "adapter", "report_to"} <= blocks
 
 
 def test_the_adapter_section_adds_and_removes_the_adapter_block():

@@ -14,7 +14,9 @@ HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplot
 @pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local.render",
                                     "nbtoolkit.planner", "nbtoolkit.catalog", "nbtoolkit.server.extension",
                                     "nbtoolkit.backends.torchrun.render", "nbtoolkit.backends.deepspeed.render",
-                                    "nbtoolkit.backends.neuron.render", "nbtoolkit.backends.sagemaker.render"])
+                                    "nbtoolkit.backends.neuron.render", "nbtoolkit.backends.sagemaker.render",
+                                    "nbtoolkit.backends.slurm.render", "nbtoolkit.backends.slurm.follow",
+                                    "nbtoolkit.spec"])
 def test_light_imports(module):
     result = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True,
                             check=True)

@@ -380,7 +380,7 @@ export interface components {
             id: string;
             name: string;
             task: string;
-            /** @description the launcher: local, torchrun, deepspeed, neuron, sagemaker */
+            /** @description the backend that runs it: one of `nbtoolkit.backends.names()` (local, torchrun, deepspeed, neuron, sagemaker, slurm, or a plugin's) */
             backend: string;
             status: components["schemas"]["JobStatus"];
             /** @description whether the job is queued or running: it may still change */
@@ -455,7 +455,7 @@ export interface components {
             id: string;
             name: string;
             task: string;
-            /** @description the launcher: local, torchrun, deepspeed, neuron, sagemaker */
+            /** @description the backend that runs it: one of `nbtoolkit.backends.names()` (local, torchrun, deepspeed, neuron, sagemaker, slurm, or a plugin's) */
             backend: string;
             status: components["schemas"]["JobStatus"];
             /** @description whether the job is queued or running: it may still change */

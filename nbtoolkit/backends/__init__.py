@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from nbtoolkit.spec import RunSpec
 
 __all__ = ["ENTRY_POINT_GROUP", "LOCAL", "Backend", "LaunchError", "backend_name", "get_backend", "names", "preflight",
-           "problem", "registered", "render", "select", "targets"]
+           "problem", "registered", "render", "select", "serving", "targets"]
 
 ENTRY_POINT_GROUP = "nbtoolkit.backends"
 #: the target of every backend that starts processes on this machine (or, by run.sh, on others by hand)
@@ -52,7 +52,9 @@ class Backend:
 
     `target`: the `hardware.target` it serves; "local" for launchers that start processes here, or
     the name of a remote engine. `block`: the pydantic model of the spec block it owns, under its own
-    name; with `block_by_default` a spec that omits the block gets one with its defaults.
+    name; with `block_by_default` a spec that omits the block gets one with its defaults (else the
+    block is None, and left out of a saved spec). `priced_by_catalog`: its nodes cost what the catalog
+    says `hardware.instance_type` costs (a cloud's); False for a cluster whose nodes nobody prices.
     """
 
     name: str
@@ -60,6 +62,7 @@ class Backend:
     target: str = LOCAL
     block: type[BaseModel] | None = None
     block_by_default: bool = False
+    priced_by_catalog: bool = True
 
     def module(self) -> ModuleType:
         return importlib.import_module(self.implementation)
@@ -123,13 +126,18 @@ def targets() -> list[str]:
     return [LOCAL, *sorted({backend.target for backend in registered().values()} - {LOCAL})]
 
 
+def serving(target: str) -> Backend | None:
+    """The backend that serves a remote `hardware.target` (None for "local": several launchers serve it)."""
+    return next((backend for backend in registered().values() if target != LOCAL and backend.target == target), None)
+
+
 def backend_name(spec: RunSpec) -> str:
     """The backend a spec runs on: a remote target's backend; else the explicit launcher, or the one
     its accelerator and parallelism call for. DeepSpeed runs render in the deepspeed backend, also when
     torchrun starts their processes."""
-    target = spec.hardware.target
-    if target != LOCAL:
-        return next(backend.name for backend in registered().values() if backend.target == target)
+    remote = serving(spec.hardware.target)
+    if remote is not None:
+        return remote.name
     if spec.launcher == "torchrun" and spec.parallelism.strategy == "deepspeed":
         return "deepspeed"
     if spec.launcher != "auto":

@@ -73,6 +73,7 @@ class Section:
 
 
 SAGEMAKER = when("hardware.target", "sagemaker")
+SLURM = when("hardware.target", "slurm")
 WITH_ADAPTER = when(ADAPTER, "lora", "qlora")
 DEEPSPEED = when("parallelism.strategy", "deepspeed")
 SMP = when("parallelism.strategy", "smp")
@@ -169,6 +170,12 @@ SECTIONS: tuple[Section, ...] = (
         FormField("sagemaker.volume_size_gb", "Volume (GB)"),
         FormField("sagemaker.image_uri", "Image URI"),
     ), SAGEMAKER),
+    Section("Slurm", (
+        FormField("slurm.partition", "Partition"),
+        FormField("slurm.time_limit", "Time limit"),
+        FormField("slurm.account", "Account"),
+        FormField("slurm.requeue", "Requeue on preemption"),
+    ), SLURM),
 )
 FIELDS: dict[str, FormField] = {field.path: field for section in SECTIONS for field in section.fields}
 #: what the form decides; everything else in a prefilled spec passes through untouched

@@ -126,7 +126,7 @@ class FinetuneMagics(Magics):
     @argument("--text-column", metavar="COLUMN", help="the column holding the input text")
     @argument("--label-column", metavar="COLUMN", help="the column holding the label (classification)")
     @argument("--max-length", type=int, metavar="TOKENS", help="max source tokens")
-    @argument("--target", choices=choices("hardware.target"), help="run here or as a SageMaker training job")
+    @argument("--target", choices=choices("hardware.target"), help="where it runs: here (local) or a remote engine (sagemaker, slurm, ...)")
     @argument("--accelerator", choices=choices("hardware.accelerator"), help="the devices the run uses")
     @argument("--instance-type", metavar="TYPE", help="e.g. ml.g5.2xlarge (SageMaker) or trn1.2xlarge")
     @argument("--nproc", type=int, metavar="N", help="processes (devices) per node")

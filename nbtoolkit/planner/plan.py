@@ -87,6 +87,8 @@ class Workload:
     hourly_price_override: float | None
     adapter: str = "none"  # the spec's adapter.type: lora and qlora freeze the base (qlora in 4 bits)
     trainable_params: int | None = None  # with an adapter: the adapters' parameters
+    #: the instance's catalog (cloud) price applies; not on a cluster whose nodes the catalog does not price (Slurm)
+    catalog_price: bool = True
 
     @property
     def trained_params(self) -> int:
@@ -205,6 +207,8 @@ class Plan(Estimate):
     assumptions: list[str]
     alternatives: list[Estimate]
     price_note: str
+    #: why the run has no cost when it has a time (a Slurm cluster without hardware.hourly_price_usd)
+    price_unknown: str | None = None
     adapter: str = "none"
     trainable_params: int
 
@@ -236,6 +240,8 @@ class Plan(Estimate):
         if self.cost_usd is not None:
             lines.append(f"cost: {usd_text(self.cost_usd)} at ${self.hourly_price_usd:,.2f}/h x {self.nodes} "
                          f"({self.price_note})")
+        elif self.price_unknown:
+            lines.append(f"cost: unknown ({self.price_unknown})")
         lines.extend(f"problem: {problem}" for problem in self.problems)
         better, seen = [], set()
         for alt in self.alternatives:  # the best setup of each instance type and count
@@ -397,10 +403,14 @@ def _steps(setup: Setup, work: Workload) -> int | None:
     return math.ceil(work.epochs * batches / setup.grad_accum)
 
 
+CLUSTER_PRICE_UNKNOWN = ("the catalog prices cloud instances, not this cluster's nodes; set hardware.hourly_price_usd "
+                         "(per node-hour) to count it")
+
+
 def _price(setup: Setup, work: Workload) -> float | None:
     if work.hourly_price_override is not None:
         return work.hourly_price_override
-    return setup.instance.hourly_price_usd if setup.instance else None
+    return setup.instance.hourly_price_usd if setup.instance and work.catalog_price else None
 
 
 # -- from a spec ---------------------------------------------------------------------------------
@@ -446,7 +456,8 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
                     samples=samples, epochs=spec.train.epochs, max_steps=spec.train.max_steps,
                     utilisation=utilisation, hourly_price_override=spec.hardware.hourly_price_usd,
                     adapter=adapter.type if adapter else "none",
-                    trainable_params=memory.lora_params(shape, adapter.r, modules) if adapter else None)
+                    trainable_params=memory.lora_params(shape, adapter.r, modules) if adapter else None,
+                    catalog_price=spec.hardware.priced_by_catalog)
 
 
 def plan(spec: RunSpec | dict | str, *, measured: float | None = None, measured_from: str | None = None,
@@ -487,6 +498,7 @@ def plan(spec: RunSpec | dict | str, *, measured: float | None = None, measured_
         utilisation=work.utilisation, throughput_source=throughput_source,
         confident=own.device_memory_bytes is not None and not problems, formula=formula(setup, work),
         assumptions=assumptions(), alternatives=ranked, price_note=catalog.prices_note(),
+        price_unknown=None if work.catalog_price or work.hourly_price_override is not None else CLUSTER_PRICE_UNKNOWN,
         adapter=work.adapter, trainable_params=work.trained_params,
     )
 

@@ -34,7 +34,8 @@ class JobSummary(BaseModel):
     id: str
     name: str
     task: str
-    backend: str = Field(description="the launcher: local, torchrun, deepspeed, neuron, sagemaker")
+    backend: str = Field(description="the backend that runs it: one of `nbtoolkit.backends.names()` (local, torchrun, "
+                         "deepspeed, neuron, sagemaker, slurm, or a plugin's)")
     status: JobStatus
     active: bool = Field(description=f"whether the job is {' or '.join(ACTIVE)}: it may still change")
     stage: str | None = Field(description="the running stage, e.g. train or compile")
