@@ -23,6 +23,7 @@ import ipywidgets as widgets
 import yaml
 from pydantic import ValidationError
 
+from nbtoolkit import backends
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.notebook.preview import pre, preview, quiet_load
 from nbtoolkit.notebook.spec_fields import (choices, default, describe, get_value, named_fields, optional,
@@ -72,8 +73,6 @@ class Section:
     applies: Callable[[Values], bool] = always
 
 
-SAGEMAKER = when("hardware.target", "sagemaker")
-SLURM = when("hardware.target", "slurm")
 WITH_ADAPTER = when(ADAPTER, "lora", "qlora")
 DEEPSPEED = when("parallelism.strategy", "deepspeed")
 SMP = when("parallelism.strategy", "smp")
@@ -84,7 +83,7 @@ def multi_node_here(values: Values) -> bool:
     return values.get("hardware.target") == "local" and (values.get("hardware.nodes") or 1) > 1
 
 
-SECTIONS: tuple[Section, ...] = (
+CORE_SECTIONS: tuple[Section, ...] = (
     Section("Model and task", (
         FormField("name", "Run name"),
         FormField("task", "Task"),
@@ -120,7 +119,7 @@ SECTIONS: tuple[Section, ...] = (
         FormField("hardware.target", "Target"),
         FormField("hardware.accelerator", "Accelerator"),
         FormField("hardware.instance_type", "Instance type",
-                  lambda values: SAGEMAKER(values) or values.get("hardware.accelerator") != "cpu"),
+                  lambda values: values.get("hardware.target") != "local" or values.get("hardware.accelerator") != "cpu"),
         FormField("hardware.devices", "Devices per node"),
         FormField("hardware.nodes", "Nodes"),
         FormField("hardware.node_rank", "This node's rank", multi_node_here),
@@ -159,24 +158,28 @@ SECTIONS: tuple[Section, ...] = (
         FormField("train.seed", "Seed"),
         FormField("train.gradient_checkpointing", "Gradient checkpointing"),
     )),
-    Section("SageMaker", (
-        FormField("sagemaker.role", "IAM role ARN"),
-        FormField("sagemaker.region", "Region"),
-        FormField("sagemaker.bucket", "S3 bucket"),
-        FormField("sagemaker.spot", "Spot instances"),
-        FormField("sagemaker.max_run", "Max run (s)"),
-        FormField("sagemaker.max_wait", "Max wait (s)", when("sagemaker.spot", True)),
-        FormField("sagemaker.checkpoint_s3_uri", "Checkpoint S3 URI"),
-        FormField("sagemaker.volume_size_gb", "Volume (GB)"),
-        FormField("sagemaker.image_uri", "Image URI"),
-    ), SAGEMAKER),
-    Section("Slurm", (
-        FormField("slurm.partition", "Partition"),
-        FormField("slurm.time_limit", "Time limit"),
-        FormField("slurm.account", "Account"),
-        FormField("slurm.requeue", "Requeue on preemption"),
-    ), SLURM),
 )
+
+
+def backend_sections() -> tuple[Section, ...]:
+    """A section per remote engine's block, shown when the target is that engine: the block's fields that have a
+    title, in its order, each shown when its `shown_when` (json_schema_extra) says. A plugin's block gets one too."""
+    sections = []
+    for backend in backends.registered().values():
+        if backend.block is None or backend.target == backends.LOCAL:
+            continue
+        fields = []
+        for name, info in backend.block.model_fields.items():
+            shown_when = (info.json_schema_extra or {}).get("shown_when", {})
+            applies = next((when(f"{backend.name}.{key}", value) for key, value in shown_when.items()), always)
+            if info.title:
+                fields.append(FormField(f"{backend.name}.{name}", info.title, applies))
+        title = backend.block.model_config.get("title") or backend.name
+        sections.append(Section(title, tuple(fields), when("hardware.target", backend.target)))
+    return tuple(sections)
+
+
+SECTIONS: tuple[Section, ...] = (*CORE_SECTIONS, *backend_sections())
 FIELDS: dict[str, FormField] = {field.path: field for section in SECTIONS for field in section.fields}
 #: what the form decides; everything else in a prefilled spec passes through untouched
 OWNED = (*FIELDS, "dataset.files", "adapter.type")

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from nbtoolkit.spec_block import SpecBlock
 
 
 class SageMakerSpec(SpecBlock):
-    """Settings only a SageMaker training job needs (instance type lives in hardware)."""
+    """Settings only a SageMaker training job needs (instance type lives in hardware). Fields with a title are
+    the form's SageMaker section."""
 
-    role: str | None = Field(None, description="IAM role ARN the job runs as")
-    region: str | None = None
-    bucket: str | None = None
-    image_uri: str | None = None
+    model_config = ConfigDict(title="SageMaker")
+
+    role: str | None = Field(None, title="IAM role ARN", description="IAM role ARN the job runs as")
+    region: str | None = Field(None, title="Region")
+    bucket: str | None = Field(None, title="S3 bucket")
+    image_uri: str | None = Field(None, title="Image URI")
     transformers_version: str | None = None
     pytorch_version: str | None = None
     py_version: str | None = None
-    volume_size_gb: int = Field(100, ge=1)
-    spot: bool = False
-    max_run: int = Field(24 * 3600, ge=60, description="seconds")
-    max_wait: int | None = Field(None, ge=60, description="seconds; spot only, at least max_run")
-    checkpoint_s3_uri: str | None = None
+    volume_size_gb: int = Field(100, ge=1, title="Volume (GB)")
+    spot: bool = Field(False, title="Spot instances")
+    max_run: int = Field(24 * 3600, ge=60, title="Max run (s)", description="seconds")
+    max_wait: int | None = Field(None, ge=60, title="Max wait (s)", description="seconds; spot only, at least max_run",
+                                 json_schema_extra={"shown_when": {"spot": True}})
+    checkpoint_s3_uri: str | None = Field(None, title="Checkpoint S3 URI")
     environment: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from nbtoolkit.spec_block import SpecBlock
 
@@ -17,11 +17,13 @@ TIME_LIMIT = re.compile(r"\d+|\d+:\d\d|\d+:\d\d:\d\d|\d+-\d+(:\d\d){0,2}")
 class SlurmSpec(SpecBlock):
     """Where and how long the batch job runs on a Slurm cluster; omitted fields take the cluster's defaults."""
 
-    partition: str | None = Field(None, description="Slurm partition (sbatch --partition); default: the cluster's")
+    model_config = ConfigDict(title="Slurm")
+
+    partition: str | None = Field(None, title="Partition", description="Slurm partition (sbatch --partition); default: the cluster's")
     time_limit: int | str | None = Field(
-        None, description="minutes, or HH:MM:SS / D-HH:MM:SS (sbatch --time); default: the partition's")
-    account: str | None = Field(None, description="account to charge (sbatch --account)")
-    requeue: bool = Field(True, description="requeue after preemption or node failure, resuming from the last checkpoint")
+        None, title="Time limit", description="minutes, or HH:MM:SS / D-HH:MM:SS (sbatch --time); default: the partition's")
+    account: str | None = Field(None, title="Account", description="account to charge (sbatch --account)")
+    requeue: bool = Field(True, title="Requeue on preemption", description="requeue after preemption or node failure, resuming from the last checkpoint")
 
     @field_validator("partition", "account")
     @classmethod
