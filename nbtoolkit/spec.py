@@ -382,6 +382,8 @@ class RunSpec(_Part):
     script: ScriptSpec | None = None
     resume: str | None = Field(None, description="'latest' or a checkpoint directory")
     sagemaker: SageMakerSpec | None = None
+    skypilot: dict[str, Any] | None = Field(None, exclude_if=lambda block: block is None,
+                                            description="hardware.target skypilot: its settings, read by that backend")
     neuron: NeuronSpec = Field(default_factory=NeuronSpec)
     extra: dict[str, Any] = Field(default_factory=dict, description="passed through to TrainingArguments")
     adapter: AdapterSpec | None = Field(None, description="LoRA/QLoRA adapters instead of a full fine-tune")
@@ -464,6 +466,12 @@ class RunSpec(_Part):
                     f"hardware.instance_type '{hw.instance_type}' is not a SageMaker instance type; "
                     f"SageMaker types start with 'ml.', e.g. ml.{hw.instance_type}"
                 )
+        if hw.target != "local":  # a remote engine's own block and rules
+            from nbtoolkit.backends import problem
+
+            message = problem(self)
+            if message:
+                raise ValueError(message)
         if hw.accelerator == "cpu" and self.precision == "fp16":
             raise ValueError("precision 'fp16' needs a cuda or neuron accelerator; use bf16 or fp32 on cpu")
         single = self.launcher in ("local",)

@@ -22,7 +22,7 @@ from nbtoolkit.spec_paths import absolute_paths
 from nbtoolkit.trackers import check_installed
 
 __all__ = ["ENTRY_POINT_GROUP", "Backend", "Launch", "LaunchError", "Stage", "backend_name", "get_backend", "names",
-           "preflight", "render", "select", "targets"]
+           "preflight", "problem", "render", "select", "targets"]
 
 ENTRY_POINT_GROUP = "nbtoolkit.backends"
 #: the target of every backend that starts processes on this machine (or, by run.sh, on others by hand)
@@ -38,7 +38,9 @@ class Backend:
     """What a backend answers. Only `name` and `render` are required.
 
     `target`: the `hardware.target` it serves; "local" for launchers that start processes here, or
-    the name of a remote engine whose spec it renders. `preflight(spec)`: checks of this machine,
+    the name of a remote engine whose spec it renders. `validate(spec)`: the first problem of a spec
+    it runs (its own block, its rules) as one sentence naming the field, or None; the spec raises it
+    when loaded, so every front says it before anything starts. `preflight(spec)`: checks of this machine,
     run before submitting (not before exporting); raises LaunchError. `attach(name, region)`: a
     Launch that follows a job started elsewhere.
     """
@@ -46,6 +48,7 @@ class Backend:
     name: str
     render: Callable[[RunSpec], Launch]
     target: str = LOCAL
+    validate: Callable[[RunSpec], str | None] | None = None
     preflight: Callable[[RunSpec], None] | None = None
     attach: Callable[..., Launch] | None = None
 
@@ -103,6 +106,12 @@ def backend_name(spec: RunSpec) -> str:
 def select(spec: RunSpec) -> Backend:
     """The one place a spec's backend is chosen: render, preflight and the form's checks all ask here."""
     return get_backend(backend_name(spec))
+
+
+def problem(spec: RunSpec) -> str | None:
+    """What the spec's backend finds wrong with it (one sentence), or None."""
+    check = select(spec).validate
+    return check(spec) if check is not None else None
 
 
 def render(spec: RunSpec) -> Launch:
