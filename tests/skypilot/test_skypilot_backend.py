@@ -98,9 +98,17 @@ def test_without_an_instance_type_the_plan_counts_the_nodes_and_the_price_stays_
     assert (result.devices_per_node, result.nodes, result.hourly_price_usd) == (8, 2, None)
 
 
-def test_the_form_offers_skypilot_as_a_target():
-    assert "skypilot" in backends.targets()
-    assert backends.select(skypilot_spec()).name == "skypilot"
+def test_the_form_offers_skypilot_says_its_blocks_problem_and_keeps_a_prefilled_block():
+    from nbtoolkit.notebook.form import SpecForm
+
+    form = SpecForm({"task": "text-classification"})
+    assert "skypilot" in dict(form.fields["hardware.target"].options)
+    form.fields["hardware.accelerator"].value = "cuda"
+    form.fields["hardware.target"].value = "skypilot"
+    assert form.spec is None and form.error.startswith("skypilot.accelerators is missing;")
+    prefilled = SpecForm(skypilot_spec(skypilot={"accelerators": "T4:1", "use_spot": True}))
+    assert prefilled.spec.skypilot == {"accelerators": "T4:1", "use_spot": True}
+    assert "skypilot/task.yaml" in backends.render(prefilled.spec).files
 
 
 # -- the task YAML and what each node runs -------------------------------------------------------
