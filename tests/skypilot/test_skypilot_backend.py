@@ -275,6 +275,15 @@ def test_a_failed_managed_job_fails_the_job_with_one_sentence(fake_sky, store, m
     assert job.record.message == ("SkyPilot managed job 7 failed; sky jobs logs --controller 7 says why")
 
 
+def test_a_launch_skypilot_refuses_fails_the_job_with_its_reason_on_one_line(fake_sky, store, monkeypatch):
+    monkeypatch.setenv("FAKE_SKY_LAUNCH_ERROR", "Failed to provision all possible launchable resources.\n"
+                       "  Relax the task's resource requirements: 2x AWS([Spot], {'A100': 8})")
+    job = launch(skypilot_spec(), store=store)
+    assert job.wait(timeout=120) == "failed"
+    assert job.record.message == ("SkyPilot could not run the managed job: Failed to provision all possible launchable "
+                                  "resources. Relax the task's resource requirements: 2x AWS([Spot], {'A100': 8})")
+
+
 def test_stop_cancels_the_managed_job(fake_sky, store, monkeypatch):
     (fake_sky / "log.txt").write_text(LOG)
     monkeypatch.setenv("FAKE_SKY_END", "wait")

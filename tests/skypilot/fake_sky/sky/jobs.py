@@ -1,4 +1,4 @@
-"""sky.jobs of the stand-in: launch answers job 7; tail_logs writes $FAKE_SKY_DIR/log.txt to the output
+"""sky.jobs of the stand-in: launch answers job 7 (or raises $FAKE_SKY_LAUNCH_ERROR); tail_logs writes $FAKE_SKY_DIR/log.txt to the output
 stream, then ends with $FAKE_SKY_END (an exit code of sky.exceptions.JobExitCode), or with `wait`
 waits until the job is cancelled (103)."""
 
@@ -19,6 +19,8 @@ def _dir() -> Path:
 
 def launch(task, name=None, pool=None, num_jobs=None, job_group=None, _need_confirmation=False):
     record_call("launch", name=name, task=task.config, cwd=os.getcwd())
+    if os.environ.get("FAKE_SKY_LAUNCH_ERROR"):  # e.g. sky.exceptions.ResourcesUnavailableError's text
+        raise RuntimeError(os.environ["FAKE_SKY_LAUNCH_ERROR"])
     return [JOB_ID], None
 
 
