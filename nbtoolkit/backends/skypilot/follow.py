@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 
 from nbtoolkit.jobs.tree import JOB_ID_ENV
+from nbtoolkit.metrics.parse import RANK_PREFIX
 from nbtoolkit.runtime import ERROR_PREFIX
 
 SAY = "[nbtoolkit] skypilot:"
@@ -34,13 +35,14 @@ NODE_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)*\((?:head|worker\d+), rank=(\d+),
 
 
 def node_line(line: str) -> str:
-    """A log line as the metrics parser reads it: the head node's without SkyPilot's prefix, another node's
-    as `[nodeN]:` (the parser keeps rank 0's metrics; torchrun's own `[rankN]:` prefixes stay)."""
+    """A log line as the metrics parser reads it, which keeps rank 0's metrics. A line with torchrun's global
+    `[rankN]:` prefix loses SkyPilot's (torchrun's rendezvous may put global rank 0 on any node); an unprefixed
+    line (DeepSpeed's launcher, whose rank 0 is on node 0) of another node than the head becomes `[nodeN]: ...`."""
     prefix = NODE_PREFIX.match(line)
     if prefix is None:
         return line
-    rank = prefix.group(1)
-    return line[prefix.end():] if rank == "0" else f"[node{rank}]: {line[prefix.end():]}"
+    node, text = prefix.group(1), line[prefix.end():]
+    return text if node == "0" or RANK_PREFIX.match(text) else f"[node{node}]: {text}"
 
 
 class NodeLines(io.TextIOBase):
