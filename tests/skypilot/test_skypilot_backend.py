@@ -128,6 +128,10 @@ def test_the_task_has_resources_with_ordered_fallbacks_nodes_the_bucket_setup_an
     node = json.loads(launch_.files["skypilot/workdir/spec.json"])
     assert node["resume"] == "latest" and node["hardware"]["target"] == "local" and "skypilot" not in node
     assert launch_.main_stage.stop_grace_s and launch_.main_stage.metrics_from_log
+    assert not any("restarts from step 0" in note for note in launch_.notes)
+    single = backends.render(skypilot_spec())  # one node, one GPU, no bucket: plain python, and a warning
+    assert "python -m nbtoolkit.train --spec spec.json" in single.files["skypilot/workdir/run.sh"]
+    assert "no skypilot.bucket: checkpoints stay on the nodes, so a recovered job restarts from step 0" in single.notes
 
 
 def run_node(launch_, tmp_path: Path, rank: int) -> list[str]:
