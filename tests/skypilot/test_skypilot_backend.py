@@ -130,6 +130,10 @@ def test_the_task_has_resources_with_ordered_fallbacks_nodes_the_bucket_setup_an
     assert launch_.main_stage.stop_grace_s and launch_.main_stage.metrics_from_log
     assert not any("restarts from step 0" in note for note in launch_.notes)
     single = backends.render(skypilot_spec())  # one node, one GPU, no bucket: plain python, and a warning
+    tracked = yaml.safe_load(backends.render(skypilot_spec(report_to=["wandb", "tensorboard"])).files[
+        "skypilot/task.yaml"])
+    assert tracked["setup"].splitlines()[1:] == ["pip install nbtoolkit-finetune==0.1.0",
+                                                 "pip install 'nbtoolkit-finetune[trackers]'", "pip install wandb"]
     assert "python -m nbtoolkit.train --spec spec.json" in single.files["skypilot/workdir/run.sh"]
     assert "no skypilot.bucket: checkpoints stay on the nodes, so a recovered job restarts from step 0" in single.notes
 

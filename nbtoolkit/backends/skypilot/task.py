@@ -23,6 +23,7 @@ from nbtoolkit.backends.skypilot.settings import SkyPilotSpec, accelerators
 from nbtoolkit.backends.torchrun import MULTI_NODE_PORT
 from nbtoolkit.launches import Launch
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.trackers import PACKAGES
 
 TASK_FILE = "skypilot/task.yaml"
 #: the folder SkyPilot syncs to every node (as ~/sky_workdir) and runs the task in
@@ -67,9 +68,14 @@ def node_launch(spec: RunSpec) -> Launch:
 def requirement(spec: RunSpec) -> str:
     """nbtoolkit at this version, with the extras the run needs."""
     extras = [name for name, needed in (("deepspeed", spec.parallelism.strategy == "deepspeed"),
-                                        ("adapters", spec.adapter is not None),
-                                        ("trackers", bool(spec.report_to))) if needed]
+                                        ("adapters", spec.adapter is not None)) if needed]
     return f"{DISTRIBUTION}{'[' + ','.join(extras) + ']' if extras else ''}=={nbtoolkit.__version__}"
+
+
+def setup(spec: RunSpec) -> str:
+    """What each node installs before the run: nbtoolkit, then each tracker's package as the launch check says."""
+    trackers = sorted({PACKAGES[tracker][1] for tracker in spec.report_to})
+    return "\n".join(["set -euo pipefail", f"pip install {shlex.quote(requirement(spec))}", *trackers]) + "\n"
 
 
 def resources(spec: RunSpec, block: SkyPilotSpec) -> dict[str, Any]:
@@ -90,7 +96,7 @@ def task(spec: RunSpec, block: SkyPilotSpec) -> dict[str, Any]:
                              "num_nodes": spec.hardware.nodes}
     if block.bucket:
         found["file_mounts"] = {NODE_OUTPUT: {"source": block.bucket, "mode": block.bucket_mode}}
-    found["setup"] = f"set -euo pipefail\npip install {shlex.quote(requirement(spec))}\n"
+    found["setup"] = setup(spec)
     found["run"] = RUN
     return found
 
