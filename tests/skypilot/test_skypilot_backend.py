@@ -74,6 +74,9 @@ def write_files(files: dict[str, str], folder: Path) -> Path:
     ({"skypilot": None},
      "skypilot.accelerators is missing; name the GPU and count per node, e.g. A100:8, or a hardware.instance_type "
      "the catalog knows"),
+    ({"script": {"path": "train.py"}},
+     "script is not shipped to SkyPilot nodes (they get the job's folder only); remove script to run nbtoolkit's "
+     "own training program"),
     ({"hardware": {"target": "skypilot", "accelerator": "cpu"}},
      "hardware.accelerator 'cpu' does not run on SkyPilot here; a SkyPilot target runs on cloud GPUs: set "
      "hardware.accelerator: cuda"),

@@ -75,13 +75,13 @@ def problem(spec: RunSpec) -> str | None:
         return ("script is not shipped to SkyPilot nodes (they get the job's folder only); remove script to run "
                 "nbtoolkit's own training program")
     if not block.managed:
-        return "skypilot.managed false is not supported: nbtoolkit launches managed jobs (they recover after a " \
-               "preemption); remove managed or set it true"
+        return ("skypilot.managed false is not supported: nbtoolkit launches managed jobs (they recover after a "
+                "preemption); remove managed or set it true")
     if block.region and not block.cloud:
         return f"skypilot.region '{block.region}' needs skypilot.cloud (a region belongs to one cloud), e.g. aws"
     if block.bucket and not block.bucket.startswith(BUCKET_SCHEMES):
         return (f"skypilot.bucket '{block.bucket}' is not a bucket URL; give e.g. s3://my-bucket/checkpoints "
-                f"or gs://my-bucket/checkpoints")
+                "or gs://my-bucket/checkpoints")
     first = accelerators(spec, block)
     if first is None:
         return ("skypilot.accelerators is missing; name the GPU and count per node, e.g. A100:8, or a "
