@@ -2,8 +2,8 @@
 SkyPilot needs a cloud, and cannot share an environment with nbtoolkit's locked packages here.
 
 The signatures are SkyPilot's (sky/client/sdk.py, sky/jobs/client/sdk.py; tests/skypilot compares them
-where SkyPilot is installed). Each call is appended to $FAKE_SKY_DIR/calls.jsonl. Like SkyPilot,
-`Task.from_yaml` refuses a task whose workdir is not a folder (relative to the current directory).
+where SkyPilot is installed). Each call is appended to $FAKE_SKY_DIR/calls.jsonl. Like SkyPilot's,
+`jobs.launch` refuses a task whose workdir is not a folder relative to the current directory.
 """
 
 from __future__ import annotations
@@ -32,11 +32,7 @@ class Task:
 
     @staticmethod
     def from_yaml(yaml_path: str) -> Task:
-        config = yaml.safe_load(Path(yaml_path).read_text())
-        workdir = config.get("workdir")
-        if workdir is not None and not os.path.isdir(os.path.abspath(os.path.expanduser(workdir))):
-            raise ValueError(f"Workdir must be a valid directory (or a symlink to a directory). {workdir} not found.")
-        return Task(config)
+        return Task(yaml.safe_load(Path(yaml_path).read_text()))
 
 
 from sky import jobs  # noqa: E402  (as SkyPilot's package does)

@@ -19,6 +19,9 @@ def _dir() -> Path:
 
 def launch(task, name=None, pool=None, num_jobs=None, job_group=None, _need_confirmation=False):
     record_call("launch", name=name, task=task.config, cwd=os.getcwd())
+    workdir = task.config.get("workdir")  # as SkyPilot's launch validates it (Task.expand_and_validate_workdir)
+    if workdir is not None and not os.path.isdir(os.path.abspath(os.path.expanduser(workdir))):
+        raise ValueError(f"Workdir must be a valid directory (or a symlink to a directory). {workdir} not found.")
     if os.environ.get("FAKE_SKY_LAUNCH_ERROR"):  # e.g. sky.exceptions.ResourcesUnavailableError's text
         raise RuntimeError(os.environ["FAKE_SKY_LAUNCH_ERROR"])
     return [JOB_ID], None
