@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from nbtoolkit import backends
-from nbtoolkit.api import launch
+from nbtoolkit.api import attach, launch
 from nbtoolkit.planner import plan
 from nbtoolkit.spec import SpecError, load_spec
 from tests.real_launches import golden_files
@@ -342,6 +342,17 @@ def test_stop_cancels_the_managed_job(fake_sky, store, monkeypatch):
     assert job.stop() == "stopped"
     assert [call["job_ids"] for call in calls(fake_sky) if call["call"] == "cancel"] == [[7]]
     assert "cancelling managed job 7" in job.logs()
+
+
+def test_attach_follows_a_managed_job_launched_elsewhere_and_stop_cancels_it(fake_sky, store, monkeypatch):
+    (fake_sky / "log.txt").write_text(LOG)
+    monkeypatch.setenv("FAKE_SKY_END", "wait")
+    job = attach("7", backend="skypilot", store=store)
+    wait_for(lambda: [record for record in job.records() if record["kind"] == "train"], timeout=120)
+    assert job.record.remote_name == "sky-managed-7" and job.stop() == "stopped"
+    assert [call["call"] for call in calls(fake_sky)] == ["tail_logs", "cancel"]
+    with pytest.raises(backends.LaunchError, match="^'sky-managed-7' is not a SkyPilot managed job id; give the number"):
+        attach("sky-managed-7", backend="skypilot", store=store)
 
 
 def write_golden() -> None:

@@ -38,14 +38,31 @@ def notes(spec: RunSpec) -> list[str]:
     return found
 
 
+def follower_stage(*args: str) -> Stage:
+    return Stage(name="train", argv=[sys.executable, "-m", FOLLOWER, *args], metrics_from_log=True,
+                 stop_grace_s=STOP_GRACE_S)
+
+
 def render(spec: RunSpec) -> Launch:
     message = problem(spec)
     if message:
         raise LaunchError(message)
-    stage = Stage(name="train", argv=[sys.executable, "-m", FOLLOWER, "--task", TASK_FILE], metrics_from_log=True,
-                  stop_grace_s=STOP_GRACE_S)
     files = {**spec_files(spec), **task_files(spec, settings(spec))}
-    return Launch(backend=NAME, stages=[stage], env={"PYTHONUNBUFFERED": "1"}, files=files, notes=notes(spec))
+    return Launch(backend=NAME, stages=[follower_stage("--task", TASK_FILE)], env={"PYTHONUNBUFFERED": "1"},
+                  files=files, notes=notes(spec))
+
+
+def attach_launch(name: str, region: str | None = None) -> Launch:
+    """Follow a managed job launched elsewhere (`sky jobs launch`, another notebook, a job marked lost), by its id."""
+    if not name.isdigit():
+        raise LaunchError(f"'{name}' is not a SkyPilot managed job id; give the number sky jobs queue shows in its ID "
+                          "column")
+    if region is not None:
+        raise LaunchError("a SkyPilot managed job is named by its id alone; leave out the region")
+    if importlib.util.find_spec("sky") is None:
+        raise LaunchError(NEEDS_SKYPILOT)
+    return Launch(backend=NAME, stages=[follower_stage("--attach", name)], env={"PYTHONUNBUFFERED": "1"},
+                  notes=["needs SkyPilot, with the API server that launched the managed job"])
 
 
 def preflight(spec: RunSpec) -> None:
@@ -63,4 +80,4 @@ def preflight(spec: RunSpec) -> None:
                           f"run sky check {cloud} or pick an enabled cloud")
 
 
-backend = Backend(name=NAME, render=render, target=NAME, validate=problem, preflight=preflight)
+backend = Backend(name=NAME, render=render, target=NAME, validate=problem, preflight=preflight, attach=attach_launch)

@@ -1,6 +1,7 @@
 """The program a SkyPilot job's supervisor runs: launch the managed job, stream its log, cancel it on a stop.
 
     python -m nbtoolkit.backends.skypilot.follow --task skypilot/task.yaml
+    python -m nbtoolkit.backends.skypilot.follow --attach JOB_ID
 
 It launches the task with SkyPilot's Python API (`sky.jobs.launch`), prints the managed job's log
 as it arrives (the supervisor appends it to output.log and parses metrics from it), and exits with
@@ -82,15 +83,21 @@ def record(job_id: int) -> None:
         say(f"the job store did not answer ({exc}); the job's record does not name managed job {job_id}")
 
 
-def follow(task_file: Path, stop: threading.Event) -> int:
-    """Launch, stream until the managed job ends, and map its end to this program's exit code."""
+def launch(task_file: Path) -> int:
+    """Launch the task as a managed job; its id."""
     import sky
 
     task = sky.Task.from_yaml(str(task_file))
     say(f"launching managed job {task.name} ({task.num_nodes} node(s))")
     job_ids, _ = sky.get(sky.jobs.launch(task, name=task.name))
-    job_id = job_ids[0]
-    say(f"managed job {job_id} launched; sky jobs queue shows it, sky jobs logs {job_id} follows it too")
+    say(f"managed job {job_ids[0]} launched; sky jobs queue shows it, sky jobs logs {job_ids[0]} follows it too")
+    return job_ids[0]
+
+
+def follow(job_id: int, stop: threading.Event) -> int:
+    """Stream the managed job's log until it ends, cancel it if asked, and map its end to this program's exit code."""
+    import sky
+
     record(job_id)
 
     def cancel_on_stop() -> None:
@@ -117,13 +124,15 @@ def say(text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nbtoolkit.backends.skypilot.follow", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", type=Path, required=True, help="skypilot/task.yaml: launch this task, then follow it")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--task", type=Path, help="skypilot/task.yaml: launch this task, then follow it")
+    source.add_argument("--attach", type=int, metavar="JOB_ID", help="follow a managed job launched elsewhere")
     args = parser.parse_args(argv)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        return follow(args.task, stop)
+        return follow(launch(args.task) if args.task else args.attach, stop)
     except Exception as exc:  # SkyPilot's errors (no capacity, no credentials, an invalid task): one sentence
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(f"{ERROR_PREFIX} SkyPilot could not run the managed job: {message}", file=sys.stderr, flush=True)
