@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV := $(BIN)/uv
 LOCK := requirements.lock
-LOCK_INPUTS := pyproject.toml constraints.txt
+LOCK_INPUTS := pyproject.toml constraints.txt tools/skypilot-requirements.in
 LOCK_INPUTS_SHA = $(firstword $(shell cat $(LOCK_INPUTS) | sha256sum))
 # torch's CPU wheel: it lies on disk on this project's machines, elsewhere PyTorch's CPU index has it
 TORCH_WHEELS ?= $(if $(wildcard /opt/wheels/torch-*+cpu-*.whl),/opt/wheels,https://download.pytorch.org/whl/cpu/torch/)
@@ -29,6 +29,10 @@ CHROMIUM := /usr/bin/chromium
 # the Slurm tests start their own one-node cluster of Debian's slurm-wlm (slurmctld, slurmd) and munge
 SBATCH := /usr/bin/sbatch
 SETUP_SECONDS := $(VENV)/.setup-seconds
+# SkyPilot 0.14 pins click<8.2, which the locked transformers' huggingface-hub cannot share: its own
+# environment, locked and hashed too, where the tests run SkyPilot's own task loader
+SKY_VENV := .venv-skypilot
+SKY_LOCK := requirements-skypilot.lock
 
 .PHONY: lock lock-check install deepspeed demo lab notebooks api-types test-setup test clean
 
@@ -42,15 +46,17 @@ $(UV): tools/uv-requirements.txt | $(BIN)/python
 # every extra of pyproject.toml and the build tools, resolved once for Linux x86_64 / Python 3.11;
 # constraints.txt holds the pins that must hold. The first line records what the lock was made from.
 lock: | $(UV)
-	{ echo "# inputs-sha256: $(LOCK_INPUTS_SHA) (pyproject.toml, constraints.txt)"; \
+	{ echo "# inputs-sha256: $(LOCK_INPUTS_SHA) ($(LOCK_INPUTS))"; \
 	  printf '%s\n' $(BUILD_TOOLS) | $(UV) pip compile pyproject.toml - --all-extras -c constraints.txt \
 	    --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	    --find-links $(TORCH_WHEELS) --custom-compile-command "make lock" --quiet; } > $(LOCK).new
 	mv $(LOCK).new $(LOCK)
+	$(UV) pip compile tools/skypilot-requirements.in --generate-hashes --python-version 3.11 \
+	    --python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" --quiet > $(SKY_LOCK)
 
 lock-check:
 	@grep -q '^# inputs-sha256: $(LOCK_INPUTS_SHA) ' $(LOCK) || \
-		{ echo 'requirements.lock is older than pyproject.toml/constraints.txt: run `make lock`' >&2; exit 1; }
+		{ echo 'requirements.lock is older than $(LOCK_INPUTS): run `make lock`' >&2; exit 1; }
 
 # the build tools at their locked versions and hashes (with what they need, locked too)
 $(BUILD_TOOLS_STAMP): $(LOCK) | lock-check $(UV)
@@ -106,6 +112,11 @@ $(CHROMIUM):
 $(SBATCH): | $(CHROMIUM)
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge
 
+$(SKY_VENV)/.installed: $(SKY_LOCK) | $(UV)
+	$(UV) venv --quiet --allow-existing --python $(BIN)/python $(SKY_VENV)
+	$(UV) pip sync --quiet --python $(SKY_VENV)/bin/python --require-hashes $(SKY_LOCK)
+	touch $@
+
 demo: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/nbtoolkit demo
 
@@ -114,7 +125,7 @@ lab: install
 	$(BIN)/jupyter lab notebooks/quickstart.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # everything the tests need, set up side by side (`make test` runs this with -j)
-test-setup: install $(LAB_BUILT) $(CHROMIUM) $(SBATCH)
+test-setup: install $(LAB_BUILT) $(CHROMIUM) $(SBATCH) $(SKY_VENV)/.installed
 
 # the set-up is timed (its seconds in .venv/.setup-seconds, printed at the end). Two test workers, a
 # file each at a time (a file's fixtures are built once); most tests wait on one training process,

@@ -545,8 +545,9 @@ def explain(exc: ValidationError) -> str:
     kind, message = error["type"], error["msg"]
     given = error.get("input")
     context = error.get("ctx") or {}
-    if kind == "value_error":  # our own validators: the sentence already names its field
-        return str(context.get("error", message))
+    if kind == "value_error":  # our own validators' sentences name their field; a value's check is given it
+        said = str(context.get("error", message))
+        return said if location in said else f"{location} {said}"
     if kind == "missing":
         return f"{location} is missing; it is required"
     if kind == "extra_forbidden":
@@ -566,7 +567,9 @@ def explain(exc: ValidationError) -> str:
 
 def _field_names(dotted: str) -> str:
     model: type[BaseModel] = RunSpec
-    for part in filter(None, dotted.split(".")):
+    for part in dotted.split("."):
+        if not part or part.isdigit():  # an item of a list of blocks: its fields are the block's
+            continue
         annotation = model.model_fields[part].annotation
         model = next(arg for arg in getattr(annotation, "__args__", (annotation,)) if isinstance(arg, type))
     return ", ".join(model.model_fields)

@@ -18,7 +18,9 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements.lock"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-STALE = "requirements.lock is older than pyproject.toml/constraints.txt: run `make lock`"
+#: what the lock is made from (the main environment's, then SkyPilot's own)
+INPUTS = ("pyproject.toml", "constraints.txt", "tools/skypilot-requirements.in")
+STALE = f"requirements.lock is older than {' '.join(INPUTS)}: run `make lock`"
 
 
 def locked() -> dict[str, tuple[Version, list[str]]]:
@@ -66,14 +68,15 @@ def test_sagemaker_storage_stack_is_current():
 
 
 def test_lock_records_the_inputs_it_was_made_from():
-    inputs = b"".join((ROOT / name).read_bytes() for name in ("pyproject.toml", "constraints.txt"))
+    inputs = b"".join((ROOT / name).read_bytes() for name in INPUTS)
     assert LOCK.read_text().startswith(f"# inputs-sha256: {hashlib.sha256(inputs).hexdigest()} ")
 
 
 @pytest.fixture
 def checkout(tmp_path) -> Path:
     """The files `make` reads to decide whether the lock is current, in a folder of their own."""
-    for name in ("Makefile", "pyproject.toml", "constraints.txt", "requirements.lock"):
+    for name in ("Makefile", *INPUTS, "requirements.lock"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     return tmp_path
 
@@ -88,7 +91,7 @@ def test_a_current_lock_passes_the_check(checkout):
     assert (done.returncode, done.stderr) == (0, "")
 
 
-@pytest.mark.parametrize("changed", ["pyproject.toml", "constraints.txt"])
+@pytest.mark.parametrize("changed", INPUTS)
 @pytest.mark.parametrize("target", ["lock-check", "install", "test"])
 def test_a_stale_lock_stops_make_with_one_sentence(checkout, changed, target):
     with open(checkout / changed, "a") as edited:

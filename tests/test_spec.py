@@ -65,7 +65,7 @@ INVALID = [
     ("model: bert-base-uncased", "task is missing; it is required"),
     ("task: causal-lm\nepochs: 3",
      "epochs is not a known field; valid fields are name, task, model, dataset, hardware, parallelism, precision, "
-     "compile, launcher, train, script, resume, extra, adapter, report_to, neuron, sagemaker, slurm"),
+     "compile, launcher, train, script, resume, extra, adapter, report_to, neuron, sagemaker, skypilot, slurm"),
     ("task: causal-lm\nparallelism: {strategy: deepspeed, zero_stage: 2, offload_params: cpu}",
      "parallelism.offload_params 'cpu' needs ZeRO stage 3 (zero_stage is 2); set zero_stage: 3 or offload_params: none"),
     ("task: causal-lm\nparallelism: {strategy: deepspeed, zero_stage: 4}",

@@ -1,0 +1,39 @@
+"""A stand-in for the part of SkyPilot's client API (0.14.1) that nbtoolkit calls, for tests: a real
+SkyPilot needs a cloud, and cannot share an environment with nbtoolkit's locked packages here.
+
+The signatures are SkyPilot's (sky/client/sdk.py, sky/jobs/client/sdk.py; tests/skypilot compares them
+where SkyPilot is installed). Each call is appended to $FAKE_SKY_DIR/calls.jsonl. Like SkyPilot's,
+`jobs.launch` refuses a task whose workdir is not a folder relative to the current directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import yaml
+
+
+def _calls_file() -> Path:
+    return Path(os.environ["FAKE_SKY_DIR"]) / "calls.jsonl"
+
+
+def record_call(call: str, **values) -> None:
+    with _calls_file().open("a") as calls:
+        calls.write(json.dumps({"call": call, **values}) + "\n")
+
+
+class Task:
+    def __init__(self, config: dict) -> None:
+        self.config = config
+        self.name = config.get("name")
+        self.num_nodes = config.get("num_nodes", 1)
+
+    @staticmethod
+    def from_yaml(yaml_path: str) -> Task:
+        return Task(yaml.safe_load(Path(yaml_path).read_text()))
+
+
+from sky import jobs  # noqa: E402  (as SkyPilot's package does)
+from sky.client.sdk import get  # noqa: E402
