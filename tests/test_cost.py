@@ -101,6 +101,38 @@ def test_set_info_changes_one_key_and_keeps_the_others(store):
     assert json.loads(json.dumps(store.get(record.id).info))  # still plain JSON
 
 
+def test_a_followers_facts_and_the_supervisors_budget_both_stay_when_they_write_at_once(store):
+    """The SageMaker follower and the supervisor write one job's info from two processes: a budget written while
+    the follower is between reading and writing its facts is kept (it was lost once under load)."""
+    from nbtoolkit.backends.sagemaker.follow import JobRecordUpdater
+
+    record = store.create(name="x", task="causal-lm", backend="sagemaker", info={"hourly_price_usd": 1.0})
+    budget = {"reached": "stopped", "cost_usd": 0.05}
+
+    class Interleaved:
+        """The store as the follower sees it, with the supervisor writing right after each of its reads."""
+
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        def get(self, job_id):
+            found = store.get(job_id)
+            store.set_info(job_id, "budget", budget)
+            return found
+
+    updater = JobRecordUpdater(Interleaved(), record.id)
+    updater.phase_facts("train", {"status": "Completed", "billable_seconds": 60, "cost_usd": 0.05})
+    info = store.get(record.id).info
+    assert info["budget"] == budget and info["status"] == "Completed" and info["hourly_price_usd"] == 1.0
+    assert info["billable_seconds"] == 60 and info["sagemaker_jobs"]["train"]["status"] == "Completed"
+
+
+def test_merge_info_sets_several_keys_in_one_statement_and_keeps_the_others(store):
+    record = store.create(name="x", task="causal-lm", backend="slurm", info={"kept": 1})
+    assert store.merge_info(record.id, {"slurm_job_id": "42", "partition": None})
+    assert store.get(record.id).info == {"kept": 1, "slurm_job_id": "42", "partition": None}
+
+
 def test_nbtoolkit_jobs_and_percent_jobs_show_cost_and_projected_columns(shell, home, alive, capsys):
     from nbtoolkit.cli import main
 

@@ -367,18 +367,18 @@ def test_a_busy_job_store_while_following_does_not_fail_the_remote_job(store, mo
     pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
     record = store.create(name="remote", task="question-answering", backend="sagemaker")
     monkeypatch.setenv("NBTOOLKIT_JOB_ID", record.id)
-    update, calls = store.update, []
+    merge_info, calls = store.merge_info, []
 
     def locked_once(*args, **kwargs):
-        calls.append(kwargs)
+        calls.append(args)
         if len(calls) == 1:
             raise sqlite3.OperationalError("database is locked")
-        return update(*args, **kwargs)
+        return merge_info(*args, **kwargs)
 
     follower = sagemaker_follow.Follower(RunningAWS(statuses=["InProgress", "Completed"]), "job-1",
                                          stop_requested=threading.Event(), poll_s=0, instance_price=1.0)
     follower.record.store = store
-    monkeypatch.setattr(store, "update", locked_once)
+    monkeypatch.setattr(store, "merge_info", locked_once)
     assert follower.run() == 0
     assert len(calls) >= 2 and store.get(record.id).info["status"] == "Completed"
 
@@ -403,11 +403,11 @@ def test_a_store_that_cannot_be_opened_while_following_does_not_fail_the_remote_
                 raise sqlite3.OperationalError("database is locked")
             super().__init__(*args, **kwargs)
 
-        def update(self, *args, **kwargs):
+        def merge_info(self, *args, **kwargs):
             if len(opened) == 2:
                 opened.append(2)
                 raise sqlite3.DatabaseError("disk I/O error")
-            return super().update(*args, **kwargs)
+            return super().merge_info(*args, **kwargs)
 
     monkeypatch.setattr(store_module, "JobStore", BusyStore)
     follower = sagemaker_follow.Follower(RunningAWS(statuses=["InProgress", "InProgress", "Completed"]), "job-1",

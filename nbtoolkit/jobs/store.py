@@ -258,10 +258,18 @@ class JobStore:
             return conn.execute(query, params).rowcount == 1
 
     def set_info(self, job_id: str, key: str, value: Any) -> bool:
-        """Set one key of a job's info in place: one statement, so keys another process writes meanwhile stay."""
+        return self.merge_info(job_id, {key: value})
+
+    def merge_info(self, job_id: str, values: dict[str, Any]) -> bool:
+        """Set keys of a job's info in place: one statement, so keys another process writes meanwhile stay
+        (the supervisor and a remote job's follower both write a job's info)."""
+        if not values:
+            return True
+        paths = ", ".join("?, json(?)" for _ in values)
+        pairs = [item for key, value in values.items() for item in (f"$.{key}", json.dumps(value))]
         with self._connect() as conn:
-            return conn.execute("UPDATE jobs SET info = json_set(info, ?, json(?)) WHERE id = ?",
-                                (f"$.{key}", json.dumps(value), job_id)).rowcount == 1
+            return conn.execute(f"UPDATE jobs SET info = json_set(info, {paths}) WHERE id = ?",  # noqa: S608 (? only)
+                                (*pairs, job_id)).rowcount == 1
 
     def get(self, job_id: str) -> JobRecord:
         """The job with this id or unique id prefix, its liveness checked."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import sqlite3
 import sys
 import threading
@@ -27,11 +26,11 @@ from typing import Any
 from nbtoolkit.backends.sagemaker.aws_errors import explain
 from nbtoolkit.backends.sagemaker.job import TrainingJob
 from nbtoolkit.catalog import hourly_price
+from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_signals
 from nbtoolkit.jobs.tree import JOB_ID_ENV
-from nbtoolkit.runtime import ERROR_PREFIX
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
-SAY = "[nbtoolkit] sagemaker:"
+say = speaker("sagemaker")
 FINAL = ("Completed", "Failed", "Stopped")
 #: spot capacity was taken back; SageMaker restarts the job when capacity returns
 INTERRUPTED = ("Interrupted", "Restarting")
@@ -216,9 +215,7 @@ class Follower:
         if status == "Completed" or (status == "Stopped" and self.stop_sent):
             return 0
         detail = f": {reason}" if reason else (f" ({described.get('SecondaryStatus')})" if status == "Stopped" else "")
-        print(f"{ERROR_PREFIX} SageMaker training job {self.name} {status.lower()}{detail}", file=sys.stderr,
-              flush=True)
-        return 1
+        return fail(f"SageMaker training job {self.name} {status.lower()}{detail}")
 
 
 class JobRecordUpdater:
@@ -260,15 +257,14 @@ class JobRecordUpdater:
                 from nbtoolkit.jobs.store import JobStore
 
                 self.store = JobStore()
-            values = dict(self.pending)
-            if self.phases:
-                info = self.store.get(self.job_id).info
-                phases = {**info.get("sagemaker_jobs", {}), **self.phases}
+            if self.pending:
+                self.store.update(self.job_id, **self.pending)
+                self.pending = {}
+            if self.phases:  # only the keys it owns: the supervisor writes others (budget) meanwhile
+                phases = {**self.store.get(self.job_id).info.get("sagemaker_jobs", {}), **self.phases}
                 totals = {"billable_seconds": sum(item.get("billable_seconds") or 0 for item in phases.values()),
                           "cost_usd": _sum_or_none(item.get("cost_usd") for item in phases.values())}
-                values["info"] = {**info, **self.latest, **totals, "sagemaker_jobs": phases}
-            self.store.update(self.job_id, **values)
-            self.pending = {}
+                self.store.merge_info(self.job_id, {**self.latest, **totals, "sagemaker_jobs": phases})
         except sqlite3.DatabaseError as exc:  # e.g. "database is locked" past the busy timeout, a disk I/O error
             say(f"the job store did not answer ({exc}); the job's record catches up at the next poll")
 
@@ -278,13 +274,8 @@ def _sum_or_none(values) -> float | None:
     return round(sum(known), 4) if known else None
 
 
-def say(text: str) -> None:
-    print(f"{SAY} {text}", flush=True)
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.backends.sagemaker.follow", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_line(__spec__.name, __doc__)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--job", type=Path, help="sagemaker/job.json: submit this training job, then follow it")
     source.add_argument("--attach", metavar="NAME", help="follow an existing training job")
@@ -297,9 +288,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     from nbtoolkit.backends.sagemaker.submit import SubmitError, boto_session, submit
 
     try:
@@ -324,8 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         message = str(exc)
     except Exception as exc:  # AWS calls while following: one sentence, not a traceback
         message = explain(exc, action="follow the training job")
-    print(f"{ERROR_PREFIX} {message}", file=sys.stderr, flush=True)
-    return 2
+    return fail(message, code=2)
 
 
 if __name__ == "__main__":

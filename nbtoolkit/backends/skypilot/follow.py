@@ -11,21 +11,19 @@ the job's outcome: 0 when it succeeded, or when it was cancelled because the job
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import re
-import signal
 import sqlite3
 import sys
 import threading
 from pathlib import Path
 
+from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_signals
 from nbtoolkit.jobs.tree import JOB_ID_ENV
 from nbtoolkit.metrics.parse import RANK_PREFIX
-from nbtoolkit.runtime import ERROR_PREFIX
 
-SAY = "[nbtoolkit] skypilot:"
+say = speaker("skypilot")
 #: SkyPilot's exit codes of a managed job's log stream (sky.exceptions.JobExitCode)
 SUCCEEDED, CANCELLED = 0, 103
 EXIT_CODES = {100: "failed", 101: "did not finish", 102: "was not found", CANCELLED: "was cancelled"}
@@ -112,31 +110,22 @@ def follow(job_id: int, stop: threading.Event) -> int:
     if code == SUCCEEDED or (code == CANCELLED and stop.is_set()):
         say(f"managed job {job_id} {'succeeded' if code == SUCCEEDED else 'cancelled as asked'}")
         return 0
-    print(f"{ERROR_PREFIX} SkyPilot managed job {job_id} {EXIT_CODES.get(code, f'ended with code {code}')}; "
-          f"sky jobs logs --controller {job_id} says why", file=sys.stderr, flush=True)
-    return 1
-
-
-def say(text: str) -> None:
-    print(f"{SAY} {text}", flush=True)
+    return fail(f"SkyPilot managed job {job_id} {EXIT_CODES.get(code, f'ended with code {code}')}; "
+                f"sky jobs logs --controller {job_id} says why")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.backends.skypilot.follow", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_line(__spec__.name, __doc__)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--task", type=Path, help="skypilot/task.yaml: launch this task, then follow it")
     source.add_argument("--attach", type=int, metavar="JOB_ID", help="follow a managed job launched elsewhere")
     args = parser.parse_args(argv)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     try:
         return follow(launch(args.task) if args.task else args.attach, stop)
     except Exception as exc:  # SkyPilot's errors (no capacity, no credentials, an invalid task): one sentence
         message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"{ERROR_PREFIX} SkyPilot could not run the managed job: {message}", file=sys.stderr, flush=True)
-        return 2
+        return fail(f"SkyPilot could not run the managed job: {message}", code=2)
 
 
 if __name__ == "__main__":

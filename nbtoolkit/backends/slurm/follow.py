@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -23,10 +22,10 @@ import time
 from pathlib import Path
 
 from nbtoolkit.backends.slurm.sbatch import output_file
+from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_signals
 from nbtoolkit.jobs.tree import JOB_ID_ENV
-from nbtoolkit.runtime import ERROR_PREFIX
 
-SAY = "[nbtoolkit] slurm:"
+say = speaker("slurm")
 JOB_ID_FILE = "slurm_job_id"
 SUCCEEDED = "COMPLETED"
 CANCELLED = "CANCELLED"
@@ -181,12 +180,6 @@ class Follower:
         return fail(message)
 
 
-def fail(message: str) -> int:
-    """The job's message: one error sentence (the supervisor takes the last one printed)."""
-    print(f"{ERROR_PREFIX} {message}", file=sys.stderr, flush=True)
-    return 1
-
-
 def _store():
     from nbtoolkit.jobs.store import JobStore
 
@@ -199,9 +192,7 @@ def record_info(**facts: object) -> None:
     if not job_id:
         return
     try:
-        store = _store()
-        for key, value in facts.items():
-            store.set_info(job_id, key, value)
+        _store().merge_info(job_id, facts)
     except sqlite3.DatabaseError as exc:
         say(f"the job store did not answer ({exc}); the job's record misses this update")
 
@@ -214,13 +205,8 @@ def request_stop() -> bool:
         return False
 
 
-def say(text: str) -> None:
-    print(f"{SAY} {text}", flush=True)
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m nbtoolkit.backends.slurm.follow", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_line(__spec__.name, __doc__)
     parser.add_argument("--script", type=Path, required=True, help="the batch script to submit (sbatch.sh)")
     parser.add_argument("--poll", type=float, default=float(os.environ.get("NBTOOLKIT_SLURM_POLL_S", 2)),
                         help="seconds between status checks")
@@ -229,14 +215,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     try:
         job_id = submit(args.script)
     except (SubmitError, OSError) as exc:
-        print(f"{ERROR_PREFIX} {exc}", file=sys.stderr, flush=True)
-        return 2
+        return fail(str(exc), code=2)
     Path(JOB_ID_FILE).write_text(job_id + "\n")
     say(f"submitted {args.script.name} as Slurm job {job_id}; its output: {output_file(job_id)}")
     record_info(slurm_job_id=job_id)
