@@ -8,6 +8,7 @@ remote job when the supervisor's SIGTERM (`nbtoolkit stop`) comes.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -16,9 +17,16 @@ from collections.abc import Callable
 from nbtoolkit.runtime import ERROR_PREFIX
 
 
-def command_line(module: str, doc: str | None) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+def command_line(module: str, doc: str | None, *, poll_env: str | None = None,
+                 poll_s: float = 5.0) -> argparse.ArgumentParser:
+    """The follower's parser; with `poll_env`, a `--poll` option (seconds between status checks) whose default
+    that environment variable can change (tests poll fast)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    if poll_env is not None:
+        parser.add_argument("--poll", type=float, default=float(os.environ.get(poll_env, poll_s)),
+                            help="seconds between status checks")
+    return parser
 
 
 def stop_on_signals() -> threading.Event:

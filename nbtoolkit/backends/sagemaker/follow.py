@@ -275,14 +275,12 @@ def _sum_or_none(values) -> float | None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = command_line(__spec__.name, __doc__)
+    parser = command_line(__spec__.name, __doc__, poll_env="NBTOOLKIT_SAGEMAKER_POLL_S", poll_s=5)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--job", type=Path, help="sagemaker/job.json: submit this training job, then follow it")
     source.add_argument("--attach", metavar="NAME", help="follow an existing training job")
     parser.add_argument("--phase", choices=["train", "precompile"], default="train")
     parser.add_argument("--region", help="with --attach: the job's region (default: the configured one)")
-    parser.add_argument("--poll", type=float, default=float(os.environ.get("NBTOOLKIT_SAGEMAKER_POLL_S", 5)),
-                        help="seconds between status checks")
     return parser.parse_args(argv)
 
 

@@ -206,10 +206,8 @@ def request_stop() -> bool:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = command_line(__spec__.name, __doc__)
+    parser = command_line(__spec__.name, __doc__, poll_env="NBTOOLKIT_SLURM_POLL_S", poll_s=2)
     parser.add_argument("--script", type=Path, required=True, help="the batch script to submit (sbatch.sh)")
-    parser.add_argument("--poll", type=float, default=float(os.environ.get("NBTOOLKIT_SLURM_POLL_S", 2)),
-                        help="seconds between status checks")
     return parser.parse_args(argv)
 
 
