@@ -7,7 +7,6 @@ to the current choices are shown. Widget kinds, choices and defaults come from t
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import copy
 import html
@@ -440,10 +439,9 @@ class SpecForm(widgets.VBox):
         shown = 0
         while True:
             done = not chart.running
-            if chart.redraws != shown and chart.png:
+            if chart.redraws != shown and chart.bundle:
                 shown = chart.redraws
-                self.output.outputs = ({"output_type": "display_data", "metadata": {}, "data": {
-                    "image/png": base64.b64encode(chart.png).decode("ascii"), "text/plain": repr(chart)}},)
+                self.output.outputs = ({"output_type": "display_data", "metadata": {}, "data": chart.bundle},)
             if done:
                 return
             time.sleep(poll)
