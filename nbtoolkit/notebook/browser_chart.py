@@ -44,9 +44,10 @@ class BrowserChart:
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._done = threading.Event()
-        self.bundle = self._bundle()
+        ended = self._ended()
+        self.bundle = self._bundle(final=ended)
         self._handle = _display(self.bundle) if show else None
-        if self._ended():  # the image just sent is the final one
+        if ended:  # the image just sent is the final one
             self._done.set()
             return
         threading.Thread(target=self._watch, daemon=True, name=f"nbtoolkit-chart-watch {self.title}").start()
@@ -75,7 +76,7 @@ class BrowserChart:
         try:
             while not self._ended() and not self._stop.wait(WATCH_S):
                 pass
-            self.bundle = self._bundle()
+            self.bundle = self._bundle(final=True)
             if self._handle is not None:
                 self._handle.update(self.bundle, raw=True)
         except BaseException as exc:  # a chart must never take the kernel down: keep the reason
@@ -83,23 +84,23 @@ class BrowserChart:
         finally:
             self._done.set()
 
-    def _bundle(self) -> dict[str, Any]:
-        """The job reference, the state in words, and (once there are metrics) the chart as an image."""
+    def _bundle(self, final: bool) -> dict[str, Any]:
+        """The job reference, the state in words, and the chart as an image (while running, once there are metrics)."""
         reference = {"job_ids": [job.id for job in self.jobs],
                      "options": {"log_scale": self.log_scale, "smoothing": self.smoothing}}
-        image, text = self._image()
+        image, text = self._image(final)
         bundle: dict[str, Any] = {JOB_MIME: reference, "text/plain": text}
         if image is not None:
             self.png, self.redraws = image, self.redraws + 1
             bundle["image/png"] = base64.b64encode(image).decode("ascii")
         return bundle
 
-    def _image(self) -> tuple[bytes | None, str]:
-        """One job: the kernel chart's figure; several: their loss on one axes. No image before any metrics."""
+    def _image(self, final: bool) -> tuple[bytes | None, str]:
+        """One job: the kernel chart's figure; several: their loss on one axes."""
         sources = [JobSource(job) for job in self.jobs]
         runs = [(source, source.state(), source.read_new()) for source in sources]
         lines = [f"{source.title}: {progress_line(records, state)}" for source, state, records in runs]
-        if not any(records for _, _, records in runs):
+        if not final and not any(records for _, _, records in runs):  # nothing to draw yet
             return None, "\n".join(lines)
         if len(runs) == 1:
             ((source, _, records),) = runs
