@@ -2,33 +2,12 @@
 
 from __future__ import annotations
 
-import re
-import warnings
-
-import nbformat
-import pytest
-from nbformat.v4 import new_code_cell, new_notebook
 from playwright.sync_api import expect
 
 from tests.conftest import SCRIPTS
-from tests.ui.conftest import SCREENSHOTS
+from tests.ui.conftest import SCREENSHOTS, run_first_cell, write_notebook
 
 SLEEPY = SCRIPTS / "sleepy.py"
-
-
-def write_notebook(path, *sources: str) -> None:
-    nbformat.write(new_notebook(cells=[new_code_cell(source) for source in sources], metadata={
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}}), path)
-
-
-def dismiss_lab_dialog(page) -> None:
-    """A JupyterLab dialog that a busy machine can raise while a notebook's kernel starts (seen once in CI,
-    over the first cell) is named in a warning and closed, so the test goes on to what it checks."""
-    dialog = page.locator(".jp-Dialog")
-    if dialog.count() and dialog.first.is_visible():
-        warnings.warn(f"JupyterLab showed a dialog while the notebook opened: {dialog.first.inner_text()!r}")
-        page.keyboard.press("Escape")
-        dialog.first.wait_for(state="hidden", timeout=10_000)
 
 
 def open_form(lab, page, name: str, magic: str, shows: str = ".nbtoolkit-form"):
@@ -36,18 +15,7 @@ def open_form(lab, page, name: str, magic: str, shows: str = ".nbtoolkit-form"):
     (by default the form)."""
     write_notebook(lab.root_dir / name, "%load_ext nbtoolkit", magic)
     page.goto(lab.tree(name))
-    first = page.locator(".jp-Notebook .jp-CodeCell").first
-    for _ in range(6):  # JupyterLab passes over a cell run before the kernel is connected: run it again
-        dismiss_lab_dialog(page)
-        first.click()
-        page.keyboard.press("Shift+Enter")
-        try:
-            expect(first.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=20_000)
-            break
-        except AssertionError:
-            continue
-    else:
-        pytest.fail(f"the first cell of {name} never ran: see {lab.log}")
+    run_first_cell(page)
     page.keyboard.press("Shift+Enter")
     form = page.locator(shows)
     form.wait_for(state="visible", timeout=180_000)  # a kernel starts first: slow on a busy machine

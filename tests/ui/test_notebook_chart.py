@@ -5,7 +5,6 @@ saved notebook keeps the final image for front ends without the extension."""
 from __future__ import annotations
 
 import base64
-import re
 
 import nbformat
 from playwright.sync_api import Page, expect
@@ -14,7 +13,7 @@ from nbtoolkit.api import launch
 from nbtoolkit.jobs import JobStore
 from nbtoolkit.notebook.browser_chart import JOB_MIME
 from tests.conftest import SCRIPTS
-from tests.ui.test_form_browser import dismiss_lab_dialog, write_notebook
+from tests.ui.conftest import run_first_cell, write_notebook
 from tests.ui.test_jobs_panel import open_panel, row_of
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -29,21 +28,6 @@ EVAL_LINE = 'polyline.nbt-JobChart-line[data-series="eval loss"]'
 def steps_of(chart) -> list[int]:
     steps = chart.locator(TRAIN_LINE).get_attribute("data-steps", timeout=5_000)
     return [int(step) for step in steps.split(",")] if steps else []
-
-
-def run_first_cell(page: Page) -> None:
-    """Run the first cell (again until the kernel has run it: JupyterLab passes over runs before it is connected)."""
-    first = page.locator(".jp-Notebook .jp-CodeCell").first
-    for _ in range(6):
-        dismiss_lab_dialog(page)
-        first.click()
-        page.keyboard.press("Shift+Enter")
-        try:
-            expect(first.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=20_000)
-            return
-        except AssertionError:
-            continue
-    raise AssertionError("the notebook's first cell never ran")
 
 
 def test_a_notebook_chart_and_the_panel_draw_the_same_points_and_the_saved_notebook_keeps_the_image(
