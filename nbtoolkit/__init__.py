@@ -20,10 +20,12 @@ def load_ipython_extension(ipython) -> None:
     register(ipython)
 
 
-def _chart(job, **options):
-    from nbtoolkit.notebook.charts import live_chart
+def chart(jobs, **options):
+    """The live chart of a job or a list of jobs (handles or ids), drawn by the browser in JupyterLab;
+    `live="kernel"` draws it in the kernel instead (see nbtoolkit.notebook.browser_chart for the options)."""
+    from nbtoolkit.notebook.browser_chart import chart as browser_chart
 
-    return live_chart(job, **options)
+    return browser_chart(jobs, **options)
 
 
 def _try_it(job, checkpoint):
@@ -45,7 +47,7 @@ def _data_html(preview) -> str:
 
 
 # the notebook views the core asks for by name (it never imports a view); each imports its module on first use
-for _name, _view in {"chart": _chart, "try_it": _try_it, "job": _show_job, "data_preview": _data_html}.items():
+for _name, _view in {"chart": chart, "try_it": _try_it, "job": _show_job, "data_preview": _data_html}.items():
     views.provide(_name, _view)
 
 

@@ -154,9 +154,10 @@ class Job:
                                        else f"{module} failed on job {self.id}: {done.stderr.strip()[-500:]}")
         return done.stdout
 
-    def chart(self, *, log_scale: bool = False):
-        """Show the job's live chart (loss, learning rate, throughput, progress), redrawn until it ends."""
-        chart = views.view("chart")(self, log_scale=log_scale)
+    def chart(self, *, log_scale: bool = False, smoothing: float = 0.6, live: str | None = None):
+        """Show the job's live chart (loss, eval loss, throughput, progress) until it ends: drawn by the browser
+        in JupyterLab, or with `live="kernel"` (or NBTOOLKIT_CHART=kernel) by the kernel."""
+        chart = views.view("chart")(self, log_scale=log_scale, smoothing=smoothing, live=live)
         self._charts.append(chart)
         return chart
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from nbtoolkit.api import launch
+from nbtoolkit.notebook.browser_chart import JOB_MIME, WATCH_S, BrowserChart, chart
 from nbtoolkit.notebook.charts import LiveChart, RunState, live_chart, progress_line
 from tests.conftest import PYTHON, SCRIPTS
 from tests.notebook_runner import display_outputs, execute, notebook, saved
@@ -182,3 +183,59 @@ def test_a_chart_whose_following_fails_says_so_under_its_last_image(monkeypatch)
     last = published[-1]
     assert last["text/plain"] == "job 0000 · vanishing: chart stopped following: OSError: metrics.jsonl vanished"
     assert '<img src="data:image/png;base64,' in last["text/html"] and "chart stopped following" in last["text/html"]
+
+
+def test_a_job_chart_in_a_kernel_is_one_job_reference_and_one_final_update_with_the_image(home, tmp_path):
+    """Browser-drawn (the default): the kernel sends the reference once, then, when the job has ended, the
+    final image once; nbclient (no lab extension) saves that image."""
+    nb = notebook(
+        "%load_ext nbtoolkit\nfrom nbtoolkit.api import launch",
+        f"job = launch({json.dumps(PACED)})\nchart = job.chart()",
+        "print(job.wait(timeout=300), chart.wait(timeout=60), chart.redraws, type(chart).__name__)",
+    )
+    client = execute(nb, tmp_path)
+    nb = saved(nb, tmp_path / "browser.ipynb")
+    assert nb.cells[2].outputs[0].text.split() == ["succeeded", "True", "1", "BrowserChart"]
+
+    (output,) = display_outputs(nb.cells[1])
+    job_id = output.data[JOB_MIME]["job_ids"][0]
+    assert output.data[JOB_MIME] == {"job_ids": [job_id], "options": {"log_scale": False, "smoothing": 0.6}}
+    (updates,) = client.updates.values()
+    assert len(updates) == 1, "nothing is sent while the job runs: one update, at its end"
+    assert base64.b64decode(output.data["image/png"]).startswith(PNG) and output.data == updates[0]
+    assert f"job {job_id} · " in output.data["text/plain"] and "succeeded · step 40/40 (100%)" in output.data["text/plain"]
+
+
+def test_a_browser_chart_of_a_running_job_sends_its_final_image_once_the_job_ends(store):
+    from nbtoolkit.api import Job
+
+    job_id = write_job_metrics(store, [], status="running")
+    started = chart(Job(job_id, store), show=False)
+    assert started.running and "image/png" not in started.bundle  # no metrics yet: no image to draw
+    assert "waiting for metrics" in started.bundle["text/plain"]
+    (store.job_dir(job_id) / "metrics.jsonl").write_text("".join(json.dumps(train_record(step)) + "\n"
+                                                                 for step in (10, 20, 30)))
+    time.sleep(2 * WATCH_S)
+    assert started.running and started.redraws == 0  # running: the kernel draws nothing
+    store.update(job_id, status="succeeded", ended=time.time())
+    assert started.wait(timeout=30) and started.error is None
+    assert started.redraws == 1 and base64.b64decode(started.bundle["image/png"]) == started.png
+    assert started.png.startswith(PNG) and "succeeded · step 30/30 (100%)" in started.bundle["text/plain"]
+
+
+def test_several_jobs_on_one_chart_and_who_draws_it(store, monkeypatch):
+    first = write_job_metrics(store, [train_record(10), {"time": 1011.0, "step": 10, "kind": "eval", "eval_loss": 0.3}])
+    second = write_job_metrics(store, [train_record(10), train_record(20)])
+    both = chart([first, second], log_scale=True, show=False)
+    assert not both.running and both.bundle[JOB_MIME]["job_ids"] == [first, second]
+    assert base64.b64decode(both.bundle["image/png"]).startswith(PNG)
+    assert both.bundle["text/plain"].splitlines()[1].startswith(f"job {second} · fake: succeeded · step 20/30")
+
+    assert isinstance(chart(first, live="kernel", show=False), LiveChart)
+    monkeypatch.setenv("NBTOOLKIT_CHART", "kernel")
+    assert isinstance(chart(first, show=False), LiveChart)
+    assert isinstance(chart(first, live="browser", show=False), BrowserChart)
+    with pytest.raises(ValueError, match="live='svg' is not a way to draw a chart; use 'browser'"):
+        chart(first, live="svg", show=False)
+    with pytest.raises(ValueError, match="the kernel-drawn chart follows one job, not 2"):
+        chart([first, second], show=False)

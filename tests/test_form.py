@@ -8,6 +8,7 @@ import re
 import pytest
 from IPython.core.error import UsageError
 
+from nbtoolkit.notebook.browser_chart import JOB_MIME
 from nbtoolkit.notebook.form import FIELDS, SpecForm
 from nbtoolkit.notebook.preview import quiet_load
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
@@ -206,13 +207,15 @@ def test_the_adapter_section_adds_and_removes_the_adapter_block():
     assert form.spec is not None and form.spec.adapter is None and "adapter.r" not in shown(form)
 
 
-def test_launch_shows_the_jobs_live_chart_in_the_form(store):
+def test_launch_shows_the_jobs_chart_in_the_form_and_its_final_image_once_it_ends(store):
     form = SpecForm({"task": "text-classification", "script": {"path": str(SCRIPTS / "sleepy.py")}})
     job = form.launch()
-    try:
-        wait_for(lambda: any("image/png" in output["data"] for output in form.output.outputs), timeout=60)
+    try:  # the browser draws it from the job's reference; the final image follows the job's end
+        wait_for(lambda: any(output["data"].get(JOB_MIME) == {"job_ids": [job.id], "options": {
+            "log_scale": False, "smoothing": 0.6}} for output in form.output.outputs), timeout=60)
     finally:
         job.stop()
+    wait_for(lambda: any("image/png" in output["data"] for output in form.output.outputs), timeout=60)
 
 
 def test_picking_an_instance_type_brings_its_devices():

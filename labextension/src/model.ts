@@ -63,21 +63,6 @@ export function progressFraction(job: IJobSummary): number | null {
   return Math.min(1, Math.max(0, job.step / job.total_steps));
 }
 
-/** The train records' `key` against their step, for a chart. */
-export function seriesOf(
-  records: IMetricRecord[],
-  key: 'loss' | 'samples_per_second'
-): IPoint[] {
-  return records
-    .filter(
-      record =>
-        record.kind === 'train' &&
-        typeof record.step === 'number' &&
-        typeof record[key] === 'number'
-    )
-    .map(record => ({ x: record.step as number, y: record[key] as number }));
-}
-
 /** The last `keep` characters of a log, starting at a line start. */
 export function trimLog(text: string, keep = LOG_KEEP_CHARS): string {
   if (text.length <= keep) {
@@ -238,7 +223,9 @@ export class JobFollower extends ServerState<IFollowedJob> {
   constructor(
     readonly api: IJobsAPI,
     readonly id: string,
-    private readonly _settings: IRefreshSettings = DEFAULT_REFRESH
+    private readonly _settings: IRefreshSettings = DEFAULT_REFRESH,
+    /** Follow the log too (the detail view), or only the job and its metrics (a notebook chart). */
+    private readonly _withLog = true
   ) {
     super({ job: null, records: [], log: '', error: null, done: false });
   }
@@ -259,15 +246,15 @@ export class JobFollower extends ServerState<IFollowedJob> {
   protected async read(state: IFollowedJob): Promise<IFollowedJob> {
     const job = await this.api.getJob(this.id);
     const metrics = await this.api.metrics(this.id, this._metricsCursor);
-    const log = await this.api.log(this.id, this._logOffset ?? -LOG_TAIL_BYTES);
+    const log = this._withLog ? await this.api.log(this.id, this._logOffset ?? -LOG_TAIL_BYTES) : null;
     this._metricsCursor = metrics.next;
-    this._logOffset = log.next;
+    this._logOffset = log?.next ?? null;
     return {
       job,
       records: metrics.records.length ? [...state.records, ...metrics.records] : state.records,
-      log: trimLog(state.log + log.text),
+      log: log ? trimLog(state.log + log.text) : state.log,
       error: null,
-      done: !job.active && !metrics.records.length && !log.text
+      done: !job.active && !metrics.records.length && !log?.text
     };
   }
 

@@ -86,12 +86,12 @@ class LiveChart:
 
     def __init__(self, source: MetricSource, *, log_scale: bool = False, smoothing: float = 0.6,
                  interval: float = REDRAW_INTERVAL_S, show: bool = True) -> None:
-        if not 0 <= smoothing < 1:
-            raise ValueError(f"smoothing {smoothing} is out of range; use 0 (none) up to 0.99")
+        check_smoothing(smoothing)
         self.source, self.log_scale, self.smoothing, self.interval = source, log_scale, smoothing, interval
         self.records: list[dict[str, Any]] = []
         self.redraws = 0
         self.png: bytes | None = None
+        self.bundle: dict[str, str] = {}  # the latest display data
         self.error: BaseException | None = None
         self._figure: ChartFigure | None = None  # built by the follower thread before its first drawing
         self._stop = threading.Event()
@@ -173,12 +173,18 @@ class LiveChart:
                        "text/plain": f"{self.source.title}: {line}"})
 
     def _publish(self, bundle: dict[str, str]) -> None:
+        self.bundle = bundle
         if self._handle is not None:
             self._handle.update(bundle, raw=True)
 
     def __repr__(self) -> str:
         state = "following" if self.running else f"failed: {self.error!r}" if self.error else "done"
         return f"<LiveChart {self.source.title!r} {state}, {self.redraws} redraws>"
+
+
+def check_smoothing(smoothing: float) -> None:
+    if not 0 <= smoothing < 1:
+        raise ValueError(f"smoothing {smoothing} is out of range; use 0 (none) up to 0.99")
 
 
 def live_chart(job, *, log_scale: bool = False, smoothing: float = 0.6, show: bool = True) -> LiveChart:

@@ -7,7 +7,6 @@ to the current choices are shown. Widget kinds, choices and defaults come from t
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import copy
 import html
@@ -447,13 +446,12 @@ class SpecForm(widgets.VBox):
         threading.Thread(target=self._mirror, args=(chart,), daemon=True, name=f"nbtoolkit-form {self.job.id}").start()
 
     def _mirror(self, chart, poll: float = 0.5) -> None:
-        shown = 0
+        shown = None
         while True:
             done = not chart.running
-            if chart.redraws != shown and chart.png:
-                shown = chart.redraws
-                self.output.outputs = ({"output_type": "display_data", "metadata": {}, "data": {
-                    "image/png": base64.b64encode(chart.png).decode("ascii"), "text/plain": repr(chart)}},)
+            if chart.bundle and chart.bundle is not shown:  # each update is a new bundle
+                shown = chart.bundle
+                self.output.outputs = ({"output_type": "display_data", "metadata": {}, "data": shown},)
             if done:
                 return
             time.sleep(poll)

@@ -60,8 +60,9 @@ def test_a_real_job_shows_running_then_succeeded_with_a_sparkline(lab, lab_page:
     expect(view.locator(".nbt-LogTail")).to_contain_text("job succeeded", timeout=30_000)
     charts = view.locator(".nbt-JobDetail-charts svg")
     expect(charts).to_have_count(2)
-    for chart in (charts.nth(0), charts.nth(1)):
-        assert len(chart.locator("polyline").get_attribute("points").split()) == 20
+    train_loss = charts.nth(0).locator('polyline.nbt-JobChart-line[data-series="train loss"]')
+    for line in (train_loss, charts.nth(1).locator("polyline")):
+        assert len(line.get_attribute("points").split()) == 20
     page.screenshot(path=SCREENSHOTS / "job-detail.png")
 
     # a reload loses nothing: the panel's state comes from the server

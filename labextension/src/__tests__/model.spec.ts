@@ -4,9 +4,9 @@ import {
   JobsModel,
   nextInterval,
   progressFraction,
-  seriesOf,
   trimLog
 } from '../model';
+import { pointsOf } from '../chart';
 import { detail, FakeAPI, job, list } from './fixtures';
 
 describe('polling interval', () => {
@@ -43,11 +43,11 @@ describe('pure helpers', () => {
       { kind: 'train', step: 20, loss: 2.0 },
       { kind: 'summary', step: 20, train_runtime: 5 }
     ];
-    expect(seriesOf(records, 'loss')).toEqual([
+    expect(pointsOf(records, 'loss', 'train')).toEqual([
       { x: 10, y: 2.5 },
       { x: 20, y: 2.0 }
     ]);
-    expect(seriesOf(records, 'samples_per_second')).toEqual([{ x: 10, y: 40 }]);
+    expect(pointsOf(records, 'samples_per_second', 'train')).toEqual([{ x: 10, y: 40 }]);
   });
 
   it('trims a long log at a line start', () => {
@@ -100,6 +100,22 @@ describe('JobsModel', () => {
 });
 
 describe('JobFollower', () => {
+  it('for a notebook chart reads the job and its metrics only, and is done once an ended job has nothing new', async () => {
+    const api = new FakeAPI();
+    api.details = [detail({ status: 'succeeded', active: false })];
+    api.metricPages = [
+      { records: [{ kind: 'train', step: 10, loss: 2 }], since: 0, next: 50, status: 'succeeded' },
+      { records: [], since: 50, next: 50, status: 'succeeded' }
+    ];
+    const follower = new JobFollower(api, '0a1b2c3d', undefined, false);
+    await follower.refresh();
+    expect(follower.state.done).toBe(false);
+    await follower.refresh();
+    expect(api.calls).toEqual(['job 0a1b2c3d', 'metrics 0a1b2c3d since 0', 'job 0a1b2c3d', 'metrics 0a1b2c3d since 50']);
+    expect(follower.state.done).toBe(true);
+    expect(follower.state.records.map(r => r.step)).toEqual([10]);
+  });
+
   it('reads metrics and log incrementally, starting the log at its tail', async () => {
     const api = new FakeAPI();
     api.details = [detail()];

@@ -3,8 +3,9 @@
  */
 import React, { useEffect, useRef } from 'react';
 
-import { IFollowedJob, seriesOf } from '../model';
-import { LineChart } from './LineChart';
+import { DEFAULT_SMOOTHING } from '../chart';
+import { IFollowedJob } from '../model';
+import { chartJob, JobCharts } from './JobChart';
 import { BudgetWarning, rowFacts } from './JobRow';
 
 export interface IJobDetailProps extends IFollowedJob {
@@ -74,16 +75,10 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
         </dl>
       )}
       {charts && (
-        <div className="nbt-JobDetail-charts">
-          <LineChart points={seriesOf(records, 'loss')} width={420} height={180} labelled title="loss" />
-          <LineChart
-            points={seriesOf(records, 'samples_per_second')}
-            width={420}
-            height={180}
-            labelled
-            title="samples/s"
-          />
-        </div>
+        <JobCharts
+          jobs={[chartJob(job?.id ?? '', job, records)]}
+          options={{ smoothing: DEFAULT_SMOOTHING, logScale: false }}
+        />
       )}
       <LogTail text={log} />
     </div>
