@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from nbtoolkit.notebook.charts import ChartFigure, JobSource, check_smoothing, live_chart, progress_line
+from nbtoolkit.notebook.charts import ChartFigure, FollowingChart, JobSource, check_smoothing, live_chart, progress_line
 
 #: the MIME type of a job reference; the lab extension's renderer (labextension/src/chart.ts) draws it
 JOB_MIME = "application/vnd.nbtoolkit.job+json"
@@ -28,7 +28,7 @@ LIVE_CHOICES = ("browser", "kernel")
 WATCH_S = 1.0
 
 
-class BrowserChart:
+class BrowserChart(FollowingChart):
     """One display output that the browser keeps live, and that ends holding the final image.
 
     Like LiveChart: `running`, `wait()`, `stop()`, `png` (the latest image), `redraws` (images drawn),
@@ -42,8 +42,7 @@ class BrowserChart:
         self.redraws = 0
         self.png: bytes | None = None
         self.error: BaseException | None = None
-        self._stop = threading.Event()
-        self._done = threading.Event()
+        super().__init__()
         ended = self._ended()
         self.bundle = self._bundle(final=ended)
         self._handle = _display(self.bundle) if show else None
@@ -55,19 +54,6 @@ class BrowserChart:
     @property
     def title(self) -> str:
         return ", ".join(f"job {job.id}" for job in self.jobs)
-
-    @property
-    def running(self) -> bool:
-        return not self._done.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until every job ended and the final image is in the output; False if `timeout` passed first."""
-        return self._done.wait(timeout)
-
-    def stop(self, timeout: float | None = 30.0) -> None:
-        """Stop watching now: the output is updated once with the chart as it is (the browser still follows)."""
-        self._stop.set()
-        self._done.wait(timeout)
 
     def _ended(self) -> bool:
         return not any(job.record.active for job in self.jobs)

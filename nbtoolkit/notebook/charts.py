@@ -76,7 +76,29 @@ class JobSource:
         return RunState(record.status, record.started, record.ended, not record.active, cost_text(record))
 
 
-class LiveChart:
+class FollowingChart:
+    """What both kinds of live chart share: a thread follows until the run ends (`_done`), or `stop()`
+    asks it to end early (`_stop`); either way the output ends holding the last image."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._done = threading.Event()
+
+    @property
+    def running(self) -> bool:
+        return not self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the run ended and the final image is in the output; False if `timeout` passed first."""
+        return self._done.wait(timeout)
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        """Stop following now: the output is updated once more with the chart as it is."""
+        self._stop.set()
+        self._done.wait(timeout)
+
+
+class LiveChart(FollowingChart):
     """Follows a MetricSource from a daemon thread and keeps one display output up to date.
 
     `redraws` counts the images drawn, `png` is the latest, `wait()` blocks until the run
@@ -94,8 +116,7 @@ class LiveChart:
         self.bundle: dict[str, str] = {}  # the latest display data
         self.error: BaseException | None = None
         self._figure: ChartFigure | None = None  # built by the follower thread before its first drawing
-        self._stop = threading.Event()
-        self._done = threading.Event()
+        super().__init__()
         self._handle = _display_handle(source.title) if show else None
         if source.state().finished:  # an ended job: its final image now, so the output shows it when the cell ends
             self._follow()
@@ -103,19 +124,6 @@ class LiveChart:
         self._thread = threading.Thread(target=self._follow_politely, daemon=True,
                                         name=f"nbtoolkit-chart {source.title}")
         self._thread.start()
-
-    @property
-    def running(self) -> bool:
-        return not self._done.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the run ended and the final image is drawn; False if `timeout` passed first."""
-        return self._done.wait(timeout)
-
-    def stop(self, timeout: float | None = 30.0) -> None:
-        """Stop following (the chart keeps what it drew last, redrawn once with everything read)."""
-        self._stop.set()
-        self._done.wait(timeout)
 
     def _follow_politely(self) -> None:
         _yield_to_others()
