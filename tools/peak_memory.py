@@ -57,14 +57,15 @@ def main() -> None:
     args = parser.parse_args()
     notebook = nbformat.read(args.notebook, as_version=4)
     with tempfile.TemporaryDirectory() as work:
-        # a job store of its own, offline, as the tests run the notebooks
+        # a job store of its own, offline, as the tests run the notebooks; the notebook runs in its own folder,
+        # as on Binder and in `make notebooks` (its cells name files beside it, e.g. specs/)
         os.environ.update(NBTOOLKIT_HOME=str(Path(work) / "home"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
         sampler = PeakSampler()
         sampler.start()
         started = time.monotonic()
         try:
             NotebookClient(notebook, timeout=args.timeout, kernel_name="python3",
-                           resources={"metadata": {"path": work}}).execute()
+                           resources={"metadata": {"path": str(args.notebook.resolve().parent)}}).execute()
         finally:
             sampler.stopped.set()
             sampler.join()
