@@ -7,13 +7,14 @@ backends, jobs) reads one. Cross-field rules live here so each front shows the s
 from __future__ import annotations
 
 import json
+import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (BaseModel, Field, SerializerFunctionWrapHandler, ValidationError, create_model, field_validator,
+from pydantic import (AfterValidator, BaseModel, Field, SerializerFunctionWrapHandler, ValidationError, create_model, field_validator,
                       model_serializer, model_validator)
 
 from nbtoolkit import backends, catalog
@@ -26,6 +27,20 @@ Precision = Literal["fp32", "bf16", "fp16"]
 Compile = Literal["none", "torch", "neuron"]
 Offload = Literal["none", "cpu", "nvme"]
 Tracker = Literal["tensorboard", "mlflow", "wandb", "trackio"]
+
+
+
+def _home_known(path: str) -> str:
+    """A `~user/...` path must name a home folder of this machine: launches expand it before they run."""
+    if path.startswith("~") and os.path.expanduser(path) == path:
+        user = path[1:].split("/", 1)[0]
+        raise ValueError(f"{path!r} starts with ~{user}, but there is no " +
+                         (f"user {user!r}" if user else "home folder") + " here; write the folder's full path")
+    return path
+
+
+#: a local path as written in a spec (relative or with `~`), checked to be expandable here
+LocalPath = Annotated[str, AfterValidator(_home_known)]
 
 #: The DeepSpeed configs of the FLAN-T5 XL/XXL tutorial, by file name: where each offloads
 #: (ZeRO-3 all). Names ending in _bf16 train in bf16; the others in fp16 (GPU) or fp32.
@@ -59,7 +74,7 @@ class DatasetSpec(SpecBlock):
 
     name: str | None = Field(None, description="hub dataset id, e.g. philschmid/emotion")
     config: str | None = Field(None, description="hub dataset config, e.g. 3.0.0 for cnn_dailymail")
-    files: dict[str, str] | None = Field(None, description="split -> local json/jsonl/csv/parquet file")
+    files: dict[str, LocalPath] | None = Field(None, description="split -> local json/jsonl/csv/parquet file")
     train_split: str = "train"
     eval_split: str | None = "validation"
     text_column: str | None = None
@@ -181,7 +196,7 @@ class ParallelismSpec(SpecBlock):
     zero_stage: int = Field(0, ge=0, le=3)
     offload_optimizer: Offload = "none"
     offload_params: Offload = "none"
-    nvme_path: str | None = None
+    nvme_path: LocalPath | None = None
     deepspeed_config: DeepSpeedConfigName | None = Field(
         None, description="a FLAN-T5 tutorial config by name; default: generated from zero_stage and offload")
     tensor_parallel_degree: int = Field(1, ge=1, description="SageMaker model parallel (smp)")
@@ -283,9 +298,9 @@ class AdapterSpec(SpecBlock):
 class ScriptSpec(SpecBlock):
     """A user's own training script, run under the chosen launcher instead of nbtoolkit.train."""
 
-    path: str
+    path: LocalPath
     args: list[str] = Field(default_factory=list)
-    source_dir: str | None = Field(None, description="directory shipped with the script (SageMaker)")
+    source_dir: LocalPath | None = Field(None, description="directory shipped with the script (SageMaker)")
 
     @model_validator(mode="before")
     @classmethod
@@ -308,7 +323,7 @@ class RunSpecCore(SpecBlock):
 
     name: str | None = Field(None, max_length=80)
     task: Task
-    model: str | None = Field(None, description="hub id or local path; omitted -> bundled tiny model")
+    model: LocalPath | None = Field(None, description="hub id or local path; omitted -> bundled tiny model")
     dataset: DatasetSpec = Field(default_factory=DatasetSpec)
     hardware: HardwareSpec = Field(default_factory=HardwareSpec)
     parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
@@ -318,7 +333,7 @@ class RunSpecCore(SpecBlock):
                           "accelerator and parallelism")
     train: TrainSpec = Field(default_factory=TrainSpec)
     script: ScriptSpec | None = None
-    resume: str | None = Field(None, description="'latest' or a checkpoint directory")
+    resume: LocalPath | None = Field(None, description="'latest' or a checkpoint directory")
     extra: dict[str, Any] = Field(default_factory=dict, description="passed through to TrainingArguments")
     adapter: AdapterSpec | None = Field(None, description="LoRA/QLoRA adapters instead of a full fine-tune")
     report_to: list[Tracker] = Field(default_factory=list, description="experiment trackers; default none")

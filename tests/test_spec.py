@@ -150,6 +150,10 @@ def test_fp16_with_t5_warns_of_overflow():
     ({"name": "../../etc"}, "name '../../etc' may hold only letters, digits, '.', '_' and '-'"),
     ({"name": "my run"}, "name 'my run' may hold only letters, digits"),
     ({"extra": {"output_dir": "/tmp/elsewhere"}}, "extra.output_dir cannot be set: a job keeps its outputs in its own"),
+    ({"model": "~0"}, "model '~0' starts with ~0, but there is no user '0' here; write the folder's full path"),
+    ({"dataset": {"files": {"train": "~nobody-here/train.jsonl"}}},
+     "dataset.files.train '~nobody-here/train.jsonl' starts with ~nobody-here, but there is no user 'nobody-here'"),
+    ({"script": "~nobody-here/train.py"}, "script.path '~nobody-here/train.py' starts with ~nobody-here"),
 ])
 def test_values_that_would_escape_the_job_or_break_a_run_are_one_sentence(changes, sentence):
     with pytest.raises(SpecError) as refused:
