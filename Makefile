@@ -135,7 +135,7 @@ test: lock-check
 	start=$$(date +%s) && $(MAKE) --no-print-directory -j4 test-setup && echo $$(( $$(date +%s) - start )) > $(SETUP_SECONDS)
 	$(BIN)/python -m pip check
 	cd $(LAB) && $(WITH_VENV) jlpm test
-	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 	$(BIN)/python -m pytest -p no:asyncio tests/ui
 	@echo "set-up took $$(cat $(SETUP_SECONDS))s"
 

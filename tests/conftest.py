@@ -26,6 +26,14 @@ def pytest_configure(config):
     from tests.faults.ledger import open_ledger
 
     open_ledger(config)
+    config.addinivalue_line("markers", "heavy: a file of minutes of real multi-process training, run first under pytest -n")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files marked `heavy` (minutes of real multi-process training each) are collected first, so that
+    `pytest -n 2 --dist loadfile --no-loadscope-reorder` starts them early and both workers end together,
+    instead of one idling while the other runs the last heavy file."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
 
 
 def pytest_terminal_summary(terminalreporter, config):

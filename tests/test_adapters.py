@@ -16,6 +16,8 @@ from nbtoolkit.cli import main
 from nbtoolkit.jobs import JobStore
 from nbtoolkit.spec import SpecError, load_spec
 
+pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)
+
 TRAIN = {"max_steps": 30, "batch_size": 8, "learning_rate": 0.01, "logging_steps": 10, "save_steps": 15}
 #: task -> spec changes (the classifier sits on a plateau early: longer, larger batches)
 TASK_RUNS = {

@@ -14,6 +14,8 @@ from nbtoolkit.jobs import JobStore
 from nbtoolkit.metrics.compare import RunMetrics, compare
 from tests.notebook_runner import display_outputs, execute, saved
 
+pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)
+
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "gpt2-compiled-vs-native.ipynb"
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -28,6 +28,8 @@ from nbtoolkit.launches import free_port
 from nbtoolkit.metrics.series import read_metrics
 from tests.conftest import PYTHON, TESTS
 
+pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)
+
 LOSS_TOLERANCE = 1e-3  # absolute; seen: 1e-5 (float summation order, CPU Adam vs torch AdamW)
 TRAIN = {"max_steps": 48, "batch_size": 8, "learning_rate": 0.005, "logging_steps": 12, "seed": 7}
 STEPS = [12, 24, 36, 48]

@@ -12,6 +12,8 @@ import pytest
 from nbtoolkit.jobs import JobStore
 from nbtoolkit.jobs.listing import listing_row
 
+pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)
+
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "bert-qa-sagemaker.ipynb"
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from tests.notebook_runner import execute
 
+pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 

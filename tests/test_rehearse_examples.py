@@ -8,6 +8,8 @@ import pytest
 from nbtoolkit.rehearse import rehearse
 from tests.real_launches import real_specs
 
+pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)
+
 
 @pytest.mark.parametrize("name", sorted(real_specs()))
 def test_every_example_notebooks_real_run_rehearses_here(name, store, tmp_path):

@@ -27,6 +27,8 @@ from nbtoolkit.spec import SpecError, load_spec
 from tests.real_launches import golden_files
 from tests.test_jobs import wait_for
 
+pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)
+
 HERE = Path(__file__).resolve().parent
 GOLDEN_SPEC = HERE / "flan-t5-xl-skypilot.yaml"
 GOLDEN = HERE / "golden" / "flan-t5-xl-skypilot"

@@ -8,6 +8,7 @@ import subprocess
 import threading
 
 import psutil
+import pytest
 import yaml
 
 from nbtoolkit import backends
@@ -20,6 +21,8 @@ from tests.conftest import SCRIPTS
 from tests.slurm.cluster import PARTITION, free_port
 from tests.test_cli import nbtoolkit
 from tests.test_jobs import wait_for
+
+pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)
 
 SPEC = {"task": "text-classification", "hardware": {"target": "slurm", "accelerator": "cpu", "devices": 2, "nodes": 1}}
 
