@@ -255,7 +255,6 @@ def test_cost_is_instance_price_times_billable_time_with_spot_savings():
 
 
 def test_preflight_names_missing_credentials_and_unknown_instance_types(monkeypatch, tmp_path):
-    pytest.importorskip("sagemaker.train", reason="the SageMaker SDK is the optional extra nbtoolkit-finetune[sagemaker]")
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
@@ -308,7 +307,6 @@ def test_the_follower_rides_out_a_network_blip_and_gives_up_with_a_sentence(monk
 
     from nbtoolkit.backends.sagemaker import follow as sagemaker_follow
 
-    pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
     monkeypatch.delenv("NBTOOLKIT_JOB_ID", raising=False)
     follower = sagemaker_follow.Follower(FakeAWS(failures=2), "job-1", stop_requested=threading.Event(), poll_s=0,
                                          instance_price=1.515)
@@ -345,7 +343,6 @@ def test_a_refused_stop_ends_following_with_the_permission_it_needs(monkeypatch)
 
     from nbtoolkit.backends.sagemaker import follow as sagemaker_follow
 
-    pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
     monkeypatch.delenv("NBTOOLKIT_JOB_ID", raising=False)
     stop = threading.Event()
     stop.set()
@@ -364,7 +361,6 @@ def test_a_busy_job_store_while_following_does_not_fail_the_remote_job(store, mo
 
     from nbtoolkit.backends.sagemaker import follow as sagemaker_follow
 
-    pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
     record = store.create(name="remote", task="question-answering", backend="sagemaker")
     monkeypatch.setenv("NBTOOLKIT_JOB_ID", record.id)
     merge_info, calls = store.merge_info, []
@@ -391,7 +387,6 @@ def test_a_store_that_cannot_be_opened_while_following_does_not_fail_the_remote_
     from nbtoolkit.jobs import store as store_module
     from nbtoolkit.backends.sagemaker import follow as sagemaker_follow
 
-    pytest.importorskip("botocore", reason="boto3 comes with the sagemaker extra")
     record = store.create(name="remote", task="question-answering", backend="sagemaker")
     monkeypatch.setenv("NBTOOLKIT_JOB_ID", record.id)
     opened = []

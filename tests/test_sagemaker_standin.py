@@ -21,8 +21,6 @@ from tests.conftest import PYTHON, SCRIPTS
 from tests.sagemaker_standin import standin, standin_server  # noqa: F401 (fixtures)
 from tests.test_jobs import wait_for
 
-pytest.importorskip("sagemaker.train", reason="the SageMaker SDK is the optional extra nbtoolkit-finetune[sagemaker]")
-pytest.importorskip("moto", reason="moto is the local AWS stand-in")
 # the SDK's own modules still import its moved configs module
 pytestmark = pytest.mark.filterwarnings("ignore:sagemaker.train.configs has been moved:DeprecationWarning")
 
