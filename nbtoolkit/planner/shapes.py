@@ -25,7 +25,7 @@ MODEL_CONFIGS = Path(__file__).with_name("model_configs.yaml")
 BERT_LIKE = ("bert", "roberta", "xlm-roberta", "camembert")
 T5_LIKE = ("t5", "mt5", "umt5")
 
-#: train-split sizes of hub datasets the seeds use: (name, config) -> examples
+#: train-split sizes of hub datasets the example notebooks use: (name, config) -> examples
 KNOWN_DATASET_SIZES: dict[tuple[str, str | None], int] = {
     ("cnn_dailymail", "3.0.0"): 287_113,   # https://huggingface.co/datasets/abisee/cnn_dailymail
     ("abisee/cnn_dailymail", "3.0.0"): 287_113,
