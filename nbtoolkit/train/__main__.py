@@ -5,7 +5,7 @@ import sys
 from nbtoolkit.train.program import main
 
 code = main()
-if "deepspeed" in sys.modules:
+if sys.modules.get("deepspeed") is not None:  # None: hidden, unused (program.hide_unused_integrations)
     # DeepSpeed's compiled CPU ops can abort in their C++ destructors at interpreter exit ("terminate
     # called without an active exception"; seen about once in ten ZeRO-3 offload runs on 2 ranks),
     # failing a run whose model and metrics are already written. Leave without running them.
