@@ -67,11 +67,13 @@ $(BUILD_TOOLS_STAMP): $(LOCK) | lock-check $(UV)
 # every locked package (DeepSpeed built here from its hashed source with its CPU ops, cpu_adam for
 # optimizer offload and shm_comm for CPU collectives, while the rest downloads). `sync` also removes
 # what the lock does not name; binder/postBuild installs beside its image's own packages instead.
-# Needs the build tools installed first.
+# Needs the build tools installed first. Bytecode is compiled here, once (25 s): uv writes none by
+# default, and where PYTHONDONTWRITEBYTECODE is set no run does either, so every process, each rank
+# of every job, compiled torch and transformers again (5 s of a tiny job's 10).
 LOCK_INSTALL ?= sync
 $(PACKAGES_STAMP): $(LOCK) $(BUILD_TOOLS_STAMP) | lock-check
 	DS_BUILD_OPS=0 DS_BUILD_CPU_ADAM=1 DS_BUILD_SHM_COMM=1 $(UV) pip $(LOCK_INSTALL) $(LOCK) \
-		$(UV_INTO_VENV) --require-hashes --no-build-isolation --refresh-package deepspeed
+		$(UV_INTO_VENV) --require-hashes --no-build-isolation --refresh-package deepspeed --compile-bytecode
 	$(BIN)/python -c "from deepspeed.git_version_info import installed_ops as ops; assert ops['cpu_adam'] and ops['deepspeed_shm_comm'], ops"
 	touch $@
 
@@ -114,7 +116,7 @@ $(SBATCH): | $(CHROMIUM)
 
 $(SKY_VENV)/.installed: $(SKY_LOCK) | $(UV)
 	$(UV) venv --quiet --allow-existing --python $(BIN)/python $(SKY_VENV)
-	$(UV) pip sync --quiet --python $(SKY_VENV)/bin/python --require-hashes $(SKY_LOCK)
+	$(UV) pip sync --quiet --python $(SKY_VENV)/bin/python --require-hashes --compile-bytecode $(SKY_LOCK)
 	touch $@
 
 demo: install
