@@ -259,3 +259,24 @@ def test_preview_data_says_a_wrong_mapping_in_one_sentence():
     assert "dataset.label_column &#x27;emotion&#x27; is not a column of the data; its columns are text, label" \
         in form.data_view.value
     assert not form.data_button.disabled
+
+
+def test_rehearse_here_runs_the_forms_spec_in_the_background_and_shows_the_report(store):
+    form = SpecForm({"task": "text-classification", "hardware": {"devices": 2}})
+    thread = form.rehearse()
+    assert form.rehearse_button.disabled and "rehearsing" in form.rehearsal_view.value
+    assert form.rehearse() is None  # one rehearsal at a time
+    thread.join(timeout=300)
+    assert not thread.is_alive() and not form.rehearse_button.disabled
+    shown_html = form.rehearsal_view.value
+    assert "rehearsal of 2 rank(s) as 2 on this machine" in shown_html and ": passed in " in shown_html
+    assert "stage train: passed" in shown_html and "the planner predicts" in shown_html
+    assert {job.status for job in store.list()} == {"succeeded"}
+
+
+def test_rehearse_here_says_why_a_spec_cannot_be_rehearsed(tmp_path):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    form = SpecForm({"task": "text-classification", "script": {"path": str(tmp_path / "train.py")}})
+    form.rehearse().join(timeout=60)
+    assert "a spec with script: cannot be rehearsed yet" in form.rehearsal_view.value
+    assert "Error" not in form.rehearsal_view.value and not form.rehearse_button.disabled

@@ -255,6 +255,7 @@ class SpecForm(widgets.VBox):
         self.spec: RunSpec | None = None
         self.error: str | None = None
         self.job = None
+        self.rehearsing = False
         self.fields: dict[str, widgets.ValueWidget] = {}
         look = Look()
         for path, field in FIELDS.items():
@@ -268,16 +269,21 @@ class SpecForm(widgets.VBox):
         self.tabs = widgets.Tab(layout=widgets.Layout(width="52%"))
         button = look.of(widgets.Button, widgets.Layout(width="auto"))
         self.launch_button = widgets.Button(description="Launch", button_style="primary", icon="play", **button)
+        self.rehearse_button = widgets.Button(description="Rehearse here", icon="flask", **button,
+                                              tooltip="run this launch here first: same launcher, ranks and ZeRO stage, "
+                                                      "a tiny model of the same family, a few steps")
         self.stop_button = widgets.Button(description="Stop", icon="stop", disabled=True, **button)
         self.copy_button = widgets.Button(description="Copy as %%finetune cell", icon="copy", **button)
         self.export_button = widgets.Button(description="Export", icon="download", **button)
         self.export_dir = widgets.Text(placeholder="export directory", layout=widgets.Layout(width="30%"))
         self.cell = widgets.Textarea(layout=widgets.Layout(display="none", width="100%", height="12em"))
         self.output = widgets.Output()
+        self.rehearsal_view = widgets.HTML(layout=widgets.Layout(width="100%"))
         self.data_button = widgets.Button(description="Preview data", icon="table", **button)
         self.data_view = widgets.HTML(layout=widgets.Layout(width="100%"))
         self.data_button.on_click(lambda _: self.preview_data())
         self.launch_button.on_click(lambda _: self.launch())
+        self.rehearse_button.on_click(lambda _: self.rehearse())
         self.stop_button.on_click(lambda _: self.stop())
         self.copy_button.on_click(lambda _: self.copy_cell())
         self.export_button.on_click(lambda _: self.export())
@@ -286,8 +292,9 @@ class SpecForm(widgets.VBox):
             widgets.VBox([self.headings["Data"], widgets.HBox([self.data_button]), self.data_view],
                          _dom_classes=("nbtoolkit-data-section",)),
             self.status,
-            widgets.HBox([self.launch_button, self.stop_button, self.copy_button, self.export_button,
-                          self.export_dir]),
+            widgets.HBox([self.launch_button, self.rehearse_button, self.stop_button, self.copy_button,
+                          self.export_button, self.export_dir]),
+            self.rehearsal_view,
             self.cell,
             self.output,
         ])
@@ -344,6 +351,7 @@ class SpecForm(widgets.VBox):
         self._show_status(named)
         self._show_previews(data)
         self.launch_button.disabled = self.spec is None
+        self.rehearse_button.disabled = self.spec is None or self.rehearsing
         self.copy_button.disabled = self.export_button.disabled = self.spec is None
 
     def _show_fields(self, values: Values, visible: list[str], named: list[str]) -> None:
@@ -412,6 +420,31 @@ class SpecForm(widgets.VBox):
                   f"nbtoolkit.Job('{self.job.id}') is its handle")
         self._show_chart()
         return self.job
+
+    def rehearse(self) -> threading.Thread | None:
+        """Rehearse this spec here (`nbtoolkit rehearse`) while the kernel stays free; the report appears below."""
+        if self.spec is None or self.rehearsing:
+            return None
+        self.rehearsing, self.rehearse_button.disabled = True, True
+        self.rehearsal_view.value = ("<p><i>rehearsing the launch here with a tiny model of the same family, "
+                                     "a few steps (a minute or more) ...</i></p>")
+        thread = threading.Thread(target=self._rehearse, args=(self.spec,), daemon=True, name="nbtoolkit-form rehearsal")
+        thread.start()
+        return thread
+
+    def _rehearse(self, spec: RunSpec) -> None:
+        from nbtoolkit.rehearse import rehearse
+
+        try:
+            report = rehearse(spec)
+        except Exception as exc:  # noqa: BLE001 (a thread's end: the sentence is shown, never lost in the kernel's log)
+            self.rehearsal_view.value = f"<p style='color: {ERROR_COLOR}'>{html.escape(str(exc))}</p>"
+        else:
+            color = "inherit" if report.passed else ERROR_COLOR
+            self.rehearsal_view.value = f"<pre style='color: {color}; white-space: pre-wrap'>{html.escape(str(report))}</pre>"
+        finally:
+            self.rehearsing = False
+            self.rehearse_button.disabled = self.spec is None
 
     def preview_data(self):
         """Read a sample of the spec's training data and show its report (rows, columns, labels, token lengths)."""
