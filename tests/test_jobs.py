@@ -111,6 +111,17 @@ def test_failing_job_reports_its_one_sentence(store):
     assert record.message == "dataset.text_column 'body' is not a column of the data; its columns are text, label"
 
 
+def test_a_run_whose_data_gives_no_batch_fails_instead_of_succeeding_untrained(store):
+    """The Trainer only warns when its dataloader is empty: the job ran zero steps and called it success."""
+    spec = {**TINY, "train": {"max_steps": 5, "batch_size": 2000, "eval_batch_size": 16},
+            "extra": {"dataloader_drop_last": True}}  # the bundled sample holds 1,200 training examples
+    job = launch(spec, store=store)
+    assert job.wait(timeout=120) == "failed"
+    assert job.record.message == ("no training step ran: 1200 training examples give no full batch of 2000 to each of "
+                                  "1 process(es) (dataloader_drop_last drops a partial one); give more data or lower "
+                                  "train.batch_size")
+
+
 def test_an_hf_style_script_job_records_its_trainers_metrics(store, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the script runs where it is launched from, and writes its output_dir there
     spec = {"task": "text-classification",

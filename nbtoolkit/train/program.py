@@ -123,6 +123,7 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     from nbtoolkit.train.callbacks import BudgetCallback, MetricsCallback
     from nbtoolkit.train.data import load_splits
     from nbtoolkit.train.engines import engine_for
+    from nbtoolkit.train.errors import TrainError
     from nbtoolkit.train.tasks import check_task, setup_task
 
     quiet_libraries()
@@ -171,6 +172,11 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     result = trainer.train(resume_from_checkpoint=checkpoint)
     if watch is not None and watch.stopped:
         return {}  # stopped at its budget: the checkpoint is what it leaves, no final evaluation or model
+    if trainer.state.global_step == 0:  # an empty dataloader: the Trainer only warns, and the run would "succeed"
+        drop = " (dataloader_drop_last drops a partial one)" if args.dataloader_drop_last else ""
+        raise TrainError(f"no training step ran: {len(task.train_dataset)} training examples give no full batch of "
+                         f"{args.per_device_train_batch_size} to each of {args.world_size} process(es){drop}; "
+                         "give more data or lower train.batch_size")
     final = final_evaluation(trainer) if task.eval_dataset is not None else {}
     trainer.save_model(model_dir)  # with an adapter: the adapter alone (the base is in model_dir/base)
     if trainer.is_world_process_zero():
