@@ -10,6 +10,7 @@ end. A run wider than this machine holds is rehearsed narrower, in the same shap
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -28,7 +29,13 @@ from nbtoolkit.tasks import TASKS, columns_used
 #: ranks this machine runs at once (gloo on CPU): wider runs are rehearsed narrower, in the same shape
 MAX_RANKS = 8
 STEPS = 4
+#: the per-device batch a rehearsal runs at most (its memory line is for that batch)
+MAX_BATCH = 8
 SAMPLE_ROWS = {"train": 64, "validation": 16}
+#: characters per token that the bundled tokenizers stay under on English text (measured on the causal-lm
+#: sample: 4.9-5.2 on average, 6.0 for the worst row): a causal-lm row this many characters per block
+#: token packs into at least one block
+CHARS_PER_TOKEN_BOUND = 8
 MODEL_DIR = "model"
 #: a tiny model per family: the sizes that replace the real ones (everything else in the config stays)
 TINY_SIZES: dict[str, dict[str, int]] = {
@@ -128,11 +135,16 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
         data["precision"] = "bf16"
         notes.append("fp16 has no CPU kernels: bf16 stands in for it")
     model_type, config, tokenizer_of = _tiny_model(spec, notes)
-    samples = _samples(spec, notes)
+    batch = min(spec.train.batch_size, MAX_BATCH)
+    eval_batch = min(spec.train.eval_batch_size or spec.train.batch_size, MAX_BATCH)
+    # every rank gets a full batch of each split (with dataloader_drop_last a short sample gives none at all)
+    ranks = hardware["nodes"] * hardware["devices"]
+    samples = _samples(spec, notes, examples=ranks * max(batch * spec.train.grad_accum, eval_batch))
     data["dataset"] = {**data.get("dataset", {}), "name": None, "config": None, "files": None,
                        "max_train_samples": None, "max_eval_samples": None}
     data["train"] = {**data["train"], "max_steps": steps, "logging_steps": 1, "save_steps": steps,
-                     "eval_steps": steps, "eval_on_start": False, "batch_size": min(spec.train.batch_size, 8)}
+                     "eval_steps": steps, "eval_on_start": False, "batch_size": batch,
+                     "eval_batch_size": eval_batch}
     data["resume"] = None
     # the rehearsal's own schedule (a few steps, one eval and one save at the end) replaces the real one
     data["extra"] = {key: value for key, value in spec.extra.items()
@@ -204,12 +216,14 @@ def _tiny_model(spec: RunSpec, notes: list[str]) -> tuple[str, dict[str, Any], s
     return model_type, {**config, **TINY_SIZES[family]}, tokenizer_of
 
 
-def _samples(spec: RunSpec, notes: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """A few rows per split with the spec's column names: its own local files, else the bundled sample."""
+def _samples(spec: RunSpec, notes: list[str], examples: int) -> dict[str, list[dict[str, Any]]]:
+    """A few rows per split with the spec's column names (its own local files, else the bundled sample),
+    enough for `examples` training examples in each."""
     files = spec.dataset.files
     if files and all(Path(path).expanduser().is_file() for path in files.values()) and \
             all(path.endswith(".jsonl") for path in files.values()):
-        return {split: _rows(Path(path).expanduser(), SAMPLE_ROWS.get(split, 16)) for split, path in files.items()}
+        return {split: _enough(spec, _rows(Path(path).expanduser(), SAMPLE_ROWS.get(split, 16)), examples)
+                for split, path in files.items()}
     if spec.dataset.name:
         notes.append(f"the hub dataset {spec.dataset.name} is not read here: its columns are rehearsed on the bundled "
                      f"{spec.task} sample, renamed to the spec's")
@@ -222,9 +236,26 @@ def _samples(spec: RunSpec, notes: list[str]) -> dict[str, list[dict[str, Any]]]
     splits = {spec.dataset.train_split: "train"}
     if spec.dataset.eval_split:
         splits[spec.dataset.eval_split] = "validation"
-    return {split: [{renames.get(key, key): value for key, value in row.items()}
-                    for row in _rows(Path(bundled[source]), SAMPLE_ROWS[source])]
+    return {split: _enough(spec, [{renames.get(key, key): value for key, value in row.items()}
+                                  for row in _rows(Path(bundled[source]), SAMPLE_ROWS[source])], examples)
             for split, source in splits.items()}
+
+
+def _enough(spec: RunSpec, rows: list[dict[str, Any]], examples: int) -> list[dict[str, Any]]:
+    """The rows repeated until they make `examples` examples: causal-lm packs texts into blocks of
+    dataset.max_length tokens, so there each row is its texts joined to fill at least one block."""
+    if spec.task != "causal-lm":
+        return list(itertools.islice(itertools.cycle(rows), max(examples, len(rows))))
+    column = columns_used(spec.task, spec.dataset)["text_column"]
+    texts = itertools.cycle([row[column] for row in rows if str(row.get(column) or "").strip()] or ["text"])
+    block_chars = CHARS_PER_TOKEN_BOUND * spec.dataset.max_length
+    long_rows = []
+    for _ in range(examples):
+        parts: list[str] = []
+        while sum(map(len, parts)) < block_chars:
+            parts.append(next(texts))
+        long_rows.append({column: "\n".join(parts)})
+    return long_rows
 
 
 def _bundled_column(task: str, field: str) -> str | None:

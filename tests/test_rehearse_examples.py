@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from nbtoolkit.rehearse import rehearse
+from nbtoolkit.api import Job
+from nbtoolkit.rehearse import STEPS, rehearse
 from tests.real_launches import real_specs
 
 pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)
@@ -17,3 +18,7 @@ def test_every_example_notebooks_real_run_rehearses_here(name, store, tmp_path):
     report = rehearse(real_specs()[name], workdir=tmp_path, store=store, timeout=600, max_ranks=2)
     assert report.passed, report
     assert "the planner predicts" in report.memory
+    # every rank trained the rehearsal's steps (a sample too small for its ranks x batch trained none)
+    steps = {record["step"] for job_id in report.jobs for record in Job(job_id, store).records()
+             if record["kind"] == "summary"}
+    assert steps == {STEPS}, steps
