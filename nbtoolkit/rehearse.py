@@ -247,7 +247,10 @@ def _enough(spec: RunSpec, rows: list[dict[str, Any]], examples: int) -> list[di
     if spec.task != "causal-lm":
         return list(itertools.islice(itertools.cycle(rows), max(examples, len(rows))))
     column = columns_used(spec.task, spec.dataset)["text_column"]
-    texts = itertools.cycle([row[column] for row in rows if str(row.get(column) or "").strip()] or ["text"])
+    found = [row[column] for row in rows if str(row.get(column) or "").strip()]
+    if not found:  # no text at all: the training program says so in its own sentence
+        return rows
+    texts = itertools.cycle(found)
     block_chars = CHARS_PER_TOKEN_BOUND * spec.dataset.max_length
     long_rows = []
     for _ in range(examples):

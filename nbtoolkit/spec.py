@@ -457,6 +457,12 @@ class RunSpecCore(SpecBlock):
     def world_size(self) -> int:
         return self.hardware.devices * self.hardware.nodes
 
+    @property
+    def extras_used(self) -> tuple[str, ...]:
+        """The optional extras of the distribution (pyproject.toml) this run needs: DeepSpeed's, PEFT's."""
+        return tuple(name for name, used in (("deepspeed", self.parallelism.strategy == "deepspeed"),
+                                             ("adapters", self.adapter is not None)) if used)
+
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 

@@ -97,7 +97,7 @@ def hide_unused_integrations(spec: RunSpec) -> None:
     autotuner) and PEFT whenever they are installed: about 2.5 s of CPU in every rank of every run.
     Must run before transformers is imported.
     """
-    used = {"deepspeed": spec.parallelism.strategy == "deepspeed", "peft": spec.adapter is not None,
+    used = {"deepspeed": "deepspeed" in spec.extras_used, "peft": "adapters" in spec.extras_used,
             "mlflow": "mlflow" in spec.report_to}
     for package, needed in used.items():
         if not needed:

@@ -68,8 +68,7 @@ def node_launch(spec: RunSpec) -> Launch:
 
 def requirement(spec: RunSpec) -> str:
     """nbtoolkit at this version, with the extras the run needs."""
-    extras = [name for name, needed in (("deepspeed", spec.parallelism.strategy == "deepspeed"),
-                                        ("adapters", spec.adapter is not None)) if needed]
+    extras = spec.extras_used
     return f"{DISTRIBUTION}{'[' + ','.join(extras) + ']' if extras else ''}=={nbtoolkit.__version__}"
 
 
