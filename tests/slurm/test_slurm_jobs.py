@@ -18,6 +18,7 @@ from nbtoolkit.jobs.tree import tagged_processes
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.spec import load_spec
 from tests.conftest import SCRIPTS
+from tests.faults.conftest import ORPHAN_DEADLINE_S
 from tests.slurm.cluster import PARTITION, free_port
 from tests.test_cli import nbtoolkit
 from tests.test_jobs import wait_for
@@ -140,7 +141,10 @@ def test_a_job_cancelled_outside_nbtoolkit_is_recorded_as_stopped(slurm_cluster,
     slurm("scancel", slurm_id)
     assert job.wait(timeout=120) == "stopped"
     assert f"Slurm job {slurm_id} was cancelled outside nbtoolkit (scancel)" in (job.dir / "output.log").read_text()
-    assert tagged_processes(job.id, store.home) == [] and slurm_processes(slurm_id) == []
+    # the promise for a job that ended without nbtoolkit's stop (which waits for them): its processes are gone
+    # within ORPHAN_DEADLINE_S (Slurm kills the steps after KillWait=5 s; the follower exits after recording)
+    wait_for(lambda: tagged_processes(job.id, store.home) == [] and slurm_processes(slurm_id) == [],
+             timeout=ORPHAN_DEADLINE_S, poll=0.2)
 
 
 def test_a_controller_that_does_not_answer_is_asked_again_then_named(slurm_cluster, tmp_path, monkeypatch, capsys):
