@@ -23,18 +23,22 @@ from nbtoolkit.planner.calibrate import saved_activation_bytes
 from nbtoolkit.planner.shapes import shape_from_config
 
 #: FLAN-T5's architecture (gated GELU, dropout 0.1, 32128 words) at widths a CPU measures quickly
-SHAPES = [dict(d_model=256, d_kv=64, d_ff=640, num_heads=4, num_layers=2),
-          dict(d_model=512, d_kv=64, d_ff=1024, num_heads=8, num_layers=2),
-          dict(d_model=384, d_kv=32, d_ff=1536, num_heads=12, num_layers=3)]
+SHAPES = [
+    dict(d_model=256, d_kv=64, d_ff=640, num_heads=4, num_layers=2),
+    dict(d_model=512, d_kv=64, d_ff=1024, num_heads=8, num_layers=2),
+    dict(d_model=384, d_kv=32, d_ff=1536, num_heads=12, num_layers=3),
+]
 BATCHES = (1, 4)
 LENGTHS = ((64, 16), (128, 32), (256, 64))
 
 
 def formula_parts(shape, batch: int, source: int, target: int) -> np.ndarray:
     """The formula's saved bytes split into layer tensors, attention scores and logits (per batch)."""
+
     def kept(shape) -> float:
-        per_sample = memory.activation_bytes(shape, input_length=source, target_length=target,
-                                             activation_bytes=2, checkpointing=False)
+        per_sample = memory.activation_bytes(
+            shape, input_length=source, target_length=target, activation_bytes=2, checkpointing=False
+        )
         largest = max(memory.input_layer_bytes(shape, source, 2), memory.target_layer_bytes(shape, target, source, 2))
         return per_sample - largest  # the transient backward layer is not a saved tensor
 
@@ -45,30 +49,51 @@ def formula_parts(shape, batch: int, source: int, target: int) -> np.ndarray:
 
 def main() -> None:
     torch.manual_seed(0)
-    print(f"{'d_model':>7} {'heads':>5} {'layers':>6} {'batch':>5} {'src':>4} {'tgt':>4} "
-          f"{'measured MiB':>12} {'formula MiB':>11} {'ratio':>6}")
+    print(
+        f"{'d_model':>7} {'heads':>5} {'layers':>6} {'batch':>5} {'src':>4} {'tgt':>4} "
+        f"{'measured MiB':>12} {'formula MiB':>11} {'ratio':>6}"
+    )
     measured, parts = [], []
     for fields, batch, (source, target) in itertools.product(SHAPES, BATCHES, LENGTHS):
-        config = T5Config(vocab_size=32128, feed_forward_proj="gated-gelu", dropout_rate=0.1,
-                          tie_word_embeddings=False, decoder_start_token_id=0, pad_token_id=0,
-                          attn_implementation="eager", **fields)
+        config = T5Config(
+            vocab_size=32128,
+            feed_forward_proj="gated-gelu",
+            dropout_rate=0.1,
+            tie_word_embeddings=False,
+            decoder_start_token_id=0,
+            pad_token_id=0,
+            attn_implementation="eager",
+            **fields,
+        )
         model = T5ForConditionalGeneration(config).to(torch.bfloat16).train()
-        measured.append(saved_activation_bytes(model, input_ids=torch.randint(0, config.vocab_size, (batch, source)),
-                                               labels=torch.randint(0, config.vocab_size, (batch, target))))
-        parts.append(formula_parts(shape_from_config("t5-measured", config.to_dict(), "benchmark"),
-                                   batch, source, target))
+        measured.append(
+            saved_activation_bytes(
+                model,
+                input_ids=torch.randint(0, config.vocab_size, (batch, source)),
+                labels=torch.randint(0, config.vocab_size, (batch, target)),
+            )
+        )
+        parts.append(
+            formula_parts(shape_from_config("t5-measured", config.to_dict(), "benchmark"), batch, source, target)
+        )
         formula = parts[-1].sum()
-        print(f"{fields['d_model']:>7} {fields['num_heads']:>5} {fields['num_layers']:>6} {batch:>5} {source:>4} "
-              f"{target:>4} {measured[-1] / 2**20:>12.1f} {formula / 2**20:>11.1f} {measured[-1] / formula:>6.3f}")
+        print(
+            f"{fields['d_model']:>7} {fields['num_heads']:>5} {fields['num_layers']:>6} {batch:>5} {source:>4} "
+            f"{target:>4} {measured[-1] / 2**20:>12.1f} {formula / 2**20:>11.1f} {measured[-1] / formula:>6.3f}"
+        )
     measured, parts = np.array(measured, dtype=float), np.array(parts)
     ratios = np.sort(measured / parts.sum(axis=1))
-    print(f"measured / formula: min {ratios[0]:.3f}, median {np.median(ratios):.3f}, max {ratios[-1]:.3f} "
-          f"over {len(ratios)} shapes")
+    print(
+        f"measured / formula: min {ratios[0]:.3f}, median {np.median(ratios):.3f}, max {ratios[-1]:.3f} "
+        f"over {len(ratios)} shapes"
+    )
     scale, *_ = np.linalg.lstsq(parts, measured, rcond=None)
     residuals = measured / (parts @ scale) - 1
-    print("least-squares scale per term (1.0 = the formula counts it exactly): "
-          f"layer tensors {scale[0]:.3f}, attention scores {scale[1]:.3f}, logits {scale[2]:.3f}; "
-          f"relative residuals after the fit: max {np.abs(residuals).max():.3f}")
+    print(
+        "least-squares scale per term (1.0 = the formula counts it exactly): "
+        f"layer tensors {scale[0]:.3f}, attention scores {scale[1]:.3f}, logits {scale[2]:.3f}; "
+        f"relative residuals after the fit: max {np.abs(residuals).max():.3f}"
+    )
 
 
 if __name__ == "__main__":

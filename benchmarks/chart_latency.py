@@ -40,8 +40,9 @@ def running_job(store: JobStore) -> Job:
     """A job row that stays running (its 'supervisor' is this process) until we end it."""
     record = store.create(name="latency", task="text-classification", backend="local")
     me = psutil.Process()
-    store.update(record.id, status="running", started=time.time(), supervisor_pid=me.pid,
-                 supervisor_started=me.create_time())
+    store.update(
+        record.id, status="running", started=time.time(), supervisor_pid=me.pid, supervisor_started=me.create_time()
+    )
     return Job(record.id, store)
 
 
@@ -51,8 +52,16 @@ def measure(store: JobStore, records: int, period: float) -> list[float]:
     written: list[float] = []
     path = job.dir / "metrics.jsonl"
     for step in range(1, records + 1):
-        line = {"time": time.time(), "step": step, "kind": "train", "max_steps": records, "loss": 1 / step,
-                "learning_rate": 1e-3, "samples_per_second": 100.0, "window_seconds": period}
+        line = {
+            "time": time.time(),
+            "step": step,
+            "kind": "train",
+            "max_steps": records,
+            "loss": 1 / step,
+            "learning_rate": 1e-3,
+            "samples_per_second": 100.0,
+            "window_seconds": period,
+        }
         with open(path, "a") as handle:
             handle.write(json.dumps(line) + "\n")
         written.append(time.time())
@@ -75,9 +84,12 @@ def main() -> None:
     for period in (5.0, 0.5):
         latencies = sorted(measure(store, args.records, period))
         p95 = latencies[min(len(latencies) - 1, round(0.95 * (len(latencies) - 1)))]
-        print(f"a record every {period:.1f} s: latency median {statistics.median(latencies):.2f} s, "
-              f"p95 {p95:.2f} s, max {latencies[-1]:.2f} s ({len(latencies)} records; the first includes "
-              "importing matplotlib)", flush=True)
+        print(
+            f"a record every {period:.1f} s: latency median {statistics.median(latencies):.2f} s, "
+            f"p95 {p95:.2f} s, max {latencies[-1]:.2f} s ({len(latencies)} records; the first includes "
+            "importing matplotlib)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

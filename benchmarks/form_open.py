@@ -51,10 +51,14 @@ def main(rounds: int = 5) -> None:
     cpu = statistics.median(result["cpu"] for result in results)
     load = os.getloadavg()[0]
     print(f"%load_ext nbtoolkit: median {statistics.median(loads) * 1000:.0f} ms")
-    print(f"%load_ext nbtoolkit + showing the form: median {median * 1000:.0f} ms, "
-          f"min {min(totals) * 1000:.0f} ms, max {max(totals) * 1000:.0f} ms over {rounds} fresh kernels")
-    print(f"  CPU time of the kernel for the same: median {cpu * 1000:.0f} ms (less sensitive to a busy machine; "
-          f"load average {load:.1f} on {os.cpu_count()} cores)")
+    print(
+        f"%load_ext nbtoolkit + showing the form: median {median * 1000:.0f} ms, "
+        f"min {min(totals) * 1000:.0f} ms, max {max(totals) * 1000:.0f} ms over {rounds} fresh kernels"
+    )
+    print(
+        f"  CPU time of the kernel for the same: median {cpu * 1000:.0f} ms (less sensitive to a busy machine; "
+        f"load average {load:.1f} on {os.cpu_count()} cores)"
+    )
     print(f"ratio to the {TARGET_S * 1000:.0f} ms target: {median / TARGET_S:.2f} (wall), {cpu / TARGET_S:.2f} (CPU)")
     print(f"heavy modules imported: {', '.join(heavy) or 'none'}")
 

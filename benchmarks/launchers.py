@@ -29,7 +29,9 @@ CASES = {
     "zero2": {"parallelism": {**DEEPSPEED, "zero_stage": 2}},
     "zero2-offload": {"parallelism": {**DEEPSPEED, "zero_stage": 2, "offload_optimizer": "cpu"}},
     "zero3": {"parallelism": {**DEEPSPEED, "zero_stage": 3}},
-    "zero3-offload": {"parallelism": {**DEEPSPEED, "zero_stage": 3, "offload_optimizer": "cpu", "offload_params": "cpu"}},
+    "zero3-offload": {
+        "parallelism": {**DEEPSPEED, "zero_stage": 3, "offload_optimizer": "cpu", "offload_params": "cpu"}
+    },
     "zero2-ds-launcher": {"launcher": "deepspeed", "parallelism": {**DEEPSPEED, "zero_stage": 2}},
 }
 
@@ -37,9 +39,19 @@ CASES = {
 def case_spec(name: str, steps: int) -> dict:
     case = dict(CASES[name])
     batch = case.pop("batch", 8)
-    return {"name": f"bench-{name}", "task": "text-classification", "hardware": {"devices": 2}, **case,
-            "train": {"max_steps": steps, "batch_size": batch, "learning_rate": 0.005, "logging_steps": steps // 10,
-                      "seed": 7}}
+    return {
+        "name": f"bench-{name}",
+        "task": "text-classification",
+        "hardware": {"devices": 2},
+        **case,
+        "train": {
+            "max_steps": steps,
+            "batch_size": batch,
+            "learning_rate": 0.005,
+            "logging_steps": steps // 10,
+            "seed": 7,
+        },
+    }
 
 
 def main() -> None:

@@ -33,22 +33,44 @@ def fill_store(home: Path, jobs: int, records: int, running: int) -> None:
     store = JobStore(home)
     me = psutil.Process()
     for index in range(jobs):
-        record = store.create(name=f"bench-{index}", task="text-classification", backend="torchrun",
-                              info={"hourly_price_usd": 4.1})
+        record = store.create(
+            name=f"bench-{index}", task="text-classification", backend="torchrun", info={"hourly_price_usd": 4.1}
+        )
         directory = store.job_dir(record.id)
         (directory / LOG_FILE).write_text("training\n" * 100)
         with open(directory / METRICS_FILE, "w") as metrics:
             for step in range(1, records + 1):
-                metrics.write(json.dumps({"time": 1e9 + step, "step": step * 10, "epoch": step / records,
-                                          "kind": "train", "loss": 3.0 / step, "learning_rate": 5e-5,
-                                          "samples_per_second": 120.5, "tokens_per_second": 15000.0,
-                                          "window_seconds": 1.3, "max_steps": records * 10}) + "\n")
+                metrics.write(
+                    json.dumps(
+                        {
+                            "time": 1e9 + step,
+                            "step": step * 10,
+                            "epoch": step / records,
+                            "kind": "train",
+                            "loss": 3.0 / step,
+                            "learning_rate": 5e-5,
+                            "samples_per_second": 120.5,
+                            "tokens_per_second": 15000.0,
+                            "window_seconds": 1.3,
+                            "max_steps": records * 10,
+                        }
+                    )
+                    + "\n"
+                )
         # the newest jobs run (their supervisor: this process, so the liveness check passes)
         active = index >= jobs - running
-        store.update(record.id, status="running" if active else "succeeded", started=1e9, ended=None if active
-                     else 1e9 + 600, step=records * 10, total_steps=records * 10, loss=3.0 / records,
-                     samples_per_second=120.5, supervisor_pid=me.pid if active else None,
-                     supervisor_started=me.create_time() if active else None)
+        store.update(
+            record.id,
+            status="running" if active else "succeeded",
+            started=1e9,
+            ended=None if active else 1e9 + 600,
+            step=records * 10,
+            total_steps=records * 10,
+            loss=3.0 / records,
+            samples_per_second=120.5,
+            supervisor_pid=me.pid if active else None,
+            supervisor_started=me.create_time() if active else None,
+        )
 
 
 def free_port() -> int:
@@ -62,10 +84,22 @@ def start_server(home: Path, root: Path, port: int, token: str, log: Path | None
     env = {**os.environ, "NBTOOLKIT_HOME": str(home), "JUPYTER_RUNTIME_DIR": str(root / "runtime")}
     output = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115 - the server holds it until it ends
     process = subprocess.Popen(
-        [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", f"--port={port}",
-         "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
-         f"--ServerApp.root_dir={root}"],
-        env=env, stdout=output, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "jupyter_server",
+            "--no-browser",
+            "--allow-root",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            "--ServerApp.ip=127.0.0.1",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+        ],
+        env=env,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -107,9 +141,11 @@ def main() -> int:
         root.mkdir()
         started = time.perf_counter()
         fill_store(home, args.jobs, args.records, running=10)
-        print(f"store: {args.jobs} jobs x {args.records} metric records, filled in "
-              f"{time.perf_counter() - started:.1f}s; load average {os.getloadavg()[0]:.1f} "
-              f"on {os.cpu_count()} cores")
+        print(
+            f"store: {args.jobs} jobs x {args.records} metric records, filled in "
+            f"{time.perf_counter() - started:.1f}s; load average {os.getloadavg()[0]:.1f} "
+            f"on {os.cpu_count()} cores"
+        )
         port, token = free_port(), secrets.token_hex(8)
         server = start_server(home, root, port, token)
         try:
@@ -125,13 +161,17 @@ def main() -> int:
                 before = sum(cpu.cpu_times()[:2])
                 samples = [timed(connection, path, token)[0] for _ in range(count)]
                 cpu_ms = (sum(cpu.cpu_times()[:2]) - before) / count * 1000
-                print(f"{label:44} {len(body['jobs']):>5} {first * 1000:>9.1f} "
-                      f"{statistics.median(samples) * 1000:>8.1f} {percentile(samples, 0.95) * 1000:>8.1f} "
-                      f"{cpu_ms:>14.1f}")
+                print(
+                    f"{label:44} {len(body['jobs']):>5} {first * 1000:>9.1f} "
+                    f"{statistics.median(samples) * 1000:>8.1f} {percentile(samples, 0.95) * 1000:>8.1f} "
+                    f"{cpu_ms:>14.1f}"
+                )
             p95 = percentile([timed(connection, "/nbtoolkit/api/jobs", token)[0] for _ in range(args.requests)], 0.95)
             verdict = "meets" if p95 < 0.050 else "misses"
-            print(f"list endpoint p95 {p95 * 1000:.1f} ms with {args.jobs} jobs in the store: {verdict} the 50 ms target"
-                  f" (ratio to target {p95 / 0.050:.2f}; load average now {os.getloadavg()[0]:.1f})")
+            print(
+                f"list endpoint p95 {p95 * 1000:.1f} ms with {args.jobs} jobs in the store: {verdict} the 50 ms target"
+                f" (ratio to target {p95 / 0.050:.2f}; load average now {os.getloadavg()[0]:.1f})"
+            )
             return 0 if p95 < 0.050 else 1
         finally:
             server.terminate()

@@ -24,9 +24,17 @@ START_LINE = re.compile(r"\(([\d.]+)M parameters(?:, \w+ r=\d+: ([\d.]+)M traina
 
 
 def case_spec(name: str, steps: int) -> dict:
-    spec = {"name": f"bench-{name.split()[0].lower()}", "task": "causal-lm",
-            "train": {"max_steps": steps, "batch_size": 8, "learning_rate": 0.003, "logging_steps": max(steps // 10, 1),
-                      "seed": 7}}
+    spec = {
+        "name": f"bench-{name.split()[0].lower()}",
+        "task": "causal-lm",
+        "train": {
+            "max_steps": steps,
+            "batch_size": 8,
+            "learning_rate": 0.003,
+            "logging_steps": max(steps // 10, 1),
+            "seed": 7,
+        },
+    }
     return {**spec, "adapter": CASES[name]} if CASES[name] else spec
 
 
@@ -51,8 +59,10 @@ def main() -> None:
         records = job.records()
         (summary,) = [record for record in records if record["kind"] == "summary"]
         loss = [record["loss"] for record in records if record["kind"] == "train"][-1]
-        print(f"{name:<10} {float(total):>9.3f} {float(trainable or total):>12.3f} {summary['peak_memory_mb']:>8.0f} "
-              f"{summary['steady_samples_per_second']:>10.1f} {loss:>11.4f}")
+        print(
+            f"{name:<10} {float(total):>9.3f} {float(trainable or total):>12.3f} {summary['peak_memory_mb']:>8.0f} "
+            f"{summary['steady_samples_per_second']:>10.1f} {loss:>11.4f}"
+        )
     print(f"load average after: {load()}")
 
 

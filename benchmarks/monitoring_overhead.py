@@ -39,8 +39,11 @@ BROWSER, KERNEL = 1, 2
 
 
 def tiny_spec(steps: int) -> dict:
-    return {"task": "text-classification", "dataset": {"eval_split": None},
-            "train": {"max_steps": steps, "batch_size": 16, "learning_rate": 0.003, "logging_steps": 50}}
+    return {
+        "task": "text-classification",
+        "dataset": {"eval_split": None},
+        "train": {"max_steps": steps, "batch_size": 16, "learning_rate": 0.003, "logging_steps": 50},
+    }
 
 
 @dataclass(frozen=True)
@@ -117,18 +120,27 @@ def main() -> None:
             plain, charted = runs[None], runs[BROWSER]
             ratios.append(charted.samples_per_second / plain.samples_per_second)
             shares.append(charted.kernel_share)
-            print(f"pair {pair + 1}: plain {plain.samples_per_second:7.1f} samples/s ({plain.wall_s:.0f} s) | "
-                  f"charted {charted.samples_per_second:7.1f} samples/s ({charted.wall_s:.0f} s) | "
-                  f"ratio {ratios[-1]:.3f} | kernel CPU {100 * charted.kernel_share:.2f}% of a core | "
-                  f"load {os.getloadavg()[0]:.2f}", flush=True)
+            print(
+                f"pair {pair + 1}: plain {plain.samples_per_second:7.1f} samples/s ({plain.wall_s:.0f} s) | "
+                f"charted {charted.samples_per_second:7.1f} samples/s ({charted.wall_s:.0f} s) | "
+                f"ratio {ratios[-1]:.3f} | kernel CPU {100 * charted.kernel_share:.2f}% of a core | "
+                f"load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
         if ratios:
-            print(f"median charted/plain {statistics.median(ratios):.3f} (goal >= 0.99) over {len(ratios)} pairs "
-                  f"(range {min(ratios):.3f}-{max(ratios):.3f}); kernel CPU while charted: median "
-                  f"{100 * statistics.median(shares):.2f}% of a core (goal < 1%)", flush=True)
+            print(
+                f"median charted/plain {statistics.median(ratios):.3f} (goal >= 0.99) over {len(ratios)} pairs "
+                f"(range {min(ratios):.3f}-{max(ratios):.3f}); kernel CPU while charted: median "
+                f"{100 * statistics.median(shares):.2f}% of a core (goal < 1%)",
+                flush=True,
+            )
         for number in range(args.kernel_chart_runs):
             run = run_job(spec, store, page, kernel, KERNEL)
-            print(f"kernel-drawn chart {number + 1}: {run.samples_per_second:.1f} samples/s ({run.wall_s:.0f} s); "
-                  f"kernel CPU {100 * run.kernel_share:.2f}% of a core", flush=True)
+            print(
+                f"kernel-drawn chart {number + 1}: {run.samples_per_second:.1f} samples/s ({run.wall_s:.0f} s); "
+                f"kernel CPU {100 * run.kernel_share:.2f}% of a core",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -23,24 +23,34 @@ CHUNK = 64 * 1024  # the supervisor reads the log in pieces like these
 def synthetic_log(steps: int, logging_steps: int = 10, eval_steps: int = 1000, seed: int = 0) -> str:
     """What `python run_clm.py` prints under transformers 5: a tqdm bar per step, dict lines, evals."""
     rng = random.Random(seed)
-    lines = ["[WARNING] Using the `WANDB_DISABLED` environment variable is deprecated.",
-             f"***** Running training *****\n  Num examples = {steps * 8}\n  Total optimization steps = {steps}"]
+    lines = [
+        "[WARNING] Using the `WANDB_DISABLED` environment variable is deprecated.",
+        f"***** Running training *****\n  Num examples = {steps * 8}\n  Total optimization steps = {steps}",
+    ]
     bar, loss = [], 4.0
     for step in range(1, steps + 1):
-        bar.append(f"\r {100 * step // steps:3d}%|##        | {step}/{steps} [00:{step % 60:02d}<01:00, "
-                   f"{rng.uniform(3, 4):.2f}it/s]")
+        bar.append(
+            f"\r {100 * step // steps:3d}%|##        | {step}/{steps} [00:{step % 60:02d}<01:00, "
+            f"{rng.uniform(3, 4):.2f}it/s]"
+        )
         if step % logging_steps == 0:
             loss *= 0.9995
-            lines.append("".join(bar) + f"{{'loss': '{loss:.4g}', 'grad_norm': '{rng.uniform(0.5, 2):.4g}', "
-                         f"'learning_rate': '{5e-5 * (1 - step / steps):.4g}', 'epoch': '{step / steps:.4g}'}}")
+            lines.append(
+                "".join(bar) + f"{{'loss': '{loss:.4g}', 'grad_norm': '{rng.uniform(0.5, 2):.4g}', "
+                f"'learning_rate': '{5e-5 * (1 - step / steps):.4g}', 'epoch': '{step / steps:.4g}'}}"
+            )
             bar = []
         if step % eval_steps == 0:
-            lines.append(f"{{'eval_loss': '{loss * 1.1:.4g}', 'eval_runtime': '3.2', "
-                         f"'eval_samples_per_second': '312.5', 'eval_steps_per_second': '39.06', "
-                         f"'epoch': '{step / steps:.4g}'}}")
+            lines.append(
+                f"{{'eval_loss': '{loss * 1.1:.4g}', 'eval_runtime': '3.2', "
+                f"'eval_samples_per_second': '312.5', 'eval_steps_per_second': '39.06', "
+                f"'epoch': '{step / steps:.4g}'}}"
+            )
     lines.append("".join(bar))
-    lines.append(f"{{'train_runtime': '{steps / 3.5:.4g}', 'train_samples_per_second': '28', "
-                 f"'train_steps_per_second': '3.5', 'train_loss': '{loss:.4g}', 'epoch': '1'}}")
+    lines.append(
+        f"{{'train_runtime': '{steps / 3.5:.4g}', 'train_samples_per_second': '28', "
+        f"'train_steps_per_second': '3.5', 'train_loss': '{loss:.4g}', 'epoch': '1'}}"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -48,18 +58,19 @@ def with_log_parser(text: str) -> list[dict]:
     parser = LogParser()
     records = []
     for start in range(0, len(text), CHUNK):
-        records += parser.feed(text[start:start + CHUNK])
+        records += parser.feed(text[start : start + CHUNK])
     return records + parser.flush()
 
 
 # -- the tutorial's helpers (seed 004), as written there -------------------------------------------------------
+
 
 def _summarize(captured_stdout: str) -> list[str]:
     final = []
     for line in captured_stdout.split("\n"):
         cleaned = line.strip()
         if "{" in cleaned and "}" in cleaned:
-            final.append(cleaned[cleaned.index("{"): cleaned.index("}") + 1])
+            final.append(cleaned[cleaned.index("{") : cleaned.index("}") + 1])
     return final
 
 
@@ -123,16 +134,22 @@ def main() -> None:
     ours_s, records = best_of(args.repeat, with_log_parser, text)
     theirs_s, summary = best_of(args.repeat, with_literal_eval, text)
     kinds = [record["kind"] for record in records]
-    print(f"LogParser:            {ours_s:6.2f} s  {lines / ours_s / 1e6:5.2f} M lines/s  "
-          f"{kinds.count('train')} train, {kinds.count('eval')} eval, {kinds.count('summary')} summary records "
-          f"(floats, with step {records[-2]['step']}/{records[-2]['max_steps']} and steps/s)")
-    print(f"literal_eval (seed):  {theirs_s:6.2f} s  {lines / theirs_s / 1e6:5.2f} M lines/s  "
-          f"{len(summary['train'])} train, {len(summary['eval'])} eval, {int(bool(summary['summary']))} summary dicts "
-          f"(values as {type(summary['train'][0]['loss']).__name__}s, no step)")
+    print(
+        f"LogParser:            {ours_s:6.2f} s  {lines / ours_s / 1e6:5.2f} M lines/s  "
+        f"{kinds.count('train')} train, {kinds.count('eval')} eval, {kinds.count('summary')} summary records "
+        f"(floats, with step {records[-2]['step']}/{records[-2]['max_steps']} and steps/s)"
+    )
+    print(
+        f"literal_eval (seed):  {theirs_s:6.2f} s  {lines / theirs_s / 1e6:5.2f} M lines/s  "
+        f"{len(summary['train'])} train, {len(summary['eval'])} eval, {int(bool(summary['summary']))} summary dicts "
+        f"(values as {type(summary['train'][0]['loss']).__name__}s, no step)"
+    )
     print(f"whole log: LogParser has {theirs_s / ours_s:.2f}x the throughput of literal_eval")
     ours_s, theirs_s = following(text, args.refreshes)
-    print(f"following it with {args.refreshes} refreshes: LogParser {ours_s:.2f} s, literal_eval re-reading the "
-          f"capture {theirs_s:.2f} s: {theirs_s / ours_s:.1f}x")
+    print(
+        f"following it with {args.refreshes} refreshes: LogParser {ours_s:.2f} s, literal_eval re-reading the "
+        f"capture {theirs_s:.2f} s: {theirs_s / ours_s:.1f}x"
+    )
 
 
 if __name__ == "__main__":

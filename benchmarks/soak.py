@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from list_endpoint import free_port, start_server  # noqa: E402  (benchmarks/ is the script's directory)
+from list_endpoint import free_port, start_server
 
 from nbtoolkit.api import Job, launch, resume
 from nbtoolkit.backends import LaunchError
@@ -41,8 +41,10 @@ from nbtoolkit.jobs.store import ACTIVE
 from nbtoolkit.notebook.charts import POLL_S, JobSource
 
 LOCKED = "database is locked"
-SPEC = {"task": "text-classification", "train": {"max_steps": 400, "batch_size": 8, "logging_steps": 5,
-                                                  "save_steps": 20, "learning_rate": 0.003}}
+SPEC = {
+    "task": "text-classification",
+    "train": {"max_steps": 400, "batch_size": 8, "logging_steps": 5, "save_steps": 20, "learning_rate": 0.003},
+}
 
 
 class Tally:
@@ -84,7 +86,7 @@ def poll_server(port: int, token: str, stop: threading.Event, tally: Tally) -> N
                     if page:
                         cursors[job["id"]] = page["next"]
                     get(f"/nbtoolkit/api/jobs/{job['id']}/log?offset=-4096")
-        except Exception as exc:  # noqa: BLE001 - counted, and the poller goes on
+        except Exception as exc:
             tally.add("poller exceptions", repr(exc))
             connection.close()
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -106,7 +108,7 @@ def follow_charts(store: JobStore, stop: threading.Event, tally: Tally, seed: in
                 if state.finished:
                     break
                 stop.wait(POLL_S)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             tally.add("follower exceptions", repr(exc))
             stop.wait(1.0)
 
@@ -159,16 +161,21 @@ def main() -> int:
         server = start_server(home, root, port, token, log=server_log)
         stop = threading.Event()
         threads = [threading.Thread(target=poll_server, args=(port, token, stop, tally), daemon=True)]
-        threads += [threading.Thread(target=follow_charts, args=(store, stop, tally, args.seed + n), daemon=True)
-                    for n in range(args.followers)]
+        threads += [
+            threading.Thread(target=follow_charts, args=(store, stop, tally, args.seed + n), daemon=True)
+            for n in range(args.followers)
+        ]
         for thread in threads:
             thread.start()
         started, deadline = time.monotonic(), time.monotonic() + args.minutes * 60
         ours: set[str] = set()
         stopped_ones: list[str] = []
         next_stop = time.monotonic() + rng.uniform(5, 20)
-        print(f"soak: {args.jobs} jobs, {args.followers} followers, server polled every 1 s, for {args.minutes} "
-              f"min; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+        print(
+            f"soak: {args.jobs} jobs, {args.followers} followers, server polled every 1 s, for {args.minutes} "
+            f"min; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+            flush=True,
+        )
         try:
             while time.monotonic() < deadline:
                 active = [record for record in store.list(ACTIVE) if record.id in ours]
@@ -223,11 +230,21 @@ def main() -> int:
             tally.add(LOCKED, key, locked)
 
     counts = tally.counts
-    print(f"ran {elapsed:.1f} min: {counts['jobs started']} jobs started ({counts['resumed']} resumed), "
-          f"{counts['stops']} stopped over REST, final statuses {dict(statuses)}; {counts['requests']} REST "
-          f"requests, {counts['chart records']} records read by followers; load average {os.getloadavg()[0]:.1f}")
-    defects = ["database is locked", "server log errors", "http errors", "poller exceptions", "follower exceptions",
-               "stops with a wrong status", "jobs lost", "orphan processes"]
+    print(
+        f"ran {elapsed:.1f} min: {counts['jobs started']} jobs started ({counts['resumed']} resumed), "
+        f"{counts['stops']} stopped over REST, final statuses {dict(statuses)}; {counts['requests']} REST "
+        f"requests, {counts['chart records']} records read by followers; load average {os.getloadavg()[0]:.1f}"
+    )
+    defects = [
+        "database is locked",
+        "server log errors",
+        "http errors",
+        "poller exceptions",
+        "follower exceptions",
+        "stops with a wrong status",
+        "jobs lost",
+        "orphan processes",
+    ]
     print("; ".join(f"{key} {counts[key]}" for key in defects))
     for key in defects:
         for example in tally.examples.get(key, []):

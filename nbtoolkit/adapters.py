@@ -15,8 +15,24 @@ TARGET_MODULES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(("t5", "mt5", "umt5"), ("q", "v")),
     "gpt2": ("c_attn",),
     **dict.fromkeys(("gpt_neox", "falcon", "bloom"), ("query_key_value",)),
-    **dict.fromkeys(("llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi",
-                     "opt", "bart", "mbart", "pegasus"), ("q_proj", "v_proj")),
+    **dict.fromkeys(
+        (
+            "llama",
+            "mistral",
+            "mixtral",
+            "qwen2",
+            "qwen3",
+            "gemma",
+            "gemma2",
+            "gemma3_text",
+            "phi",
+            "opt",
+            "bart",
+            "mbart",
+            "pegasus",
+        ),
+        ("q_proj", "v_proj"),
+    ),
 }
 
 

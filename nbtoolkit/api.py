@@ -15,7 +15,6 @@ from nbtoolkit.metrics.chain import chain_records
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.spec import RunSpec, load_spec
 
-
 #: how long `resume` gives an ended job's supervisor to exit (it records the end, then leaves)
 ENDING_S = 5.0
 
@@ -86,8 +85,9 @@ class Job:
     def merge(self, out: str | Path | None = None) -> Path:
         """The job's adapter merged into its base: a full model (default: the job's output/merged)."""
         out = Path(out or self.dir / "output" / "merged").resolve()
-        self._run_program("nbtoolkit.train.adapters", "merge", "--spec", "spec.json", "--model-dir", "output/model",
-                          "--out", str(out))
+        self._run_program(
+            "nbtoolkit.train.adapters", "merge", "--spec", "spec.json", "--model-dir", "output/model", "--out", str(out)
+        )
         return out
 
     def predict(self, inputs: list | str | dict, checkpoint: str | Path | None = None) -> list[dict] | dict:
@@ -102,8 +102,9 @@ class Job:
             json.dump([inputs] if single else inputs, handle)
         try:
             extra = ("--checkpoint", str(Path(checkpoint).resolve())) if checkpoint else ()
-            answers = json.loads(self._run_program("nbtoolkit.train.inference", "--inputs", handle.name, *extra)
-                                 .strip().splitlines()[-1])
+            answers = json.loads(
+                self._run_program("nbtoolkit.train.inference", "--inputs", handle.name, *extra).strip().splitlines()[-1]
+            )
         finally:
             Path(handle.name).unlink()
         return answers[0] if single else answers
@@ -113,8 +114,9 @@ class Job:
         of the job's dataset, or a local .jsonl/.json/.csv/.parquet file with the job's columns."""
         import json
 
-        return json.loads(self._run_program("nbtoolkit.train.inference", "--evaluate", str(dataset))
-                          .strip().splitlines()[-1])
+        return json.loads(
+            self._run_program("nbtoolkit.train.inference", "--evaluate", str(dataset)).strip().splitlines()[-1]
+        )
 
     def push_to_hub(self, repo_id: str, *, merged: bool = False, private: bool = True, token: str | None = None) -> str:
         """Upload the job's final model (with an adapter: the adapter alone, or the merged model with `merged`) and
@@ -126,8 +128,9 @@ class Job:
 
         record = self.record
         if record.status != "succeeded":
-            raise backends.LaunchError(f"job {record.id} is {record.status}; only a succeeded job has a final "
-                                       "model to push")
+            raise backends.LaunchError(
+                f"job {record.id} is {record.status}; only a succeeded job has a final model to push"
+            )
         spec = self.spec
         folder = self.merge() if merged and spec.adapter else self.dir / "output" / "model"
         (folder / "README.md").write_text(model_card(spec, record, self.records()))
@@ -135,8 +138,12 @@ class Job:
         ignore = ["training_args.bin", *([] if is_bundled(spec.model_name) else ["base/*"])]
         api = HfApi(token=token)
         url = api.create_repo(repo_id, private=private, exist_ok=True)
-        api.upload_folder(repo_id=repo_id, folder_path=str(folder), ignore_patterns=ignore,
-                          commit_message=f"nbtoolkit job {record.id}: {spec.display_name}")
+        api.upload_folder(
+            repo_id=repo_id,
+            folder_path=str(folder),
+            ignore_patterns=ignore,
+            commit_message=f"nbtoolkit job {record.id}: {spec.display_name}",
+        )
         return str(url)
 
     def _run_program(self, module: str, *args: str) -> str:
@@ -150,8 +157,11 @@ class Job:
         done = subprocess.run([sys.executable, "-m", module, *args], cwd=self.dir, capture_output=True, text=True)
         if done.returncode:
             said = [line for line in done.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
-            raise backends.LaunchError(said[-1][len(ERROR_PREFIX):].strip() if said
-                                       else f"{module} failed on job {self.id}: {done.stderr.strip()[-500:]}")
+            raise backends.LaunchError(
+                said[-1][len(ERROR_PREFIX) :].strip()
+                if said
+                else f"{module} failed on job {self.id}: {done.stderr.strip()[-500:]}"
+            )
         return done.stdout
 
     def chart(self, *, log_scale: bool = False, smoothing: float = 0.6, live: str | None = None):
@@ -165,8 +175,10 @@ class Job:
         """A "Try it" box: a text box and a button that show the trained model's answer (see `predict`)."""
         record = self.record
         if record.status != "succeeded" and checkpoint is None:
-            raise backends.LaunchError(f"job {record.id} is {record.status}; only a succeeded job has a final model "
-                                       "to try (or give one of its checkpoints)")
+            raise backends.LaunchError(
+                f"job {record.id} is {record.status}; only a succeeded job has a final model "
+                "to try (or give one of its checkpoints)"
+            )
         return views.view("try_it")(self, str(Path(checkpoint).resolve()) if checkpoint else None)
 
     def _ipython_display_(self) -> None:
@@ -190,8 +202,13 @@ def plan(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, pa
     return planner_plan(spec, **options)
 
 
-def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, force: bool = False,
-           resumed_from: str | None = None) -> Job:
+def launch(
+    spec: RunSpec | dict | str | Path,
+    *,
+    store: JobStore | None = None,
+    force: bool = False,
+    resumed_from: str | None = None,
+) -> Job:
     """Check the spec, render its launch, and start it as a job that outlives this process.
 
     A spec the planner is sure will not fit in device (or host) memory is refused with a
@@ -202,15 +219,20 @@ def launch(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, 
     backends.preflight(spec)
     launch_ = backends.render(spec)
     store = store or JobStore()
-    info = {"hourly_price_usd": spec.hardware.instance_price_usd, past_pace.INFO_KEY: past_pace.setup_key(spec),
-            forecast.INFO_KEY: forecast.forecast(spec, past_pace.past_pace(spec, store))}
-    record = job_control.submit(launch_, name=spec.display_name, task=spec.task, store=store, info=info,
-                                resumed_from=resumed_from)
+    info = {
+        "hourly_price_usd": spec.hardware.instance_price_usd,
+        past_pace.INFO_KEY: past_pace.setup_key(spec),
+        forecast.INFO_KEY: forecast.forecast(spec, past_pace.past_pace(spec, store)),
+    }
+    record = job_control.submit(
+        launch_, name=spec.display_name, task=spec.task, store=store, info=info, resumed_from=resumed_from
+    )
     return Job(record.id, store)
 
 
-def resume(job_id: str, *, max_steps: int | None = None, budget_usd: float | None = None,
-           store: JobStore | None = None) -> Job:
+def resume(
+    job_id: str, *, max_steps: int | None = None, budget_usd: float | None = None, store: JobStore | None = None
+) -> Job:
     """Continue an ended job from its last complete checkpoint, as a new job with the same spec.
 
     The new job's record names the old one in `resumed_from`; its spec's `resume` is the
@@ -224,13 +246,17 @@ def resume(job_id: str, *, max_steps: int | None = None, budget_usd: float | Non
         raise backends.LaunchError(f"job {record.id} is still {record.status}; stop it before resuming it")
     leftovers = job_control.leftover_processes(record, old.store, settle=ENDING_S)
     if leftovers:
-        raise backends.LaunchError(f"job {record.id} is {record.status} but {len(leftovers)} of its processes still "
-                                   f"run (pids {', '.join(str(p.pid) for p in leftovers)}); `nbtoolkit stop "
-                                   f"{record.id}` ends them, then resume")
+        raise backends.LaunchError(
+            f"job {record.id} is {record.status} but {len(leftovers)} of its processes still "
+            f"run (pids {', '.join(str(p.pid) for p in leftovers)}); `nbtoolkit stop "
+            f"{record.id}` ends them, then resume"
+        )
     checkpoint = last_checkpoint(old.dir / "output")
     if checkpoint is None:
-        raise backends.LaunchError(f"job {record.id} saved no complete checkpoint to resume from; "
-                                   "set train.save_steps so that jobs save checkpoints")
+        raise backends.LaunchError(
+            f"job {record.id} saved no complete checkpoint to resume from; "
+            "set train.save_steps so that jobs save checkpoints"
+        )
     spec = old.spec.model_dump(mode="json")
     spec["resume"] = str(checkpoint)
     if max_steps is not None:
@@ -263,8 +289,10 @@ def attach(name: str, *, region: str | None = None, backend: str = "sagemaker", 
     charted, stoppable."""
     follow = backends.get_backend(backend).attach
     if follow is None:
-        raise backends.LaunchError(f"the {backend} backend cannot attach to a job started elsewhere; "
-                                   f"attach works with: {', '.join(attachable())}")
+        raise backends.LaunchError(
+            f"the {backend} backend cannot attach to a job started elsewhere; "
+            f"attach works with: {', '.join(attachable())}"
+        )
     launch_ = follow(name, region)
     store = store or JobStore()
     record = job_control.submit(launch_, name=name, task="attached", store=store)

@@ -23,10 +23,22 @@ class TinyModel(NamedTuple):
 
 #: bundled tiny models (train in seconds on CPU); the task registry (nbtoolkit.tasks) names one per task
 TINY_MODELS: dict[str, TinyModel] = {
-    "nbtoolkit/tiny-bert": TinyModel("wordpiece", "bert", dict(
-        hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, max_position_embeddings=512)),
-    "nbtoolkit/tiny-t5": TinyModel("sentencepiece-style", "t5", dict(
-        d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4)),
+    "nbtoolkit/tiny-bert": TinyModel(
+        "wordpiece",
+        "bert",
+        dict(
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+            max_position_embeddings=512,
+        ),
+    ),
+    "nbtoolkit/tiny-t5": TinyModel(
+        "sentencepiece-style",
+        "t5",
+        dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4),
+    ),
     "nbtoolkit/tiny-gpt2": TinyModel("byte-bpe", "gpt2", dict(n_embd=64, n_layer=2, n_head=2, n_positions=512)),
 }
 

@@ -48,7 +48,11 @@ def has_weights(folder: Path) -> bool:
     for name in WEIGHT_INDEXES:
         index = _read_json(folder / name)
         shards = index.get("weight_map") if isinstance(index, dict) else None
-        if isinstance(shards, dict) and shards and all((folder / str(shard)).is_file() for shard in set(shards.values())):
+        if (
+            isinstance(shards, dict)
+            and shards
+            and all((folder / str(shard)).is_file() for shard in set(shards.values()))
+        ):
             return True
     return False
 
@@ -62,6 +66,10 @@ def last_checkpoint(output_dir: str | Path) -> Path | None:
     folder = Path(output_dir)
     if not folder.is_dir():
         return None
-    found = [(checkpoint_step(path), path) for path in folder.iterdir() if path.is_dir() and checkpoint_step(path) is not None]
+    found = [
+        (checkpoint_step(path), path)
+        for path in folder.iterdir()
+        if path.is_dir() and checkpoint_step(path) is not None
+    ]
     complete = [(step, path) for step, path in found if is_complete(path)]
     return max(complete)[1] if complete else None

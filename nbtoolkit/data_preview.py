@@ -30,7 +30,7 @@ HISTOGRAM_BINS = 10
 NOTES = {
     "causal-lm": "causal-lm packs the texts into blocks of dataset.max_length {data.max_length} tokens: nothing is cut",
     "question-answering": "question-answering splits a longer example into windows of dataset.max_length "
-                          "{data.max_length} tokens overlapping by dataset.doc_stride {data.doc_stride}: nothing is cut",
+    "{data.max_length} tokens overlapping by dataset.doc_stride {data.doc_stride}: nothing is cut",
 }
 #: a tokenizer "limit" above this is transformers' placeholder for "none"
 NO_LIMIT = 1_000_000
@@ -55,16 +55,23 @@ class TokenLengths:
 
     def quantiles(self) -> dict[str, int]:
         ordered = sorted(self.lengths)
-        return {"min": ordered[0], "median": int(statistics.median(ordered)),
-                f"p{TARGET_PERCENTILE}": percentile(ordered, TARGET_PERCENTILE), "max": ordered[-1]}
+        return {
+            "min": ordered[0],
+            "median": int(statistics.median(ordered)),
+            f"p{TARGET_PERCENTILE}": percentile(ordered, TARGET_PERCENTILE),
+            "max": ordered[-1],
+        }
 
     def histogram(self, bins: int = HISTOGRAM_BINS) -> list[tuple[int, int, int]]:
         """(low, high, count) per bin of equal integer width from the shortest to the longest; low <= n < high."""
         shortest, longest = min(self.lengths), max(self.lengths)
         width = max(1, math.ceil((longest - shortest + 1) / bins))
         counts = Counter((length - shortest) // width for length in self.lengths)
-        return [(shortest + index * width, shortest + (index + 1) * width, counts.get(index, 0))
-                for index in range(bins) if shortest + index * width <= longest]
+        return [
+            (shortest + index * width, shortest + (index + 1) * width, counts.get(index, 0))
+            for index in range(bins)
+            if shortest + index * width <= longest
+        ]
 
 
 @dataclass(frozen=True)
@@ -83,16 +90,20 @@ class DataPreview:
     note: str | None = None
 
     def lines(self) -> list[str]:
-        found = [f"{self.task}: {self.sample_size} examples from {self.origin}",
-                 f"columns found: {', '.join(self.columns)}",
-                 "columns used: " + ", ".join(f"dataset.{field} -> {name}" for field, name in self.used.items()),
-                 f"first {len(self.rows)} rows:"]
+        found = [
+            f"{self.task}: {self.sample_size} examples from {self.origin}",
+            f"columns found: {', '.join(self.columns)}",
+            "columns used: " + ", ".join(f"dataset.{field} -> {name}" for field, name in self.used.items()),
+            f"first {len(self.rows)} rows:",
+        ]
         found += ["  " + clip(" | ".join(f"{key}: {value}" for key, value in row.items()), 160) for row in self.rows]
         if self.label_counts is not None:
             found.append("label counts: " + ", ".join(f"{label} {count}" for label, count in self.label_counts.items()))
         for side in self.lengths:
-            found.append(f"{side.side} tokens ({self.model}'s tokenizer): "
-                         + ", ".join(f"{name} {value}" for name, value in side.quantiles().items()))
+            found.append(
+                f"{side.side} tokens ({self.model}'s tokenizer): "
+                + ", ".join(f"{name} {value}" for name, value in side.quantiles().items())
+            )
             top = max(count for _, _, count in side.histogram())
             for low, high, count in side.histogram():
                 cut = " <- cut" if side.cut_at is not None and low <= side.cut_at < high else ""
@@ -132,10 +143,15 @@ def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPr
     ensure_pad_token(tokenizer)
     label = used.get("label_column")
     return DataPreview(
-        task=spec.task, origin=origin(spec), columns=list(sample.column_names), used=used,
-        rows=[sample[index] for index in range(min(SHOWN_ROWS, len(sample)))], sample_size=len(sample),
+        task=spec.task,
+        origin=origin(spec),
+        columns=list(sample.column_names),
+        used=used,
+        rows=[sample[index] for index in range(min(SHOWN_ROWS, len(sample)))],
+        sample_size=len(sample),
         label_counts=label_counts(sample, label) if label else None,
-        lengths=token_lengths(spec, sample, used, tokenizer), model=spec.model_name,
+        lengths=token_lengths(spec, sample, used, tokenizer),
+        model=spec.model_name,
         note=NOTES.get(spec.task, "").format(data=spec.dataset) or None,
     )
 
@@ -148,9 +164,16 @@ def token_lengths(spec: RunSpec, sample, used: dict[str, str], tokenizer) -> lis
         template = data.prompt_template or "{input}"
         sources = [template.replace("{input}", text) for text in list(sample[used["text_column"]])]
         targets = [len(ids) for ids in tokenizer(text_target=list(sample[used["summary_column"]]))["input_ids"]]
-        return [lengths_of("source", "dataset.max_length", count(tokenizer, sources), data.max_length, limit),
-                TokenLengths("target", "dataset.max_target_length", targets, data.max_target_length,
-                             max(1, percentile(targets, TARGET_PERCENTILE)))]
+        return [
+            lengths_of("source", "dataset.max_length", count(tokenizer, sources), data.max_length, limit),
+            TokenLengths(
+                "target",
+                "dataset.max_target_length",
+                targets,
+                data.max_target_length,
+                max(1, percentile(targets, TARGET_PERCENTILE)),
+            ),
+        ]
     if spec.task == "question-answering":  # the program puts the question first for right-padding tokenizers
         pair = (used["question_column"], used["context_column"])
         first, second = pair if tokenizer.padding_side == "right" else pair[::-1]
@@ -161,8 +184,10 @@ def token_lengths(spec: RunSpec, sample, used: dict[str, str], tokenizer) -> lis
     else:  # causal-lm: the non-empty texts, packed afterwards
         texts = [text for text in list(sample[used["text_column"]]) if text and text.strip()]
         if not texts:
-            raise TrainError(f"dataset.text_column '{used['text_column']}' holds only empty texts in the first "
-                             f"{len(sample)} examples")
+            raise TrainError(
+                f"dataset.text_column '{used['text_column']}' holds only empty texts in the first "
+                f"{len(sample)} examples"
+            )
         return [TokenLengths("source", "dataset.max_length", count(tokenizer, texts), None, None)]
     return [lengths_of("source", "dataset.max_length", lengths, data.max_length, limit)]
 

@@ -87,8 +87,12 @@ class Launch:
 
     def run_sh(self) -> str:
         """A script that reproduces the launch outside Jupyter, from the directory it sits in."""
-        lines = ["#!/usr/bin/env bash", f"# nbtoolkit launch ({self.backend}); run from anywhere:", "set -euo pipefail",
-                 'cd "$(dirname "$0")"']
+        lines = [
+            "#!/usr/bin/env bash",
+            f"# nbtoolkit launch ({self.backend}); run from anywhere:",
+            "set -euo pipefail",
+            'cd "$(dirname "$0")"',
+        ]
         lines += [comment(note) for note in self.notes]
         if self.per_node:
             usage = f"usage: run.sh NODE_RANK (0 to {self.nodes - 1}; 0 on the master node)"
@@ -99,8 +103,10 @@ class Launch:
         for stage in self.stages:
             lines += ["", comment(f"stage: {stage.name}")]
             prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in sorted(stage.env.items()))
-            command = " ".join(self.per_node.get(item) or (_shell_word(item) if JOB_DIR in item else word)
-                                 for item, word in zip(stage.argv, shell_args(stage.argv)))
+            command = " ".join(
+                self.per_node.get(item) or (_shell_word(item) if JOB_DIR in item else word)
+                for item, word in zip(stage.argv, shell_args(stage.argv), strict=False)
+            )
             lines.append(f"{prefix + ' ' if prefix else ''}{command}")
         return "\n".join(lines) + "\n"
 

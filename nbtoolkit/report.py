@@ -54,12 +54,17 @@ def log(step: int, **values: float) -> None:
     path = job_metrics_file()
     if path is None:
         if not _warned_outside_a_job:
-            warnings.warn("nbtoolkit.log records nothing here: this script is not running as an nbtoolkit job",
-                          stacklevel=2)
+            warnings.warn(
+                "nbtoolkit.log records nothing here: this script is not running as an nbtoolkit job", stacklevel=2
+            )
             _warned_outside_a_job = True
         return
     numbers = {key: float(value) for key, value in values.items()}
-    record = {"time": time.time(), "step": step, "kind": classify(numbers) or "train",
-              **{key: value if math.isfinite(value) else None for key, value in numbers.items()}}
+    record = {
+        "time": time.time(),
+        "step": step,
+        "kind": classify(numbers) or "train",
+        **{key: value if math.isfinite(value) else None for key, value in numbers.items()},
+    }
     with open(path, "a") as handle:
         handle.write(json.dumps(record) + "\n")

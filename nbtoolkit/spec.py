@@ -14,8 +14,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (AfterValidator, BaseModel, Field, SerializerFunctionWrapHandler, ValidationError, create_model, field_validator,
-                      model_serializer, model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from nbtoolkit import backends, catalog
 from nbtoolkit.spec_block import SpecBlock
@@ -29,13 +38,15 @@ Offload = Literal["none", "cpu", "nvme"]
 Tracker = Literal["tensorboard", "mlflow", "wandb", "trackio"]
 
 
-
 def _home_known(path: str) -> str:
     """A `~user/...` path must name a home folder of this machine: launches expand it before they run."""
     if path.startswith("~") and os.path.expanduser(path) == path:
         user = path[1:].split("/", 1)[0]
-        raise ValueError(f"{path!r} starts with ~{user}, but there is no " +
-                         (f"user {user!r}" if user else "home folder") + " here; write the folder's full path")
+        raise ValueError(
+            f"{path!r} starts with ~{user}, but there is no "
+            + (f"user {user!r}" if user else "home folder")
+            + " here; write the folder's full path"
+        )
     return path
 
 
@@ -107,8 +118,9 @@ class DatasetSpec(SpecBlock):
 class HardwareSpec(SpecBlock):
     """Where the run executes: this machine or SageMaker, on which devices."""
 
-    target: str = Field("local", description="'local' (this machine, or others by run.sh) or a remote engine's "
-                        "backend, e.g. sagemaker")
+    target: str = Field(
+        "local", description="'local' (this machine, or others by run.sh) or a remote engine's backend, e.g. sagemaker"
+    )
     accelerator: Literal["cpu", "cuda", "neuron"] = "cpu"
     devices: int = Field(1, ge=1, le=1024, description="processes (devices) per node")
     nodes: int = Field(1, ge=1, le=4096)
@@ -122,8 +134,9 @@ class HardwareSpec(SpecBlock):
     @classmethod
     def _registered_target(cls, target: str) -> str:
         if target not in backends.targets():
-            raise ValueError(f"hardware.target '{target}' is not available here; use one of "
-                             f"{', '.join(backends.targets())}")
+            raise ValueError(
+                f"hardware.target '{target}' is not available here; use one of {', '.join(backends.targets())}"
+            )
         return target
 
     @model_validator(mode="before")
@@ -198,7 +211,8 @@ class ParallelismSpec(SpecBlock):
     offload_params: Offload = "none"
     nvme_path: LocalPath | None = None
     deepspeed_config: DeepSpeedConfigName | None = Field(
-        None, description="a FLAN-T5 tutorial config by name; default: generated from zero_stage and offload")
+        None, description="a FLAN-T5 tutorial config by name; default: generated from zero_stage and offload"
+    )
     tensor_parallel_degree: int = Field(1, ge=1, description="SageMaker model parallel (smp)")
     pipeline_parallel_degree: int = Field(1, ge=1, description="SageMaker model parallel (smp)")
 
@@ -270,8 +284,12 @@ class TrainSpec(SpecBlock):
     eval_steps: int | None = Field(None, ge=1, description="evaluate every N steps; default once per epoch")
     eval_on_start: bool = False
     save_steps: int | None = Field(None, ge=1, description="checkpoint every N steps; default no checkpoints")
-    budget_usd: float | None = Field(None, gt=0, description="stop with a checkpoint once training has cost this "
-                                     "much (hardware.hourly_price_usd or the catalog's price x nodes)")
+    budget_usd: float | None = Field(
+        None,
+        gt=0,
+        description="stop with a checkpoint once training has cost this "
+        "much (hardware.hourly_price_usd or the catalog's price x nodes)",
+    )
     save_total_limit: int | None = Field(2, ge=1)
     gradient_checkpointing: bool = False
     predict_with_generate: bool | None = Field(None, description="summarization; default on except on Neuron")
@@ -290,8 +308,10 @@ class AdapterSpec(SpecBlock):
     @classmethod
     def _some_modules(cls, value: list[str] | None) -> list[str] | None:
         if value is not None and not value:
-            raise ValueError("adapter.target_modules is empty; name at least one module, e.g. [q_proj, v_proj], "
-                             "or leave it out for the model family's default")
+            raise ValueError(
+                "adapter.target_modules is empty; name at least one module, e.g. [q_proj, v_proj], "
+                "or leave it out for the model family's default"
+            )
         return value
 
 
@@ -314,8 +334,10 @@ class ScriptSpec(SpecBlock):
         """`args: [--max_steps, 60, --do_eval, true]`: YAML numbers and booleans are command-line text."""
         if not isinstance(args, list):
             return args
-        return [str(arg).lower() if isinstance(arg, bool) else str(arg) if isinstance(arg, (int, float)) else arg
-                for arg in args]
+        return [
+            str(arg).lower() if isinstance(arg, bool) else str(arg) if isinstance(arg, (int, float)) else arg
+            for arg in args
+        ]
 
 
 class RunSpecCore(SpecBlock):
@@ -329,8 +351,9 @@ class RunSpecCore(SpecBlock):
     parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
     precision: Precision = "fp32"
     compile: Compile = "none"
-    launcher: str = Field("auto", description="the backend that starts the run; auto: chosen from target, "
-                          "accelerator and parallelism")
+    launcher: str = Field(
+        "auto", description="the backend that starts the run; auto: chosen from target, accelerator and parallelism"
+    )
     train: TrainSpec = Field(default_factory=TrainSpec)
     script: ScriptSpec | None = None
     resume: LocalPath | None = Field(None, description="'latest' or a checkpoint directory")
@@ -342,24 +365,29 @@ class RunSpecCore(SpecBlock):
     @classmethod
     def _safe_name(cls, name: str | None) -> str | None:
         if name is not None and not SAFE_NAME.fullmatch(name):
-            raise ValueError(f"name {name!r} may hold only letters, digits, '.', '_' and '-' and start with a letter "
-                             "or digit (e.g. bert-emotion-v2): it names the job's folders and exports")
+            raise ValueError(
+                f"name {name!r} may hold only letters, digits, '.', '_' and '-' and start with a letter "
+                "or digit (e.g. bert-emotion-v2): it names the job's folders and exports"
+            )
         return name
 
     @field_validator("launcher")
     @classmethod
     def _registered_launcher(cls, launcher: str) -> str:
         if launcher != "auto" and launcher not in backends.names():
-            raise ValueError(f"launcher '{launcher}' is not available here; use auto or one of "
-                             f"{', '.join(backends.names())}")
+            raise ValueError(
+                f"launcher '{launcher}' is not available here; use auto or one of {', '.join(backends.names())}"
+            )
         return launcher
 
     @field_validator("extra")
     @classmethod
     def _outputs_stay_in_the_job(cls, extra: dict[str, Any]) -> dict[str, Any]:
         if "output_dir" in extra:
-            raise ValueError("extra.output_dir cannot be set: a job keeps its outputs in its own folder (output/), "
-                             "where resume finds its checkpoints; remove it")
+            raise ValueError(
+                "extra.output_dir cannot be set: a job keeps its outputs in its own folder (output/), "
+                "where resume finds its checkpoints; remove it"
+            )
         return extra
 
     @model_validator(mode="before")
@@ -408,9 +436,7 @@ class RunSpecCore(SpecBlock):
                 "use launcher torchrun or deepspeed, or devices: 1"
             )
         if self.launcher == "deepspeed" and par.strategy != "deepspeed":
-            raise ValueError(
-                f"launcher 'deepspeed' needs parallelism.strategy 'deepspeed' (it is '{par.strategy}')"
-            )
+            raise ValueError(f"launcher 'deepspeed' needs parallelism.strategy 'deepspeed' (it is '{par.strategy}')")
         if par.strategy in ("ddp", "deepspeed") and self.launcher == "local":
             launchers = "torchrun or deepspeed" if par.strategy == "deepspeed" else "torchrun"
             raise ValueError(f"parallelism.strategy '{par.strategy}' needs launcher {launchers} (or auto), not local")
@@ -422,17 +448,25 @@ class RunSpecCore(SpecBlock):
                 f"{'without' if self.precision != 'bf16' else 'with'} _bf16"
             )
         if self.adapter is not None and self.adapter.type == "qlora" and hw.accelerator != "cuda":
-            raise ValueError(f"adapter.type 'qlora' loads the base model in 4 bits with bitsandbytes, which needs a "
-                             f"cuda accelerator (hardware.accelerator is '{hw.accelerator}'); use type: lora")
+            raise ValueError(
+                f"adapter.type 'qlora' loads the base model in 4 bits with bitsandbytes, which needs a "
+                f"cuda accelerator (hardware.accelerator is '{hw.accelerator}'); use type: lora"
+            )
         if self.adapter is not None and self.script is not None:
-            raise ValueError("adapter applies to nbtoolkit's own training program; with script: add the adapter "
-                             "in your script, or remove the adapter block")
+            raise ValueError(
+                "adapter applies to nbtoolkit's own training program; with script: add the adapter "
+                "in your script, or remove the adapter block"
+            )
         if self.train.budget_usd is not None and hw.run_price_usd is None:
-            raise ValueError(f"train.budget_usd needs a price to count against: set hardware.hourly_price_usd (USD per "
-                             f"instance-hour){', or an instance_type the catalog prices' if not hw.instance_type else ''}")
+            raise ValueError(
+                f"train.budget_usd needs a price to count against: set hardware.hourly_price_usd (USD per "
+                f"instance-hour){', or an instance_type the catalog prices' if not hw.instance_type else ''}"
+            )
         if self.train.budget_usd is not None and self.script is not None:
-            raise ValueError("train.budget_usd is kept by nbtoolkit's own training program; with script: stop your "
-                             "script at its budget yourself, or remove train.budget_usd")
+            raise ValueError(
+                "train.budget_usd is kept by nbtoolkit's own training program; with script: stop your "
+                "script at its budget yourself, or remove train.budget_usd"
+            )
         if self.resume is not None and self.resume != "latest" and not self.resume.strip():
             raise ValueError("resume must be 'latest' or a checkpoint directory")
         found = backends.problem(self)
@@ -460,8 +494,14 @@ class RunSpecCore(SpecBlock):
     @property
     def extras_used(self) -> tuple[str, ...]:
         """The optional extras of the distribution (pyproject.toml) this run needs: DeepSpeed's, PEFT's."""
-        return tuple(name for name, used in (("deepspeed", self.parallelism.strategy == "deepspeed"),
-                                             ("adapters", self.adapter is not None)) if used)
+        return tuple(
+            name
+            for name, used in (
+                ("deepspeed", self.parallelism.strategy == "deepspeed"),
+                ("adapters", self.adapter is not None),
+            )
+            if used
+        )
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
@@ -481,8 +521,11 @@ def _with_backend_blocks() -> type[RunSpecCore]:
         if backend.block is not None:
             # an absent block is left out of a saved spec: installing a backend changes no spec.json (and so
             # no rendezvous id, which every node of a run must agree on)
-            blocks[backend.name] = ((backend.block, Field(default_factory=backend.block)) if backend.block_by_default
-                                    else (backend.block | None, Field(None, exclude_if=lambda block: block is None)))
+            blocks[backend.name] = (
+                (backend.block, Field(default_factory=backend.block))
+                if backend.block_by_default
+                else (backend.block | None, Field(None, exclude_if=lambda block: block is None))
+            )
     return create_model("RunSpec", __base__=RunSpecCore, __module__=__name__, __doc__=RunSpecCore.__doc__, **blocks)
 
 
@@ -500,18 +543,25 @@ def spec_warnings(spec: RunSpec) -> list[str]:
     """Advice for specs that run but probably not as hoped."""
     found = []
     if spec.precision == "fp16" and "t5" in spec.model_name.lower():
+        found.append("precision 'fp16' with a T5 model often overflows to NaN loss; prefer bf16 (or fp32)")
+    offloads = spec.parallelism.offload_params != "none" or spec.parallelism.offload_optimizer != "none"
+    if offloads and spec.hardware.accelerator == "cpu":
+        found.append("offload moves states to CPU memory; on a CPU-only run it saves nothing and costs time")
+    if (
+        spec.script is not None
+        and spec.parallelism.strategy == "deepspeed"
+        and spec.hardware.accelerator == "cpu"
+        and spec.world_size > 1
+        and "--use_cpu" not in spec.script.args
+    ):
         found.append(
-            "precision 'fp16' with a T5 model often overflows to NaN loss; prefer bf16 (or fp32)"
+            "DeepSpeed on CPU: add --use_cpu to script.args (TrainingArguments use_cpu=True), "
+            "else the script's ranks do not train together"
         )
-    if spec.parallelism.offload_params != "none" or spec.parallelism.offload_optimizer != "none":
-        if spec.hardware.accelerator == "cpu":
-            found.append("offload moves states to CPU memory; on a CPU-only run it saves nothing and costs time")
-    if (spec.script is not None and spec.parallelism.strategy == "deepspeed" and spec.hardware.accelerator == "cpu"
-            and spec.world_size > 1 and "--use_cpu" not in spec.script.args):
-        found.append("DeepSpeed on CPU: add --use_cpu to script.args (TrainingArguments use_cpu=True), "
-                     "else the script's ranks do not train together")
     if spec.compile == "torch" and not spec.dataset.pad_to_max_length:
-        found.append("compile 'torch' with dynamic padding recompiles for each new shape; set dataset.pad_to_max_length: true")
+        found.append(
+            "compile 'torch' with dynamic padding recompiles for each new shape; set dataset.pad_to_max_length: true"
+        )
     return found
 
 
@@ -572,7 +622,7 @@ def explain(exc: ValidationError) -> str:
     if kind == "missing":
         return f"{location} is missing; it is required"
     if kind == "extra_forbidden":
-        parent, _, field = location.rpartition(".")
+        parent, _, _field = location.rpartition(".")
         valid = _field_names(parent)
         return f"{location} is not a known field; valid fields{' of ' + parent if parent else ''} are {valid}"
     if kind == "literal_error":

@@ -35,11 +35,13 @@ def absolute_paths(spec: RunSpec, cwd: Path | None = None) -> RunSpec:
         updates["dataset"] = spec.dataset.model_copy(update={"files": files})
     if spec.script is not None:
         source_dir = spec.script.source_dir and absolute(spec.script.source_dir, cwd)
-        updates["script"] = spec.script.model_copy(update={"path": absolute(spec.script.path, cwd),
-                                                           "source_dir": source_dir})
+        updates["script"] = spec.script.model_copy(
+            update={"path": absolute(spec.script.path, cwd), "source_dir": source_dir}
+        )
     if spec.resume not in (None, "latest"):
         updates["resume"] = absolute(spec.resume, cwd)
     if spec.parallelism.nvme_path:
         updates["parallelism"] = spec.parallelism.model_copy(
-            update={"nvme_path": absolute(spec.parallelism.nvme_path, cwd)})
+            update={"nvme_path": absolute(spec.parallelism.nvme_path, cwd)}
+        )
     return spec.model_copy(update=updates)

@@ -25,21 +25,43 @@ class Task:
     program: str
 
 
-TASKS: dict[str, Task] = {task.name: task for task in (
-    Task("text-classification", {"text_column": "text", "text_pair_column": None, "label_column": "label"},
-         "nbtoolkit/tiny-bert", "sequence-classification",
-         "a model with a sequence-classification head (BERT, RoBERTa, DistilBERT, ...)",
-         "nbtoolkit.train.tasks.classification"),
-    Task("summarization", {"text_column": "article", "summary_column": "highlights"},
-         "nbtoolkit/tiny-t5", "seq2seq", "an encoder-decoder (sequence-to-sequence) model such as t5, flan-t5 or bart",
-         "nbtoolkit.train.tasks.summarization"),
-    Task("question-answering", {"question_column": "question", "context_column": "context", "answer_column": "answers"},
-         "nbtoolkit/tiny-bert", "question-answering",
-         "a model with an extractive question-answering head (BERT, RoBERTa, DistilBERT, ...)",
-         "nbtoolkit.train.tasks.question_answering"),
-    Task("causal-lm", {"text_column": "text"}, "nbtoolkit/tiny-gpt2", "causal-lm",
-         "a decoder-only language model such as gpt2, llama or qwen2", "nbtoolkit.train.tasks.causal_lm"),
-)}
+TASKS: dict[str, Task] = {
+    task.name: task
+    for task in (
+        Task(
+            "text-classification",
+            {"text_column": "text", "text_pair_column": None, "label_column": "label"},
+            "nbtoolkit/tiny-bert",
+            "sequence-classification",
+            "a model with a sequence-classification head (BERT, RoBERTa, DistilBERT, ...)",
+            "nbtoolkit.train.tasks.classification",
+        ),
+        Task(
+            "summarization",
+            {"text_column": "article", "summary_column": "highlights"},
+            "nbtoolkit/tiny-t5",
+            "seq2seq",
+            "an encoder-decoder (sequence-to-sequence) model such as t5, flan-t5 or bart",
+            "nbtoolkit.train.tasks.summarization",
+        ),
+        Task(
+            "question-answering",
+            {"question_column": "question", "context_column": "context", "answer_column": "answers"},
+            "nbtoolkit/tiny-bert",
+            "question-answering",
+            "a model with an extractive question-answering head (BERT, RoBERTa, DistilBERT, ...)",
+            "nbtoolkit.train.tasks.question_answering",
+        ),
+        Task(
+            "causal-lm",
+            {"text_column": "text"},
+            "nbtoolkit/tiny-gpt2",
+            "causal-lm",
+            "a decoder-only language model such as gpt2, llama or qwen2",
+            "nbtoolkit.train.tasks.causal_lm",
+        ),
+    )
+}
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)
 
 

@@ -33,19 +33,24 @@ def locations(spec: RunSpec, job_dir: Path) -> dict[str, str]:
     """Tracker -> where its run is (a folder, or a tracking URI: MLflow's local store is SQLite, its file store
     being in maintenance mode since MLflow 3)."""
     tracking = job_dir.resolve() / TRACKING_DIR
-    where = {"tensorboard": str(tracking / "tensorboard"), "mlflow": f"sqlite:///{tracking / 'mlflow.db'}",
-             "wandb": str(tracking / "wandb"), "trackio": str(tracking / "trackio")}
+    where = {
+        "tensorboard": str(tracking / "tensorboard"),
+        "mlflow": f"sqlite:///{tracking / 'mlflow.db'}",
+        "wandb": str(tracking / "wandb"),
+        "trackio": str(tracking / "trackio"),
+    }
     return {tracker: where[tracker] for tracker in spec.report_to}
 
 
 def environment(spec: RunSpec, job_dir: Path) -> dict[str, str]:
     """What the trackers' Trainer callbacks read: their directories, offline modes, the experiment's name."""
     where = locations(spec, job_dir)
-    settings = {"tensorboard": {"TENSORBOARD_LOGGING_DIR": where.get("tensorboard", "")},
-                "mlflow": {"MLFLOW_TRACKING_URI": where.get("mlflow", ""), "MLFLOW_EXPERIMENT_NAME": spec.display_name},
-                "wandb": {"WANDB_MODE": "offline", "WANDB_DIR": where.get("wandb", ""),
-                          "WANDB_PROJECT": spec.display_name},
-                "trackio": {"TRACKIO_DIR": where.get("trackio", ""), "TRACKIO_PROJECT": spec.display_name}}
+    settings = {
+        "tensorboard": {"TENSORBOARD_LOGGING_DIR": where.get("tensorboard", "")},
+        "mlflow": {"MLFLOW_TRACKING_URI": where.get("mlflow", ""), "MLFLOW_EXPERIMENT_NAME": spec.display_name},
+        "wandb": {"WANDB_MODE": "offline", "WANDB_DIR": where.get("wandb", ""), "WANDB_PROJECT": spec.display_name},
+        "trackio": {"TRACKIO_DIR": where.get("trackio", ""), "TRACKIO_PROJECT": spec.display_name},
+    }
     return {key: value for tracker in spec.report_to for key, value in settings[tracker].items()}
 
 

@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
-os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                  HF_HUB_DISABLE_TELEMETRY="1", TOKENIZERS_PARALLELISM="false")
+os.environ.update(
+    HF_HUB_OFFLINE="1",
+    HF_DATASETS_OFFLINE="1",
+    TRANSFORMERS_OFFLINE="1",
+    HF_HUB_DISABLE_TELEMETRY="1",
+    TOKENIZERS_PARALLELISM="false",
+)
 # `make test` runs two workers on two cores: a thread per core in each job's torch would oversubscribe
 # them (18% less CPU for the same tests with one)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -26,7 +31,9 @@ def pytest_configure(config):
     from tests.faults.ledger import open_ledger
 
     open_ledger(config)
-    config.addinivalue_line("markers", "heavy: a file of minutes of real multi-process training, run first under pytest -n")
+    config.addinivalue_line(
+        "markers", "heavy: a file of minutes of real multi-process training, run first under pytest -n"
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -12,7 +12,6 @@ import json
 import pytest
 
 from nbtoolkit.api import Job, launch
-from nbtoolkit.cli import main
 from nbtoolkit.jobs import JobStore
 from nbtoolkit.spec import SpecError, load_spec
 
@@ -21,8 +20,9 @@ pytestmark = pytest.mark.heavy  # minutes of real training: run first under pyte
 TRAIN = {"max_steps": 30, "batch_size": 8, "learning_rate": 0.01, "logging_steps": 10, "save_steps": 15}
 #: task -> spec changes (the classifier sits on a plateau early: longer, larger batches)
 TASK_RUNS = {
-    "text-classification": {"train": {**TRAIN, "max_steps": 60, "batch_size": 16, "logging_steps": 20,
-                                      "save_steps": 30}},
+    "text-classification": {
+        "train": {**TRAIN, "max_steps": 60, "batch_size": 16, "logging_steps": 20, "save_steps": 30}
+    },
     "summarization": {"dataset": {"max_eval_samples": 8, "max_target_length": 32}},
     "question-answering": {"dataset": {"max_train_samples": 240, "max_eval_samples": 16}},
     "causal-lm": {},
@@ -34,15 +34,20 @@ HEADS = ("classifier", "qa_outputs")
 def test_qlora_is_refused_off_cuda_in_one_sentence():
     with pytest.raises(SpecError) as caught:
         load_spec({"task": "causal-lm", "adapter": {"type": "qlora"}})
-    assert str(caught.value) == ("adapter.type 'qlora' loads the base model in 4 bits with bitsandbytes, which "
-                                 "needs a cuda accelerator (hardware.accelerator is 'cpu'); use type: lora")
+    assert str(caught.value) == (
+        "adapter.type 'qlora' loads the base model in 4 bits with bitsandbytes, which "
+        "needs a cuda accelerator (hardware.accelerator is 'cpu'); use type: lora"
+    )
 
 
-@pytest.mark.parametrize("adapter, words", [
-    ({"target_modules": []}, "adapter.target_modules is empty"),
-    ({"r": 0}, "adapter.r: 0 is out of range; it must be >= 1"),
-    ({"type": "dora"}, "adapter.type: 'dora' is not valid; expected 'lora' or 'qlora'"),
-])
+@pytest.mark.parametrize(
+    "adapter, words",
+    [
+        ({"target_modules": []}, "adapter.target_modules is empty"),
+        ({"r": 0}, "adapter.r: 0 is out of range; it must be >= 1"),
+        ({"type": "dora"}, "adapter.type: 'dora' is not valid; expected 'lora' or 'qlora'"),
+    ],
+)
 def test_bad_adapter_fields_name_the_field(adapter, words):
     with pytest.raises(SpecError, match=words.replace("(", r"\(").replace(")", r"\)")):
         load_spec({"task": "causal-lm", "adapter": adapter})
@@ -65,8 +70,10 @@ def test_unknown_target_module_is_one_sentence_naming_the_real_ones():
     spec = load_spec({"task": "causal-lm", "adapter": {"target_modules": ["c_attn", "q_proj"]}})
     with pytest.raises(TrainError) as caught:
         check_adapter(spec, model_config(spec.model_name))
-    assert str(caught.value) == ("adapter.target_modules q_proj not found in model 'nbtoolkit/tiny-gpt2' (gpt2); "
-                                 "its linear layers are c_attn, c_fc, c_proj, lm_head")
+    assert str(caught.value) == (
+        "adapter.target_modules q_proj not found in model 'nbtoolkit/tiny-gpt2' (gpt2); "
+        "its linear layers are c_attn, c_fc, c_proj, lm_head"
+    )
 
 
 def test_wrong_target_fails_the_job_before_training(store):
@@ -82,8 +89,10 @@ def lora_jobs(tmp_path_factory) -> dict[str, Job]:
     store = JobStore(tmp_path_factory.mktemp("nbhome"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OMP_NUM_THREADS", "1")
-        jobs = {task: launch({"task": task, "adapter": {"r": 8}, "train": TRAIN, **changes}, store=store)
-                for task, changes in TASK_RUNS.items()}
+        jobs = {
+            task: launch({"task": task, "adapter": {"r": 8}, "train": TRAIN, **changes}, store=store)
+            for task, changes in TASK_RUNS.items()
+        }
     for job in jobs.values():
         job.wait(timeout=300)
     return jobs
@@ -97,13 +106,18 @@ def model_inputs(job: Job):
 
     spec = job.spec
     rows = [json.loads(line) for line in (ASSETS / "data" / spec.task / "train.jsonl").read_text().splitlines()[:4]]
-    text = {"text-classification": "text", "summarization": "article", "question-answering": "context",
-            "causal-lm": "text"}[spec.task]
+    text = {
+        "text-classification": "text",
+        "summarization": "article",
+        "question-answering": "context",
+        "causal-lm": "text",
+    }[spec.task]
     tokenizer = AutoTokenizer.from_pretrained(job.dir / "output" / "model")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    inputs = dict(tokenizer([row[text] for row in rows], return_tensors="pt", padding=True, truncation=True,
-                            max_length=64))
+    inputs = dict(
+        tokenizer([row[text] for row in rows], return_tensors="pt", padding=True, truncation=True, max_length=64)
+    )
     if spec.task == "summarization":
         inputs["decoder_input_ids"] = inputs["input_ids"][:, :8]
     return inputs
@@ -151,8 +165,10 @@ def test_lora_job_trains_adapter_only_and_merges_to_the_same_model(lora_jobs, ta
 PREDICT = {
     "text-classification": ("i feel wonderful and happy today", {"label", "probabilities"}),
     "summarization": ("The city opened a new bridge on Monday after three years of work.", {"summary"}),
-    "question-answering": ({"question": "Who opened the bridge?", "context": "The mayor opened the bridge."},
-                           {"answer", "score"}),
+    "question-answering": (
+        {"question": "Who opened the bridge?", "context": "The mayor opened the bridge."},
+        {"answer", "score"},
+    ),
     "causal-lm": ("The river", {"continuation"}),
 }
 
@@ -163,8 +179,11 @@ def test_predict_answers_in_the_tasks_terms_from_the_final_model_or_a_checkpoint
     given, keys = PREDICT[task]
     final = job.predict(given)
     assert set(final) == keys
-    (checkpoint,) = [path for path in (job.dir / "output").glob("checkpoint-*") if path.name != "checkpoint-60"
-                     and path.name != f"checkpoint-{job.spec.train.max_steps}"]
+    (checkpoint,) = [
+        path
+        for path in (job.dir / "output").glob("checkpoint-*")
+        if path.name != "checkpoint-60" and path.name != f"checkpoint-{job.spec.train.max_steps}"
+    ]
     early, again = job.predict([given, given], checkpoint=checkpoint)
     assert early == again and set(early) == keys
     if task == "text-classification":
@@ -185,7 +204,9 @@ def test_predict_matches_the_merged_model(lora_jobs):
     merged_dir = job.merge()
     model = AutoModelForSequenceClassification.from_pretrained(merged_dir).eval()
     with torch.no_grad():
-        probabilities = model(**AutoTokenizer.from_pretrained(merged_dir)(text, return_tensors="pt")).logits.softmax(-1)[0]
+        probabilities = model(**AutoTokenizer.from_pretrained(merged_dir)(text, return_tensors="pt")).logits.softmax(
+            -1
+        )[0]
     expected = {model.config.id2label[index]: value for index, value in enumerate(probabilities.tolist())}
     assert job.predict(text)["probabilities"] == pytest.approx(expected, abs=1e-5)
 
@@ -214,8 +235,11 @@ def test_push_to_hub_sends_the_adapter_and_a_model_card(lora_jobs, monkeypatch):
     from huggingface_hub import HfApi
 
     sent = {}
-    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **options: sent.update(
-        repo=(repo_id, options)) or f"https://huggingface.co/{repo_id}")
+    monkeypatch.setattr(
+        HfApi,
+        "create_repo",
+        lambda self, repo_id, **options: sent.update(repo=(repo_id, options)) or f"https://huggingface.co/{repo_id}",
+    )
     monkeypatch.setattr(HfApi, "upload_folder", lambda self, **request: sent.update(upload=request))
     job = lora_jobs["causal-lm"]
     assert job.push_to_hub("someone/tiny-gpt2-lora") == "https://huggingface.co/someone/tiny-gpt2-lora"
@@ -228,23 +252,37 @@ def test_push_to_hub_sends_the_adapter_and_a_model_card(lora_jobs, monkeypatch):
     assert card.startswith("---\nlibrary_name: peft\npipeline_tag: text-generation\n")
     assert "A LoRA adapter for nbtoolkit/tiny-gpt2, task causal-lm" in card
     assert "- learning rate: 0.01" in card and "- lora r: 8" in card and "- max_steps: 30" in card
-    assert f"- eval_loss: {final['eval_loss']:.4g}" in card and f"- eval_perplexity: {final['eval_perplexity']:.4g}" in card
+    assert (
+        f"- eval_loss: {final['eval_loss']:.4g}" in card
+        and f"- eval_perplexity: {final['eval_perplexity']:.4g}" in card
+    )
     assert "- training time: 0:" in card and "- cost: not known (no hourly price)" in card
 
 
-@pytest.mark.parametrize("parts", [
-    {"hardware": {"devices": 2}, "parallelism": {"strategy": "ddp"}},
-    {"hardware": {"devices": 2}, "parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
-    {"hardware": {"devices": 2}, "parallelism": {"strategy": "deepspeed", "zero_stage": 3}},
-], ids=["ddp", "zero2", "zero3"])
+@pytest.mark.parametrize(
+    "parts",
+    [
+        {"hardware": {"devices": 2}, "parallelism": {"strategy": "ddp"}},
+        {"hardware": {"devices": 2}, "parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
+        {"hardware": {"devices": 2}, "parallelism": {"strategy": "deepspeed", "zero_stage": 3}},
+    ],
+    ids=["ddp", "zero2", "zero3"],
+)
 def test_lora_trains_under_ddp_and_deepspeed(store, parts):
     """Two CPU processes (gloo): the adapter trains, is saved alone, and merges."""
     from safetensors.torch import load_file
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OMP_NUM_THREADS", "1")
-        job = launch({"task": "causal-lm", "adapter": {"r": 8}, **parts,
-                      "train": {**TRAIN, "max_steps": 12, "logging_steps": 4, "save_steps": None}}, store=store)
+        job = launch(
+            {
+                "task": "causal-lm",
+                "adapter": {"r": 8},
+                **parts,
+                "train": {**TRAIN, "max_steps": 12, "logging_steps": 4, "save_steps": None},
+            },
+            store=store,
+        )
     assert job.wait(timeout=300) == "succeeded", job.logs(tail=40)
     losses = [record["loss"] for record in job.records() if record["kind"] == "train"]
     assert len(losses) == 3 and losses[-1] < losses[0], losses
@@ -262,5 +300,8 @@ def test_without_peft_an_adapter_launch_is_refused_before_it_starts(store, monke
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "peft" else real(name, *rest))
     with pytest.raises(LaunchError) as caught:
         launch({"task": "causal-lm", "adapter": {}}, store=store)
-    assert str(caught.value) == "adapter needs PEFT, which is not installed here; pip install 'nbtoolkit-finetune[adapters]'"
+    assert (
+        str(caught.value)
+        == "adapter needs PEFT, which is not installed here; pip install 'nbtoolkit-finetune[adapters]'"
+    )
     assert store.list() == []

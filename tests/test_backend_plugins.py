@@ -28,7 +28,7 @@ class QueueSpec(SpecBlock):
 backend = Backend(name="queuey", implementation="queuey_nbtoolkit.render", target="queuey", block=QueueSpec)
 '''
 
-RENDER = '''
+RENDER = """
 import sys
 
 from nbtoolkit.launches import Launch, Stage
@@ -43,7 +43,7 @@ def validate(spec):
 def render(spec):
     argv = [sys.executable, "-c", f"print('queued on {spec.queuey.queue}: {spec.display_name}')"]
     return Launch(backend="queuey", stages=[Stage(name="train", argv=argv)])
-'''
+"""
 
 
 def plugin(root: Path, name: str, entry: str, files: dict[str, str]) -> None:
@@ -58,21 +58,29 @@ def plugin(root: Path, name: str, entry: str, files: dict[str, str]) -> None:
 
 
 def run(code: str, root: Path, home: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
-           "NBTOOLKIT_HOME": str(home)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+        "NBTOOLKIT_HOME": str(home),
+    }
     return subprocess.run([PYTHON, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=300)
 
 
 @pytest.fixture
 def queuey(tmp_path) -> Path:
     root = tmp_path / "site"
-    plugin(root, "queuey_nbtoolkit", "queuey = queuey_nbtoolkit:backend",
-           {"queuey_nbtoolkit/__init__.py": DESCRIPTOR, "queuey_nbtoolkit/render.py": RENDER})
+    plugin(
+        root,
+        "queuey_nbtoolkit",
+        "queuey = queuey_nbtoolkit:backend",
+        {"queuey_nbtoolkit/__init__.py": DESCRIPTOR, "queuey_nbtoolkit/render.py": RENDER},
+    )
     return root
 
 
 def test_a_backend_registered_only_by_its_entry_point_is_a_target_with_its_block_and_runs_a_job(queuey, home):
-    done = run('''
+    done = run(
+        """
         import json
         from nbtoolkit import backends
         from nbtoolkit.api import launch
@@ -90,7 +98,10 @@ def test_a_backend_registered_only_by_its_entry_point_is_a_target_with_its_block
         found.update(status=job.wait(timeout=120), backend=job.record.backend, log=job.logs(),
                      saved=load_spec(job.dir / "spec.json").queuey.queue)
         print(json.dumps(found))
-    ''', queuey, home)
+    """,
+        queuey,
+        home,
+    )
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.splitlines()[-1])
     assert found["targets"] == found["form"] and "queuey" in found["targets"] and found["targets"][0] == "local"
@@ -103,14 +114,24 @@ def test_a_backend_registered_only_by_its_entry_point_is_a_target_with_its_block
 
 def test_a_plugin_that_fails_to_load_is_named_and_left_out(tmp_path, home):
     root = tmp_path / "site"
-    plugin(root, "broken_nbtoolkit", "broken = broken_nbtoolkit:backend",
-           {"broken_nbtoolkit/__init__.py": "raise ImportError('needs libfoo')\n"})
-    done = run('''
+    plugin(
+        root,
+        "broken_nbtoolkit",
+        "broken = broken_nbtoolkit:backend",
+        {"broken_nbtoolkit/__init__.py": "raise ImportError('needs libfoo')\n"},
+    )
+    done = run(
+        """
         import warnings
         warnings.simplefilter("always")
         from nbtoolkit.spec import load_spec
         print(load_spec({"task": "causal-lm"}).hardware.target)
-    ''', root, home)
+    """,
+        root,
+        home,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "local"
-    assert "backend 'broken' (broken_nbtoolkit:backend) could not be loaded and is left out: needs libfoo" in done.stderr
+    assert (
+        "backend 'broken' (broken_nbtoolkit:backend) could not be loaded and is left out: needs libfoo" in done.stderr
+    )

@@ -16,8 +16,11 @@ PRICE, BUDGET = 36.0, 0.04
 
 def test_a_job_stops_at_its_budget_with_a_checkpoint_and_resume_continues_it(store, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    spec = {"task": "text-classification", "hardware": {"hourly_price_usd": PRICE},
-            "train": {"max_steps": 100000, "batch_size": 8, "logging_steps": 5, "budget_usd": BUDGET}}
+    spec = {
+        "task": "text-classification",
+        "hardware": {"hourly_price_usd": PRICE},
+        "train": {"max_steps": 100000, "batch_size": 8, "logging_steps": 5, "budget_usd": BUDGET},
+    }
     first = launch(spec, store=store)
     assert first.wait(timeout=180) == "stopped", first.logs(tail=30)
 
@@ -32,8 +35,10 @@ def test_a_job_stops_at_its_budget_with_a_checkpoint_and_resume_continues_it(sto
 
     record = first.record
     assert record.message.startswith(f"stopped at its budget: ${stop['cost_usd']:.2f} of the $0.04 budget spent")
-    assert record.message.endswith(f"at step {stop['step']}; it saved a checkpoint there, and `nbtoolkit resume "
-                                   f"{first.id} --budget-usd AMOUNT` continues it with a new budget")
+    assert record.message.endswith(
+        f"at step {stop['step']}; it saved a checkpoint there, and `nbtoolkit resume "
+        f"{first.id} --budget-usd AMOUNT` continues it with a new budget"
+    )
     assert record.info["budget"]["reached"] == "stopped"  # the panel reads it from the job's info
     assert record.seconds_per_step > 0  # the supervisor measured its steady pace while it ran
     assert listing_row(record)["status"] == "stopped" and listing_row(record)["cost"].startswith("$")
@@ -52,16 +57,29 @@ def test_a_job_stops_at_its_budget_with_a_checkpoint_and_resume_continues_it(sto
     assert (second.dir / "output" / "model").exists()
 
 
-@pytest.mark.parametrize(("changes", "sentence"), [
-    ({"train": {"budget_usd": 5}},
-     "train.budget_usd needs a price to count against: set hardware.hourly_price_usd (USD per instance-hour), "
-     "or an instance_type the catalog prices"),
-    ({"train": {"budget_usd": 0}, "hardware": {"hourly_price_usd": 1.0}},
-     "train.budget_usd: 0 is out of range; it must be > 0.0"),
-    ({"train": {"budget_usd": 5}, "hardware": {"hourly_price_usd": 1.0}, "script": "train.py"},
-     "train.budget_usd is kept by nbtoolkit's own training program; with script: stop your script at its budget "
-     "yourself, or remove train.budget_usd"),
-])
+@pytest.mark.parametrize(
+    ("changes", "sentence"),
+    [
+        (
+            {"train": {"budget_usd": 5}},
+            (
+                "train.budget_usd needs a price to count against: set hardware.hourly_price_usd (USD per instance-hour), "
+                "or an instance_type the catalog prices"
+            ),
+        ),
+        (
+            {"train": {"budget_usd": 0}, "hardware": {"hourly_price_usd": 1.0}},
+            "train.budget_usd: 0 is out of range; it must be > 0.0",
+        ),
+        (
+            {"train": {"budget_usd": 5}, "hardware": {"hourly_price_usd": 1.0}, "script": "train.py"},
+            (
+                "train.budget_usd is kept by nbtoolkit's own training program; with script: stop your script at its budget "
+                "yourself, or remove train.budget_usd"
+            ),
+        ),
+    ],
+)
 def test_a_budget_without_a_price_or_program_to_keep_it_is_one_sentence(changes, sentence):
     with pytest.raises(SpecError) as refused:
         load_spec({"task": "text-classification", **changes})
@@ -69,8 +87,13 @@ def test_a_budget_without_a_price_or_program_to_keep_it_is_one_sentence(changes,
 
 
 def test_a_budget_on_a_catalog_instance_needs_no_price(store):
-    spec = load_spec({"task": "causal-lm", "hardware": {"instance_type": "g5.xlarge", "accelerator": "cpu"},
-                      "train": {"budget_usd": 5}})
+    spec = load_spec(
+        {
+            "task": "causal-lm",
+            "hardware": {"instance_type": "g5.xlarge", "accelerator": "cpu"},
+            "train": {"budget_usd": 5},
+        }
+    )
     assert spec.hardware.run_price_usd > 0
 
 
@@ -88,18 +111,23 @@ def test_a_budget_line_in_a_log_reads_back_as_its_record():
     stop = budget.budget_record(time=6.0, step=44, cost_usd=1234.5678, budget_usd=1200.0, state="stopped")
     parser = LogParser(clock=lambda: 7.0)
     lines = f"[rank0]:{budget.log_line(warning)}\n[rank1]:{budget.log_line(warning)}\n{budget.log_line(stop)}\n"
-    assert budget.log_line(stop) == ("[nbtoolkit] budget: $1,234.57 of the $1,200.00 budget spent (103%) at step 44; "
-                                     "stopping with a checkpoint")
+    assert budget.log_line(stop) == (
+        "[nbtoolkit] budget: $1,234.57 of the $1,200.00 budget spent (103%) at step 44; stopping with a checkpoint"
+    )
     assert parser.feed(lines) == [
         {"time": 7.0, "step": 40, "kind": "budget", "cost_usd": 0.09, "budget_usd": 0.1, "reached": "warning"},
-        {"time": 7.0, "step": 44, "kind": "budget", "cost_usd": 1234.57, "budget_usd": 1200.0, "reached": "stopped"}]
+        {"time": 7.0, "step": 44, "kind": "budget", "cost_usd": 1234.57, "budget_usd": 1200.0, "reached": "stopped"},
+    ]
 
 
 def test_every_rank_of_a_distributed_job_stops_at_the_budget_together(store, monkeypatch):
     """Two torchrun ranks (gloo): had one rank stopped alone, the other would wait in its next gradient all-reduce."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    spec = {"task": "text-classification", "hardware": {"devices": 2, "hourly_price_usd": PRICE},
-            "train": {"max_steps": 100000, "batch_size": 8, "logging_steps": 5, "budget_usd": BUDGET}}
+    spec = {
+        "task": "text-classification",
+        "hardware": {"devices": 2, "hourly_price_usd": PRICE},
+        "train": {"max_steps": 100000, "batch_size": 8, "logging_steps": 5, "budget_usd": BUDGET},
+    }
     job = launch(spec, store=store)
     assert job.wait(timeout=240) == "stopped", job.logs(tail=30)
     assert job.record.backend == "torchrun" and "2 process(es)" in job.logs()

@@ -16,10 +16,16 @@ def test_ec2_and_sagemaker_names_share_hardware_but_not_prices():
 
 
 def test_the_four_instances_of_the_fit_table():
-    found = {name: (catalog.instance(name).devices, catalog.instance(name).device.name)
-             for name in ("p3.8xlarge", "p3.16xlarge", "g5.24xlarge", "p4d.24xlarge")}
-    assert found == {"p3.8xlarge": (4, "V100-16GB"), "p3.16xlarge": (8, "V100-16GB"),
-                     "g5.24xlarge": (4, "A10G"), "p4d.24xlarge": (8, "A100-40GB")}
+    found = {
+        name: (catalog.instance(name).devices, catalog.instance(name).device.name)
+        for name in ("p3.8xlarge", "p3.16xlarge", "g5.24xlarge", "p4d.24xlarge")
+    }
+    assert found == {
+        "p3.8xlarge": (4, "V100-16GB"),
+        "p3.16xlarge": (8, "V100-16GB"),
+        "g5.24xlarge": (4, "A10G"),
+        "p4d.24xlarge": (8, "A100-40GB"),
+    }
 
 
 def test_accelerator_lookup_ignores_case_and_punctuation():
@@ -45,8 +51,18 @@ def test_unknown_names_suggest_close_ones():
 
 def test_every_entry_is_complete_and_cited():
     accelerators = catalog.accelerators()
-    assert {a.name for a in accelerators} >= {"V100-16GB", "V100-32GB", "T4", "A10G", "L4", "A100-40GB",
-                                              "A100-80GB", "H100-80GB", "H200", "Trainium-NeuronCore"}
+    assert {a.name for a in accelerators} >= {
+        "V100-16GB",
+        "V100-32GB",
+        "T4",
+        "A10G",
+        "L4",
+        "A100-40GB",
+        "A100-80GB",
+        "H100-80GB",
+        "H200",
+        "Trainium-NeuronCore",
+    }
     assert all(a.source.startswith("https://") and a.peak_tflops.fp32 > 0 for a in accelerators)
     assert all(a.peak_tflops.bf16 for a in accelerators if a.bf16)
     for name in catalog.instance_names() + catalog.instance_names(sagemaker=True):

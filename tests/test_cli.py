@@ -15,8 +15,9 @@ SPEC = {"task": "text-classification", "train": {"max_steps": 20, "batch_size": 
 
 
 def nbtoolkit(*args, check=True, **kwargs):
-    return subprocess.run([PYTHON, "-m", "nbtoolkit.cli", *args], capture_output=True, text=True, timeout=180,
-                          check=check, **kwargs)
+    return subprocess.run(
+        [PYTHON, "-m", "nbtoolkit.cli", *args], capture_output=True, text=True, timeout=180, check=check, **kwargs
+    )
 
 
 def test_export_writes_a_run_sh_that_reproduces_the_run(tmp_path, home):
@@ -55,11 +56,15 @@ def test_run_follow_then_jobs_show_logs(tmp_path, home):
 
 def test_errors_are_one_line_and_exit_2(tmp_path, home):
     spec_path = tmp_path / "bad.yaml"
-    spec_path.write_text("task: text-classification\nparallelism: {strategy: deepspeed, zero_stage: 1, offload_params: cpu}\n")
+    spec_path.write_text(
+        "task: text-classification\nparallelism: {strategy: deepspeed, zero_stage: 1, offload_params: cpu}\n"
+    )
     result = nbtoolkit("run", str(spec_path), check=False)
     assert result.returncode == 2
-    assert result.stderr == ("nbtoolkit: parallelism.offload_params 'cpu' needs ZeRO stage 3 (zero_stage is 1); "
-                             "set zero_stage: 3 or offload_params: none\n")
+    assert result.stderr == (
+        "nbtoolkit: parallelism.offload_params 'cpu' needs ZeRO stage 3 (zero_stage is 1); "
+        "set zero_stage: 3 or offload_params: none\n"
+    )
     missing = nbtoolkit("show", "0000ffff", check=False)
     assert missing.returncode == 2 and missing.stderr.startswith("nbtoolkit: no job '0000ffff'")
 
@@ -67,8 +72,9 @@ def test_errors_are_one_line_and_exit_2(tmp_path, home):
 def test_an_unknown_status_filter_names_the_statuses_as_words(home):
     refused = nbtoolkit("jobs", "--status", "paused", check=False)
     assert refused.returncode == 2
-    assert refused.stderr.rstrip().endswith("invalid choice: 'paused' (choose from 'queued', 'running', 'succeeded', "
-                                            "'failed', 'stopped', 'lost')")
+    assert refused.stderr.rstrip().endswith(
+        "invalid choice: 'paused' (choose from 'queued', 'running', 'succeeded', 'failed', 'stopped', 'lost')"
+    )
 
 
 def test_run_leaves_no_unclosed_file_and_a_reader_that_leaves_gets_no_traceback(tmp_path, home):
@@ -76,8 +82,13 @@ def test_run_leaves_no_unclosed_file_and_a_reader_that_leaves_gets_no_traceback(
     script.write_text("print('done')\n")
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(f"task: causal-lm\nscript: {{path: {script}}}\n")
-    ran = subprocess.run([PYTHON, "-W", "always::ResourceWarning", "-m", "nbtoolkit.cli", "run", str(spec_path)],
-                         capture_output=True, text=True, timeout=180, check=True)
+    ran = subprocess.run(
+        [PYTHON, "-W", "always::ResourceWarning", "-m", "nbtoolkit.cli", "run", str(spec_path)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    )
     assert "unclosed" not in ran.stderr and "supervisor.log" not in ran.stderr
     for _ in range(3):  # a listing longer than a pipe's first reads
         nbtoolkit("run", str(spec_path))

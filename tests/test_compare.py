@@ -26,8 +26,17 @@ def windows(speeds, loss_start=2.0, window_seconds=1.0, first_window_seconds=Non
     for index, speed in enumerate(speeds):
         seconds = first_window_seconds if index == 0 and first_window_seconds else window_seconds
         now += seconds
-        records.append({"time": now, "step": 10 * (index + 1), "kind": "train", "loss": loss_start / (index + 1),
-                        "samples_per_second": speed, "tokens_per_second": 50 * speed, "window_seconds": seconds})
+        records.append(
+            {
+                "time": now,
+                "step": 10 * (index + 1),
+                "kind": "train",
+                "loss": loss_start / (index + 1),
+                "samples_per_second": speed,
+                "tokens_per_second": 50 * speed,
+                "window_seconds": seconds,
+            }
+        )
     return records
 
 
@@ -48,15 +57,19 @@ def test_verdict_is_honest_when_a_faster_steady_state_did_not_repay_its_compile(
     compiled = RunMetrics("compiled", windows([5, 200, 200, 200], first_window_seconds=20.0))
     table = compare([native, compiled]).table
     assert table.loc["compiled", "time_saved_seconds"] == pytest.approx(4 - 23)
-    assert table.loc["compiled", "verdict"] == ("2.00x faster once warm, but 19.0s slower in total; its 20s extra "
-                                                "warm-up pays off after about 39s of training")
+    assert table.loc["compiled", "verdict"] == (
+        "2.00x faster once warm, but 19.0s slower in total; its 20s extra warm-up pays off after about 39s of training"
+    )
 
 
-@pytest.mark.parametrize(("speeds", "verdict"), [
-    ([50, 50, 50], "slower: 0.50x the baseline's throughput, 3.0s slower in total"),
-    ([101, 101, 101], "about the same speed (1.01x), 0.0s saved in total"),
-    ([150, 150, 150], "1.50x faster, 0.0s saved in total"),
-])
+@pytest.mark.parametrize(
+    ("speeds", "verdict"),
+    [
+        ([50, 50, 50], "slower: 0.50x the baseline's throughput, 3.0s slower in total"),
+        ([101, 101, 101], "about the same speed (1.01x), 0.0s saved in total"),
+        ([150, 150, 150], "1.50x faster, 0.0s saved in total"),
+    ],
+)
 def test_verdicts(speeds, verdict):
     base = RunMetrics("base", windows([100, 100, 100]))
     other = RunMetrics("other", windows(speeds, window_seconds=2.0 if speeds[0] == 50 else 1.0))
@@ -66,8 +79,12 @@ def test_verdicts(speeds, verdict):
 def test_captured_series_compare_like_jobs_and_labels_stay_unique():
     import pandas as pd
 
-    logged = pd.DataFrame(windows([100, 100]) + [{"time": 3.0, "step": 20, "kind": "summary", "train_runtime": 2.5,
-                                                     "train_samples_per_second": 80.0}])
+    logged = pd.DataFrame(
+        [
+            *windows([100, 100]),
+            {"time": 3.0, "step": 20, "kind": "summary", "train_runtime": 2.5, "train_samples_per_second": 80.0},
+        ]
+    )
     logged.attrs["name"] = "from-log"
     comparison = compare([logged, RunMetrics("from-log", windows([100, 120]))], baseline=1)
     assert list(comparison.table.index) == ["from-log (0)", "from-log (1)"]
@@ -77,8 +94,10 @@ def test_captured_series_compare_like_jobs_and_labels_stay_unique():
 
 
 def test_eval_metrics_are_the_last_evaluation_and_the_best_eval_loss():
-    evals = [{"time": 1.0, "step": 10, "kind": "eval", "eval_loss": 0.9, "eval_accuracy": 0.5, "eval_runtime": 3.0},
-             {"time": 2.0, "step": 20, "kind": "eval", "eval_loss": 1.1, "eval_accuracy": 0.6, "eval_runtime": 3.0}]
+    evals = [
+        {"time": 1.0, "step": 10, "kind": "eval", "eval_loss": 0.9, "eval_accuracy": 0.5, "eval_runtime": 3.0},
+        {"time": 2.0, "step": 20, "kind": "eval", "eval_loss": 1.1, "eval_accuracy": 0.6, "eval_runtime": 3.0},
+    ]
     row = compare([RunMetrics("run", windows([10, 10]) + evals)]).table.loc["run"]
     assert (row["eval_loss"], row["eval_accuracy"], row["best_eval_loss"]) == (1.1, 0.6, 0.9)
     assert "eval_runtime" not in row  # the evaluation's own speed is not a model metric
@@ -104,9 +123,12 @@ def test_the_compiled_run_can_afford_the_larger_batch_it_fits():
     """The Training Compiler tutorial: batch 13 per GPU natively, 25 compiled, the learning rate scaled with it."""
     native, compiled = compiled_variants(
         {"task": "causal-lm", "train": {"batch_size": 13, "learning_rate": 5e-5 / 32 * 13, "seed": 3}},
-        {"train": {"batch_size": 25, "learning_rate": 5e-5 / 32 * 25}}).values()
+        {"train": {"batch_size": 25, "learning_rate": 5e-5 / 32 * 25}},
+    ).values()
     assert (native.train.batch_size, compiled.train.batch_size) == (13, 25)
-    assert compiled.train.learning_rate == pytest.approx(3.90625e-5) and native.train.learning_rate == pytest.approx(2.03125e-5)
+    assert compiled.train.learning_rate == pytest.approx(3.90625e-5) and native.train.learning_rate == pytest.approx(
+        2.03125e-5
+    )
     assert compiled.train.seed == native.train.seed == 3 and compiled.compile == "torch"
 
 
@@ -118,8 +140,12 @@ def test_a_user_script_cannot_be_compared_compiled_vs_native():
 
 
 def test_on_neuron_native_means_the_same_run_on_cpu():
-    spec = {"task": "text-classification", "hardware": {"accelerator": "neuron", "devices": 2},
-            "parallelism": {"strategy": "xla"}, "compile": "neuron"}
+    spec = {
+        "task": "text-classification",
+        "hardware": {"accelerator": "neuron", "devices": 2},
+        "parallelism": {"strategy": "xla"},
+        "compile": "neuron",
+    }
     variants = compiled_variants(spec)
     assert list(variants) == ["cpu", "neuron"]
     cpu, neuron = variants.values()
@@ -128,6 +154,7 @@ def test_on_neuron_native_means_the_same_run_on_cpu():
 
 
 # -- end to end: the example notebook (eager + torch.compile jobs), then compare() on its jobs ----------------
+
 
 @pytest.fixture(scope="module")
 def compiled_notebook(tmp_path_factory):
@@ -151,9 +178,11 @@ def code_cells(nb):
 def test_example_notebook_runs_top_to_bottom_and_shows_the_analysis(compiled_notebook):
     nb, store = compiled_notebook
     cells = {cell.source.splitlines()[0]: cell for cell in code_cells(nb)}
-    charts = display_outputs(cells["comparison = compare_compiled(spec, compiled_changes=COMPILED_CHANGES, on_launch=live_chart)"])
+    charts = display_outputs(
+        cells["comparison = compare_compiled(spec, compiled_changes=COMPILED_CHANGES, on_launch=live_chart)"]
+    )
     assert len(charts) == 2  # one live chart per job, each ending on its final image
-    for chart, label in zip(charts, ("-eager", "-torch.compile")):
+    for chart, label in zip(charts, ("-eager", "-torch.compile"), strict=False):
         assert base64.b64decode(chart.data["image/png"]).startswith(PNG)
         assert label in chart.data["text/plain"] and "succeeded · step 40/40" in chart.data["text/plain"]
     figure = cells["comparison.figure()"].outputs
@@ -191,8 +220,15 @@ def test_compare_on_the_eager_and_compiled_jobs_matches_their_metrics_files(comp
     table = comparison.table
     for record in (eager, compiled):
         row, own = table.loc[record.name], own_numbers(store.job_dir(record.id))
-        for column in ("samples_per_second", "tokens_per_second", "warmup_seconds", "final_loss", "best_loss",
-                       "train_seconds", "steps"):
+        for column in (
+            "samples_per_second",
+            "tokens_per_second",
+            "warmup_seconds",
+            "final_loss",
+            "best_loss",
+            "train_seconds",
+            "steps",
+        ):
             assert row[column] == pytest.approx(own[column]), column
         assert row["total_seconds"] == pytest.approx(record.ended - record.started)
         assert row["cost_usd"] == pytest.approx(0.23 * (record.ended - record.started) / 3600)
@@ -201,12 +237,16 @@ def test_compare_on_the_eager_and_compiled_jobs_matches_their_metrics_files(comp
     saved_seconds = (eager.ended - eager.started) - (compiled.ended - compiled.started)
     assert table.loc[compiled.name, "time_saved_seconds"] == pytest.approx(saved_seconds)
     verdict = table.loc[compiled.name, "verdict"]
-    assert verdict.startswith("slower" if speedup < 0.98 else "about the same" if speedup <= 1.02 else f"{speedup:.2f}x")
+    assert verdict.startswith(
+        "slower" if speedup < 0.98 else "about the same" if speedup <= 1.02 else f"{speedup:.2f}x"
+    )
 
     figure = comparison.figure(smoothing=0)
     bars, by_step, by_time = figure.axes
     assert [bar.get_height() for bar in bars.patches] == pytest.approx(list(table["samples_per_second"]))
-    for line, record in zip([line for line in by_step.lines if "eval" not in line.get_label()], (eager, compiled)):
+    for line, record in zip(
+        [line for line in by_step.lines if "eval" not in line.get_label()], (eager, compiled), strict=False
+    ):
         assert list(line.get_ydata()) == pytest.approx(own_numbers(store.job_dir(record.id))["losses"])
     assert len(by_time.lines) == len(by_step.lines)
 

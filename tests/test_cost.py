@@ -20,8 +20,7 @@ def train(step: int, at: float) -> dict:
 def test_the_steady_pace_leaves_out_the_first_window_and_counts_evaluation_time():
     progress = Progress()
     # the first window (steps 0-10) took 30 s of warm-up; then 10 steps in 10 s, an eval, 10 steps in 10 s + 6 s
-    progress.update([train(10, 130.0), train(20, 140.0), {"kind": "eval", "step": 20, "time": 146.0},
-                     train(30, 156.0)])
+    progress.update([train(10, 130.0), train(20, 140.0), {"kind": "eval", "step": 20, "time": 146.0}, train(30, 156.0)])
     assert progress.seconds_per_step == pytest.approx(26.0 / 20)
     assert Progress().seconds_per_step is None
     one = Progress()
@@ -42,8 +41,9 @@ def alive(monkeypatch):
 
 def test_a_running_job_shows_its_cost_so_far_and_the_total_at_its_steady_pace(store, alive):
     # $3.60/h for 100 s so far = $0.10; 60 steps left at the steady 2 s/step = 120 s more = $0.12
-    job = running_job(store, elapsed=100.0, info={"hourly_price_usd": 3.6}, step=40, total_steps=100,
-                      seconds_per_step=2.0)
+    job = running_job(
+        store, elapsed=100.0, info={"hourly_price_usd": 3.6}, step=40, total_steps=100, seconds_per_step=2.0
+    )
     assert remaining_seconds(job) == pytest.approx(120.0)
     assert projected_cost_usd(job) == pytest.approx(0.22, abs=0.001)
     row = listing_row(job)
@@ -79,14 +79,18 @@ def test_a_store_from_before_the_pace_column_gains_it(home):
     """A store written by nbtoolkit with schema 1 (no seconds_per_step) is upgraded in place, its jobs kept."""
     home.mkdir(parents=True)
     with sqlite3.connect(home / "jobs.db") as conn:
-        conn.execute("CREATE TABLE jobs (id TEXT PRIMARY KEY, name TEXT NOT NULL, task TEXT NOT NULL, backend TEXT "
-                     "NOT NULL, status TEXT NOT NULL, created REAL NOT NULL, started REAL, ended REAL, exit_code "
-                     "INTEGER, host TEXT NOT NULL, supervisor_pid INTEGER, supervisor_started REAL, pgid INTEGER, "
-                     "remote_name TEXT, stage TEXT, stages TEXT NOT NULL DEFAULT '[]', step INTEGER, total_steps "
-                     "INTEGER, loss REAL, samples_per_second REAL, message TEXT, resumed_from TEXT, info TEXT NOT "
-                     "NULL DEFAULT '{}', stop_requested REAL)")
-        conn.execute("INSERT INTO jobs (id, name, task, backend, status, created, host) VALUES "
-                     "('0123abcd', 'old', 'causal-lm', 'local', 'succeeded', 1.0, 'here')")
+        conn.execute(
+            "CREATE TABLE jobs (id TEXT PRIMARY KEY, name TEXT NOT NULL, task TEXT NOT NULL, backend TEXT "
+            "NOT NULL, status TEXT NOT NULL, created REAL NOT NULL, started REAL, ended REAL, exit_code "
+            "INTEGER, host TEXT NOT NULL, supervisor_pid INTEGER, supervisor_started REAL, pgid INTEGER, "
+            "remote_name TEXT, stage TEXT, stages TEXT NOT NULL DEFAULT '[]', step INTEGER, total_steps "
+            "INTEGER, loss REAL, samples_per_second REAL, message TEXT, resumed_from TEXT, info TEXT NOT "
+            "NULL DEFAULT '{}', stop_requested REAL)"
+        )
+        conn.execute(
+            "INSERT INTO jobs (id, name, task, backend, status, created, host) VALUES "
+            "('0123abcd', 'old', 'causal-lm', 'local', 'succeeded', 1.0, 'here')"
+        )
         conn.execute("PRAGMA user_version = 1")
     store = JobStore(home)
     assert store.get("0123abcd").seconds_per_step is None
@@ -137,8 +141,9 @@ def test_nbtoolkit_jobs_and_percent_jobs_show_cost_and_projected_columns(shell, 
     from nbtoolkit.cli import main
 
     store = JobStore()
-    job = running_job(store, elapsed=100.0, info={"hourly_price_usd": 3.6}, step=40, total_steps=100,
-                      seconds_per_step=2.0)
+    job = running_job(
+        store, elapsed=100.0, info={"hourly_price_usd": 3.6}, step=40, total_steps=100, seconds_per_step=2.0
+    )
     table = shell.run_line_magic("jobs", "")
     assert (table.loc[job.id, "cost"], table.loc[job.id, "projected"]) == ("$0.10", "$0.22")
     assert main(["jobs"]) == 0
@@ -150,8 +155,9 @@ def test_a_jobs_live_chart_title_carries_its_cost_and_projected_total(store, ali
     from nbtoolkit.api import Job
     from nbtoolkit.notebook.charts import JobSource, progress_line
 
-    job = running_job(store, elapsed=100.0, info={"hourly_price_usd": 3.6}, step=40, total_steps=100,
-                      seconds_per_step=2.0)
+    job = running_job(
+        store, elapsed=100.0, info={"hourly_price_usd": 3.6}, step=40, total_steps=100, seconds_per_step=2.0
+    )
     state = JobSource(Job(job.id, store)).state()
     assert state.cost == "cost $0.10 · projected $0.22"
     assert progress_line([train(40, 1000.0)], state).endswith("loss 1.0000 · cost $0.10 · projected $0.22")
@@ -164,9 +170,14 @@ def test_a_real_running_job_shows_cost_so_far_and_a_projected_total_that_holds(s
     from tests.test_jobs import wait_for
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    job = launch({"task": "text-classification", "hardware": {"hourly_price_usd": 36.0},
-                  "train": {"max_steps": 600, "batch_size": 8, "logging_steps": 20, "eval_steps": 100000}},
-                 store=store)
+    job = launch(
+        {
+            "task": "text-classification",
+            "hardware": {"hourly_price_usd": 36.0},
+            "train": {"max_steps": 600, "batch_size": 8, "logging_steps": 20, "eval_steps": 100000},
+        },
+        store=store,
+    )
     wait_for(lambda: (job.record.step or 0) >= 200 or not job.record.active, timeout=180)
     running = job.record
     assert running.status == "running", job.logs(tail=20)

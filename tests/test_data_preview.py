@@ -32,7 +32,7 @@ def train_rows(task: str) -> list[dict]:
 def token_counts(tokenizer: str, *texts: list[str]) -> list[int]:
     """Lengths with special tokens, straight from the tokenizers library (not transformers, not our code)."""
     encoder = Tokenizer.from_file(str(ASSETS / "tokenizers" / tokenizer / "tokenizer.json"))
-    return [len(encoder.encode(*parts).ids) for parts in zip(*texts)]
+    return [len(encoder.encode(*parts).ids) for parts in zip(*texts, strict=False)]
 
 
 def share_longer(lengths: list[int], cut: int) -> float:
@@ -41,8 +41,9 @@ def share_longer(lengths: list[int], cut: int) -> float:
 
 def test_summarization_lengths_cut_share_and_suggestions():
     template = "Summarize the following news article:\n{input}\nSummary:\n"
-    report = preview_data({"task": "summarization", "dataset": {"prompt_template": template, "max_length": 80,
-                                                                "max_target_length": 20}})
+    report = preview_data(
+        {"task": "summarization", "dataset": {"prompt_template": template, "max_length": 80, "max_target_length": 20}}
+    )
     rows = train_rows("summarization")
     sources = token_counts("sentencepiece-style", [template.replace("{input}", row["article"]) for row in rows])
     targets = token_counts("sentencepiece-style", [row["highlights"] for row in rows])
@@ -102,8 +103,17 @@ def test_causal_lm_counts_nonempty_texts_and_cuts_nothing():
 def test_local_files_and_max_train_samples(tmp_path):
     path = tmp_path / "train.jsonl"
     path.write_text("".join(json.dumps({"body": f"text number {n}", "tag": "ab"[n % 2]}) + "\n" for n in range(9)))
-    report = preview_data({"task": "text-classification", "dataset": {
-        "files": {"train": str(path)}, "text_column": "body", "label_column": "tag", "max_train_samples": 7}})
+    report = preview_data(
+        {
+            "task": "text-classification",
+            "dataset": {
+                "files": {"train": str(path)},
+                "text_column": "body",
+                "label_column": "tag",
+                "max_train_samples": 7,
+            },
+        }
+    )
 
     assert report.sample_size == 7
     assert report.label_counts == {"a": 4, "b": 3}
@@ -114,8 +124,9 @@ def test_local_files_and_max_train_samples(tmp_path):
 def test_wrong_mapping_is_the_training_programs_sentence():
     with pytest.raises(TrainError) as caught:
         preview_data({"task": "summarization", "dataset": {"summary_column": "summary"}})
-    assert str(caught.value) == ("dataset.summary_column 'summary' is not a column of the data; "
-                                 "its columns are article, highlights")
+    assert str(caught.value) == (
+        "dataset.summary_column 'summary' is not a column of the data; its columns are article, highlights"
+    )
 
 
 def test_hub_dataset_is_streamed_not_downloaded(monkeypatch):
@@ -168,7 +179,7 @@ def test_cli_prints_the_report(tmp_path):
     assert lines[0] == "summarization: 320 examples from the bundled summarization sample"
     assert "columns used: dataset.text_column -> article, dataset.summary_column -> highlights" in lines
     assert f"  dataset.max_target_length 20: {share_longer(targets, 20):.1%} of examples are longer" in lines
-    target = "\n".join(lines[next(n for n, line in enumerate(lines) if line.startswith("target tokens")):])
+    target = "\n".join(lines[next(n for n, line in enumerate(lines) if line.startswith("target tokens")) :])
     bars = re.findall(r"^ +(\d+)-(\d+) +#* +(\d+)( <- cut)?$", target, flags=re.MULTILINE)
     assert sum(int(count) for _, _, count, _ in bars) == 320
     assert [(int(low), int(high)) for low, high, _, cut in bars if cut] == [(19, 20)]  # the bin holding 20
@@ -180,7 +191,10 @@ def test_cli_bad_mapping_and_bad_spec_are_one_sentence_exit_2(tmp_path):
     spec.write_text(yaml.safe_dump({"task": "text-classification", "dataset": {"label_column": "emotion"}}))
     wrong = nbtoolkit_data(str(spec))
     assert wrong.returncode == 2 and wrong.stdout == ""
-    assert wrong.stderr == "nbtoolkit: dataset.label_column 'emotion' is not a column of the data; its columns are text, label\n"
+    assert (
+        wrong.stderr
+        == "nbtoolkit: dataset.label_column 'emotion' is not a column of the data; its columns are text, label\n"
+    )
 
     spec.write_text(yaml.safe_dump({"task": "translation"}))
     bad = nbtoolkit_data(str(spec))

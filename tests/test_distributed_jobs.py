@@ -23,8 +23,7 @@ import pytest
 from nbtoolkit.api import Job, launch
 from nbtoolkit.jobs import JobStore, submit
 from nbtoolkit.jobs.supervisor import failure_message
-from nbtoolkit.launches import Launch, Stage
-from nbtoolkit.launches import free_port
+from nbtoolkit.launches import Launch, Stage, free_port
 from nbtoolkit.metrics.series import read_metrics
 from tests.conftest import PYTHON, TESTS
 
@@ -38,8 +37,14 @@ TIMEOUT = 300
 
 
 def spec(model: str | None = None, devices: int = 2, **parts) -> dict:
-    return {"task": "text-classification", "model": model, "dataset": DATA, "train": TRAIN,
-            "hardware": {"devices": devices}, **parts}
+    return {
+        "task": "text-classification",
+        "model": model,
+        "dataset": DATA,
+        "train": TRAIN,
+        "hardware": {"devices": devices},
+        **parts,
+    }
 
 
 def finished(job: Job) -> Job:
@@ -56,7 +61,7 @@ def assert_same_training(records: list[dict], reference: list[dict], tolerance: 
     ours, theirs = train_records(records), train_records(reference)
     assert [r["step"] for r in ours] == [r["step"] for r in theirs] == STEPS
     assert [r["num_input_tokens_seen"] for r in ours] == [r["num_input_tokens_seen"] for r in theirs]
-    for mine, single in zip(ours, theirs):
+    for mine, single in zip(ours, theirs, strict=False):
         assert abs(mine["loss"] - single["loss"]) <= tolerance, (mine["loss"], single["loss"])
     final = [r for r in records if r["kind"] == "eval"][-1]["eval_loss"]
     assert abs(final - [r for r in reference if r["kind"] == "eval"][-1]["eval_loss"]) <= tolerance
@@ -82,8 +87,12 @@ def model(tmp_path_factory) -> str:
     from nbtoolkit.train.models import load_tokenizer, tiny_config
 
     path = tmp_path_factory.mktemp("tiny-bert-no-dropout")
-    config = tiny_config("nbtoolkit/tiny-bert", load_tokenizer("nbtoolkit/tiny-bert"), hidden_dropout_prob=0.0,
-                         attention_probs_dropout_prob=0.0)
+    config = tiny_config(
+        "nbtoolkit/tiny-bert",
+        load_tokenizer("nbtoolkit/tiny-bert"),
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     AutoModel.from_config(config).save_pretrained(path)
     shutil.copytree(tokenizer_dir("nbtoolkit/tiny-bert"), path, dirs_exist_ok=True)
     return str(path)
@@ -112,15 +121,18 @@ def test_torchrun_ddp_job_and_its_run_sh(model, single, store, tmp_path):
     assert job.record.total_steps == 48 and job.record.loss == train_records(records)[-1]["loss"]
 
     by_hand = run_by_hand(job, tmp_path / "by-hand")
-    assert [r["loss"] for r in train_records(by_hand)] == pytest.approx([r["loss"] for r in train_records(records)],
-                                                                       abs=1e-5)
+    assert [r["loss"] for r in train_records(by_hand)] == pytest.approx(
+        [r["loss"] for r in train_records(records)], abs=1e-5
+    )
 
 
 def test_two_nodes_on_loopback(model, single, store):
     """Two jobs, node_rank 0 and 1, one worker each, meeting at node 0's c10d rendezvous."""
     nodes = {"nodes": 2, "master_port": free_port()}
-    jobs = [launch(spec(model, devices=1, hardware={"devices": 1, **nodes, "node_rank": rank}), store=store)
-            for rank in (0, 1)]
+    jobs = [
+        launch(spec(model, devices=1, hardware={"devices": 1, **nodes, "node_rank": rank}), store=store)
+        for rank in (0, 1)
+    ]
     for job in jobs:
         finished(job)
     with_metrics = [job for job in jobs if job.records()]
@@ -134,8 +146,9 @@ DEEPSPEED_CASES = {
     "zero2": {"launcher": "deepspeed", "parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
     "zero2-offload": {"parallelism": {"strategy": "deepspeed", "zero_stage": 2, "offload_optimizer": "cpu"}},
     "zero3": {"parallelism": {"strategy": "deepspeed", "zero_stage": 3}},
-    "zero3-offload": {"parallelism": {"strategy": "deepspeed", "zero_stage": 3, "offload_optimizer": "cpu",
-                                      "offload_params": "cpu"}},
+    "zero3-offload": {
+        "parallelism": {"strategy": "deepspeed", "zero_stage": 3, "offload_optimizer": "cpu", "offload_params": "cpu"}
+    },
 }
 
 
@@ -159,7 +172,8 @@ def test_deepspeed_zero_jobs(case, model, single, store, tmp_path):
         assert "-m deepspeed.launcher.runner --num_gpus=2" in log
         by_hand = run_by_hand(job, tmp_path / "by-hand")
         assert [r["loss"] for r in train_records(by_hand)] == pytest.approx(
-            [r["loss"] for r in train_records(records)], abs=1e-5)
+            [r["loss"] for r in train_records(records)], abs=1e-5
+        )
     else:
         assert "[rank1]:" in log
 
@@ -172,31 +186,42 @@ def test_stop_ends_every_rank(store):
         time.sleep(0.5)
     supervisor = psutil.Process(job.record.supervisor_pid)
     processes = [supervisor, *supervisor.children(recursive=True)]
-    ranks = [p for p in processes if "nbtoolkit.train" in " ".join(p.cmdline()) and "torch.distributed.run"
-             not in " ".join(p.cmdline())]
+    ranks = [
+        p
+        for p in processes
+        if "nbtoolkit.train" in " ".join(p.cmdline()) and "torch.distributed.run" not in " ".join(p.cmdline())
+    ]
     assert len(ranks) == 2
     assert job.stop() == "stopped"
-    gone, alive = psutil.wait_procs(processes, timeout=15)
+    _gone, alive = psutil.wait_procs(processes, timeout=15)
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
     assert job.record.stages[0]["status"] == "stopped"
 
 
 def test_a_failing_stage_ends_the_job_and_skips_the_rest(store):
-    stages = [Stage("precompile", [PYTHON, "-c", "print('compiling'); raise SystemExit(3)"]),
-              Stage("train", [PYTHON, "-c", "print('never')"]), Stage("predict", [PYTHON, "-c", "print('never')"])]
+    stages = [
+        Stage("precompile", [PYTHON, "-c", "print('compiling'); raise SystemExit(3)"]),
+        Stage("train", [PYTHON, "-c", "print('never')"]),
+        Stage("predict", [PYTHON, "-c", "print('never')"]),
+    ]
     record = submit(Launch(backend="neuron", stages=stages), name="stages", task="text-classification", store=store)
     job = Job(record.id, store)
     assert job.wait(timeout=60) == "failed"
     assert [(stage["name"], stage["status"]) for stage in job.record.stages] == [
-        ("precompile", "failed"), ("train", "skipped"), ("predict", "skipped")]
+        ("precompile", "failed"),
+        ("train", "skipped"),
+        ("predict", "skipped"),
+    ]
     assert job.record.message == "exited with code 3: compiling" and "never" not in job.logs()
 
 
 def test_failure_message_sees_through_rank_prefixes(tmp_path):
     log = tmp_path / "output.log"
-    log.write_text("[rank1]:Traceback (most recent call last):\n[rank1]:ValueError: bad batch\n"
-                   "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
-                   "============================================================\n")
+    log.write_text(
+        "[rank1]:Traceback (most recent call last):\n[rank1]:ValueError: bad batch\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\n"
+    )
     assert failure_message(log, 1) == "exited with code 1: ValueError: bad batch"
     log.write_text("[rank0]:[nbtoolkit] error: dataset.text_column 'body' is not a column\n=====\n")
     assert failure_message(log, 1) == "dataset.text_column 'body' is not a column"
@@ -208,17 +233,29 @@ def test_neuron_stages_with_fake_neuron_tools(store, monkeypatch):
     fakes = TESTS / "fakes"
     monkeypatch.setenv("PATH", os.pathsep.join([str(fakes / "bin"), str(Path(PYTHON).parent), os.environ["PATH"]]))
     monkeypatch.setenv("PYTHONPATH", str(fakes))
-    neuron = {"hardware": {"accelerator": "neuron", "instance_type": "trn1.2xlarge"}, "precision": "bf16",
-              "neuron": {"precompile_steps": 3, "predict": True}}
+    neuron = {
+        "hardware": {"accelerator": "neuron", "instance_type": "trn1.2xlarge"},
+        "precision": "bf16",
+        "neuron": {"precompile_steps": 3, "predict": True},
+    }
     job = finished(launch({**spec(), **neuron}, store=store))
     assert [(stage["name"], stage["status"]) for stage in job.record.stages] == [
-        ("precompile", "succeeded"), ("train", "succeeded"), ("predict", "succeeded")]
+        ("precompile", "succeeded"),
+        ("train", "succeeded"),
+        ("predict", "succeeded"),
+    ]
 
     recorded = (job.dir / "neuron_parallel_compile.record").read_text().split("--- env\n")
     command = recorded[0].split()
     assert command[:3] == ["torchrun", "--nnodes=1", "--nproc_per_node=2"]
-    assert command[-6:] == ["--spec", "precompile/spec.json", "--metrics", "precompile/metrics.jsonl", "--output-dir",
-                            "precompile/output"]
+    assert command[-6:] == [
+        "--spec",
+        "precompile/spec.json",
+        "--metrics",
+        "precompile/metrics.jsonl",
+        "--output-dir",
+        "precompile/output",
+    ]
     assert recorded[1].splitlines() == ["XLA_USE_BF16=1", "NEURON_CC_FLAGS=--cache_dir=/var/tmp/neuron-compile-cache"]
     # precompile's few steps stay out of the job's metrics
     assert {r["max_steps"] for r in read_metrics(job.dir / "precompile")} == {3}

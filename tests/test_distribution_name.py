@@ -4,16 +4,20 @@ every install line this project shows names its own distribution, nbtoolkit-fine
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "nbtoolkit-finetune"
-SHOWN = ["README.md", "binder/postBuild", "tools/check_wheel_without_node.sh",
-         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb")),
-         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "nbtoolkit").rglob("*.py"))]
+SHOWN = [
+    "README.md",
+    "binder/postBuild",
+    "tools/check_wheel_without_node.sh",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb")),
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "nbtoolkit").rglob("*.py")),
+]
 #: `pip install` naming the import name, bare or with extras, quoted or not
 FOREIGN = re.compile(r"pip install (?:-\S+ )*['\"]?nbtoolkit(?![\w-])")
 

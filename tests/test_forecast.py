@@ -7,21 +7,42 @@ import pytest
 from nbtoolkit.jobs.store import JobRecord
 from nbtoolkit.metrics.forecast import INFO_KEY, comparison_lines, forecast, measured
 
-FLAN_T5_XXL = {"task": "summarization", "model": "google/flan-t5-xxl",
-               "dataset": {"name": "cnn_dailymail", "config": "3.0.0", "max_length": 500, "max_target_length": 129},
-               "hardware": {"instance_type": "p4d.24xlarge"}, "launcher": "deepspeed",
-               "parallelism": {"strategy": "deepspeed", "zero_stage": 3}, "precision": "bf16",
-               "train": {"epochs": 3, "batch_size": 8, "gradient_checkpointing": True}}
+FLAN_T5_XXL = {
+    "task": "summarization",
+    "model": "google/flan-t5-xxl",
+    "dataset": {"name": "cnn_dailymail", "config": "3.0.0", "max_length": 500, "max_target_length": 129},
+    "hardware": {"instance_type": "p4d.24xlarge"},
+    "launcher": "deepspeed",
+    "parallelism": {"strategy": "deepspeed", "zero_stage": 3},
+    "precision": "bf16",
+    "train": {"epochs": 3, "batch_size": 8, "gradient_checkpointing": True},
+}
 
 
 def finished(info, hours=2.0):
-    return JobRecord(id="f0", name="run", task="summarization", backend="deepspeed", status="succeeded",
-                     created=0.0, host="h", started=100.0, ended=100.0 + hours * 3600, info=info)
+    return JobRecord(
+        id="f0",
+        name="run",
+        task="summarization",
+        backend="deepspeed",
+        status="succeeded",
+        created=0.0,
+        host="h",
+        started=100.0,
+        ended=100.0 + hours * 3600,
+        info=info,
+    )
 
 
 def train(step, samples_per_second):
-    return {"time": float(step), "step": step, "kind": "train", "loss": 1.0,
-            "samples_per_second": samples_per_second, "window_seconds": 1.0}
+    return {
+        "time": float(step),
+        "step": step,
+        "kind": "train",
+        "loss": 1.0,
+        "samples_per_second": samples_per_second,
+        "window_seconds": 1.0,
+    }
 
 
 def test_the_forecast_of_a_gpu_run_has_memory_pace_time_and_cost():
@@ -44,8 +65,18 @@ def test_show_prints_predicted_measured_and_their_ratio():
     assert actual["device_memory_gib"] == pytest.approx(36.0) and actual["hours"] == pytest.approx(2.0)
     assert actual["cost_usd"] == pytest.approx(65.54)
     lines = comparison_lines(record, records)
-    assert lines[0].split() == ["memory", "per", "device", "predicted", "32.0", "GiB", "measured", "36.0", "GiB",
-                                "1.12x"]
+    assert lines[0].split() == [
+        "memory",
+        "per",
+        "device",
+        "predicted",
+        "32.0",
+        "GiB",
+        "measured",
+        "36.0",
+        "GiB",
+        "1.12x",
+    ]
     assert lines[1].endswith("1.25x") and lines[2].endswith("0.50x") and "$131.00" in lines[3]
 
 

@@ -43,8 +43,11 @@ def test_setting_values_changes_the_spec_and_every_preview():
     form.fields["train.max_steps"].value = "40"
     form.fields["train.learning_rate"].value = 0.003
     form.fields["precision"].value = "bf16"
-    assert form.spec.to_dict() == {"task": "text-classification", "precision": "bf16",
-                                   "train": {"max_steps": 40, "learning_rate": 0.003}}
+    assert form.spec.to_dict() == {
+        "task": "text-classification",
+        "precision": "bf16",
+        "train": {"max_steps": 40, "learning_rate": 0.003},
+    }
     assert "max_steps: 40" in tab(form, "Spec (YAML)") and "precision: bf16" in tab(form, "Spec (YAML)")
     assert "&quot;max_steps&quot;: 40" in tab(form, "Files")  # spec.json, as the job will get it
     form.fields["parallelism.strategy"].value = "deepspeed"
@@ -127,27 +130,39 @@ def test_a_value_no_dropdown_offers_is_refused_with_the_specs_sentence(shell):
 
 
 def test_a_prefilled_spec_keeps_what_the_form_does_not_show(tmp_path):
-    spec = load_spec({"task": "summarization", "extra": {"lr_scheduler_type": "cosine"},
-                      "script": {"path": "train.py", "args": ["--x", "1"]}, "resume": "latest",
-                      "dataset": {"files": {"train": "a.jsonl", "test": "t.jsonl"}, "summary_column": "sum"}})
+    spec = load_spec(
+        {
+            "task": "summarization",
+            "extra": {"lr_scheduler_type": "cosine"},
+            "script": {"path": "train.py", "args": ["--x", "1"]},
+            "resume": "latest",
+            "dataset": {"files": {"train": "a.jsonl", "test": "t.jsonl"}, "summary_column": "sum"},
+        }
+    )
     form = SpecForm(spec)
     assert form.fields["dataset.source"].value == "files" and form.fields["dataset.files.train"].value == "a.jsonl"
-    assert form.spec == load_spec({**spec.to_dict(), "dataset": {"files": {"train": "a.jsonl"},
-                                                                 "summary_column": "sum"}})
+    assert form.spec == load_spec(
+        {**spec.to_dict(), "dataset": {"files": {"train": "a.jsonl"}, "summary_column": "sum"}}
+    )
     (tmp_path / "spec.yaml").write_text(spec.to_yaml())
     assert SpecForm(str(tmp_path / "spec.yaml")).spec == form.spec
 
 
-@pytest.mark.parametrize("line", [
-    "--task text-classification --steps 40 --lr 0.003 --logging-steps 5 --name quick",
-    "--task summarization --zero 3 --offload all --bf16 --nproc 2 --dataset data/train.jsonl --eval-file data/v.jsonl",
-    "--task question-answering --target sagemaker --instance-type ml.p4d.24xlarge --strategy smddp --nodes 2 "
-    "--role arn:aws:iam::111122223333:role/sm --spot --set sagemaker.max_wait=90000 --dataset squad "
-    "--set sagemaker.image_uri=111122223333.dkr.ecr.us-east-1.amazonaws.com/hf-smddp:4.46",
-    "--task causal-lm --compile --set dataset.pad_to_max_length=true --launcher torchrun --nproc 2 --strategy ddp",
-    "--task causal-lm --lora 16 --set adapter.dropout=0.1 --set report_to=[tensorboard,mlflow]",
-    "--task causal-lm --instance-type g5.2xlarge --accelerator cuda --budget-usd 20",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "--task text-classification --steps 40 --lr 0.003 --logging-steps 5 --name quick",
+        "--task summarization --zero 3 --offload all --bf16 --nproc 2 --dataset data/train.jsonl --eval-file data/v.jsonl",
+        (
+            "--task question-answering --target sagemaker --instance-type ml.p4d.24xlarge --strategy smddp --nodes 2 "
+            "--role arn:aws:iam::111122223333:role/sm --spot --set sagemaker.max_wait=90000 --dataset squad "
+            "--set sagemaker.image_uri=111122223333.dkr.ecr.us-east-1.amazonaws.com/hf-smddp:4.46"
+        ),
+        "--task causal-lm --compile --set dataset.pad_to_max_length=true --launcher torchrun --nproc 2 --strategy ddp",
+        "--task causal-lm --lora 16 --set adapter.dropout=0.1 --set report_to=[tensorboard,mlflow]",
+        "--task causal-lm --instance-type g5.2xlarge --accelerator cuda --budget-usd 20",
+    ],
+)
 def test_the_form_and_finetune_produce_the_same_spec(shell, line):
     from_flags = shell.run_line_magic("finetune", f"--dry-run {line}").spec
     form = shell.run_line_magic("finetune", f"--form {line}")
@@ -189,8 +204,22 @@ def test_launch_starts_a_real_job_and_stop_ends_it(store):
 
 def test_the_form_covers_every_block_of_the_spec():
     blocks = {path.split(".")[0] for path in FIELDS}
-    assert {"name", "task", "model", "dataset", "hardware", "parallelism", "precision", "compile", "launcher",
-            "train", "sagemaker", "slurm", "adapter", "report_to"} <= blocks
+    assert {
+        "name",
+        "task",
+        "model",
+        "dataset",
+        "hardware",
+        "parallelism",
+        "precision",
+        "compile",
+        "launcher",
+        "train",
+        "sagemaker",
+        "slurm",
+        "adapter",
+        "report_to",
+    } <= blocks
 
 
 def test_the_adapter_section_adds_and_removes_the_adapter_block():
@@ -199,8 +228,13 @@ def test_the_adapter_section_adds_and_removes_the_adapter_block():
     form.fields["adapter.choice"].value = "lora"
     assert {"adapter.r", "adapter.alpha", "adapter.dropout"} <= set(shown(form))
     form.fields["adapter.r"].value = 4
-    assert form.spec.adapter.model_dump() == {"type": "lora", "r": 4, "alpha": 16, "dropout": 0.05,
-                                              "target_modules": None}
+    assert form.spec.adapter.model_dump() == {
+        "type": "lora",
+        "r": 4,
+        "alpha": 16,
+        "dropout": 0.05,
+        "target_modules": None,
+    }
     form.fields["adapter.choice"].value = "qlora"  # on the default cpu accelerator: the spec's sentence
     assert form.spec is None and form.error.startswith("adapter.type 'qlora' loads the base model in 4 bits")
     form.fields["adapter.choice"].value = "none"
@@ -211,16 +245,26 @@ def test_launch_shows_the_jobs_chart_in_the_form_and_its_final_image_once_it_end
     form = SpecForm({"task": "text-classification", "script": {"path": str(SCRIPTS / "sleepy.py")}})
     job = form.launch()
     try:  # the browser draws it from the job's reference; the final image follows the job's end
-        wait_for(lambda: any(output["data"].get(JOB_MIME) == {"job_ids": [job.id], "options": {
-            "log_scale": False, "smoothing": 0.6}} for output in form.output.outputs), timeout=60)
+        wait_for(
+            lambda: any(
+                output["data"].get(JOB_MIME) == {"job_ids": [job.id], "options": {"log_scale": False, "smoothing": 0.6}}
+                for output in form.output.outputs
+            ),
+            timeout=60,
+        )
     finally:
         job.stop()
     wait_for(lambda: any("image/png" in output["data"] for output in form.output.outputs), timeout=60)
 
 
 def test_picking_an_instance_type_brings_its_devices():
-    form = SpecForm({"task": "causal-lm", "hardware": {"target": "sagemaker"},
-                     "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm"}})
+    form = SpecForm(
+        {
+            "task": "causal-lm",
+            "hardware": {"target": "sagemaker"},
+            "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm"},
+        }
+    )
     form.fields["hardware.instance_type"].value = "ml.p4d.24xlarge"
     assert (form.fields["hardware.accelerator"].value, form.fields["hardware.devices"].value) == ("cuda", 8)
     assert form.spec is not None and form.spec.world_size == 8
@@ -256,8 +300,10 @@ def test_preview_data_says_a_wrong_mapping_in_one_sentence():
     form = SpecForm({"task": "text-classification"})
     form.fields["dataset.label_column"].value = "emotion"
     assert form.spec is not None and form.preview_data() is None
-    assert "dataset.label_column &#x27;emotion&#x27; is not a column of the data; its columns are text, label" \
+    assert (
+        "dataset.label_column &#x27;emotion&#x27; is not a column of the data; its columns are text, label"
         in form.data_view.value
+    )
     assert not form.data_button.disabled
 
 

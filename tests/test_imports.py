@@ -11,19 +11,32 @@ from tests.conftest import PYTHON
 HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplotlib", "boto3", "botocore")
 
 
-@pytest.mark.parametrize("module", ["nbtoolkit", "nbtoolkit.api", "nbtoolkit.cli", "nbtoolkit.backends.local.render",
-                                    "nbtoolkit.planner", "nbtoolkit.catalog", "nbtoolkit.server.extension",
-                                    "nbtoolkit.backends.torchrun.render", "nbtoolkit.backends.deepspeed.render",
-                                    "nbtoolkit.backends.neuron.render", "nbtoolkit.backends.sagemaker.render",
-                                    "nbtoolkit.backends.slurm.render", "nbtoolkit.backends.slurm.follow",
-                                    "nbtoolkit.spec"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "nbtoolkit",
+        "nbtoolkit.api",
+        "nbtoolkit.cli",
+        "nbtoolkit.backends.local.render",
+        "nbtoolkit.planner",
+        "nbtoolkit.catalog",
+        "nbtoolkit.server.extension",
+        "nbtoolkit.backends.torchrun.render",
+        "nbtoolkit.backends.deepspeed.render",
+        "nbtoolkit.backends.neuron.render",
+        "nbtoolkit.backends.sagemaker.render",
+        "nbtoolkit.backends.slurm.render",
+        "nbtoolkit.backends.slurm.follow",
+        "nbtoolkit.spec",
+    ],
+)
 def test_light_imports(module):
-    result = subprocess.run([PYTHON, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True,
-                            check=True)
+    result = subprocess.run(
+        [PYTHON, "-X", "importtime", "-c", f"import {module}"], capture_output=True, text=True, check=True
+    )
     loaded = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line}
     assert module.split(".")[0] in loaded
     assert not loaded & set(HEAVY), f"{module} imports {sorted(loaded & set(HEAVY))}"
-
 
 
 SEEN_BY_TRANSFORMERS = """
@@ -39,15 +52,20 @@ print(sorted(name for name, yes in available.items() if yes))
 """
 
 
-@pytest.mark.parametrize("spec, available", [
-    ("task: text-classification", []),
-    ("task: text-classification\nparallelism: {strategy: deepspeed, zero_stage: 2}", ["deepspeed"]),
-    ("task: text-classification\nadapter: {type: lora}\nreport_to: [mlflow]", ["mlflow", "peft"]),
-])
+@pytest.mark.parametrize(
+    "spec, available",
+    [
+        ("task: text-classification", []),
+        ("task: text-classification\nparallelism: {strategy: deepspeed, zero_stage: 2}", ["deepspeed"]),
+        ("task: text-classification\nadapter: {type: lora}\nreport_to: [mlflow]", ["mlflow", "peft"]),
+    ],
+)
 def test_the_training_program_sees_only_the_integrations_its_run_uses(spec, available, tmp_path):
     """Checking for DeepSpeed, PEFT or MLflow imports it when installed: 2.5 s of CPU in every rank of a run without them."""
     path = tmp_path / "spec.yaml"
     path.write_text(spec)
-    result = subprocess.run([PYTHON, "-c", SEEN_BY_TRANSFORMERS, str(path)], capture_output=True, text=True, cwd=tmp_path)
+    result = subprocess.run(
+        [PYTHON, "-c", SEEN_BY_TRANSFORMERS, str(path)], capture_output=True, text=True, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines()[-1] == str(available)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,9 +14,10 @@ import pytest
 from nbtoolkit.api import Job, launch
 from tests.conftest import PYTHON, SCRIPTS
 
-TINY = {"task": "text-classification",
-        "train": {"max_steps": 60, "batch_size": 16, "learning_rate": 0.003, "logging_steps": 10,
-                  "eval_on_start": True}}
+TINY = {
+    "task": "text-classification",
+    "train": {"max_steps": 60, "batch_size": 16, "learning_rate": 0.003, "logging_steps": 10, "eval_on_start": True},
+}
 
 
 def wait_for(condition, timeout=60.0, poll=0.1):
@@ -67,12 +67,19 @@ def sleepy_spec(tmp_path):
 
 
 def test_job_outlives_the_process_that_submitted_it(store, tmp_path):
-    code = ("import json, sys; from nbtoolkit.api import launch; from nbtoolkit.jobs import JobStore;"
-            "print(launch(json.loads(sys.argv[1]), store=JobStore(sys.argv[2])).id)")
+    code = (
+        "import json, sys; from nbtoolkit.api import launch; from nbtoolkit.jobs import JobStore;"
+        "print(launch(json.loads(sys.argv[1]), store=JobStore(sys.argv[2])).id)"
+    )
     import json
 
-    submitter = subprocess.run([PYTHON, "-c", code, json.dumps(sleepy_spec(tmp_path)), str(store.home)],
-                               capture_output=True, text=True, timeout=60, check=True)
+    submitter = subprocess.run(
+        [PYTHON, "-c", code, json.dumps(sleepy_spec(tmp_path)), str(store.home)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     job = Job(submitter.stdout.strip(), store)
     wait_for(lambda: "ready pids" in job.logs())
     time.sleep(1.0)
@@ -113,19 +120,26 @@ def test_failing_job_reports_its_one_sentence(store):
 
 def test_a_run_whose_data_gives_no_batch_fails_instead_of_succeeding_untrained(store):
     """The Trainer only warns when its dataloader is empty: the job ran zero steps and called it success."""
-    spec = {**TINY, "train": {"max_steps": 5, "batch_size": 2000, "eval_batch_size": 16},
-            "extra": {"dataloader_drop_last": True}}  # the bundled sample holds 1,200 training examples
+    spec = {
+        **TINY,
+        "train": {"max_steps": 5, "batch_size": 2000, "eval_batch_size": 16},
+        "extra": {"dataloader_drop_last": True},
+    }  # the bundled sample holds 1,200 training examples
     job = launch(spec, store=store)
     assert job.wait(timeout=120) == "failed"
-    assert job.record.message == ("no training step ran: 1200 training examples give no full batch of 2000 to each of "
-                                  "1 process(es) (dataloader_drop_last drops a partial one); give more data or lower "
-                                  "train.batch_size")
+    assert job.record.message == (
+        "no training step ran: 1200 training examples give no full batch of 2000 to each of "
+        "1 process(es) (dataloader_drop_last drops a partial one); give more data or lower "
+        "train.batch_size"
+    )
 
 
 def test_an_hf_style_script_job_records_its_trainers_metrics(store, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the script runs where it is launched from, and writes its output_dir there
-    spec = {"task": "text-classification",
-            "script": {"path": str(SCRIPTS / "hf_style_train.py"), "args": ["--max_steps", "30", "--logging_steps", "5"]}}
+    spec = {
+        "task": "text-classification",
+        "script": {"path": str(SCRIPTS / "hf_style_train.py"), "args": ["--max_steps", "30", "--logging_steps", "5"]},
+    }
     job = launch(spec, store=store)
     assert job.wait(timeout=120) == "succeeded", job.logs()
     metrics = job.records()
@@ -160,8 +174,12 @@ def test_a_late_supervisor_runs_nothing_for_a_job_that_already_ended(store):
     write_launch_files(paced_launch(steps=3, pace=0.05), store.job_dir(record.id))
     (store.job_dir(record.id) / "output.log").touch()
     store.update(record.id, status="stopped", ended=time.time(), message="stopped on request")
-    late = subprocess.run([PYTHON, "-m", "nbtoolkit.jobs.supervisor", record.id], capture_output=True, timeout=60,
-                          env={**os.environ, "NBTOOLKIT_HOME": str(store.home)})
+    late = subprocess.run(
+        [PYTHON, "-m", "nbtoolkit.jobs.supervisor", record.id],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "NBTOOLKIT_HOME": str(store.home)},
+    )
     assert late.returncode == 0
     assert store.get(record.id).status == "stopped" and "stage train" not in Job(record.id, store).logs()
 
@@ -211,8 +229,11 @@ def test_relative_paths_and_home_are_taken_from_the_callers_directory(tmp_path, 
     shutil.copy(SCRIPTS / "paced.py", tmp_path / "paced.py")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("NBTOOLKIT_HOME", "relhome")
-    spec = {**TINY, "train": {**TINY["train"], "max_steps": 10},
-            "dataset": {"files": {"train": "data/train.jsonl", "validation": "data/validation.jsonl"}}}
+    spec = {
+        **TINY,
+        "train": {**TINY["train"], "max_steps": 10},
+        "dataset": {"files": {"train": "data/train.jsonl", "validation": "data/validation.jsonl"}},
+    }
     job = launch(spec)
     assert job.wait(timeout=180) == "succeeded", job.logs()
     assert job.spec.dataset.files["train"] == str(tmp_path / "data" / "train.jsonl")
@@ -227,8 +248,14 @@ def test_a_local_model_folder_and_other_paths_become_absolute_but_hub_ids_stay(t
     from nbtoolkit.spec_paths import absolute_paths
 
     (tmp_path / "models" / "mine").mkdir(parents=True)
-    spec = load_spec({"task": "text-classification", "model": "models/mine", "resume": "out/checkpoint-5",
-                      "dataset": {"files": {"train": "data/t.jsonl", "validation": "s3://bucket/v.jsonl"}}})
+    spec = load_spec(
+        {
+            "task": "text-classification",
+            "model": "models/mine",
+            "resume": "out/checkpoint-5",
+            "dataset": {"files": {"train": "data/t.jsonl", "validation": "s3://bucket/v.jsonl"}},
+        }
+    )
     resolved = absolute_paths(spec, tmp_path)
     assert resolved.model == str(tmp_path / "models" / "mine") and resolved.resume == str(tmp_path / "out/checkpoint-5")
     assert resolved.dataset.files == {"train": str(tmp_path / "data/t.jsonl"), "validation": "s3://bucket/v.jsonl"}
@@ -246,7 +273,7 @@ def test_log_tails_read_from_the_end_of_a_huge_log(store):
     record = store.create(name="huge", task="text-classification", backend="local")
     store.update(record.id, status="succeeded")
     with open(store.job_dir(record.id) / LOG_FILE, "wb") as log:
-        log.truncate(20 * 1024 ** 3)
+        log.truncate(20 * 1024**3)
         log.seek(0, os.SEEK_END)
         log.write(b"\n" + b"".join(b"line %d\n" % i for i in range(1, 6)) + b"\r 50%|#####     | 5/10")
     job = Job(record.id, store)

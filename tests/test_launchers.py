@@ -74,16 +74,28 @@ def test_torchrun_multi_node_run_sh_takes_the_node_rank(tmp_path):
 TUTORIAL_Z3_BF16 = {
     "bf16": {"enabled": "auto"},
     "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
-    "scheduler": {"type": "WarmupLR",
-                  "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto", "warmup_num_steps": "auto"}},
-    "zero_optimization": {
-        "stage": 3, "overlap_comm": True, "contiguous_gradients": True, "sub_group_size": 1e9,
-        "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
-        "stage3_param_persistence_threshold": "auto", "stage3_max_live_parameters": 1e9,
-        "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": False,
+    "scheduler": {
+        "type": "WarmupLR",
+        "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto", "warmup_num_steps": "auto"},
     },
-    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "steps_per_print": 2000,
-    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "wall_clock_breakdown": False,
+    "zero_optimization": {
+        "stage": 3,
+        "overlap_comm": True,
+        "contiguous_gradients": True,
+        "sub_group_size": 1e9,
+        "reduce_bucket_size": "auto",
+        "stage3_prefetch_bucket_size": "auto",
+        "stage3_param_persistence_threshold": "auto",
+        "stage3_max_live_parameters": 1e9,
+        "stage3_max_reuse_distance": 1e9,
+        "stage3_gather_16bit_weights_on_model_save": False,
+    },
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto",
+    "steps_per_print": 2000,
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+    "wall_clock_breakdown": False,
 }
 
 
@@ -94,24 +106,37 @@ def ds_config(launch: Launch) -> dict:
 def test_tutorial_configs_by_name():
     launch = render({"parallelism": {"deepspeed_config": "ds_flan_t5_z3_config_bf16"}, "precision": "bf16"})
     assert ds_config(launch) == TUTORIAL_Z3_BF16
-    offload = ds_config(render({"parallelism": {"deepspeed_config": "ds_flan_t5_z3_offload"}, "hardware": {
-        "accelerator": "cuda"}}))
+    offload = ds_config(
+        render({"parallelism": {"deepspeed_config": "ds_flan_t5_z3_offload"}, "hardware": {"accelerator": "cuda"}})
+    )
     assert offload["fp16"]["enabled"] == "auto" and "bf16" not in offload
     assert offload["zero_optimization"]["offload_optimizer"] == {"device": "cpu", "pin_memory": True}
     assert offload["zero_optimization"]["offload_param"] == {"device": "cpu", "pin_memory": True}
     spec = load_spec({**TASK, "parallelism": {"deepspeed_config": "ds_flan_t5_z3_offload_bf16"}, "precision": "bf16"})
     assert (spec.parallelism.strategy, spec.parallelism.zero_stage, spec.parallelism.offload_params) == (
-        "deepspeed", 3, "cpu")
+        "deepspeed",
+        3,
+        "cpu",
+    )
 
 
-@pytest.mark.parametrize(("parallelism", "message"), [
-    ({"deepspeed_config": "ds_flan_t5_z3_config", "zero_stage": 2},
-     "parallelism.zero_stage 2 disagrees with deepspeed_config 'ds_flan_t5_z3_config', which sets zero_stage 3"),
-    ({"deepspeed_config": "ds_flan_t5_z3_config_bf16"},
-     "parallelism.deepspeed_config 'ds_flan_t5_z3_config_bf16' trains in bf16, but precision is 'fp32'"),
-    ({"strategy": "deepspeed", "zero_stage": 2, "offload_params": "cpu"},
-     "parallelism.offload_params 'cpu' needs ZeRO stage 3"),
-])
+@pytest.mark.parametrize(
+    ("parallelism", "message"),
+    [
+        (
+            {"deepspeed_config": "ds_flan_t5_z3_config", "zero_stage": 2},
+            "parallelism.zero_stage 2 disagrees with deepspeed_config 'ds_flan_t5_z3_config', which sets zero_stage 3",
+        ),
+        (
+            {"deepspeed_config": "ds_flan_t5_z3_config_bf16"},
+            "parallelism.deepspeed_config 'ds_flan_t5_z3_config_bf16' trains in bf16, but precision is 'fp32'",
+        ),
+        (
+            {"strategy": "deepspeed", "zero_stage": 2, "offload_params": "cpu"},
+            "parallelism.offload_params 'cpu' needs ZeRO stage 3",
+        ),
+    ],
+)
 def test_deepspeed_settings_that_disagree_are_refused(parallelism, message):
     with pytest.raises(SpecError, match=message):
         load_spec({**TASK, "parallelism": parallelism})
@@ -119,16 +144,31 @@ def test_deepspeed_settings_that_disagree_are_refused(parallelism, message):
 
 def test_generated_config_leaves_trainer_values_auto():
     config = ds_config(render({"parallelism": {"strategy": "deepspeed", "zero_stage": 2}}))
-    for key in ("gradient_accumulation_steps", "gradient_clipping", "train_batch_size",
-                "train_micro_batch_size_per_gpu"):
+    for key in (
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+    ):
         assert config[key] == "auto"
     assert config["bf16"]["enabled"] == config["fp16"]["enabled"] == "auto"
     # the Trainer's own optimizer and schedule, as in a DDP run
     assert "optimizer" not in config and "scheduler" not in config
     assert config["zero_optimization"]["stage"] == 2
 
-    offload = ds_config(render({"parallelism": {"strategy": "deepspeed", "zero_stage": 3, "offload_optimizer": "nvme",
-                                                "offload_params": "cpu", "nvme_path": "/local_nvme"}}))
+    offload = ds_config(
+        render(
+            {
+                "parallelism": {
+                    "strategy": "deepspeed",
+                    "zero_stage": 3,
+                    "offload_optimizer": "nvme",
+                    "offload_params": "cpu",
+                    "nvme_path": "/local_nvme",
+                }
+            }
+        )
+    )
     zero = offload["zero_optimization"]
     assert zero["offload_optimizer"] == {"device": "nvme", "pin_memory": True, "nvme_path": "/local_nvme"}
     assert zero["offload_param"]["device"] == "cpu" and zero["stage3_gather_16bit_weights_on_model_save"] is True
@@ -143,12 +183,22 @@ def test_deepspeed_through_torchrun_by_default_or_its_own_launcher():
     explicit = render({"launcher": "torchrun", "hardware": {"devices": 2}, "parallelism": parallelism})
     assert explicit.backend == "deepspeed" and "ds_config.json" in explicit.files
 
-    own = render({"launcher": "deepspeed", "hardware": {"devices": 2, "master_port": 29600},
-                  "parallelism": parallelism})
-    assert own.main_stage.argv[1:] == ["-m", "deepspeed.launcher.runner", "--num_gpus=2", "--master_port=29600",
-                                       "--module", "nbtoolkit.train", "--spec", "spec.json"]
-    nodes = render({"launcher": "deepspeed", "hardware": {"devices": 2, "nodes": 2, "node_rank": 1},
-                    "parallelism": parallelism})
+    own = render(
+        {"launcher": "deepspeed", "hardware": {"devices": 2, "master_port": 29600}, "parallelism": parallelism}
+    )
+    assert own.main_stage.argv[1:] == [
+        "-m",
+        "deepspeed.launcher.runner",
+        "--num_gpus=2",
+        "--master_port=29600",
+        "--module",
+        "nbtoolkit.train",
+        "--spec",
+        "spec.json",
+    ]
+    nodes = render(
+        {"launcher": "deepspeed", "hardware": {"devices": 2, "nodes": 2, "node_rank": 1}, "parallelism": parallelism}
+    )
     argv = nodes.main_stage.argv
     assert "--no_ssh" in argv and "--node_rank=1" in argv and "--hostfile=hostfile" in argv
     assert nodes.files["hostfile"].splitlines()[-2:] == ["node0 slots=2", "node1 slots=2"]
@@ -162,7 +212,9 @@ def test_deepspeed_preflight_names_the_install(monkeypatch):
 
     spec = load_spec({**TASK, "parallelism": {"strategy": "deepspeed"}})
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(LaunchError, match=r"needs DeepSpeed, which is not installed here; install it with `make deepspeed`"):
+    with pytest.raises(
+        LaunchError, match=r"needs DeepSpeed, which is not installed here; install it with `make deepspeed`"
+    ):
         preflight(spec)
 
 
@@ -173,8 +225,10 @@ def test_ops_a_config_needs():
     offload = {"optimizer": {}, "zero_optimization": {"offload_optimizer": {"device": "cpu"}}}
     assert builders_needed(offload, cpu=True) == ["ShareMemCommBuilder", "CPUAdamBuilder"]
     assert builders_needed({"optimizer": {}, "zero_optimization": {"stage": 3}}, cpu=False) == ["FusedAdamBuilder"]
-    nvme = {"optimizer": {}, "zero_optimization": {"offload_param": {"device": "nvme"},
-                                                    "offload_optimizer": {"device": "cpu"}}}
+    nvme = {
+        "optimizer": {},
+        "zero_optimization": {"offload_param": {"device": "nvme"}, "offload_optimizer": {"device": "cpu"}},
+    }
     assert builders_needed(nvme, cpu=False) == ["CPUAdamBuilder", "AsyncIOBuilder"]
 
 
@@ -212,8 +266,13 @@ def test_neuron_commands_and_env_follow_the_tutorials():
     # seed 000: `XLA_USE_BF16=1` for bf16; `neuron_parallel_compile <the same command>` with fewer steps
     assert launch.env["XLA_USE_BF16"] == "1"
     assert precompile.argv[0] == "neuron_parallel_compile" and precompile.argv[1:-5] == train.argv[:-1]
-    assert precompile.argv[-5:] == ["precompile/spec.json", "--metrics", "precompile/metrics.jsonl",
-                                    "--output-dir", "precompile/output"]
+    assert precompile.argv[-5:] == [
+        "precompile/spec.json",
+        "--metrics",
+        "precompile/metrics.jsonl",
+        "--output-dir",
+        "precompile/output",
+    ]
     short = json.loads(launch.files["precompile/spec.json"])
     assert short["train"]["max_steps"] == 10 and short["train"]["predict_with_generate"] is False
     # seed 000: predict with generate on CPU, NEURON_NUM_DEVICES=0
@@ -232,7 +291,9 @@ def test_neuron_workers_per_instance_type():
     assert load_spec({**TASK, "hardware": {**big, "devices": 8}}).world_size == 8
     with pytest.raises(SpecError, match="hardware.devices 4 does not fit trn1.32xlarge: .* use 1, 2, 8, 32"):
         load_spec({**TASK, "hardware": {**big, "devices": 4}})
-    plain = render({**NEURON, "precision": "fp32", "neuron": {"precompile": False, "cc_flags": "--model-type=transformer"}})
+    plain = render(
+        {**NEURON, "precision": "fp32", "neuron": {"precompile": False, "cc_flags": "--model-type=transformer"}}
+    )
     assert [stage.name for stage in plain.stages] == ["train"] and "XLA_USE_BF16" not in plain.env
     assert plain.env["NEURON_CC_FLAGS"] == "--cache_dir=/var/tmp/neuron-compile-cache --model-type=transformer"
 
@@ -248,8 +309,9 @@ def test_off_trainium_a_neuron_launch_is_refused_but_exports(home, tmp_path, mon
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     spec = {**TASK, **NEURON}
-    with pytest.raises(LaunchError, match="needs a Trainium instance, but neuron-ls is not on PATH here; .* "
-                                          "`nbtoolkit export SPEC`"):
+    with pytest.raises(
+        LaunchError, match="needs a Trainium instance, but neuron-ls is not on PATH here; .* `nbtoolkit export SPEC`"
+    ):
         launch(spec)
     spec_file = tmp_path / "t5.json"
     spec_file.write_text(json.dumps(spec))
@@ -265,5 +327,6 @@ def test_neuron_preflight_counts_neuroncores(monkeypatch):
     assert neuron_cores(listing) == 2
     preflight(load_spec({**TASK, **NEURON, "neuron": {"precompile": False}}))
     with pytest.raises(LaunchError, match="hardware.devices 8 is more workers than the 2 NeuronCores neuron-ls shows"):
-        preflight(load_spec({**TASK, "hardware": {"accelerator": "neuron", "devices": 8},
-                             "neuron": {"precompile": False}}))
+        preflight(
+            load_spec({**TASK, "hardware": {"accelerator": "neuron", "devices": 8}, "neuron": {"precompile": False}})
+        )

@@ -67,8 +67,12 @@ MODULES = {module_name(path): imported(path) for path in sorted(PACKAGE.rglob("*
 
 
 def problems(rule) -> list[str]:
-    return [f"{module} imports {target}" for module, targets in MODULES.items() for target in sorted(targets)
-            if rule(module, target)]
+    return [
+        f"{module} imports {target}"
+        for module, targets in MODULES.items()
+        for target in sorted(targets)
+        if rule(module, target)
+    ]
 
 
 def core(module: str) -> bool:
@@ -85,15 +89,25 @@ def test_the_core_imports_no_backend_only_the_registry():
 
 
 def test_the_core_and_the_backends_import_no_view():
-    assert problems(lambda module, target: not any(within(module, view) for view in VIEWS) and module != ENTRY_POINTS
-                    and any(within(target, view) for view in VIEWS)) == []
+    assert (
+        problems(
+            lambda module, target: (
+                not any(within(module, view) for view in VIEWS)
+                and module != ENTRY_POINTS
+                and any(within(target, view) for view in VIEWS)
+            )
+        )
+        == []
+    )
 
 
 def test_a_backend_imports_another_backend_only_by_its_public_modules():
     """Its package (the registered descriptor) or its render module (render's public helpers), nothing deeper."""
+
     def reaches_inside(module: str, target: str) -> bool:
         mine, theirs = backend_of(module), backend_of(target)
         return mine is not None and theirs not in (None, mine) and target not in (theirs, f"{theirs}.render")
+
     assert problems(reaches_inside) == []
 
 
@@ -101,24 +115,45 @@ def test_a_backend_package_and_its_block_import_only_the_registry_and_the_block_
     """The spec gathers every backend's block while it is itself imported: a descriptor that imported the
     spec (or anything that does) would be a cycle."""
     light = (REGISTRY, "nbtoolkit.spec_block")
-    descriptors = [module for module in MODULES if backend_of(module) == module or
-                   (backend_of(module) is not None and module.endswith(".settings"))]
+    descriptors = [
+        module
+        for module in MODULES
+        if backend_of(module) == module or (backend_of(module) is not None and module.endswith(".settings"))
+    ]
     assert len(descriptors) >= 7
-    assert problems(lambda module, target: module in descriptors and target not in light
-                    and not target.startswith(f"{backend_of(module)}.settings")) == []
+    assert (
+        problems(
+            lambda module, target: (
+                module in descriptors
+                and target not in light
+                and not target.startswith(f"{backend_of(module)}.settings")
+            )
+        )
+        == []
+    )
 
 
 def test_the_training_program_knows_no_launcher_no_store_and_no_view():
-    assert problems(lambda module, target: within(module, "nbtoolkit.train")
-                    and any(within(target, other) for other in (*TRAINING_PROGRAM_IGNORES, *VIEWS))) == []
+    assert (
+        problems(
+            lambda module, target: (
+                within(module, "nbtoolkit.train")
+                and any(within(target, other) for other in (*TRAINING_PROGRAM_IGNORES, *VIEWS))
+            )
+        )
+        == []
+    )
 
 
-@pytest.mark.parametrize("source, found", [
-    ("from nbtoolkit.backends.sagemaker import job\n", {"nbtoolkit.backends.sagemaker.job"}),
-    ("from nbtoolkit.backends.sagemaker import LaunchError\n", {"nbtoolkit.backends.sagemaker"}),
-    ("def later():\n    from nbtoolkit.notebook.charts import live_chart\n", {"nbtoolkit.notebook.charts"}),
-    ("import nbtoolkit.jobs.store as store\n", {"nbtoolkit.jobs.store"}),
-    ("from ..backends import program\n", {"nbtoolkit.backends.program"}),
-])
+@pytest.mark.parametrize(
+    "source, found",
+    [
+        ("from nbtoolkit.backends.sagemaker import job\n", {"nbtoolkit.backends.sagemaker.job"}),
+        ("from nbtoolkit.backends.sagemaker import LaunchError\n", {"nbtoolkit.backends.sagemaker"}),
+        ("def later():\n    from nbtoolkit.notebook.charts import live_chart\n", {"nbtoolkit.notebook.charts"}),
+        ("import nbtoolkit.jobs.store as store\n", {"nbtoolkit.jobs.store"}),
+        ("from ..backends import program\n", {"nbtoolkit.backends.program"}),
+    ],
+)
 def test_imports_are_found_also_inside_functions_and_relative(source, found):
     assert imported(PACKAGE / "metrics" / "series.py", source) == found

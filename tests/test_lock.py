@@ -3,14 +3,16 @@ version the project's pins allow, each with hashes, and `make` must refuse a loc
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import operator
 import re
 import shutil
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -36,7 +38,9 @@ def locked() -> dict[str, tuple[Version, list[str]]]:
 def requirements() -> list[Requirement]:
     """pyproject.toml's dependencies and every extra's, less the project's references to itself."""
     own = canonicalize_name(PYPROJECT["project"]["name"])
-    listed = PYPROJECT["project"]["dependencies"] + sum(PYPROJECT["project"]["optional-dependencies"].values(), [])
+    listed = PYPROJECT["project"]["dependencies"] + functools.reduce(
+        operator.iadd, PYPROJECT["project"]["optional-dependencies"].values(), []
+    )
     return [r for r in map(Requirement, listed) if canonicalize_name(r.name) != own]
 
 
@@ -82,8 +86,9 @@ def checkout(tmp_path) -> Path:
 
 
 def make(checkout: Path, target: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "--no-print-directory", "-s", target], cwd=checkout,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["make", "--no-print-directory", "-s", target], cwd=checkout, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_a_current_lock_passes_the_check(checkout):

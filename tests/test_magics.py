@@ -22,31 +22,79 @@ def dry_run(shell, line: str, cell: str | None = None):
     return shell.run_cell_magic("finetune", f"--dry-run {line}", cell).spec
 
 
-@pytest.mark.parametrize(("line", "expected"), [
-    ("--task causal-lm --steps 7 --lr 0.001 --batch-size 4",
-     {"task": "causal-lm", "train": {"max_steps": 7, "batch_size": 4, "learning_rate": 0.001}}),
-    ("--task summarization --zero 3 --offload all --bf16 --nproc 2",
-     {"task": "summarization", "hardware": {"devices": 2}, "precision": "bf16",
-      "parallelism": {"strategy": "deepspeed", "zero_stage": 3, "offload_optimizer": "cpu", "offload_params": "cpu"}}),
-    ("--task text-classification --dataset data/train.jsonl --eval-file data/val.jsonl --text-column sentence",
-     {"task": "text-classification", "dataset": {"files": {"train": "data/train.jsonl", "validation": "data/val.jsonl"},
-                                                 "text_column": "sentence"}}),
-    ("--task text-classification --dataset philschmid/emotion --label-column label --launcher torchrun --nodes 2",
-     {"task": "text-classification", "dataset": {"name": "philschmid/emotion", "label_column": "label"},
-      "hardware": {"nodes": 2}, "launcher": "torchrun"}),
-    ("--task causal-lm --lora 16", {"task": "causal-lm", "adapter": {"r": 16}}),
-    ("--task causal-lm --budget-usd 12.5 --set hardware.hourly_price_usd=2",
-     {"task": "causal-lm", "hardware": {"hourly_price_usd": 2.0}, "train": {"budget_usd": 12.5}}),
-    ("--task causal-lm --compile --set dataset.pad_to_max_length=true --set extra.lr_scheduler_type=cosine",
-     {"task": "causal-lm", "compile": "torch", "dataset": {"pad_to_max_length": True},
-      "extra": {"lr_scheduler_type": "cosine"}}),
-    ("--task question-answering --target sagemaker --instance-type ml.g5.2xlarge --strategy ddp "
-     "--role arn:aws:iam::111122223333:role/sm --spot",
-     {"task": "question-answering", "hardware": {"target": "sagemaker", "accelerator": "cuda", "devices": 1,
-                                                 "instance_type": "ml.g5.2xlarge"},
-      "parallelism": {"strategy": "ddp"},
-      "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm", "spot": True}}),
-])
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            "--task causal-lm --steps 7 --lr 0.001 --batch-size 4",
+            {"task": "causal-lm", "train": {"max_steps": 7, "batch_size": 4, "learning_rate": 0.001}},
+        ),
+        (
+            "--task summarization --zero 3 --offload all --bf16 --nproc 2",
+            {
+                "task": "summarization",
+                "hardware": {"devices": 2},
+                "precision": "bf16",
+                "parallelism": {
+                    "strategy": "deepspeed",
+                    "zero_stage": 3,
+                    "offload_optimizer": "cpu",
+                    "offload_params": "cpu",
+                },
+            },
+        ),
+        (
+            "--task text-classification --dataset data/train.jsonl --eval-file data/val.jsonl --text-column sentence",
+            {
+                "task": "text-classification",
+                "dataset": {
+                    "files": {"train": "data/train.jsonl", "validation": "data/val.jsonl"},
+                    "text_column": "sentence",
+                },
+            },
+        ),
+        (
+            "--task text-classification --dataset philschmid/emotion --label-column label --launcher torchrun --nodes 2",
+            {
+                "task": "text-classification",
+                "dataset": {"name": "philschmid/emotion", "label_column": "label"},
+                "hardware": {"nodes": 2},
+                "launcher": "torchrun",
+            },
+        ),
+        ("--task causal-lm --lora 16", {"task": "causal-lm", "adapter": {"r": 16}}),
+        (
+            "--task causal-lm --budget-usd 12.5 --set hardware.hourly_price_usd=2",
+            {"task": "causal-lm", "hardware": {"hourly_price_usd": 2.0}, "train": {"budget_usd": 12.5}},
+        ),
+        (
+            "--task causal-lm --compile --set dataset.pad_to_max_length=true --set extra.lr_scheduler_type=cosine",
+            {
+                "task": "causal-lm",
+                "compile": "torch",
+                "dataset": {"pad_to_max_length": True},
+                "extra": {"lr_scheduler_type": "cosine"},
+            },
+        ),
+        (
+            (
+                "--task question-answering --target sagemaker --instance-type ml.g5.2xlarge --strategy ddp "
+                "--role arn:aws:iam::111122223333:role/sm --spot"
+            ),
+            {
+                "task": "question-answering",
+                "hardware": {
+                    "target": "sagemaker",
+                    "accelerator": "cuda",
+                    "devices": 1,
+                    "instance_type": "ml.g5.2xlarge",
+                },
+                "parallelism": {"strategy": "ddp"},
+                "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm", "spot": True},
+            },
+        ),
+    ],
+)
 def test_flags_map_onto_the_spec(shell, line, expected):
     assert dry_run(shell, line).to_dict() == expected
 
@@ -54,23 +102,42 @@ def test_flags_map_onto_the_spec(shell, line, expected):
 def test_cell_body_is_the_spec_and_flags_override_it(shell, tmp_path):
     body = "name: body\ntask: summarization\ntrain: {max_steps: 3, learning_rate: 0.1, seed: 7}\n"
     spec = dry_run(shell, "--lr 0.01 --name flags", body)
-    assert spec.to_dict() == {"name": "flags", "task": "summarization",
-                              "train": {"max_steps": 3, "learning_rate": 0.01, "seed": 7}}
+    assert spec.to_dict() == {
+        "name": "flags",
+        "task": "summarization",
+        "train": {"max_steps": 3, "learning_rate": 0.01, "seed": 7},
+    }
     # --spec FILE is the base; the cell body and then the flags go on top of it
     (tmp_path / "base.yaml").write_text("task: causal-lm\ntrain: {batch_size: 2, seed: 1}\nprecision: bf16\n")
     spec = dry_run(shell, f"--spec {tmp_path / 'base.yaml'} --seed 3", "train: {max_steps: 9}\n")
-    assert spec.to_dict() == {"task": "causal-lm", "precision": "bf16",
-                              "train": {"max_steps": 9, "batch_size": 2, "seed": 3}}
+    assert spec.to_dict() == {
+        "task": "causal-lm",
+        "precision": "bf16",
+        "train": {"max_steps": 9, "batch_size": 2, "seed": 3},
+    }
 
 
-@pytest.mark.parametrize(("line", "cell", "source"), [
-    ("--task causal-lm --zero 1 --offload all", None,
-     {"task": "causal-lm", "parallelism": {"strategy": "deepspeed", "zero_stage": 1, "offload_optimizer": "cpu",
-                                           "offload_params": "cpu"}}),
-    ("--steps 5", None, {"train": {"max_steps": 5}}),
-    ("", "task: causal-lm\ntrain: [1, 2\n", "task: causal-lm\ntrain: [1, 2\n"),
-    ("", "- just\n- a list\n", "- just\n- a list\n"),
-])
+@pytest.mark.parametrize(
+    ("line", "cell", "source"),
+    [
+        (
+            "--task causal-lm --zero 1 --offload all",
+            None,
+            {
+                "task": "causal-lm",
+                "parallelism": {
+                    "strategy": "deepspeed",
+                    "zero_stage": 1,
+                    "offload_optimizer": "cpu",
+                    "offload_params": "cpu",
+                },
+            },
+        ),
+        ("--steps 5", None, {"train": {"max_steps": 5}}),
+        ("", "task: causal-lm\ntrain: [1, 2\n", "task: causal-lm\ntrain: [1, 2\n"),
+        ("", "- just\n- a list\n", "- just\n- a list\n"),
+    ],
+)
 def test_a_bad_spec_shows_the_sentence_every_front_shows(shell, line, cell, source):
     with pytest.raises(SpecError) as expected:
         load_spec(source)
@@ -81,14 +148,29 @@ def test_a_bad_spec_shows_the_sentence_every_front_shows(shell, line, cell, sour
 def test_finetune_help_documents_every_flag():
     doc = FinetuneMagics.finetune.__doc__
     parser = FinetuneMagics.finetune.parser
-    flags = [action for action in parser._actions if action.option_strings and not isinstance(
-        action, argparse._HelpAction)]
+    flags = [
+        action for action in parser._actions if action.option_strings and not isinstance(action, argparse._HelpAction)
+    ]
     assert len(flags) >= 35
     for action in flags:
         assert action.help, f"{action.option_strings[0]} has no help"
         assert action.option_strings[0] in doc
-    for named in ("--model", "--task", "--dataset", "--launcher", "--nproc", "--nodes", "--zero", "--offload",
-                  "--bf16", "--compile", "--steps", "--spec", "--dry-run", "--form"):
+    for named in (
+        "--model",
+        "--task",
+        "--dataset",
+        "--launcher",
+        "--nproc",
+        "--nodes",
+        "--zero",
+        "--offload",
+        "--bf16",
+        "--compile",
+        "--steps",
+        "--spec",
+        "--dry-run",
+        "--form",
+    ):
         assert f"  {named}" in doc
 
 
@@ -116,8 +198,9 @@ def test_form_flag_opens_the_form_filled_in(shell):
 
 
 def test_launch_list_and_stop_a_job(shell, store, capsys):
-    job = shell.run_line_magic("finetune", f"--task text-classification --name sleeper "
-                                           f"--set script.path={SCRIPTS / 'sleepy.py'}")
+    job = shell.run_line_magic(
+        "finetune", f"--task text-classification --name sleeper --set script.path={SCRIPTS / 'sleepy.py'}"
+    )
     assert f"job {job.id} (sleeper, local) launched" in capsys.readouterr().out
     table = shell.run_line_magic("jobs", "")
     assert list(table.index) == [job.id]
@@ -133,10 +216,14 @@ def test_launch_list_and_stop_a_job(shell, store, capsys):
 
 
 def test_a_launch_this_machine_cannot_start_is_refused(shell, store):
-    with pytest.raises(UsageError, match=r"^hardware.accelerator 'neuron' needs a Trainium instance, but neuron-ls "
-                                         r"is not on PATH here; .* `nbtoolkit export SPEC`$"):
-        shell.run_line_magic("finetune", "--task causal-lm --accelerator neuron --compile neuron --set "
-                                         "dataset.pad_to_max_length=true")
+    with pytest.raises(
+        UsageError,
+        match=r"^hardware.accelerator 'neuron' needs a Trainium instance, but neuron-ls "
+        r"is not on PATH here; .* `nbtoolkit export SPEC`$",
+    ):
+        shell.run_line_magic(
+            "finetune", "--task causal-lm --accelerator neuron --compile neuron --set dataset.pad_to_max_length=true"
+        )
     assert store.list() == []
 
 
@@ -155,8 +242,13 @@ def test_job_magic_shows_the_chart_and_the_log_tail(shell, store, capsys):
 def test_finetune_compare_compares_the_jobs(shell, store):
     from nbtoolkit.api import launch
 
-    jobs = [launch({"task": "text-classification", "name": f"run{index}",
-                    "script": {"path": str(SCRIPTS / "sleepy.py")}}, store=store) for index in range(2)]
+    jobs = [
+        launch(
+            {"task": "text-classification", "name": f"run{index}", "script": {"path": str(SCRIPTS / "sleepy.py")}},
+            store=store,
+        )
+        for index in range(2)
+    ]
     try:
         for job in jobs:
             wait_for(lambda job=job: len(job.records()) >= 4)

@@ -19,13 +19,19 @@ def test_notebook_is_saved_executed_from_its_current_code(path: Path):
     assert all(cell.execution_count for cell in code_cells), f"{path.name}: run `make notebooks`"
     assert not any(output.output_type == "error" for cell in code_cells for output in cell.outputs)
     assert notebook.metadata.get("nbtoolkit", {}).get("code_sha256") == code_hash(notebook), (
-        f"{path.name} changed since its outputs were saved: run `make notebooks`")
+        f"{path.name} changed since its outputs were saved: run `make notebooks`"
+    )
 
 
 def test_every_notebook_shows_a_picture_or_a_table():
     """A tutorial that prints nothing visual teaches nothing on GitHub."""
     for path in EXAMPLES:
         notebook = nbformat.read(path, as_version=4)
-        kinds = {key for cell in notebook.cells if cell.cell_type == "code"
-                 for output in cell.outputs for key in output.get("data", {})}
+        kinds = {
+            key
+            for cell in notebook.cells
+            if cell.cell_type == "code"
+            for output in cell.outputs
+            for key in output.get("data", {})
+        }
         assert kinds & {"image/png", "text/html"}, path.name

@@ -13,11 +13,19 @@ NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "flan-t5-deeps
 def test_plan_notebook_runs_offline(home):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     assert "REAL = False" in notebook.cells[1].source and "THE ONE CELL TO CHANGE" in notebook.cells[1].source
-    client = NotebookClient(notebook, timeout=900, kernel_name="python3",  # in its folder, as Jupyter runs it
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    client = NotebookClient(
+        notebook,
+        timeout=900,
+        kernel_name="python3",  # in its folder, as Jupyter runs it
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    )
     client.execute()
-    text = "\n".join(output.get("text", "") or str(output.get("data", {}).get("text/plain", ""))
-                     for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", []))
+    text = "\n".join(
+        output.get("text", "") or str(output.get("data", {}).get("text/plain", ""))
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+    )
     assert "google/flan-t5-xxl: 11,135,332,352 parameters" in text
     assert "p3.16xlarge" in text and "no bf16" in text  # the what-fits-where table
     # the tutorial's own run (specs/flan-t5-xxl.yaml) fits, and why: gradient checkpointing

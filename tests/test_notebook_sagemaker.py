@@ -23,14 +23,21 @@ def test_notebook_runs_offline_and_its_spot_job_resumes_after_an_interruption(tm
 
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     assert "LIVE = False" in notebook.cells[1].source and "ONE CELL TO CHANGE" in notebook.cells[1].source
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    text = "\n".join(output.get("text", "") or str(output.get("data", {}).get("text/plain", ""))
-                     for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", []))
+    NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    text = "\n".join(
+        output.get("text", "") or str(output.get("data", {}).get("text/plain", ""))
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+    )
     assert "parallelism.strategy 'smddp' does not run on 'ml.p3.16xlarge'" in text
     assert "trainer = ModelTrainer(" in text and "'ACCELERATE_SAGEMAKER_DISTRIBUTED_TYPE': 'DATA_PARALLEL'" in text
     assert "huggingface-pytorch-training:2.1.0-transformers4.36.0" in text  # the SMDDP request
-    assert "smdistributed-modelparallel:" in text and "'tensor_parallel_degree': 1" in text  # the SMP request (BERT: sharded, not split)
+    assert (
+        "smdistributed-modelparallel:" in text and "'tensor_parallel_degree': 1" in text
+    )  # the SMP request (BERT: sharded, not split)
     assert "'config.json'" in text and "'model.safetensors'" in text  # the model, where SageMaker uploads it from
 
     jobs = {record.name: record for record in JobStore(home).list()}

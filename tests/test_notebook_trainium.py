@@ -15,19 +15,38 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
 def outputs_text(notebook) -> str:
-    return "\n".join(str(output.get("text", "")) + str(output.get("data", {}).get("text/plain", ""))
-                     for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs)
+    return "\n".join(
+        str(output.get("text", "")) + str(output.get("data", {}).get("text/plain", ""))
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+    )
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("bert-emotion-trainium", ["bert-base-uncased: 0.11B parameters; 2 x Trainium-NeuronCore on trn1.2xlarge",
-                               "accuracy 0.167 before training ->",
-                               "torchrun --nnodes=1 --nproc_per_node=2"]),
-    ("t5-summarization-trainium", ["stages: precompile -> train -> predict",
-                                   "NEURON_NUM_DEVICES=0 python3 -m nbtoolkit.train.predict --spec spec.json",
-                                   "stages: train succeeded", "eval_rouge1", "model: t5-small",
-                                   "neuron_parallel_compile torchrun --nnodes=1 --nproc_per_node=2"]),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "bert-emotion-trainium",
+            [
+                "bert-base-uncased: 0.11B parameters; 2 x Trainium-NeuronCore on trn1.2xlarge",
+                "accuracy 0.167 before training ->",
+                "torchrun --nnodes=1 --nproc_per_node=2",
+            ],
+        ),
+        (
+            "t5-summarization-trainium",
+            [
+                "stages: precompile -> train -> predict",
+                "NEURON_NUM_DEVICES=0 python3 -m nbtoolkit.train.predict --spec spec.json",
+                "stages: train succeeded",
+                "eval_rouge1",
+                "model: t5-small",
+                "neuron_parallel_compile torchrun --nnodes=1 --nproc_per_node=2",
+            ],
+        ),
+    ],
+)
 def test_trainium_notebook_runs_in_smoke_mode(name, expected, home):
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     assert "SMOKE = True" in notebook.cells[1].source and "THE ONE CELL TO CHANGE" in notebook.cells[1].source
@@ -40,6 +59,11 @@ def test_trainium_notebook_runs_in_smoke_mode(name, expected, home):
     assert "neuron-ls is not on PATH here" in text  # off Trainium: one sentence, before anything starts
     # the smoke job ran as a 2-process torchrun job, and the saved chart is the finished one
     assert "torchrun job" in text and ": succeeded" in text
-    chart = next(output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs
-                 if "image/png" in output.get("data", {}))
+    chart = next(
+        output
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if "image/png" in output.get("data", {})
+    )
     assert "succeeded" in chart["data"]["text/plain"] and "100%" in chart["data"]["text/plain"]

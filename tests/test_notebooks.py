@@ -8,14 +8,18 @@ import nbformat
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
-
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 300) -> nbformat.NotebookNode:
-    NotebookClient(notebook, timeout=timeout, kernel_name="python3", store_widget_state=True,
-                   resources={"metadata": {"path": str(cwd)}}).execute()
+    NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(cwd)}},
+    ).execute()
     return notebook
 
 
@@ -28,13 +32,15 @@ def text_of(cell: nbformat.NotebookNode) -> str:
 
 
 def test_magics_and_form_in_a_real_kernel(home, tmp_path):
-    notebook = new_notebook(cells=[
-        new_code_cell("%load_ext nbtoolkit"),
-        new_code_cell("%%finetune --dry-run --steps 7\ntask: text-classification\nprecision: bf16"),
-        new_code_cell("form = %finetune --form --task summarization --zero 2\nform"),
-        new_code_cell("form.fields['parallelism.zero_stage'].value = 3\nprint(form.spec.to_yaml())"),
-        new_code_cell("%jobs"),
-    ])
+    notebook = new_notebook(
+        cells=[
+            new_code_cell("%load_ext nbtoolkit"),
+            new_code_cell("%%finetune --dry-run --steps 7\ntask: text-classification\nprecision: bf16"),
+            new_code_cell("form = %finetune --form --task summarization --zero 2\nform"),
+            new_code_cell("form.fields['parallelism.zero_stage'].value = 3\nprint(form.spec.to_yaml())"),
+            new_code_cell("%jobs"),
+        ]
+    )
     cells = execute(notebook, tmp_path).cells
     assert "max_steps: 7" in text_of(cells[1]) and "-m nbtoolkit.train --spec spec.json" in text_of(cells[1])
     view = next(output for output in cells[2].outputs if WIDGET_VIEW in output.get("data", {}))
@@ -42,8 +48,10 @@ def test_magics_and_form_in_a_real_kernel(home, tmp_path):
     root = states[view.data[WIDGET_VIEW]["model_id"]]
     assert "nbtoolkit-form" in root["state"]["_dom_classes"]
     # the saved widget state is the final one: the ZeRO stage the fourth cell set
-    assert any(state["state"].get("description") == "ZeRO stage" and state["state"].get("index") == 3
-               for state in states.values())
+    assert any(
+        state["state"].get("description") == "ZeRO stage" and state["state"].get("index") == 3
+        for state in states.values()
+    )
     assert "zero_stage: 3" in text_of(cells[3]) and "strategy: deepspeed" in text_of(cells[3])
     assert "no jobs yet" in text_of(cells[4])
 

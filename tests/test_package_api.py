@@ -35,7 +35,8 @@ def test_the_top_package_names_load_lazily_and_light():
         "from nbtoolkit.jobs import JobStore\n"  # the jobs package imported first: still callable
         "listed = nbtoolkit.jobs(limit=1)\n"
         "print(json.dumps({'api_before': before, 'callable': isinstance(listed, list), "
-        "'launch': callable(nbtoolkit.launch), 'heavy': sorted(set(sys.modules) & set(%r))}))" % (HEAVY,))
+        f"'launch': callable(nbtoolkit.launch), 'heavy': sorted(set(sys.modules) & set({HEAVY!r}))}}))"
+    )
     assert found == {"api_before": False, "callable": True, "launch": True, "heavy": []}
 
 
@@ -49,6 +50,10 @@ def test_load_ext_and_the_form_import_nothing_heavy():
         "preview = shell.run_line_magic('finetune', '--dry-run --task causal-lm --steps 3')\n"
         "print(json.dumps({'magics': sorted(m for m in shell.magics_manager.magics['line'] "
         "if 'finetune' in m or m in ('jobs', 'job')), 'valid': form.spec == preview.spec, "
-        "'heavy': sorted({name.split('.')[0] for name in sys.modules} & set(%r))}))" % (HEAVY,))
-    assert found == {"magics": ["finetune", "finetune_compare", "finetune_stop", "job", "jobs"], "valid": True,
-                     "heavy": []}
+        f"'heavy': sorted({{name.split('.')[0] for name in sys.modules}} & set({HEAVY!r}))}}))"
+    )
+    assert found == {
+        "magics": ["finetune", "finetune_compare", "finetune_stop", "job", "jobs"],
+        "valid": True,
+        "heavy": [],
+    }

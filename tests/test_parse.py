@@ -8,7 +8,7 @@ from tests.conftest import DATA
 
 def parse_all(text: str, chunk: int | None = None) -> list[dict]:
     parser = LogParser(clock=lambda: 0.0)
-    pieces = [text] if chunk is None else [text[i:i + chunk] for i in range(0, len(text), chunk)]
+    pieces = [text] if chunk is None else [text[i : i + chunk] for i in range(0, len(text), chunk)]
     records = [record for piece in pieces for record in parser.feed(piece)]
     return records + parser.flush()
 
@@ -38,7 +38,9 @@ def test_without_a_progress_bar_the_step_is_unknown_not_a_record_count():
 def bar(step: int, total: int, rate: str = "25.1it/s", label: str = "") -> str:
     """A tqdm bar as the Trainer draws it (no label), or another bar (`Map`, `Writing model shards`)."""
     filled = "█" * (10 * step // total)
-    return f"{label + ': ' if label else ''}{100 * step // total:3d}%|{filled:<10}| {step}/{total} [00:01<00:02, {rate}]"
+    return (
+        f"{label + ': ' if label else ''}{100 * step // total:3d}%|{filled:<10}| {step}/{total} [00:01<00:02, {rate}]"
+    )
 
 
 def trainer_log(logged_steps: list[int], total: int, stale_by: int) -> str:
@@ -60,23 +62,36 @@ def test_records_take_the_step_of_the_bar_redrawn_after_them_not_a_stale_one():
 
 def test_other_bars_never_set_the_training_step():
     """Data processing before training, the evaluation bar after it, and the checkpoint writer's bar at the end."""
-    text = ("Map: 100%|██████████| 400/400 [00:00<00:00, 4010.19 examples/s]\n"
-            + bar(1, 7, label="Map") + "\n" + trainer_log([5, 10], total=10, stale_by=1)
-            + "\r" + bar(7, 7) + "\n"  # trainer.evaluate() after training: 7 batches
-            + "{'train_runtime': '2.1', 'train_samples_per_second': '76.2', 'train_steps_per_second': '4.7', "
-            "'train_loss': '1.3', 'epoch': '1'}\n"
-            + bar(1, 1, "6.1it/s", label="Writing model shards") + "\n"
-            + "{'eval_loss': '1.2', 'eval_runtime': '0.3', 'epoch': '1'}\n")
+    text = (
+        "Map: 100%|██████████| 400/400 [00:00<00:00, 4010.19 examples/s]\n"
+        + bar(1, 7, label="Map")
+        + "\n"
+        + trainer_log([5, 10], total=10, stale_by=1)
+        + "\r"
+        + bar(7, 7)
+        + "\n"  # trainer.evaluate() after training: 7 batches
+        + "{'train_runtime': '2.1', 'train_samples_per_second': '76.2', 'train_steps_per_second': '4.7', "
+        "'train_loss': '1.3', 'epoch': '1'}\n"
+        + bar(1, 1, "6.1it/s", label="Writing model shards")
+        + "\n"
+        + "{'eval_loss': '1.2', 'eval_runtime': '0.3', 'epoch': '1'}\n"
+    )
     records = parse_all(text)
-    assert [(record["kind"], record["step"], record["max_steps"]) for record in records] == \
-        [("train", 5, 10), ("train", 10, 10), ("summary", 10, 10), ("eval", 10, 10)]
+    assert [(record["kind"], record["step"], record["max_steps"]) for record in records] == [
+        ("train", 5, 10),
+        ("train", 10, 10),
+        ("summary", 10, 10),
+        ("eval", 10, 10),
+    ]
     assert records[2]["samples_per_second"] == 76.2
 
 
 def test_a_printed_log_history_is_not_a_record():
-    text = ("[{'loss': 2.1, 'grad_norm': 1.1, 'learning_rate': 0.0004, 'epoch': 0.5, 'step': 5}, "
-            "{'eval_loss': 2.0, 'eval_runtime': 0.2, 'epoch': 0.5, 'step': 5}]\n"
-            "[ {'loss': 2.1, 'step': 5} ]\n")
+    text = (
+        "[{'loss': 2.1, 'grad_norm': 1.1, 'learning_rate': 0.0004, 'epoch': 0.5, 'step': 5}, "
+        "{'eval_loss': 2.0, 'eval_runtime': 0.2, 'epoch': 0.5, 'step': 5}]\n"
+        "[ {'loss': 2.1, 'step': 5} ]\n"
+    )
     assert parse_all(text) == []
 
 
@@ -87,9 +102,11 @@ def test_a_dicts_own_step_is_its_step_as_a_whole_number():
 
 
 def test_two_ranks_glued_on_one_line_are_parsed_per_rank():
-    text = (trainer_log([5], total=60, stale_by=0).replace("{'loss'", "[rank0]:{'loss'")
-            + "\n[rank1]: {'loss': '9.9', 'epoch': '0.1'}[rank0]:{'loss': '2.5', 'learning_rate': '1e-05', "
-            "'epoch': '0.1'}\n[rank1]:" + bar(10, 60) + "\r[rank0]:" + bar(10, 60) + "\n")
+    text = (
+        trainer_log([5], total=60, stale_by=0).replace("{'loss'", "[rank0]:{'loss'")
+        + "\n[rank1]: {'loss': '9.9', 'epoch': '0.1'}[rank0]:{'loss': '2.5', 'learning_rate': '1e-05', "
+        "'epoch': '0.1'}\n[rank1]:" + bar(10, 60) + "\r[rank0]:" + bar(10, 60) + "\n"
+    )
     records = parse_all(text)
     assert [(record["step"], record["loss"]) for record in records] == [(5, 1.2), (10, 2.5)]
 
@@ -109,10 +126,12 @@ def test_chunking_does_not_change_the_result():
 
 
 def test_rank_prefixes_keep_rank_zero_only():
-    text = ("[rank1]: {'loss': '9.9', 'epoch': '0.1'}\n"
-            "[rank0]: {'loss': '2.5', 'learning_rate': '1e-05', 'epoch': '0.1'}\n"
-            "[default1]:{'loss': 8.0, 'epoch': 0.2}\n"
-            "[default0]:{'loss': 2.25, 'epoch': 0.2}\n")
+    text = (
+        "[rank1]: {'loss': '9.9', 'epoch': '0.1'}\n"
+        "[rank0]: {'loss': '2.5', 'learning_rate': '1e-05', 'epoch': '0.1'}\n"
+        "[default1]:{'loss': 8.0, 'epoch': 0.2}\n"
+        "[default0]:{'loss': 2.25, 'epoch': 0.2}\n"
+    )
     assert [record["loss"] for record in parse_all(text)] == [2.5, 2.25]
 
 
@@ -131,10 +150,16 @@ def test_classify_and_dict_line():
 
 
 def test_nbtoolkit_progress_lines_give_the_step_and_window_throughput():
-    text = ("[nbtoolkit] step 20/150 (13%) | loss 1.5320 | lr 4.00e-05 | 12.5 samples/s | 1600 tokens/s | eta 0:12\n"
-            "{'loss': '1.532', 'learning_rate': '4e-05', 'epoch': '0.2'}\n"
-            "{'eval_loss': '1.4', 'eval_accuracy': '0.5', 'epoch': '0.2'}\n")
+    text = (
+        "[nbtoolkit] step 20/150 (13%) | loss 1.5320 | lr 4.00e-05 | 12.5 samples/s | 1600 tokens/s | eta 0:12\n"
+        "{'loss': '1.532', 'learning_rate': '4e-05', 'epoch': '0.2'}\n"
+        "{'eval_loss': '1.4', 'eval_accuracy': '0.5', 'epoch': '0.2'}\n"
+    )
     train, evaluation = parse_all(text)
-    assert (train["step"], train["max_steps"], train["samples_per_second"], train["tokens_per_second"]) == \
-        (20, 150, 12.5, 1600.0)
+    assert (train["step"], train["max_steps"], train["samples_per_second"], train["tokens_per_second"]) == (
+        20,
+        150,
+        12.5,
+        1600.0,
+    )
     assert evaluation["step"] == 20 and "samples_per_second" not in evaluation

@@ -7,13 +7,19 @@ import json
 import pytest
 
 from nbtoolkit import api, cli
-from nbtoolkit.metrics.forecast import INFO_KEY as FORECAST, PACE_FROM
+from nbtoolkit.metrics.forecast import INFO_KEY as FORECAST
+from nbtoolkit.metrics.forecast import PACE_FROM
 from nbtoolkit.metrics.past_pace import INFO_KEY, setup_key
 from nbtoolkit.spec import load_spec
 
-GPU_SPEC = {"name": "qa", "task": "question-answering", "model": "bert-base-uncased",
-            "hardware": {"instance_type": "g5.xlarge"}, "dataset": {"name": "squad", "max_length": 384},
-            "train": {"epochs": 1, "batch_size": 16}}
+GPU_SPEC = {
+    "name": "qa",
+    "task": "question-answering",
+    "model": "bert-base-uncased",
+    "hardware": {"instance_type": "g5.xlarge"},
+    "dataset": {"name": "squad", "max_length": 384},
+    "train": {"epochs": 1, "batch_size": 16},
+}
 TINY = {"name": "pace", "task": "text-classification", "train": {"max_steps": 24, "logging_steps": 3, "batch_size": 4}}
 
 
@@ -22,16 +28,31 @@ def past_job(store, spec, *, status="succeeded", paces=(10.0,)):
     record = store.create(name="past", task=spec.task, backend="local", info={INFO_KEY: setup_key(spec)})
     store.update(record.id, status=status, started=1.0, ended=100.0)
     windows = [1.0, *paces]  # the first window is warm-up, which steady pace leaves out
-    lines = [{"time": float(step), "step": step, "kind": "train", "loss": 1.0, "samples_per_second": pace,
-              "window_seconds": 1.0} for step, pace in enumerate(windows, start=1)]
+    lines = [
+        {
+            "time": float(step),
+            "step": step,
+            "kind": "train",
+            "loss": 1.0,
+            "samples_per_second": pace,
+            "window_seconds": 1.0,
+        }
+        for step, pace in enumerate(windows, start=1)
+    ]
     (store.job_dir(record.id) / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     return record.id
 
 
 def test_the_setup_key_ignores_names_seeds_prices_and_places_but_not_the_batch():
     spec = load_spec(GPU_SPEC)
-    same = load_spec({**GPU_SPEC, "name": "other", "train": {**GPU_SPEC["train"], "seed": 7},
-                      "hardware": {**GPU_SPEC["hardware"], "hourly_price_usd": 9.0, "master_addr": "10.0.0.2"}})
+    same = load_spec(
+        {
+            **GPU_SPEC,
+            "name": "other",
+            "train": {**GPU_SPEC["train"], "seed": 7},
+            "hardware": {**GPU_SPEC["hardware"], "hourly_price_usd": 9.0, "master_addr": "10.0.0.2"},
+        }
+    )
     assert setup_key(same) == setup_key(spec)
     assert setup_key(load_spec({**GPU_SPEC, "train": {"epochs": 1, "batch_size": 32}})) != setup_key(spec)
     assert setup_key(load_spec({**GPU_SPEC, "precision": "fp16"})) != setup_key(spec)

@@ -13,15 +13,21 @@ peak_memory = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(peak_memory)
 
 #: a grandchild that fills 300 MB (written, so resident), says so, and waits to be told to end
-GRANDCHILD = ("import sys; block = bytearray(300 * 2**20); block[::4096] = b'x' * len(block[::4096]); "
-              "print('full', flush=True); sys.stdin.readline()")
+GRANDCHILD = (
+    "import sys; block = bytearray(300 * 2**20); block[::4096] = b'x' * len(block[::4096]); "
+    "print('full', flush=True); sys.stdin.readline()"
+)
 
 
 def test_the_peak_includes_a_grandchild_that_holds_memory_for_a_moment():
     sampler = peak_memory.PeakSampler(every_s=0.05)
     sampler.start()
-    child = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {GRANDCHILD!r}])"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys; subprocess.run([sys.executable, '-c', {GRANDCHILD!r}])"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdout.readline() == "full\n"
     sampler.stopped.wait(0.3)
     child.communicate("\n", timeout=30)

@@ -35,9 +35,16 @@ def test_plan_says_what_does_not_fit_and_exits_1(tmp_path, capsys):
 
 
 def test_run_refuses_a_spec_that_will_not_fit_unless_forced(tmp_path, home, capsys):
-    spec = write(tmp_path, {"task": "text-classification", "model": "bert-large-uncased",
-                            "dataset": {"max_length": 512}, "train": {"batch_size": 256},
-                            "hardware": {"accelerator": "cuda", "instance_type": "g4dn.xlarge"}})
+    spec = write(
+        tmp_path,
+        {
+            "task": "text-classification",
+            "model": "bert-large-uncased",
+            "dataset": {"max_length": 512},
+            "train": {"batch_size": 256},
+            "hardware": {"accelerator": "cuda", "instance_type": "g4dn.xlarge"},
+        },
+    )
     assert main(["run", spec]) == 2
     error = capsys.readouterr().err
     assert error.startswith("nbtoolkit: predicted ") and "exceeds the 15.0 GiB of one T4" in error
@@ -51,8 +58,14 @@ def test_run_refuses_a_spec_that_will_not_fit_unless_forced(tmp_path, home, caps
 
 
 def test_plan_of_a_model_that_cannot_be_sized_is_one_sentence(tmp_path, capsys):
-    spec = write(tmp_path, {"task": "summarization", "model": "someone/unknown-t5",
-                            "hardware": {"accelerator": "cuda", "instance_type": "p3.2xlarge"}})
+    spec = write(
+        tmp_path,
+        {
+            "task": "summarization",
+            "model": "someone/unknown-t5",
+            "hardware": {"accelerator": "cuda", "instance_type": "p3.2xlarge"},
+        },
+    )
     assert main(["plan", spec]) == 2
     error = capsys.readouterr().err
     assert error.startswith("nbtoolkit: model someone/unknown-t5 could not be sized offline") and error.count("\n") == 1

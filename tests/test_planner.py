@@ -11,8 +11,7 @@ import pytest
 from nbtoolkit import catalog
 from nbtoolkit.api import check_fit
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.planner import fit_problem, plan
-from nbtoolkit.planner import report
+from nbtoolkit.planner import fit_problem, plan, report
 from nbtoolkit.planner.plan import FRAGMENTATION, RUNTIME_RESERVE_BYTES, GiB
 from nbtoolkit.planner.report import row_spec
 from nbtoolkit.spec import load_spec
@@ -28,8 +27,9 @@ def test_seed_003_setup_fits_and_costs_what_its_hours_cost():
     assert part.weights + part.gradients + part.optimizer == pytest.approx(18 * result.params / 8, rel=1e-6)
     assert part.gathered == 4 * 32128 * 4096
     states = part.weights + part.gradients + part.optimizer + part.gathered
-    assert result.per_device_bytes == pytest.approx((states + part.activations) * (1 + FRAGMENTATION)
-                                                    + RUNTIME_RESERVE_BYTES, abs=2)
+    assert result.per_device_bytes == pytest.approx(
+        (states + part.activations) * (1 + FRAGMENTATION) + RUNTIME_RESERVE_BYTES, abs=2
+    )
     assert result.steps == math.ceil(3 * math.ceil(287_113 / 64))
     assert result.cost_usd == pytest.approx(result.hours * 32.7726)
     assert result.tokens_per_step == 64 * (512 + 128)
@@ -53,11 +53,13 @@ def test_measured_pace_replaces_the_assumed_one():
 
 
 def test_memory_does_not_fit_and_offload_needs_host_memory():
-    zero2 = plan(row_spec("google/flan-t5-xxl", "p3.16xlarge", "fp32", "none") | {
-        "parallelism": {"strategy": "deepspeed", "zero_stage": 2}}, alternatives=False)
+    zero2 = plan(
+        row_spec("google/flan-t5-xxl", "p3.16xlarge", "fp32", "none")
+        | {"parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
+        alternatives=False,
+    )
     assert zero2.fits is False and zero2.max_batch_size == 0
-    offloaded = plan(row_spec("google/flan-t5-xxl", "p3.8xlarge", "fp32", "optimizer + weights"),
-                     alternatives=False)
+    offloaded = plan(row_spec("google/flan-t5-xxl", "p3.8xlarge", "fp32", "optimizer + weights"), alternatives=False)
     assert offloaded.device_fits and offloaded.host_fits is False and offloaded.fits is False
     assert offloaded.host_bytes == pytest.approx(20 * offloaded.params * 1.5, rel=1e-6)  # fp32: 4 + 16 bytes
     assert "host memory" in offloaded.wont_fit_message()
@@ -80,10 +82,15 @@ def test_alternatives_are_ranked_fitting_and_cheapest_first():
 
 
 def test_sagemaker_instances_and_their_prices():
-    spec = {"task": "summarization", "model": "google/flan-t5-xl", "precision": "bf16",
-            "hardware": {"target": "sagemaker", "instance_type": "ml.g5.24xlarge"},
-            "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm"},
-            "dataset": {"max_train_samples": 1000}, "train": {"epochs": 1, "batch_size": 1}}
+    spec = {
+        "task": "summarization",
+        "model": "google/flan-t5-xl",
+        "precision": "bf16",
+        "hardware": {"target": "sagemaker", "instance_type": "ml.g5.24xlarge"},
+        "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm"},
+        "dataset": {"max_train_samples": 1000},
+        "train": {"epochs": 1, "batch_size": 1},
+    }
     result = plan(spec)
     assert result.devices_per_node == 4 and result.hourly_price_usd == catalog.hourly_price("ml.g5.24xlarge")
     assert all(alt.instance_type.startswith("ml.") for alt in result.alternatives)
@@ -96,27 +103,56 @@ def test_cpu_runs_and_unknown_hardware_are_not_judged():
     assert local.fits is None and not local.confident and local.max_batch_size is None
     assert local.wont_fit_message() is None and local.alternatives == []
     assert any("device memory unknown" in line for line in local.summary_lines())
-    unknown = plan({"task": "summarization", "model": "google/flan-t5-xxl",
-                    "hardware": {"accelerator": "cuda", "instance_type": "p9.mega"}})
+    unknown = plan(
+        {
+            "task": "summarization",
+            "model": "google/flan-t5-xxl",
+            "hardware": {"accelerator": "cuda", "instance_type": "p9.mega"},
+        }
+    )
     assert not unknown.confident and any("is not in the catalog" in problem for problem in unknown.problems)
-    assert fit_problem({"task": "summarization", "model": "someone/unsizeable",
-                        "hardware": {"accelerator": "cuda", "instance_type": "p3.2xlarge"}}) is None
+    assert (
+        fit_problem(
+            {
+                "task": "summarization",
+                "model": "someone/unsizeable",
+                "hardware": {"accelerator": "cuda", "instance_type": "p3.2xlarge"},
+            }
+        )
+        is None
+    )
 
 
 def test_a_sagemaker_job_longer_than_max_run_is_refused():
     """SageMaker stops a job at max_run: a plan that needs longer is refused before it costs anything."""
-    spec = {"task": "question-answering", "model": "bert-large-uncased", "dataset": {"name": "squad"},
-            "hardware": {"target": "sagemaker", "instance_type": "ml.p3.2xlarge"},
-            "train": {"epochs": 2, "batch_size": 4, "gradient_checkpointing": True},
-            "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm", "spot": True, "max_run": 3600,
-                          "max_wait": 7200}}
+    spec = {
+        "task": "question-answering",
+        "model": "bert-large-uncased",
+        "dataset": {"name": "squad"},
+        "hardware": {"target": "sagemaker", "instance_type": "ml.p3.2xlarge"},
+        "train": {"epochs": 2, "batch_size": 4, "gradient_checkpointing": True},
+        "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm", "spot": True, "max_run": 3600, "max_wait": 7200},
+    }
     hours = plan(spec, alternatives=False).hours
     assert hours > 1
     problem = fit_problem(spec)
-    assert problem.startswith(f"the plan's {hours:,.1f} h of training exceed sagemaker.max_run 1.0 h, where "
-                              "SageMaker stops the job; raise max_run (and max_wait, for spot) to at least ")
-    assert fit_problem({**spec, "sagemaker": {**spec["sagemaker"], "max_run": int(hours * 3600) + 60,
-                                               "max_wait": 2 * int(hours * 3600)}}) is None
+    assert problem.startswith(
+        f"the plan's {hours:,.1f} h of training exceed sagemaker.max_run 1.0 h, where "
+        "SageMaker stops the job; raise max_run (and max_wait, for spot) to at least "
+    )
+    assert (
+        fit_problem(
+            {
+                **spec,
+                "sagemaker": {
+                    **spec["sagemaker"],
+                    "max_run": int(hours * 3600) + 60,
+                    "max_wait": 2 * int(hours * 3600),
+                },
+            }
+        )
+        is None
+    )
 
 
 def test_bf16_on_v100_is_a_problem():
@@ -149,7 +185,7 @@ def test_what_fits_where_doc_is_the_commands_output():
     doc = Path(__file__).resolve().parent.parent / "docs" / "what-fits-where.md"
     text = report.document()
     assert text == doc.read_text(), "regenerate: python -m nbtoolkit.planner.report --out docs/what-fits-where.md"
-    rows = {tuple(row[:2] + row[3:5]): dict(zip(report.COLUMNS, row)) for row in report.table()}
+    rows = {tuple(row[:2] + row[3:5]): dict(zip(report.COLUMNS, row, strict=False)) for row in report.table()}
     assert int(rows["flan-t5-xxl", "p4d.24xlarge", "bf16", "none"]["largest batch/GPU"]) >= 8  # the seed ran 8
     assert rows["flan-t5-xxl", "p3.8xlarge", "fp32", "none"]["largest batch/GPU"] == "OOM"
     assert rows["flan-t5-xl", "p3.8xlarge", "bf16", "none"]["largest batch/GPU"] == "no bf16"
@@ -157,8 +193,13 @@ def test_what_fits_where_doc_is_the_commands_output():
 
 
 def test_a_7b_model_fits_one_24gb_gpu_with_qlora_but_not_in_a_full_fine_tune():
-    spec = {"task": "causal-lm", "model": "meta-llama/Llama-2-7b-hf", "precision": "bf16",
-            "hardware": {"instance_type": "g5.2xlarge", "devices": 1}, "train": {"batch_size": 1}}
+    spec = {
+        "task": "causal-lm",
+        "model": "meta-llama/Llama-2-7b-hf",
+        "precision": "bf16",
+        "hardware": {"instance_type": "g5.2xlarge", "devices": 1},
+        "train": {"batch_size": 1},
+    }
     full = plan(spec, alternatives=False)
     qlora = plan({**spec, "adapter": {"type": "qlora"}}, alternatives=False)
     lora = plan({**spec, "adapter": {"type": "lora"}}, alternatives=False)
@@ -193,8 +234,9 @@ def test_adapters_doc_is_the_commands_output():
     from nbtoolkit.planner import adapter_report
 
     doc = Path(__file__).resolve().parent.parent / "docs" / "adapters-what-fits-where.md"
-    assert adapter_report.document() == doc.read_text(), \
+    assert adapter_report.document() == doc.read_text(), (
         "regenerate: python -m nbtoolkit.planner.adapter_report --out docs/adapters-what-fits-where.md"
+    )
 
 
 def test_a_launch_predicted_to_cost_more_than_its_budget_is_refused_naming_the_cheapest_that_fits():
@@ -205,8 +247,10 @@ def test_a_launch_predicted_to_cost_more_than_its_budget_is_refused_naming_the_c
     assert predicted.cost_usd > 10  # ml.p3.16xlarge for a SQuAD epoch
     cheapest = next(alt for alt in predicted.alternatives if alt.fits and alt.cost_usd <= 5)
     problem = fit_problem({**spec, "train": {**spec.get("train", {}), "budget_usd": 5}})
-    assert problem.startswith(f"the plan predicts ${predicted.cost_usd:,.0f} for this run, over its train.budget_usd "
-                              f"of $5.00; the cheapest setup that fits it is {', '.join(cheapest.changes)} (")
+    assert problem.startswith(
+        f"the plan predicts ${predicted.cost_usd:,.0f} for this run, over its train.budget_usd "
+        f"of $5.00; the cheapest setup that fits it is {', '.join(cheapest.changes)} ("
+    )
     assert "hardware.instance_type ml.g5" in problem and problem.endswith("or force the launch (--force, force=True)")
     assert len(problem.splitlines()) == 1 and "Plan" not in problem
     with pytest.raises(LaunchError, match="over its train.budget_usd of \\$5.00"):

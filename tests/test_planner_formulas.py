@@ -30,21 +30,32 @@ def _captured_tables() -> list[dict]:
         setup = re.search(r"Setup with (\d+) nodes?, (\d+) GPUs? per node", block)
         params = re.search(r"Model with (\d+)M total params(?:, (\d+)M largest layer)?", block)
         rows = re.findall(r"^\s*([\d.]+)GB \|\s*([\d.]+)GB \| (.*)$", block, re.MULTILINE)
-        tables.append({"nodes": int(setup[1]), "per_node": int(setup[2]), "params_m": int(params[1]),
-                       "zero3": params[2] is not None, "rows": rows})
+        tables.append(
+            {
+                "nodes": int(setup[1]),
+                "per_node": int(setup[2]),
+                "params_m": int(params[1]),
+                "zero3": params[2] is not None,
+                "rows": rows,
+            }
+        )
     return tables
 
 
 #: the exact inputs of each captured call (its header shows them rounded to millions)
-CAPTURED_INPUTS = [(7_500_000_000, 0), (7_500_000_000, 4096 * 50257), (2_849_757_184, 0),
-                   (11_135_332_352, 32128 * 4096)]
+CAPTURED_INPUTS = [
+    (7_500_000_000, 0),
+    (7_500_000_000, 4096 * 50257),
+    (2_849_757_184, 0),
+    (11_135_332_352, 32128 * 4096),
+]
 
 
 def test_deepspeed_estimator_output_for_the_same_inputs():
     tables = _captured_tables()
     assert len(tables) == len(CAPTURED_INPUTS)
     compared = 0
-    for table, (params, largest) in zip(tables, CAPTURED_INPUTS):
+    for table, (params, largest) in zip(tables, CAPTURED_INPUTS, strict=False):
         assert table["params_m"] == int(params / 1e6)
         for cpu_gib, gpu_gib, options in table["rows"]:
             if "zero_init=0" in options:
@@ -52,9 +63,15 @@ def test_deepspeed_estimator_output_for_the_same_inputs():
             offload_optimizer = "cpu" if "offload_optimizer=OffloadDeviceEnum.cpu" in options else "none"
             offload_params = "cpu" if "offload_param=OffloadDeviceEnum.cpu" in options else "none"
             states = memory.deepspeed_model_states(
-                params, largest, weight_bytes=2, stage=3 if table["zero3"] else 2,
-                devices_per_node=table["per_node"], nodes=table["nodes"],
-                offload_optimizer=offload_optimizer, offload_params=offload_params)
+                params,
+                largest,
+                weight_bytes=2,
+                stage=3 if table["zero3"] else 2,
+                devices_per_node=table["per_node"],
+                nodes=table["nodes"],
+                offload_optimizer=offload_optimizer,
+                offload_params=offload_params,
+            )
             assert states.device / GiB == pytest.approx(float(gpu_gib), abs=0.006), options
             if table["zero3"] or table["nodes"] == 1 or offload_optimizer == "none":
                 assert states.host / GiB == pytest.approx(float(cpu_gib), abs=0.006), options
@@ -74,18 +91,32 @@ def test_deepspeed_estimators_live():
         for per_node, nodes in [(1, 1), (4, 1), (8, 1), (8, 2)]:
             for offload in (True, False):
                 cpu, gpu = stage_1_and_2.estimate_zero2_model_states_mem_needs(params, per_node, nodes, offload)
-                ours = memory.deepspeed_model_states(params, largest, weight_bytes=2, stage=2, nodes=nodes,
-                                                     devices_per_node=per_node,
-                                                     offload_optimizer="cpu" if offload else "none")
+                ours = memory.deepspeed_model_states(
+                    params,
+                    largest,
+                    weight_bytes=2,
+                    stage=2,
+                    nodes=nodes,
+                    devices_per_node=per_node,
+                    offload_optimizer="cpu" if offload else "none",
+                )
                 assert int(ours.device) == pytest.approx(gpu, abs=1)
                 if nodes == 1:
                     assert int(ours.host) == pytest.approx(cpu, abs=1)
             for offload, offload_params in [(True, True), (True, False), (False, False)]:
                 cpu, gpu, _ = stage3.estimate_zero3_model_states_mem_needs(
-                    params, largest, per_node, nodes, cpu_offload=offload, cpu_offload_params=offload_params)
+                    params, largest, per_node, nodes, cpu_offload=offload, cpu_offload_params=offload_params
+                )
                 ours = memory.deepspeed_model_states(
-                    params, largest, weight_bytes=2, stage=3, devices_per_node=per_node, nodes=nodes,
-                    offload_optimizer="cpu" if offload else "none", offload_params="cpu" if offload_params else "none")
+                    params,
+                    largest,
+                    weight_bytes=2,
+                    stage=3,
+                    devices_per_node=per_node,
+                    nodes=nodes,
+                    offload_optimizer="cpu" if offload else "none",
+                    offload_params="cpu" if offload_params else "none",
+                )
                 assert (int(ours.device), int(ours.host)) == pytest.approx((gpu, cpu), abs=1)
 
 
@@ -117,13 +148,12 @@ def test_checkpointing_keeps_layer_inputs_and_one_layer():
 
 def test_encoder_decoder_activations_count_both_stacks():
     shape = model_shape("google/flan-t5-xl")
-    both = memory.activation_bytes(shape, input_length=512, target_length=128, activation_bytes=2,
-                                   checkpointing=False)
-    source_only = memory.activation_bytes(shape, input_length=512, target_length=0, activation_bytes=2,
-                                          checkpointing=False)
+    both = memory.activation_bytes(shape, input_length=512, target_length=128, activation_bytes=2, checkpointing=False)
+    source_only = memory.activation_bytes(
+        shape, input_length=512, target_length=0, activation_bytes=2, checkpointing=False
+    )
     assert both > source_only + shape.decoder_layers * memory.target_layer_bytes(shape, 128, 512, 2) * 0.99
-    fp32 = memory.activation_bytes(shape, input_length=512, target_length=128, activation_bytes=4,
-                                   checkpointing=False)
+    fp32 = memory.activation_bytes(shape, input_length=512, target_length=128, activation_bytes=4, checkpointing=False)
     assert 1.8 < fp32 / both < 2.0  # dropout masks stay 1 byte
 
 
@@ -136,21 +166,33 @@ def test_flops_are_6_psi_tokens_and_8_with_recomputation():
     six = timing.flops_per_sample(t5, 512, 128, False)
     assert timing.flops_per_sample(t5, 512, 128, True) == six * 8 / 6
     # every weight but the input embedding sees a token: encoder + cross k/v per source, the rest per target
-    assert t5.input_matmul_params + t5.target_matmul_params == t5.params - t5.vocab_size * t5.hidden_size - (
-        t5.layers * 2 + t5.decoder_layers * 3 + 2) * t5.hidden_size - 2 * 32 * t5.heads
+    assert (
+        t5.input_matmul_params + t5.target_matmul_params
+        == t5.params
+        - t5.vocab_size * t5.hidden_size
+        - (t5.layers * 2 + t5.decoder_layers * 3 + 2) * t5.hidden_size
+        - 2 * 32 * t5.heads
+    )
 
 
 def test_torch_data_parallel_keeps_16_bytes_per_parameter_whole():
     states = memory.torch_model_states(1e9, devices_per_node=8)
     assert states.device == 16e9 and states.ideal == 16e9
-    assert shape_from_config("x", {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 2,
-                                   "vocab_size": 100}, "test").params > 0
+    assert (
+        shape_from_config(
+            "x", {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 2, "vocab_size": 100}, "test"
+        ).params
+        > 0
+    )
 
 
-@pytest.mark.parametrize("fields, batch, source, target", [
-    (dict(d_model=256, d_kv=64, d_ff=640, num_heads=4, num_layers=2), 2, 128, 32),
-    (dict(d_model=384, d_kv=32, d_ff=1536, num_heads=12, num_layers=1), 1, 256, 64),
-])
+@pytest.mark.parametrize(
+    "fields, batch, source, target",
+    [
+        (dict(d_model=256, d_kv=64, d_ff=640, num_heads=4, num_layers=2), 2, 128, 32),
+        (dict(d_model=384, d_kv=32, d_ff=1536, num_heads=12, num_layers=1), 1, 256, 64),
+    ],
+)
 def test_t5_activations_match_what_autograd_keeps(fields, batch, source, target):
     """The formula against the bytes HF's T5 (eager, bf16, FLAN-T5's gated GELU) keeps for backward,
     counted on CPU by nbtoolkit.planner.calibrate; benchmarks/activation_memory.py shows 18 shapes."""
@@ -160,14 +202,26 @@ def test_t5_activations_match_what_autograd_keeps(fields, batch, source, target)
     from nbtoolkit.planner.calibrate import saved_activation_bytes
 
     torch.manual_seed(0)
-    config = T5Config(vocab_size=32128, feed_forward_proj="gated-gelu", dropout_rate=0.1, tie_word_embeddings=False,
-                      decoder_start_token_id=0, pad_token_id=0, attn_implementation="eager", **fields)
+    config = T5Config(
+        vocab_size=32128,
+        feed_forward_proj="gated-gelu",
+        dropout_rate=0.1,
+        tie_word_embeddings=False,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        attn_implementation="eager",
+        **fields,
+    )
     model = T5ForConditionalGeneration(config).to(torch.bfloat16).train()
-    measured = saved_activation_bytes(model, input_ids=torch.randint(0, config.vocab_size, (batch, source)),
-                                      labels=torch.randint(0, config.vocab_size, (batch, target)))
+    measured = saved_activation_bytes(
+        model,
+        input_ids=torch.randint(0, config.vocab_size, (batch, source)),
+        labels=torch.randint(0, config.vocab_size, (batch, target)),
+    )
     shape = shape_from_config("t5", config.to_dict(), "test")
-    kept = memory.activation_bytes(shape, input_length=source, target_length=target, activation_bytes=2,
-                                   checkpointing=False)
+    kept = memory.activation_bytes(
+        shape, input_length=source, target_length=target, activation_bytes=2, checkpointing=False
+    )
     transient = max(memory.input_layer_bytes(shape, source, 2), memory.target_layer_bytes(shape, target, source, 2))
     assert measured / (batch * (kept - transient)) == pytest.approx(1.0, abs=0.1)
 
@@ -178,16 +232,26 @@ def test_nodes_share_their_network_link_once_not_once_per_device():
     from nbtoolkit.planner.timing import Hardware
 
     def nodes_of(devices_per_node):
-        return Hardware(peak_flops=1e14, devices_per_node=devices_per_node, nodes=2, device_link_gbs=300,
-                        network_gbps=25, host_link_gbs=16)
+        return Hardware(
+            peak_flops=1e14,
+            devices_per_node=devices_per_node,
+            nodes=2,
+            device_link_gbs=300,
+            network_gbps=25,
+            host_link_gbs=16,
+        )
 
     volume = 2 * 4 * 0.34e9  # an fp32 gradient all-reduce of BERT-large
     eight, one = nodes_of(8).collective_seconds(volume), nodes_of(1).collective_seconds(volume)
     assert eight == pytest.approx(one)
     # by hand: half of 2.72 GB crosses a 25 Gbit/s link used at half its datasheet rate (1.5625 GB/s)
     assert one == pytest.approx(1.36e9 / 1.5625e9)
-    assert Hardware(peak_flops=1e14, devices_per_node=8, nodes=1, device_link_gbs=None, network_gbps=25,
-                    host_link_gbs=16).collective_seconds(volume) is None
+    assert (
+        Hardware(
+            peak_flops=1e14, devices_per_node=8, nodes=1, device_link_gbs=None, network_gbps=25, host_link_gbs=16
+        ).collective_seconds(volume)
+        is None
+    )
 
 
 def test_neuron_bf16_keeps_every_state_in_bf16():
@@ -195,8 +259,13 @@ def test_neuron_bf16_keeps_every_state_in_bf16():
     8 bytes a parameter where autocast on a GPU keeps 16."""
     from nbtoolkit.planner import plan
 
-    spec = {"task": "summarization", "model": "t5-large", "dataset": {"max_length": 512},
-            "hardware": {"instance_type": "trn1.32xlarge"}, "train": {"batch_size": 4}}
+    spec = {
+        "task": "summarization",
+        "model": "t5-large",
+        "dataset": {"max_length": 512},
+        "hardware": {"instance_type": "trn1.32xlarge"},
+        "train": {"batch_size": 4},
+    }
     neuron = plan({**spec, "precision": "bf16"}, alternatives=False).memory
     fp32 = plan({**spec, "precision": "fp32"}, alternatives=False).memory
     assert neuron.weights * 2 == pytest.approx(fp32.weights) and neuron.optimizer * 2 == pytest.approx(fp32.optimizer)

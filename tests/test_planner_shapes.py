@@ -31,7 +31,13 @@ def test_parameter_counts_of_the_built_in_table(name, params):
 def test_shapes_say_what_the_estimates_need():
     xxl = model_shape("google/flan-t5-xxl")
     assert (xxl.architecture, xxl.hidden_size, xxl.layers, xxl.decoder_layers, xxl.ffn_dim, xxl.gated_ffn) == (
-        "encoder-decoder", 4096, 24, 24, 10240, True)
+        "encoder-decoder",
+        4096,
+        24,
+        24,
+        10240,
+        True,
+    )
     assert xxl.largest_layer_params == 32128 * 4096 and xxl.logits_on == "target"
     assert model_shape("google/t5-v1_1-xxl").params == xxl.params  # an alias
     assert model_shape("bert-base-cased").logits_on is None and model_shape("gpt2").logits_on == "input"
@@ -39,8 +45,16 @@ def test_shapes_say_what_the_estimates_need():
 
 
 def test_local_config_json_and_unknown_models(tmp_path):
-    config = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
-              "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 1000, "hidden_act": "silu"}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 256,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "intermediate_size": 688,
+        "vocab_size": 1000,
+        "hidden_act": "silu",
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
     shape = model_shape(str(tmp_path))
     attention = 2 * 256 * 256 + 2 * 256 * 64
@@ -60,16 +74,26 @@ def test_counts_match_transformers_for_every_layout():
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     small = {
-        "t5": ("t5-small", dict(d_model=64, d_ff=256, d_kv=16, num_heads=4, num_layers=2, num_decoder_layers=3,
-                                 vocab_size=500)),
-        "flan-t5": ("google/flan-t5-xxl", dict(d_model=64, d_ff=160, d_kv=8, num_heads=4, num_layers=2,
-                                                num_decoder_layers=2, vocab_size=500)),
-        "bert": ("bert-base-uncased", dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                                            intermediate_size=128, vocab_size=500)),
+        "t5": (
+            "t5-small",
+            dict(d_model=64, d_ff=256, d_kv=16, num_heads=4, num_layers=2, num_decoder_layers=3, vocab_size=500),
+        ),
+        "flan-t5": (
+            "google/flan-t5-xxl",
+            dict(d_model=64, d_ff=160, d_kv=8, num_heads=4, num_layers=2, num_decoder_layers=2, vocab_size=500),
+        ),
+        "bert": (
+            "bert-base-uncased",
+            dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=500),
+        ),
         "gpt2": ("gpt2", dict(n_embd=64, n_layer=2, n_head=2, vocab_size=500, n_positions=128)),
     }
-    auto = {"t5": AutoModelForSeq2SeqLM, "flan-t5": AutoModelForSeq2SeqLM, "bert": AutoModel,
-            "gpt2": AutoModelForCausalLM}
+    auto = {
+        "t5": AutoModelForSeq2SeqLM,
+        "flan-t5": AutoModelForSeq2SeqLM,
+        "bert": AutoModel,
+        "gpt2": AutoModelForCausalLM,
+    }
     for family, (base, sizes) in small.items():
         config = AutoConfig.for_model(**{**_config_fields(base), **sizes})
         torch.manual_seed(0)

@@ -16,8 +16,11 @@ SPECS = real_specs()
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_the_real_launch_is_the_reviewed_golden(name):
     rendered = golden_files(SPECS[name])
-    kept = {path.relative_to(GOLDEN / name).as_posix(): path.read_text()
-            for path in (GOLDEN / name).rglob("*") if path.is_file()}
+    kept = {
+        path.relative_to(GOLDEN / name).as_posix(): path.read_text()
+        for path in (GOLDEN / name).rglob("*")
+        if path.is_file()
+    }
     assert sorted(rendered) == sorted(kept), "regenerate: python -m tests.real_launches, then review the diff"
     for file_name, text in rendered.items():
         assert text == kept[file_name], f"{name}/{file_name} changed: python -m tests.real_launches, review the diff"
@@ -37,8 +40,10 @@ def test_the_flan_t5_launch_is_the_tutorials():
     assert "-m deepspeed.launcher.runner --num_gpus=8 " in (golden / "run.sh").read_text()
     config = json.loads((golden / "ds_config.json").read_text())
     assert config["bf16"] == {"enabled": "auto"} and config["optimizer"]["type"] == "AdamW"
-    assert config["scheduler"] == {"type": "WarmupLR", "params": {
-        "warmup_min_lr": "auto", "warmup_max_lr": "auto", "warmup_num_steps": "auto"}}
+    assert config["scheduler"] == {
+        "type": "WarmupLR",
+        "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto", "warmup_num_steps": "auto"},
+    }
     assert config["zero_optimization"]["stage"] == 3 and "offload_optimizer" not in config["zero_optimization"]
     spec = SPECS["flan-t5-xxl"]
     assert spec.train.gradient_checkpointing and (spec.dataset.max_length, spec.dataset.max_target_length) == (500, 129)
@@ -82,8 +87,9 @@ def test_the_bert_qa_launch_is_the_tutorials():
     assert (spec["dataset"]["max_length"], spec["dataset"]["doc_stride"]) == (384, 128)
 
 
-@pytest.mark.parametrize(("name", "workers", "model"), [("t5-small-trainium", 2, "t5-small"),
-                                                       ("t5-large-trainium", 32, "t5-large")])
+@pytest.mark.parametrize(
+    ("name", "workers", "model"), [("t5-small-trainium", 2, "t5-small"), ("t5-large-trainium", 32, "t5-large")]
+)
 def test_the_t5_trainium_launches_are_the_tutorials(name, workers, model):
     """Seed 000: precompile, then torchrun with one worker per NeuronCore in full bf16 (batch 4: "Total train batch
     size" 8 on 2 workers), then predict_with_generate

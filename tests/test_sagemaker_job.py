@@ -11,8 +11,16 @@ import pytest
 
 from nbtoolkit.backends import LaunchError, backend_name, preflight, render
 from nbtoolkit.backends.sagemaker.follow import cost_facts, not_resumable_message
-from nbtoolkit.backends.sagemaker.job import (CODE_DIR, DEFAULT_VERSIONS, ENTRY_SCRIPT, JOB_FILE, SMDDP_ENV, TrainingJob,
-                                            script_hyperparameters, training_job)
+from nbtoolkit.backends.sagemaker.job import (
+    CODE_DIR,
+    DEFAULT_VERSIONS,
+    ENTRY_SCRIPT,
+    JOB_FILE,
+    SMDDP_ENV,
+    TrainingJob,
+    script_hyperparameters,
+    training_job,
+)
 from nbtoolkit.metrics.parse import LogParser
 from nbtoolkit.spec import SpecError, load_spec
 from tests.conftest import DATA, PYTHON
@@ -23,9 +31,12 @@ SCRIPT = {"path": "/work/src/run_qa.py", "args": ["--do_train"]}
 
 
 def sagemaker_spec(**changes):
-    spec = {"name": "bert-qa", "task": "question-answering",
-            "hardware": {"target": "sagemaker", "instance_type": "ml.p4d.24xlarge"},
-            "sagemaker": {"role": ROLE, "region": "us-east-1"}}
+    spec = {
+        "name": "bert-qa",
+        "task": "question-answering",
+        "hardware": {"target": "sagemaker", "instance_type": "ml.p4d.24xlarge"},
+        "sagemaker": {"role": ROLE, "region": "us-east-1"},
+    }
     for key, value in changes.items():
         spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
     return load_spec(spec)
@@ -39,17 +50,33 @@ def test_a_sagemaker_target_renders_a_follower_stage_and_the_job_files():
     stage = launch.stages[0]
     assert stage.argv[1:] == ["-m", "nbtoolkit.backends.sagemaker.follow", "--job", JOB_FILE]
     assert stage.metrics_from_log and stage.stop_grace_s >= 120  # SageMaker gives a container 120 s to stop
-    assert set(launch.files) == {"spec.json", JOB_FILE, f"{CODE_DIR}/spec.json", f"{CODE_DIR}/{ENTRY_SCRIPT}",
-                                 f"{CODE_DIR}/requirements.txt", "sagemaker/launch_v3.py", "sagemaker/launch_v2.py"}
+    assert set(launch.files) == {
+        "spec.json",
+        JOB_FILE,
+        f"{CODE_DIR}/spec.json",
+        f"{CODE_DIR}/{ENTRY_SCRIPT}",
+        f"{CODE_DIR}/requirements.txt",
+        "sagemaker/launch_v3.py",
+        "sagemaker/launch_v2.py",
+    }
     job = TrainingJob.model_validate_json(launch.files[JOB_FILE])
-    assert (job.instance_type, job.instance_count, job.spot, job.max_run, job.max_wait) == \
-        ("ml.p4d.24xlarge", 1, True, 3600, 7200)
+    assert (job.instance_type, job.instance_count, job.spot, job.max_run, job.max_wait) == (
+        "ml.p4d.24xlarge",
+        1,
+        True,
+        3600,
+        7200,
+    )
     assert job.checkpoints and job.hourly_price_usd == 37.688
     assert not any("restarts from step 0" in note for note in launch.notes)
-    assert job.image_lookup == {"framework": "huggingface", "version": DEFAULT_VERSIONS["transformers_version"],
-                                "base_framework_version": f"pytorch{DEFAULT_VERSIONS['pytorch_version']}",
-                                "py_version": DEFAULT_VERSIONS["py_version"], "image_scope": "training",
-                                "instance_type": "ml.p4d.24xlarge"}
+    assert job.image_lookup == {
+        "framework": "huggingface",
+        "version": DEFAULT_VERSIONS["transformers_version"],
+        "base_framework_version": f"pytorch{DEFAULT_VERSIONS['pytorch_version']}",
+        "py_version": DEFAULT_VERSIONS["py_version"],
+        "image_scope": "training",
+        "instance_type": "ml.p4d.24xlarge",
+    }
     # the container trains on the instance's GPUs and resumes from its checkpoints
     shipped = load_spec(launch.files[f"{CODE_DIR}/spec.json"])
     assert shipped.hardware.accelerator == "cuda" and shipped.resume == "latest"
@@ -57,19 +84,35 @@ def test_a_sagemaker_target_renders_a_follower_stage_and_the_job_files():
     assert not any(secret in text for text in launch.files.values() for secret in ("AWS_SECRET", "aws_secret"))
 
 
-@pytest.mark.parametrize("parallelism, instance, nodes, expected", [
-    ({"strategy": "none"}, "ml.g5.2xlarge", 1, (False, None, None, {})),
-    ({"strategy": "ddp"}, "ml.g5.12xlarge", 2, (True, 4, None, {})),
-    ({"strategy": "smddp"}, "ml.p4d.24xlarge", 2, (True, 8, None, SMDDP_ENV)),
-    ({"strategy": "smp", "tensor_parallel_degree": 4}, "ml.p4d.24xlarge", 1,
-     (True, 8, {"tensor_parallel_degree": 4}, {})),
-])
+@pytest.mark.parametrize(
+    "parallelism, instance, nodes, expected",
+    [
+        ({"strategy": "none"}, "ml.g5.2xlarge", 1, (False, None, None, {})),
+        ({"strategy": "ddp"}, "ml.g5.12xlarge", 2, (True, 4, None, {})),
+        ({"strategy": "smddp"}, "ml.p4d.24xlarge", 2, (True, 8, None, SMDDP_ENV)),
+        (
+            {"strategy": "smp", "tensor_parallel_degree": 4},
+            "ml.p4d.24xlarge",
+            1,
+            (True, 8, {"tensor_parallel_degree": 4}, {}),
+        ),
+    ],
+)
 def test_distribution_per_strategy(parallelism, instance, nodes, expected):
-    sagemaker = {"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"} \
-        if parallelism["strategy"] == "smddp" else {}
+    sagemaker = (
+        {"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"}
+        if parallelism["strategy"] == "smddp"
+        else {}
+    )
     script = SCRIPT if parallelism["strategy"] in ("smddp", "smp") else None
-    job = training_job(sagemaker_spec(parallelism=parallelism, hardware={"instance_type": instance, "nodes": nodes},
-                                      sagemaker=sagemaker, script=script))
+    job = training_job(
+        sagemaker_spec(
+            parallelism=parallelism,
+            hardware={"instance_type": instance, "nodes": nodes},
+            sagemaker=sagemaker,
+            script=script,
+        )
+    )
     distributed, per_node, smp, env = expected
     assert (job.distributed, job.processes_per_node, job.smp) == (distributed, per_node, smp)
     assert env.items() <= job.environment.items()
@@ -77,8 +120,11 @@ def test_distribution_per_strategy(parallelism, instance, nodes, expected):
 
 
 def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cache_on_s3():
-    spec = sagemaker_spec(task="text-classification", precision="bf16",
-                          hardware={"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"})
+    spec = sagemaker_spec(
+        task="text-classification",
+        precision="bf16",
+        hardware={"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"},
+    )
     job = training_job(spec)
     assert job.distributed and job.processes_per_node == 2 and job.precompile  # one worker per NeuronCore
     assert job.image_uri.startswith("763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:")
@@ -88,36 +134,66 @@ def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cac
     assert precompile.environment["NBTOOLKIT_SPEC_FILE"] == "precompile.json"
     assert precompile.base_job_name == f"{job.base_job_name}-precompile"
     launch = render(spec)
-    assert [(stage.name, stage.metrics_from_log) for stage in launch.stages] == [("precompile", False),
-                                                                                 ("train", True)]
+    assert [(stage.name, stage.metrics_from_log) for stage in launch.stages] == [("precompile", False), ("train", True)]
     assert load_spec(launch.files[f"{CODE_DIR}/precompile.json"]).train.max_steps == spec.neuron.precompile_steps
-    assert [stage.name for stage in render(sagemaker_spec(
-        task="text-classification", hardware={"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"},
-        neuron={"precompile": False})).stages] == ["train"]
+    assert [
+        stage.name
+        for stage in render(
+            sagemaker_spec(
+                task="text-classification",
+                hardware={"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"},
+                neuron={"precompile": False},
+            )
+        ).stages
+    ] == ["train"]
 
 
-@pytest.mark.parametrize("changes, sentence", [
-    ({"parallelism": {"strategy": "smddp"}, "hardware": {"instance_type": "ml.g5.12xlarge"}, "script": SCRIPT},
-     "parallelism.strategy 'smddp' does not run on 'ml.g5.12xlarge'"),
-    ({"parallelism": {"strategy": "smddp"}, "script": SCRIPT},
-     "parallelism.strategy 'smddp' needs a Hugging Face image with PyTorch older than 2.2 "
-     "(sagemaker.pytorch_version is '2.9.0')"),
-    ({"parallelism": {"strategy": "smddp"}},
-     "parallelism.strategy 'smddp' with nbtoolkit's training program needs sagemaker.image_uri"),
-    ({"parallelism": {"strategy": "smp"}}, "parallelism.strategy 'smp' needs a training script that calls "
-                                          "torch.sagemaker.init()"),
-    ({"parallelism": {"strategy": "smp"}, "hardware": {"instance_type": "ml.g5.48xlarge"}, "script": SCRIPT},
-     "parallelism.strategy 'smp' does not run on 'ml.g5.48xlarge'"),
-    ({"parallelism": {"strategy": "smp", "pipeline_parallel_degree": 4}, "script": SCRIPT},
-     "parallelism.pipeline_parallel_degree 4 is not available"),
-    ({"hardware": {"instance_type": "ml.m5.xlarge"}}, "hardware.instance_type 'ml.m5.xlarge' has no GPU"),
-    ({"hardware": {"instance_type": "ml.g5.2xlarge", "accelerator": "neuron"}},
-     "hardware.accelerator 'neuron' does not match instance type 'ml.g5.2xlarge'"),
-    ({"sagemaker": {"environment": {"HF_TOKEN": "hf_x"}}}, "sagemaker.environment.HF_TOKEN looks like a secret"),
-    ({"dataset": {"files": {"train": "/data/train.jsonl"}}}, "dataset.files.train '/data/train.jsonl' is a file on this machine"),
-    ({"parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
-     "parallelism.strategy 'deepspeed' is not offered on SageMaker"),
-])
+@pytest.mark.parametrize(
+    "changes, sentence",
+    [
+        (
+            {"parallelism": {"strategy": "smddp"}, "hardware": {"instance_type": "ml.g5.12xlarge"}, "script": SCRIPT},
+            "parallelism.strategy 'smddp' does not run on 'ml.g5.12xlarge'",
+        ),
+        (
+            {"parallelism": {"strategy": "smddp"}, "script": SCRIPT},
+            (
+                "parallelism.strategy 'smddp' needs a Hugging Face image with PyTorch older than 2.2 "
+                "(sagemaker.pytorch_version is '2.9.0')"
+            ),
+        ),
+        (
+            {"parallelism": {"strategy": "smddp"}},
+            "parallelism.strategy 'smddp' with nbtoolkit's training program needs sagemaker.image_uri",
+        ),
+        (
+            {"parallelism": {"strategy": "smp"}},
+            "parallelism.strategy 'smp' needs a training script that calls torch.sagemaker.init()",
+        ),
+        (
+            {"parallelism": {"strategy": "smp"}, "hardware": {"instance_type": "ml.g5.48xlarge"}, "script": SCRIPT},
+            "parallelism.strategy 'smp' does not run on 'ml.g5.48xlarge'",
+        ),
+        (
+            {"parallelism": {"strategy": "smp", "pipeline_parallel_degree": 4}, "script": SCRIPT},
+            "parallelism.pipeline_parallel_degree 4 is not available",
+        ),
+        ({"hardware": {"instance_type": "ml.m5.xlarge"}}, "hardware.instance_type 'ml.m5.xlarge' has no GPU"),
+        (
+            {"hardware": {"instance_type": "ml.g5.2xlarge", "accelerator": "neuron"}},
+            "hardware.accelerator 'neuron' does not match instance type 'ml.g5.2xlarge'",
+        ),
+        ({"sagemaker": {"environment": {"HF_TOKEN": "hf_x"}}}, "sagemaker.environment.HF_TOKEN looks like a secret"),
+        (
+            {"dataset": {"files": {"train": "/data/train.jsonl"}}},
+            "dataset.files.train '/data/train.jsonl' is a file on this machine",
+        ),
+        (
+            {"parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
+            "parallelism.strategy 'deepspeed' is not offered on SageMaker",
+        ),
+    ],
+)
 def test_what_sagemaker_cannot_run_is_one_sentence_as_the_spec_is_built(changes, sentence):
     """The SageMaker backend's rules run when the spec is built, so the form shows them, not only the Command tab."""
     with pytest.raises(SpecError) as raised:
@@ -131,16 +207,20 @@ def test_model_parallel_needs_a_script_that_starts_smp_v2(tmp_path):
     glue, smp = tmp_path / "run_glue.py", tmp_path / "train_smp.py"
     glue.write_text("from transformers import Trainer\n# see torch.sagemaker docs\ntrainer = Trainer()\n")
     smp.write_text("import torch\nimport torch.sagemaker as tsm\n\ntsm.init()\n")
-    with pytest.raises(SpecError, match=r"^parallelism.strategy 'smp' needs a script that initialises SageMaker "
-                                        r"model parallel v2 .*, but run_glue.py never imports torch.sagemaker"):
+    with pytest.raises(
+        SpecError,
+        match=r"^parallelism.strategy 'smp' needs a script that initialises SageMaker "
+        r"model parallel v2 .*, but run_glue.py never imports torch.sagemaker",
+    ):
         sagemaker_spec(parallelism={"strategy": "smp"}, script={"path": str(glue)})
     assert training_job(sagemaker_spec(parallelism={"strategy": "smp"}, script={"path": str(smp)})).smp
 
 
 def test_smddp_with_an_explicit_image_or_an_older_pytorch_is_accepted():
-    for sagemaker, script in (({"image_uri": "111.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu"}, None),
-                              ({"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"},
-                               SCRIPT)):
+    for sagemaker, script in (
+        ({"image_uri": "111.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu"}, None),
+        ({"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"}, SCRIPT),
+    ):
         job = training_job(sagemaker_spec(parallelism={"strategy": "smddp"}, sagemaker=sagemaker, script=script))
         assert job.distributed and SMDDP_ENV.items() <= job.environment.items()
 
@@ -150,8 +230,11 @@ def test_the_image_python_comes_from_the_sdks_own_image_table():
     the only Python that image has, and the SDK's own lookup accepts what both exports ask for."""
     from sagemaker.core import image_uris
 
-    spec = sagemaker_spec(parallelism={"strategy": "smddp"}, script=SCRIPT,
-                          sagemaker={"transformers_version": "4.36.0", "pytorch_version": "2.1.0"})
+    spec = sagemaker_spec(
+        parallelism={"strategy": "smddp"},
+        script=SCRIPT,
+        sagemaker={"transformers_version": "4.36.0", "pytorch_version": "2.1.0"},
+    )
     job = training_job(spec)
     assert job.versions["py_version"] == job.image_lookup["py_version"] == "py310"
     assert image_uris.retrieve(region="us-east-1", **job.image_lookup).endswith("-py310-cu121-ubuntu20.04")
@@ -160,12 +243,23 @@ def test_the_image_python_comes_from_the_sdks_own_image_table():
     assert "py312" not in files["sagemaker/launch_v3.py"] + files["sagemaker/launch_v2.py"]
     default = training_job(sagemaker_spec())
     assert image_uris.retrieve(region="us-east-1", **default.image_lookup)
-    with pytest.raises(ValueError, match=r"^sagemaker.py_version 'py312' has no Hugging Face training image for "
-                                         r"transformers 4.36.0 and PyTorch 2.1.0; use py310 \(or leave it out\)$"):
-        training_job(sagemaker_spec(parallelism={"strategy": "smddp"}, script=SCRIPT, sagemaker={
-            "transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py312"}))
-    with pytest.raises(ValueError, match=r"^sagemaker.pytorch_version '2.9.0' has no Hugging Face training image "
-                                         r"with transformers 4.36.0; use 2.1.0$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^sagemaker.py_version 'py312' has no Hugging Face training image for "
+        r"transformers 4.36.0 and PyTorch 2.1.0; use py310 \(or leave it out\)$",
+    ):
+        training_job(
+            sagemaker_spec(
+                parallelism={"strategy": "smddp"},
+                script=SCRIPT,
+                sagemaker={"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py312"},
+            )
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"^sagemaker.pytorch_version '2.9.0' has no Hugging Face training image "
+        r"with transformers 4.36.0; use 2.1.0$",
+    ):
         training_job(sagemaker_spec(sagemaker={"transformers_version": "4.36", "pytorch_version": "2.9.0"}))
 
 
@@ -177,18 +271,29 @@ def test_a_v100_instance_gets_the_newest_image_whose_pytorch_still_runs_on_it():
     assert job.versions["pytorch_version"].startswith("2.7.")
     assert "pytorch-training:2.7." in image_uris.retrieve(region="us-east-1", **job.image_lookup)
     assert training_job(sagemaker_spec()).versions["pytorch_version"] == DEFAULT_VERSIONS["pytorch_version"]
-    with pytest.raises(ValueError, match=r"^sagemaker.pytorch_version 2.9.0 has no GPU kernels for the V100-16GB of "
-                                         r"'ml.p3.16xlarge' \(PyTorch 2.7 is the last that runs there\); leave"):
-        training_job(sagemaker_spec(hardware={"instance_type": "ml.p3.16xlarge"},
-                                    sagemaker={"transformers_version": "5.3.0", "pytorch_version": "2.9.0"}))
+    with pytest.raises(
+        ValueError,
+        match=r"^sagemaker.pytorch_version 2.9.0 has no GPU kernels for the V100-16GB of "
+        r"'ml.p3.16xlarge' \(PyTorch 2.7 is the last that runs there\); leave",
+    ):
+        training_job(
+            sagemaker_spec(
+                hardware={"instance_type": "ml.p3.16xlarge"},
+                sagemaker={"transformers_version": "5.3.0", "pytorch_version": "2.9.0"},
+            )
+        )
 
 
 def test_a_user_script_ships_its_directory_and_arguments_become_hyperparameters(tmp_path):
     script = tmp_path / "src" / "run_qa.py"
     script.parent.mkdir()
     script.write_text("print('hi')\n")
-    spec = sagemaker_spec(script={"path": str(script), "args": ["--model_name_or_path", "bert-large-uncased",
-                                                                "--do_train", "--max_steps=100"]})
+    spec = sagemaker_spec(
+        script={
+            "path": str(script),
+            "args": ["--model_name_or_path", "bert-large-uncased", "--do_train", "--max_steps=100"],
+        }
+    )
     job = training_job(spec)
     assert (job.source_dir, job.entry_script, job.requirements) == (str(script.parent), "run_qa.py", None)
     assert job.hyperparameters == {"model_name_or_path": "bert-large-uncased", "do_train": True, "max_steps": "100"}
@@ -212,8 +317,11 @@ def test_metric_definitions_read_the_same_numbers_as_the_log_parser():
 
 
 def test_the_exported_scripts_are_python_that_says_what_the_job_is():
-    spec = sagemaker_spec(parallelism={"strategy": "smp", "tensor_parallel_degree": 2}, script=SCRIPT,
-                          sagemaker={"spot": True, "bucket": "my-bucket"})
+    spec = sagemaker_spec(
+        parallelism={"strategy": "smp", "tensor_parallel_degree": 2},
+        script=SCRIPT,
+        sagemaker={"spot": True, "bucket": "my-bucket"},
+    )
     files = render(spec).files
     v3, v2 = files["sagemaker/launch_v3.py"], files["sagemaker/launch_v2.py"]
     for name, text in (("launch_v3.py", v3), ("launch_v2.py", v2)):
@@ -229,8 +337,13 @@ def test_export_cli_writes_the_sdk_scripts_without_starting_anything(tmp_path, h
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(sagemaker_spec().model_dump_json())
     out = tmp_path / "export"
-    result = subprocess.run([PYTHON, "-m", "nbtoolkit.cli", "export", str(spec_path), "--out", str(out)],
-                            capture_output=True, text=True, timeout=120, check=True)
+    result = subprocess.run(
+        [PYTHON, "-m", "nbtoolkit.cli", "export", str(spec_path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert "nbtoolkit.backends.sagemaker.follow --job sagemaker/job.json" in result.stdout
     assert (out / "sagemaker" / "launch_v3.py").is_file() and (out / "sagemaker" / "code" / ENTRY_SCRIPT).is_file()
     assert not (home / "jobs.db").exists()
@@ -240,8 +353,13 @@ def test_cost_is_instance_price_times_billable_time_with_spot_savings():
     from datetime import datetime, timezone
 
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    done = {"ResourceConfig": {"InstanceCount": 2}, "BillableTimeInSeconds": 1080, "TrainingTimeInSeconds": 3600,
-            "EnableManagedSpotTraining": True, "TrainingStartTime": start}
+    done = {
+        "ResourceConfig": {"InstanceCount": 2},
+        "BillableTimeInSeconds": 1080,
+        "TrainingTimeInSeconds": 3600,
+        "EnableManagedSpotTraining": True,
+        "TrainingStartTime": start,
+    }
     facts = cost_facts(done, 37.688, now=0)
     assert facts["cost_usd"] == round(37.688 * 2 * 1080 / 3600, 4) and facts["hourly_price_usd"] == 75.376
     assert facts["on_demand_cost_usd"] == 75.376 and facts["spot_savings_pct"] == 70.0
@@ -262,8 +380,11 @@ def test_preflight_names_missing_credentials_and_unknown_instance_types(monkeypa
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(LaunchError, match=r"^no AWS credentials found; run `aws configure`"):
         preflight(sagemaker_spec())
-    with pytest.raises(LaunchError, match=r"'ml.p4d.24xlarg' is not a SageMaker training instance type; "
-                                          r"did you mean ml.p4d.24xlarge"):
+    with pytest.raises(
+        LaunchError,
+        match=r"'ml.p4d.24xlarg' is not a SageMaker training instance type; "
+        r"did you mean ml.p4d.24xlarge",
+    ):
         preflight(sagemaker_spec(hardware={"instance_type": "ml.p4d.24xlarg"}))
     with pytest.raises(ValueError, match="sagemaker.role is missing"):
         load_spec({"task": "text-classification", "hardware": {"target": "sagemaker", "instance_type": "ml.g5.xlarge"}})
@@ -295,8 +416,13 @@ class FakeAWS:
         if self.failures:
             self.failures -= 1
             raise EndpointConnectionError(endpoint_url="https://api.sagemaker.us-east-1.amazonaws.com/")
-        return {"TrainingJobStatus": "Completed", "SecondaryStatus": "Completed", "BillableTimeInSeconds": 60,
-                "ResourceConfig": {"InstanceCount": 1}, "SecondaryStatusTransitions": []}
+        return {
+            "TrainingJobStatus": "Completed",
+            "SecondaryStatus": "Completed",
+            "BillableTimeInSeconds": 60,
+            "ResourceConfig": {"InstanceCount": 1},
+            "SecondaryStatusTransitions": [],
+        }
 
     def describe_log_streams(self, **kwargs):
         raise FakeAWS.NotFound
@@ -308,8 +434,9 @@ def test_the_follower_rides_out_a_network_blip_and_gives_up_with_a_sentence(monk
     from nbtoolkit.backends.sagemaker import follow as sagemaker_follow
 
     monkeypatch.delenv("NBTOOLKIT_JOB_ID", raising=False)
-    follower = sagemaker_follow.Follower(FakeAWS(failures=2), "job-1", stop_requested=threading.Event(), poll_s=0,
-                                         instance_price=1.515)
+    follower = sagemaker_follow.Follower(
+        FakeAWS(failures=2), "job-1", stop_requested=threading.Event(), poll_s=0, instance_price=1.515
+    )
     assert follower.run() == 0
     out = capsys.readouterr().out
     assert out.count("cannot reach AWS, retrying: could not reach AWS") == 2 and "Completed; billable 60 s" in out
@@ -333,9 +460,16 @@ class RunningAWS(FakeAWS):
     def stop_training_job(self, TrainingJobName):
         from botocore.exceptions import ClientError
 
-        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized to perform: "
-                                     "sagemaker:StopTrainingJob"}, "ResponseMetadata": {"HTTPStatusCode": 400}},
-                          "StopTrainingJob")
+        raise ClientError(
+            {
+                "Error": {
+                    "Code": "AccessDeniedException",
+                    "Message": "not authorized to perform: sagemaker:StopTrainingJob",
+                },
+                "ResponseMetadata": {"HTTPStatusCode": 400},
+            },
+            "StopTrainingJob",
+        )
 
 
 def test_a_refused_stop_ends_following_with_the_permission_it_needs(monkeypatch):
@@ -371,8 +505,13 @@ def test_a_busy_job_store_while_following_does_not_fail_the_remote_job(store, mo
             raise sqlite3.OperationalError("database is locked")
         return merge_info(*args, **kwargs)
 
-    follower = sagemaker_follow.Follower(RunningAWS(statuses=["InProgress", "Completed"]), "job-1",
-                                         stop_requested=threading.Event(), poll_s=0, instance_price=1.0)
+    follower = sagemaker_follow.Follower(
+        RunningAWS(statuses=["InProgress", "Completed"]),
+        "job-1",
+        stop_requested=threading.Event(),
+        poll_s=0,
+        instance_price=1.0,
+    )
     follower.record.store = store
     monkeypatch.setattr(store, "merge_info", locked_once)
     assert follower.run() == 0
@@ -384,8 +523,8 @@ def test_a_store_that_cannot_be_opened_while_following_does_not_fail_the_remote_
     import sqlite3
     import threading
 
-    from nbtoolkit.jobs import store as store_module
     from nbtoolkit.backends.sagemaker import follow as sagemaker_follow
+    from nbtoolkit.jobs import store as store_module
 
     record = store.create(name="remote", task="question-answering", backend="sagemaker")
     monkeypatch.setenv("NBTOOLKIT_JOB_ID", record.id)
@@ -405,7 +544,12 @@ def test_a_store_that_cannot_be_opened_while_following_does_not_fail_the_remote_
             return super().merge_info(*args, **kwargs)
 
     monkeypatch.setattr(store_module, "JobStore", BusyStore)
-    follower = sagemaker_follow.Follower(RunningAWS(statuses=["InProgress", "InProgress", "Completed"]), "job-1",
-                                         stop_requested=threading.Event(), poll_s=0, instance_price=1.0)
+    follower = sagemaker_follow.Follower(
+        RunningAWS(statuses=["InProgress", "InProgress", "Completed"]),
+        "job-1",
+        stop_requested=threading.Event(),
+        poll_s=0,
+        instance_price=1.0,
+    )
     assert follower.run() == 0
     assert len(opened) >= 3 and store.get(record.id).info["status"] == "Completed"

@@ -16,8 +16,11 @@ import pytest
 from nbtoolkit.api import launch
 
 ROLE = os.environ.get("NBTOOLKIT_LIVE_SAGEMAKER_ROLE")
-pytestmark = pytest.mark.skipif(not ROLE, reason="live SageMaker test: set NBTOOLKIT_LIVE_SAGEMAKER_ROLE and AWS "
-                                                 "credentials to run a real (billed) training job")
+pytestmark = pytest.mark.skipif(
+    not ROLE,
+    reason="live SageMaker test: set NBTOOLKIT_LIVE_SAGEMAKER_ROLE and AWS "
+    "credentials to run a real (billed) training job",
+)
 
 
 def live_run_refused() -> str | None:
@@ -41,11 +44,16 @@ def test_a_real_training_job_runs_and_reports_billable_time(home):
     refused = live_run_refused()
     if refused:
         pytest.fail(f"NBTOOLKIT_LIVE_SAGEMAKER_ROLE is set but {refused}")
-    spec = {"name": "nbtoolkit-live-test", "task": "text-classification",
-            "train": {"max_steps": 30, "logging_steps": 10, "batch_size": 16, "learning_rate": 0.003},
-            "hardware": {"target": "sagemaker",
-                         "instance_type": os.environ.get("NBTOOLKIT_LIVE_SAGEMAKER_INSTANCE", "ml.g5.xlarge")},
-            "sagemaker": {"role": ROLE, "bucket": os.environ.get("NBTOOLKIT_LIVE_SAGEMAKER_BUCKET"), "max_run": 1800}}
+    spec = {
+        "name": "nbtoolkit-live-test",
+        "task": "text-classification",
+        "train": {"max_steps": 30, "logging_steps": 10, "batch_size": 16, "learning_rate": 0.003},
+        "hardware": {
+            "target": "sagemaker",
+            "instance_type": os.environ.get("NBTOOLKIT_LIVE_SAGEMAKER_INSTANCE", "ml.g5.xlarge"),
+        },
+        "sagemaker": {"role": ROLE, "bucket": os.environ.get("NBTOOLKIT_LIVE_SAGEMAKER_BUCKET"), "max_run": 1800},
+    }
     job = launch(spec)
     assert job.wait(timeout=3600) == "succeeded", job.logs(tail=50)
     train = [record for record in job.records() if record["kind"] == "train"]

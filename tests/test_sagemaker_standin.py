@@ -28,9 +28,12 @@ UNIQUE = iter(range(1000))
 
 
 def spec_for(name: str, **changes) -> dict:
-    spec = {"name": f"{name}-{next(UNIQUE)}", "task": "text-classification",
-            "hardware": {"target": "sagemaker", "instance_type": "ml.g5.2xlarge"},
-            "sagemaker": {"role": ROLE, "region": "us-east-1", "bucket": BUCKET}}
+    spec = {
+        "name": f"{name}-{next(UNIQUE)}",
+        "task": "text-classification",
+        "hardware": {"target": "sagemaker", "instance_type": "ml.g5.2xlarge"},
+        "sagemaker": {"role": ROLE, "region": "us-east-1", "bucket": BUCKET},
+    }
     for key, value in changes.items():
         spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
     return spec
@@ -48,13 +51,24 @@ def user_script(tmp_path, body: str = "print('hello')\n"):
 DISTRIBUTIONS = [
     ("none", {"instance_type": "ml.g5.2xlarge"}, {}, None),
     ("ddp", {"instance_type": "ml.g5.12xlarge", "nodes": 2}, {}, {"process_count_per_node": 4, "smp": None}),
-    ("smddp", {"instance_type": "ml.p4d.24xlarge", "nodes": 2},
-     {"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"},
-     {"process_count_per_node": 8, "smp": None}),
-    ("smp", {"instance_type": "ml.p4d.24xlarge", "devices": 8}, {},
-     {"process_count_per_node": 8, "smp": {"tensor_parallel_degree": 4}}),
-    ("xla", {"instance_type": "ml.trn1.32xlarge", "accelerator": "neuron", "devices": 32}, {},
-     {"process_count_per_node": 32, "smp": None}),
+    (
+        "smddp",
+        {"instance_type": "ml.p4d.24xlarge", "nodes": 2},
+        {"transformers_version": "4.36.0", "pytorch_version": "2.1.0", "py_version": "py310"},
+        {"process_count_per_node": 8, "smp": None},
+    ),
+    (
+        "smp",
+        {"instance_type": "ml.p4d.24xlarge", "devices": 8},
+        {},
+        {"process_count_per_node": 8, "smp": {"tensor_parallel_degree": 4}},
+    ),
+    (
+        "xla",
+        {"instance_type": "ml.trn1.32xlarge", "accelerator": "neuron", "devices": 32},
+        {},
+        {"process_count_per_node": 32, "smp": None},
+    ),
 ]
 
 
@@ -63,13 +77,23 @@ def test_create_training_job_request_for_each_distribution(standin, tmp_path):
     for strategy, hardware, sagemaker, torchrun in DISTRIBUTIONS:
         parallelism = {"strategy": strategy, **({"tensor_parallel_degree": 4} if strategy == "smp" else {})}
         body = "import torch.sagemaker as tsm\n\ntsm.init()\n" if strategy == "smp" else "print('hello')\n"
-        spec = load_spec(spec_for(f"dist-{strategy}", hardware=hardware, sagemaker=sagemaker, parallelism=parallelism,
-                                  script=user_script(tmp_path, body)))
+        spec = load_spec(
+            spec_for(
+                f"dist-{strategy}",
+                hardware=hardware,
+                sagemaker=sagemaker,
+                parallelism=parallelism,
+                script=user_script(tmp_path, body),
+            )
+        )
         name, region = submit(training_job(spec), tmp_path)
         request = standin.requests[name]
         assert region == "us-east-1" and request["RoleArn"] == ROLE
-        assert request["ResourceConfig"] == {"InstanceType": hardware["instance_type"],
-                                             "InstanceCount": hardware.get("nodes", 1), "VolumeSizeInGB": 100}
+        assert request["ResourceConfig"] == {
+            "InstanceType": hardware["instance_type"],
+            "InstanceCount": hardware.get("nodes", 1),
+            "VolumeSizeInGB": 100,
+        }
         assert request["HyperParameters"].items() >= {"learning_rate": "3e-5", "do_train": "true"}.items()
         drivers = next(item for item in request["InputDataConfig"] if item["ChannelName"] == "sm_drivers")
         uri = drivers["DataSource"]["S3DataSource"]["S3Uri"].removeprefix(f"s3://{BUCKET}/")
@@ -88,13 +112,17 @@ def test_create_training_job_request_for_each_distribution(standin, tmp_path):
             assert "/smdistributed-modelparallel:" in image
             assert json.loads(request["HyperParameters"]["mp_parameters"]) == {"tensor_parallel_degree": 4}
         elif strategy == "xla":
-            assert image.startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training-neuronx:")
+            assert image.startswith(
+                "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training-neuronx:"
+            )
             cache = f"--cache_dir=s3://{BUCKET}/{spec.display_name}/neuron-cache"
             assert environment["NEURON_CC_FLAGS"] == cache and "RUN_NEURON_PARALLEL_COMPILE" not in environment
             precompile, _ = submit(training_job(spec).for_phase("precompile"), tmp_path)
             assert precompile.startswith(f"{spec.display_name}-precompile-")
-            assert standin.requests[precompile]["Environment"].items() >= {
-                "RUN_NEURON_PARALLEL_COMPILE": "1", "NEURON_CC_FLAGS": cache}.items()
+            assert (
+                standin.requests[precompile]["Environment"].items()
+                >= {"RUN_NEURON_PARALLEL_COMPILE": "1", "NEURON_CC_FLAGS": cache}.items()
+            )
         else:
             assert image.endswith("huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04")
         assert "ACCELERATE_USE_SAGEMAKER" not in environment or strategy == "smddp"
@@ -105,8 +133,9 @@ def test_create_training_job_request_for_each_distribution(standin, tmp_path):
 
 def test_spot_with_checkpoints_and_the_exported_v3_script_send_the_same_request(standin, tmp_path, monkeypatch):
     standin.run_containers = False
-    spec = load_spec(spec_for("spot", train={"save_steps": 10},
-                              sagemaker={"spot": True, "max_run": 3600, "max_wait": 5400}))
+    spec = load_spec(
+        spec_for("spot", train={"save_steps": 10}, sagemaker={"spot": True, "max_run": 3600, "max_wait": 5400})
+    )
     launch_files = __import__("nbtoolkit.backends", fromlist=["render"]).render(spec).files
     job_dir = tmp_path / "job"
     for name, text in launch_files.items():
@@ -116,8 +145,10 @@ def test_spot_with_checkpoints_and_the_exported_v3_script_send_the_same_request(
     request = standin.requests[ours]
     assert request["EnableManagedSpotTraining"] is True
     assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 5400}
-    assert request["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/{spec.display_name}/{ours}/checkpoints",
-                                           "LocalPath": "/opt/ml/checkpoints"}
+    assert request["CheckpointConfig"] == {
+        "S3Uri": f"s3://{BUCKET}/{spec.display_name}/{ours}/checkpoints",
+        "LocalPath": "/opt/ml/checkpoints",
+    }
     assert request["Environment"]["NBTOOLKIT_CHECKPOINT_DIR"] == "/opt/ml/checkpoints"
     # the exported script, run as a user would, makes the same request (names and upload paths aside)
     before = set(standin.requests)
@@ -158,11 +189,11 @@ def test_attach_follows_an_existing_job_and_it_lists_beside_local_jobs(standin, 
     name, _ = submit(training_job(spec), tmp_path)
     attached = attach(name, store=store)
     wait_for(lambda: attached.record.info.get("secondary_status") == "Training", timeout=120)
-    local = launch({"task": "text-classification", "script": {"path": str(tmp_path / "src" / "train.py")}},
-                   store=store)
+    local = launch({"task": "text-classification", "script": {"path": str(tmp_path / "src" / "train.py")}}, store=store)
     assert local.wait(timeout=120) == "succeeded"
-    listed = subprocess.run([PYTHON, "-m", "nbtoolkit.cli", "jobs", "--json"], capture_output=True, text=True,
-                            check=True, timeout=60)
+    listed = subprocess.run(
+        [PYTHON, "-m", "nbtoolkit.cli", "jobs", "--json"], capture_output=True, text=True, check=True, timeout=60
+    )
     rows = {row["id"]: row for row in json.loads(listed.stdout)}
     assert rows[attached.id]["backend"] == "sagemaker" and rows[attached.id]["status"] == "running"
     assert rows[attached.id]["name"] == name and rows[local.id]["backend"] == "local"
@@ -194,8 +225,11 @@ def test_a_running_jobs_cost_so_far_grows_from_billable_time_and_it_shows_a_proj
 
 def test_a_sagemaker_job_stopped_at_its_budget_ends_stopped_saying_why(standin, store):
     """The program's metrics.jsonl stays in the container: its budget line, relayed in the log, says it stopped."""
-    spec = spec_for("budget", hardware={"hourly_price_usd": 36.0},
-                    train={"max_steps": 100000, "logging_steps": 5, "budget_usd": 0.04})
+    spec = spec_for(
+        "budget",
+        hardware={"hourly_price_usd": 36.0},
+        train={"max_steps": 100000, "logging_steps": 5, "budget_usd": 0.04},
+    )
     job = launch(spec, store=store)
     assert job.wait(timeout=300) == "stopped", job.logs(tail=30)
     (stop,) = [record for record in job.records() if record.get("reached") == "stopped"]

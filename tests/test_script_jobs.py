@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -40,12 +39,35 @@ def project(tmp_path, monkeypatch) -> Path:
 
 
 def clm_spec(devices: int) -> dict:
-    args = ["--tokenizer_name", str(TOKENIZERS / "byte-bpe"), "--train_file", "data/train.txt",
-            "--output_dir", "out", "--do_train", "--do_eval", "--max_steps", MAX_STEPS,
-            "--logging_steps", LOGGING_STEPS, "--per_device_train_batch_size", 8, "--save_strategy", "no",
-            "--report_to", "none", "--history_file", "log_history.json", "--seed", 0]
-    return {"task": "causal-lm", "script": {"path": str(SCRIPTS / "run_clm_style.py"), "args": args},
-            "hardware": {"devices": devices}}
+    args = [
+        "--tokenizer_name",
+        str(TOKENIZERS / "byte-bpe"),
+        "--train_file",
+        "data/train.txt",
+        "--output_dir",
+        "out",
+        "--do_train",
+        "--do_eval",
+        "--max_steps",
+        MAX_STEPS,
+        "--logging_steps",
+        LOGGING_STEPS,
+        "--per_device_train_batch_size",
+        8,
+        "--save_strategy",
+        "no",
+        "--report_to",
+        "none",
+        "--history_file",
+        "log_history.json",
+        "--seed",
+        0,
+    ]
+    return {
+        "task": "causal-lm",
+        "script": {"path": str(SCRIPTS / "run_clm_style.py"), "args": args},
+        "hardware": {"devices": devices},
+    }
 
 
 @pytest.mark.parametrize("devices", [1, 2])
@@ -55,7 +77,9 @@ def test_run_clm_style_script_is_recorded_at_the_trainers_own_steps(devices, pro
     # relative paths meant the launch folder: the data was found there and the model saved there
     assert (project / "out" / "model.safetensors").is_file()
     assert not (job.dir / "out").exists()
-    assert f"distributed: world size {devices}, deepspeed: False" in job.logs()  # both ranks trained together (CPU backend)
+    assert (
+        f"distributed: world size {devices}, deepspeed: False" in job.logs()
+    )  # both ranks trained together (CPU backend)
 
     records = read_metrics(job.dir / "metrics.jsonl")
     history = json.loads((project / "log_history.json").read_text())
@@ -65,8 +89,11 @@ def test_run_clm_style_script_is_recorded_at_the_trainers_own_steps(devices, pro
     assert [record["loss"] for record in train] == [entry["loss"] for entry in history if "loss" in entry]
     assert all(record["samples_per_second"] > 0 and record["tokens_per_second"] > 0 for record in train)
     evals = [record for record in records if record["kind"] == "eval"]
-    assert [record["step"] for record in evals] == [entry["step"] for entry in history if "eval_loss" in entry] \
+    assert (
+        [record["step"] for record in evals]
+        == [entry["step"] for entry in history if "eval_loss" in entry]
         == [MAX_STEPS]
+    )
     summary = [record for record in records if record["kind"] == "summary"]
     assert len(summary) == 1 and summary[0]["step"] == MAX_STEPS and summary[0]["peak_memory_mb"] > 0
 
@@ -74,15 +101,28 @@ def test_run_clm_style_script_is_recorded_at_the_trainers_own_steps(devices, pro
     assert row["progress"] == f"{MAX_STEPS}/{MAX_STEPS}"
     assert float(row["samples/s"]) > 0
     numbers = [{key: value for key, value in entry.items() if isinstance(value, (int, float))} for entry in history]
-    print(f"\n{devices} rank(s): metrics.jsonl {[(r['kind'], r['step']) for r in records]}\n"
-          f"log_history {[(classify(entry), entry['step']) for entry in numbers]}")  # for the closing note
+    print(
+        f"\n{devices} rank(s): metrics.jsonl {[(r['kind'], r['step']) for r in records]}\n"
+        f"log_history {[(classify(entry), entry['step']) for entry in numbers]}"
+    )  # for the closing note
 
 
 def test_a_deepspeed_script_finds_the_generated_config_in_the_job_folder(project, store):
     spec = clm_spec(2)
-    spec["script"]["args"] = [*spec["script"]["args"][:spec["script"]["args"].index("--max_steps")],
-                              "--max_steps", 20, "--logging_steps", 5, "--per_device_train_batch_size", 8,
-                              "--report_to", "none", "--deepspeed", "$NBTOOLKIT_JOB_DIR/ds_config.json", "--use_cpu"]
+    spec["script"]["args"] = [
+        *spec["script"]["args"][: spec["script"]["args"].index("--max_steps")],
+        "--max_steps",
+        20,
+        "--logging_steps",
+        5,
+        "--per_device_train_batch_size",
+        8,
+        "--report_to",
+        "none",
+        "--deepspeed",
+        "$NBTOOLKIT_JOB_DIR/ds_config.json",
+        "--use_cpu",
+    ]
     job = launch({**spec, "parallelism": {"strategy": "deepspeed", "zero_stage": 2}}, store=store)
     assert job.wait(timeout=TIMEOUT) == "succeeded", job.logs(tail=40)
     assert "distributed: world size 2, deepspeed: True" in job.logs()
@@ -105,13 +145,19 @@ def test_a_custom_loop_reports_with_nbtoolkit_log(project, store):
     job = launch({"task": "causal-lm", "script": "loop.py"}, store=store)
     assert job.wait(timeout=TIMEOUT) == "succeeded", job.logs(tail=20)
     records = read_metrics(job.dir / "metrics.jsonl")
-    assert [(record["kind"], record["step"]) for record in records] == \
-        [("train", 10), ("train", 20), ("train", 30), ("eval", 30)]
+    assert [(record["kind"], record["step"]) for record in records] == [
+        ("train", 10),
+        ("train", 20),
+        ("train", 30),
+        ("eval", 30),
+    ]
     assert records[1]["loss"] == 0.5 and records[3]["eval_accuracy"] == 0.75
 
 
 def test_nbtoolkit_log_outside_a_job_warns_once_and_records_nothing(tmp_path):
-    code = "import nbtoolkit, sys\nfor step in range(3): nbtoolkit.log(step=step, loss=1.0)\nprint('torch' in sys.modules)"
+    code = (
+        "import nbtoolkit, sys\nfor step in range(3): nbtoolkit.log(step=step, loss=1.0)\nprint('torch' in sys.modules)"
+    )
     env = {key: value for key, value in os.environ.items() if key != "NBTOOLKIT_JOB_DIR"}
     result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
     assert result.stdout.strip() == "False"
@@ -124,23 +170,41 @@ def test_the_autolog_boot_chains_a_sites_own_sitecustomize_and_leaves_other_scri
     site.mkdir()
     (site / "sitecustomize.py").write_text("import os\nos.environ['SITE_SETUP'] = 'ran'\n")
     code = "import os, sys\nprint(os.environ.get('SITE_SETUP'), 'transformers' in sys.modules)"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(AUTOLOG_BOOT), str(site), os.environ.get("PYTHONPATH", "")]),
-           "NBTOOLKIT_JOB_DIR": str(tmp_path)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(AUTOLOG_BOOT), str(site), os.environ.get("PYTHONPATH", "")]),
+        "NBTOOLKIT_JOB_DIR": str(tmp_path),
+    }
     result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert result.stdout.split() == ["ran", "False"] and result.stderr == ""
 
 
 def test_deepspeed_scripts_on_cpu_are_told_to_pass_use_cpu():
-    spec = {"task": "causal-lm", "script": "train.py", "hardware": {"devices": 2}, "parallelism": {"strategy": "deepspeed"}}
-    assert spec_warnings(load_spec(spec)) == ["DeepSpeed on CPU: add --use_cpu to script.args (TrainingArguments "
-                                              "use_cpu=True), else the script's ranks do not train together"]
+    spec = {
+        "task": "causal-lm",
+        "script": "train.py",
+        "hardware": {"devices": 2},
+        "parallelism": {"strategy": "deepspeed"},
+    }
+    assert spec_warnings(load_spec(spec)) == [
+        (
+            "DeepSpeed on CPU: add --use_cpu to script.args (TrainingArguments "
+            "use_cpu=True), else the script's ranks do not train together"
+        )
+    ]
     assert spec_warnings(load_spec({**spec, "script": {"path": "train.py", "args": ["--use_cpu"]}})) == []
 
 
 def test_a_script_launch_runs_where_it_was_launched_from(project):
     (project / "train.py").write_text("")
-    spec = load_spec({"task": "causal-lm", "script": {"path": "train.py", "args": ["--deepspeed", "$NBTOOLKIT_JOB_DIR/ds_config.json"]},
-                      "hardware": {"devices": 2}, "parallelism": {"strategy": "deepspeed"}})
+    spec = load_spec(
+        {
+            "task": "causal-lm",
+            "script": {"path": "train.py", "args": ["--deepspeed", "$NBTOOLKIT_JOB_DIR/ds_config.json"]},
+            "hardware": {"devices": 2},
+            "parallelism": {"strategy": "deepspeed"},
+        }
+    )
     launch_ = render(spec)
     assert json.loads(launch_.to_json())["workdir"] == str(project)
     assert f"export NBTOOLKIT_JOB_DIR=\"$PWD\"\ncd '{project}'\n" in launch_.run_sh()

@@ -31,15 +31,24 @@ def test_progress_follows_the_latest_train_record():
 
 def test_values_that_are_not_numbers_are_left_out_where_records_enter(tmp_path):
     path = tmp_path / "metrics.jsonl"
-    odd = [{"step": "abc", "kind": "train", "loss": 1.0}, {"step": 2, "kind": "train", "loss": {"value": 0.9}},
-           {"step": "3", "kind": "train", "loss": "0.8", "learning_rate": [1e-3], "note": True},
-           {"step": 4.5, "kind": 7, "stage": "predict", "eval_loss": None}]
+    odd = [
+        {"step": "abc", "kind": "train", "loss": 1.0},
+        {"step": 2, "kind": "train", "loss": {"value": 0.9}},
+        {"step": "3", "kind": "train", "loss": "0.8", "learning_rate": [1e-3], "note": True},
+        {"step": 4.5, "kind": 7, "stage": "predict", "eval_loss": None},
+    ]
     path.write_text("".join(json.dumps(record) + "\n" for record in odd))
     reader = MetricsReader(path)
-    assert reader.read_new() == [{"kind": "train", "loss": 1.0}, {"step": 2, "kind": "train"},
-                                 {"step": 3, "kind": "train", "loss": 0.8}, {"stage": "predict", "eval_loss": None}]
-    assert sorted(reader.notes) == [f"metrics.jsonl: '{key}' values that are not numbers are left out"
-                                    for key in ("kind", "learning_rate", "loss", "note", "step")]
+    assert reader.read_new() == [
+        {"kind": "train", "loss": 1.0},
+        {"step": 2, "kind": "train"},
+        {"step": 3, "kind": "train", "loss": 0.8},
+        {"stage": "predict", "eval_loss": None},
+    ]
+    assert sorted(reader.notes) == [
+        f"metrics.jsonl: '{key}' values that are not numbers are left out"
+        for key in ("kind", "learning_rate", "loss", "note", "step")
+    ]
     progress = Progress()
     assert progress.update(read_metrics(path)) and (progress.step, progress.loss) == (3, 0.8)
 

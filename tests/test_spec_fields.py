@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from nbtoolkit.notebook.spec_fields import (choices, default, get_value, named_fields, optional, remove_value,
-                                            set_value, value_type)
+from nbtoolkit.notebook.spec_fields import (
+    choices,
+    default,
+    get_value,
+    named_fields,
+    optional,
+    remove_value,
+    set_value,
+    value_type,
+)
 from nbtoolkit.spec import SpecError, load_spec
 
 
@@ -38,17 +46,31 @@ def sentence(data: dict) -> str:
     return str(caught.value)
 
 
-@pytest.mark.parametrize(("data", "culprit"), [
-    ({"task": "causal-lm", "parallelism": {"strategy": "deepspeed", "zero_stage": 1, "offload_params": "cpu"}},
-     "parallelism.offload_params"),
-    ({"task": "causal-lm", "precision": "fp16"}, "precision"),
-    ({"task": "causal-lm", "launcher": "local", "hardware": {"devices": 2}}, "launcher"),
-    ({"task": "causal-lm", "parallelism": {"strategy": "ddp"}, "launcher": "local"}, "parallelism.strategy"),
-    ({"task": "causal-lm", "dataset": {"files": {"validation": "v.jsonl"}}}, "dataset.files.train"),
-    ({"task": "causal-lm", "train": {"batch_size": 0}}, "train.batch_size"),
-])
+@pytest.mark.parametrize(
+    ("data", "culprit"),
+    [
+        (
+            {"task": "causal-lm", "parallelism": {"strategy": "deepspeed", "zero_stage": 1, "offload_params": "cpu"}},
+            "parallelism.offload_params",
+        ),
+        ({"task": "causal-lm", "precision": "fp16"}, "precision"),
+        ({"task": "causal-lm", "launcher": "local", "hardware": {"devices": 2}}, "launcher"),
+        ({"task": "causal-lm", "parallelism": {"strategy": "ddp"}, "launcher": "local"}, "parallelism.strategy"),
+        ({"task": "causal-lm", "dataset": {"files": {"validation": "v.jsonl"}}}, "dataset.files.train"),
+        ({"task": "causal-lm", "train": {"batch_size": 0}}, "train.batch_size"),
+    ],
+)
 def test_a_spec_error_names_its_field_first(data, culprit):
-    paths = ["task", "precision", "launcher", "parallelism.strategy", "parallelism.zero_stage",
-             "parallelism.offload_params", "hardware.devices", "dataset.files.train", "dataset.files.validation",
-             "train.batch_size"]
+    paths = [
+        "task",
+        "precision",
+        "launcher",
+        "parallelism.strategy",
+        "parallelism.zero_stage",
+        "parallelism.offload_params",
+        "hardware.devices",
+        "dataset.files.train",
+        "dataset.files.validation",
+        "train.batch_size",
+    ]
     assert named_fields(sentence(data), paths)[0] == culprit

@@ -55,8 +55,10 @@ def test_running_job_whose_supervisor_is_gone_is_lost(store):
 
 
 def test_concurrent_writers(home):
-    code = ("import sys; from nbtoolkit.jobs.store import JobStore; s = JobStore(sys.argv[1]);"
-            "[s.update(s.create(name='w', task='causal-lm', backend='local').id, step=i) for i in range(25)]")
+    code = (
+        "import sys; from nbtoolkit.jobs.store import JobStore; s = JobStore(sys.argv[1]);"
+        "[s.update(s.create(name='w', task='causal-lm', backend='local').id, step=i) for i in range(25)]"
+    )
     writers = [subprocess.Popen([sys.executable, "-c", code, str(home)]) for _ in range(4)]
     assert all(writer.wait(timeout=60) == 0 for writer in writers)
     assert JobStore(home).count() == 100
@@ -72,8 +74,10 @@ def test_a_final_status_is_final(store):
     assert store.update(record.id, message="a note")  # other columns still change
 
 
-HOLD_LOCK = ("import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
-             "print('held', flush=True); time.sleep(600)")
+HOLD_LOCK = (
+    "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+    "print('held', flush=True); time.sleep(600)"
+)
 
 
 def test_a_job_on_another_host_lives_exactly_as_long_as_its_supervisors_lock(store, monkeypatch):
@@ -82,8 +86,9 @@ def test_a_job_on_another_host_lives_exactly_as_long_as_its_supervisors_lock(sto
     monkeypatch.setenv("NBTOOLKIT_HOST", "node-a")
     record = store.create(name="a", task="causal-lm", backend="local")
     # its supervisor (on node-a, sharing this folder) holds the lock; its pid means nothing here
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(store.job_dir(record.id) / LOCK_FILE)],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(store.job_dir(record.id) / LOCK_FILE)], stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout.readline().strip() == "held"
     store.update(record.id, status="running", supervisor_pid=1, supervisor_started=0.0)
     monkeypatch.setenv("NBTOOLKIT_HOST", "node-b")
@@ -97,8 +102,8 @@ def test_a_job_on_another_host_lives_exactly_as_long_as_its_supervisors_lock(sto
 
 
 def test_stop_never_signals_a_process_here_for_a_job_recorded_on_another_host(store, monkeypatch):
-    from nbtoolkit.launches import Launch, Stage
     from nbtoolkit.jobs import stop, write_launch_files
+    from nbtoolkit.launches import Launch, Stage
 
     monkeypatch.setenv("NBTOOLKIT_HOST", "node-a")
     record = store.create(name="a", task="causal-lm", backend="local")
@@ -107,8 +112,14 @@ def test_stop_never_signals_a_process_here_for_a_job_recorded_on_another_host(st
     # an unrelated process here happens to have the pid (and group) node-a recorded
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
     started = psutil.Process(bystander.pid).create_time()
-    store.update(record.id, status="running", created=time.time() - 3600, supervisor_pid=bystander.pid,
-                 supervisor_started=started, pgid=bystander.pid)
+    store.update(
+        record.id,
+        status="running",
+        created=time.time() - 3600,
+        supervisor_pid=bystander.pid,
+        supervisor_started=started,
+        pgid=bystander.pid,
+    )
     try:
         stop(record.id, store=store, grace=0.5)
         time.sleep(0.5)
@@ -119,20 +130,30 @@ def test_stop_never_signals_a_process_here_for_a_job_recorded_on_another_host(st
 
 
 def test_stop_of_a_live_job_on_another_host_asks_its_supervisor_and_signals_nothing_here(store, monkeypatch):
-    from nbtoolkit.launches import Launch, Stage
     from nbtoolkit.jobs import stop, write_launch_files
     from nbtoolkit.jobs.lock import LOCK_FILE
+    from nbtoolkit.launches import Launch, Stage
 
     monkeypatch.setenv("NBTOOLKIT_HOST", "node-a")
     record = store.create(name="a", task="causal-lm", backend="local")
-    write_launch_files(Launch(backend="local", stages=[Stage("train", ["true"], stop_grace_s=0.1)]),
-                       store.job_dir(record.id))
+    write_launch_files(
+        Launch(backend="local", stages=[Stage("train", ["true"], stop_grace_s=0.1)]), store.job_dir(record.id)
+    )
     # node-a's supervisor holds the lock (and answers nothing); its pid is a bystander's here
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(store.job_dir(record.id) / LOCK_FILE)],
-                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(store.job_dir(record.id) / LOCK_FILE)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert holder.stdout.readline().strip() == "held"
-    store.update(record.id, status="running", supervisor_pid=holder.pid,
-                 supervisor_started=psutil.Process(holder.pid).create_time(), pgid=holder.pid)
+    store.update(
+        record.id,
+        status="running",
+        supervisor_pid=holder.pid,
+        supervisor_started=psutil.Process(holder.pid).create_time(),
+        pgid=holder.pid,
+    )
     monkeypatch.setenv("NBTOOLKIT_HOST", "node-b")
     try:
         after = stop(record.id, store=store, grace=0.1)
@@ -150,8 +171,10 @@ def store_bad_values(store) -> str:
     store.create(name="good", task="text-classification", backend="local")
     bad = store.create(name="bad", task="text-classification", backend="local")
     with sqlite3.connect(store.db_path) as conn:
-        conn.execute("UPDATE jobs SET loss = 'abc', samples_per_second = 'fast', step = 2.5, info = '{oops' "
-                     "WHERE id = ?", (bad.id,))
+        conn.execute(
+            "UPDATE jobs SET loss = 'abc', samples_per_second = 'fast', step = 2.5, info = '{oops' WHERE id = ?",
+            (bad.id,),
+        )
     return bad.id
 
 

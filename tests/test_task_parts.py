@@ -23,8 +23,12 @@ def task_setup(spec: dict):
 def test_question_answering_features_point_at_the_answer_in_every_window():
     from nbtoolkit.train.tasks.question_answering import setup
 
-    spec = load_spec({"task": "question-answering", "dataset": {"max_length": 64, "doc_stride": 16,
-                                                                "max_train_samples": 3, "max_eval_samples": 12}})
+    spec = load_spec(
+        {
+            "task": "question-answering",
+            "dataset": {"max_length": 64, "doc_stride": 16, "max_train_samples": 3, "max_eval_samples": 12},
+        }
+    )
     splits = load_splits(spec)
     features = setup(spec, splits).eval_dataset
     examples = splits["eval"]
@@ -36,7 +40,7 @@ def test_question_answering_features_point_at_the_answer_in_every_window():
         example = examples[feature["example_id"]]
         if start == end == 0:  # the answer is not inside this window
             continue
-        assert example["context"][offsets[start][0]:offsets[end][1]] == example["answers"]["text"][0]
+        assert example["context"][offsets[start][0] : offsets[end][1]] == example["answers"]["text"][0]
         found.add(feature["example_id"])
     assert found == set(range(len(examples)))
 
@@ -67,8 +71,17 @@ def test_summarization_prompt_keeps_the_template_whole_and_pads_labels_with_minu
     assert text.startswith("Summarize the following news article:\nThe council voted") and text.endswith("\nSummary:\n")
     assert len(tokenizer(text)["input_ids"]) <= 40
 
-    setup = task_setup({"task": "summarization", "dataset": {"pad_to_max_length": True, "max_target_length": 48,
-                                                             "max_train_samples": 8, "max_eval_samples": 2}})
+    setup = task_setup(
+        {
+            "task": "summarization",
+            "dataset": {
+                "pad_to_max_length": True,
+                "max_target_length": 48,
+                "max_train_samples": 8,
+                "max_eval_samples": 2,
+            },
+        }
+    )
     labels = setup.train_dataset[0]["labels"]
     assert len(labels) == 48 and labels[-1] == -100 and tokenizer.pad_token_id not in labels
     assert rouge(["Work begins in May."], ["Work begins in May."])["rougeLsum"] == pytest.approx(1.0)
@@ -84,14 +97,29 @@ def test_causal_lm_packs_text_into_equal_blocks_with_labels():
     assert tokenizer.decode(blocks[0]["input_ids"]).startswith(" = ")  # wikitext's heading, empty lines dropped
 
 
-@pytest.mark.parametrize(("task", "dataset", "sentence"), [
-    ("summarization", {"summary_column": "summary"},
-     "dataset.summary_column 'summary' is not a column of the data; its columns are article, highlights"),
-    ("question-answering", {"context_column": "passage"},
-     "dataset.context_column 'passage' is not a column of the data; its columns are id, title, context, question, "
-     "answers"),
-    ("causal-lm", {"text_column": "body"}, "dataset.text_column 'body' is not a column of the data; its columns are text"),
-])
+@pytest.mark.parametrize(
+    ("task", "dataset", "sentence"),
+    [
+        (
+            "summarization",
+            {"summary_column": "summary"},
+            "dataset.summary_column 'summary' is not a column of the data; its columns are article, highlights",
+        ),
+        (
+            "question-answering",
+            {"context_column": "passage"},
+            (
+                "dataset.context_column 'passage' is not a column of the data; its columns are id, title, context, question, "
+                "answers"
+            ),
+        ),
+        (
+            "causal-lm",
+            {"text_column": "body"},
+            "dataset.text_column 'body' is not a column of the data; its columns are text",
+        ),
+    ],
+)
 def test_missing_column_is_one_sentence(task, dataset, sentence):
     with pytest.raises(TrainError) as raised:
         task_setup({"task": task, "dataset": dataset})
@@ -101,9 +129,11 @@ def test_missing_column_is_one_sentence(task, dataset, sentence):
 def test_hub_dataset_or_model_out_of_reach_is_one_sentence():
     with pytest.raises(TrainError) as raised:
         task_setup({"task": "text-classification", "dataset": {"name": "philschmid/emotion"}})
-    assert str(raised.value) == ("dataset.name 'philschmid/emotion' could not be loaded (Couldn't reach "
-                                 "'philschmid/emotion' on the Hub (OfflineModeIsEnabled)); check the name, or give "
-                                 "local files in dataset.files")
+    assert str(raised.value) == (
+        "dataset.name 'philschmid/emotion' could not be loaded (Couldn't reach "
+        "'philschmid/emotion' on the Hub (OfflineModeIsEnabled)); check the name, or give "
+        "local files in dataset.files"
+    )
     with pytest.raises(TrainError, match=r"^model 'google/flan-t5-small' could not be loaded \(We couldn't connect"):
         task_setup({"task": "summarization", "model": "google/flan-t5-small"})
 
@@ -114,7 +144,8 @@ def test_summarization_with_an_encoder_only_model_is_one_sentence():
     assert str(raised.value) == (
         "model 'nbtoolkit/tiny-bert' is a bert encoder-only model, but task 'summarization' needs an encoder-decoder "
         "(sequence-to-sequence) model such as t5, flan-t5 or bart; choose such a model, or leave model empty for the "
-        "bundled nbtoolkit/tiny-t5")
+        "bundled nbtoolkit/tiny-t5"
+    )
 
 
 def test_resume_latest_takes_the_last_complete_checkpoint(tmp_path):
@@ -122,9 +153,15 @@ def test_resume_latest_takes_the_last_complete_checkpoint(tmp_path):
 
     state = '{"global_step": 1}'
     checkpoints = {  # step -> (trainer_state.json, files beside it); from 30 on each is cut off or broken
-        10: (state, ["pytorch_model.bin"]), 20: (state, ["model-1.safetensors", "model-2.safetensors"]),
-        30: (None, ["model.safetensors"]), 40: ('{"global_st', ["model.safetensors"]), 50: ("null", ["model.safetensors"]),
-        60: (state, []), 70: (state, ["model-1.safetensors"]), 80: ('{"log_history": []}', ["model.safetensors"])}
+        10: (state, ["pytorch_model.bin"]),
+        20: (state, ["model-1.safetensors", "model-2.safetensors"]),
+        30: (None, ["model.safetensors"]),
+        40: ('{"global_st', ["model.safetensors"]),
+        50: ("null", ["model.safetensors"]),
+        60: (state, []),
+        70: (state, ["model-1.safetensors"]),
+        80: ('{"log_history": []}', ["model.safetensors"]),
+    }
     for step, (text, files) in checkpoints.items():
         folder = tmp_path / f"checkpoint-{step}"
         folder.mkdir()
@@ -133,12 +170,14 @@ def test_resume_latest_takes_the_last_complete_checkpoint(tmp_path):
         for name in files:
             (folder / name).write_bytes(b"weights")
         if step in (20, 70):  # sharded: the index names two shards, 70 lacks one
-            (folder / "model.safetensors.index.json").write_text(json.dumps(
-                {"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}}))
+            (folder / "model.safetensors.index.json").write_text(
+                json.dumps({"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}})
+            )
     (tmp_path / "model").mkdir()
     assert last_checkpoint(tmp_path) == tmp_path / "checkpoint-20"
     assert resume_checkpoint(load_spec({"task": "causal-lm", "resume": "latest"}), str(tmp_path)) == str(
-        tmp_path / "checkpoint-20")
+        tmp_path / "checkpoint-20"
+    )
     assert resume_checkpoint(load_spec({"task": "causal-lm", "resume": "latest"}), str(tmp_path / "none")) is None
     with pytest.raises(TrainError, match="is not a complete checkpoint"):
         resume_checkpoint(load_spec({"task": "causal-lm", "resume": str(tmp_path / "checkpoint-30")}), str(tmp_path))
@@ -159,7 +198,10 @@ def test_bundled_tiny_models_use_their_tokenizers_special_tokens():
     t5, gpt2 = model_config("nbtoolkit/tiny-t5"), model_config("nbtoolkit/tiny-gpt2")
     t5_tokens = load_tokenizer("nbtoolkit/tiny-t5")
     assert (t5.pad_token_id, t5.eos_token_id, t5.decoder_start_token_id) == (
-        t5_tokens.pad_token_id, t5_tokens.eos_token_id, t5_tokens.pad_token_id)
+        t5_tokens.pad_token_id,
+        t5_tokens.eos_token_id,
+        t5_tokens.pad_token_id,
+    )
     assert t5_tokens("a b")["input_ids"][-1] == t5_tokens.eos_token_id
     assert gpt2.eos_token_id == gpt2.bos_token_id == load_tokenizer("nbtoolkit/tiny-gpt2").eos_token_id
     assert json.loads(json.dumps(t5.to_dict()))["model_type"] == "t5"

@@ -28,7 +28,9 @@ def test_each_task_names_real_columns_a_program_and_a_bundled_model_that_suits_i
     assert has_head(task.head, model_config(task.bundled_model))
 
 
-@pytest.mark.parametrize("name, other", [("summarization", "causal-lm"), ("causal-lm", "summarization"),
-                                         ("summarization", "question-answering")])
+@pytest.mark.parametrize(
+    "name, other",
+    [("summarization", "causal-lm"), ("causal-lm", "summarization"), ("summarization", "question-answering")],
+)
 def test_a_bundled_model_of_another_head_does_not_suit(name, other):
     assert not has_head(TASKS[name].head, model_config(TASKS[other].bundled_model))

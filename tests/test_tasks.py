@@ -22,13 +22,18 @@ TRAIN = {"max_steps": 30, "batch_size": 8, "learning_rate": 0.003, "logging_step
 #: task -> (spec changes, the eval metrics it must report)
 TASK_RUNS = {
     # the classifier sits on a plateau for its first ~30 steps: twice as long, with larger batches
-    "text-classification": ({"train": {**TRAIN, "max_steps": 60, "batch_size": 16, "logging_steps": 20}},
-                            {"eval_accuracy", "eval_f1"}),
-    "summarization": ({"dataset": {"max_eval_samples": 16, "max_target_length": 32,
-                                   "prompt_template": "summarize: {input}"}},
-                      {"eval_rouge1", "eval_rouge2", "eval_rougeL", "eval_rougeLsum", "eval_gen_len"}),
-    "question-answering": ({"dataset": {"max_train_samples": 240, "max_eval_samples": 24}},
-                           {"eval_exact_match", "eval_f1"}),
+    "text-classification": (
+        {"train": {**TRAIN, "max_steps": 60, "batch_size": 16, "logging_steps": 20}},
+        {"eval_accuracy", "eval_f1"},
+    ),
+    "summarization": (
+        {"dataset": {"max_eval_samples": 16, "max_target_length": 32, "prompt_template": "summarize: {input}"}},
+        {"eval_rouge1", "eval_rouge2", "eval_rougeL", "eval_rougeLsum", "eval_gen_len"},
+    ),
+    "question-answering": (
+        {"dataset": {"max_train_samples": 240, "max_eval_samples": 24}},
+        {"eval_exact_match", "eval_f1"},
+    ),
     "causal-lm": ({}, {"eval_perplexity"}),
 }
 
@@ -39,8 +44,10 @@ def task_jobs(tmp_path_factory) -> dict[str, Job]:
     store = JobStore(tmp_path_factory.mktemp("nbhome"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OMP_NUM_THREADS", "1")
-        jobs = {task: launch({"task": task, "train": TRAIN, **changes}, store=store)
-                for task, (changes, _) in TASK_RUNS.items()}
+        jobs = {
+            task: launch({"task": task, "train": TRAIN, **changes}, store=store)
+            for task, (changes, _) in TASK_RUNS.items()
+        }
     for job in jobs.values():
         job.wait(timeout=240)
     return jobs
@@ -57,8 +64,9 @@ def test_task_fine_tunes_its_bundled_model(task_jobs, task):
     (summary,) = [r for r in records if r["kind"] == "summary"]
 
     train_spec = job.spec.train
-    assert [r["step"] for r in train] == list(range(train_spec.logging_steps, train_spec.max_steps + 1,
-                                                    train_spec.logging_steps))
+    assert [r["step"] for r in train] == list(
+        range(train_spec.logging_steps, train_spec.max_steps + 1, train_spec.logging_steps)
+    )
     assert train[-1]["loss"] < train[0]["loss"]
     assert evals[0]["step"] == 0 and evals[-1]["step"] == train_spec.max_steps
     assert evals[-1]["eval_loss"] < evals[0]["eval_loss"]
@@ -79,7 +87,8 @@ def test_wrong_task_model_pairing_fails_with_one_sentence(store, capsys):
     assert job.record.message == (
         "model 'nbtoolkit/tiny-t5' is a t5 encoder-decoder model, but task 'causal-lm' needs a decoder-only "
         "language model such as gpt2, llama or qwen2; choose such a model, or leave model empty for the bundled "
-        "nbtoolkit/tiny-gpt2")
+        "nbtoolkit/tiny-gpt2"
+    )
     assert not (job.dir / "output" / "model").exists()
     with pytest.raises(LaunchError, match=f"job {job.id} saved no complete checkpoint to resume from"):
         resume(job.id, store=store)
@@ -89,8 +98,10 @@ def test_wrong_task_model_pairing_fails_with_one_sentence(store, capsys):
 
 def test_stopped_job_resumes_as_a_new_job_that_continues_the_global_step(store, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    spec = {"task": "text-classification", "train": {"max_steps": 100000, "batch_size": 8, "logging_steps": 5,
-                                                     "save_steps": 10, "learning_rate": 0.003}}
+    spec = {
+        "task": "text-classification",
+        "train": {"max_steps": 100000, "batch_size": 8, "logging_steps": 5, "save_steps": 10, "learning_rate": 0.003},
+    }
     first = launch(spec, store=store)
     deadline = time.monotonic() + 120
     while last_checkpoint(first.dir / "output") is None:

@@ -9,8 +9,12 @@ def window(step, sps, seconds, tps=None):
 
 
 def test_first_window_is_warmup_by_default():
-    records = [window(10, 5.0, 20.0, 50.0), window(20, 100.0, 1.0, 1000.0), window(30, 50.0, 2.0, 500.0),
-               {"kind": "eval", "step": 30, "eval_loss": 1.0}]
+    records = [
+        window(10, 5.0, 20.0, 50.0),
+        window(20, 100.0, 1.0, 1000.0),
+        window(30, 50.0, 2.0, 500.0),
+        {"kind": "eval", "step": 30, "eval_loss": 1.0},
+    ]
     result = steady_state(records)
     assert result.windows == 2 and result.warmup_seconds == 20.0 and result.steady_seconds == 3.0
     assert result.samples_per_second == (100.0 * 1 + 50.0 * 2) / 3

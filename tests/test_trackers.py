@@ -78,6 +78,7 @@ def test_a_tracker_that_is_not_installed_is_refused_in_one_sentence(store, track
         pytest.skip(f"{tracker} is installed here")  # then it runs offline, as the environment sets
     with pytest.raises(LaunchError) as caught:
         launch({"task": "causal-lm", "report_to": [tracker]}, store=store)
-    assert str(caught.value) == (f"report_to names {tracker}, whose package is not installed here; "
-                                 f"pip install {tracker}, or remove it")
+    assert str(caught.value) == (
+        f"report_to names {tracker}, whose package is not installed here; pip install {tracker}, or remove it"
+    )
     assert store.list() == []

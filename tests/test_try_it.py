@@ -25,8 +25,10 @@ def finished(tmp_path_factory) -> dict[str, Job]:
     store = JobStore(tmp_path_factory.mktemp("nbhome"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OMP_NUM_THREADS", "1")
-        jobs = {task: launch({"task": task, "train": TRAIN, "dataset": {"eval_split": None}}, store=store)
-                for task in ("text-classification", "summarization", "question-answering", "causal-lm")}
+        jobs = {
+            task: launch({"task": task, "train": TRAIN, "dataset": {"eval_split": None}}, store=store)
+            for task in ("text-classification", "summarization", "question-answering", "causal-lm")
+        }
     for job in jobs.values():
         assert job.wait(timeout=300) == "succeeded", job.logs(tail=20)
     return jobs
@@ -37,15 +39,18 @@ def test_classification_shows_the_label_and_its_probabilities(finished):
     box.text.value = "i feel wonderful and happy today"
     answer = box.ask()
 
-    labels = {json.loads(line)["label"] for line in (ASSETS / "data" / "text-classification" / "train.jsonl")
-              .read_text().splitlines()}
+    labels = {
+        json.loads(line)["label"]
+        for line in (ASSETS / "data" / "text-classification" / "train.jsonl").read_text().splitlines()
+    }
     assert set(answer["probabilities"]) == labels and sum(answer["probabilities"].values()) == pytest.approx(1)
     assert answer["label"] == max(answer["probabilities"], key=answer["probabilities"].get)
     shown = box.answer.value
     assert f"label: <b>{answer['label']}</b>" in shown
     percents = re.findall(r"(\w+)</td><td[^>]*><div class='nbtoolkit-bar'[^>]*></div></td><td[^>]*>([\d.]+)%", shown)
     assert {label: float(value) for label, value in percents} == pytest.approx(
-        {label: 100 * p for label, p in answer["probabilities"].items()}, abs=0.051)
+        {label: 100 * p for label, p in answer["probabilities"].items()}, abs=0.051
+    )
     assert shown.count("data-marked") == 1  # the chosen label's bar
     assert not box.button.disabled
 

@@ -15,15 +15,25 @@ NODES = 2
 
 
 def local_spec(instance: catalog.InstanceType):
-    return load_spec({"task": "causal-lm", "precision": "bf16",
-                      "hardware": {"instance_type": instance.name, "nodes": NODES},
-                      "parallelism": {"strategy": "ddp"} if instance.device.kind == "cuda" else {}})
+    return load_spec(
+        {
+            "task": "causal-lm",
+            "precision": "bf16",
+            "hardware": {"instance_type": instance.name, "nodes": NODES},
+            "parallelism": {"strategy": "ddp"} if instance.device.kind == "cuda" else {},
+        }
+    )
 
 
 def sagemaker_spec(instance: catalog.InstanceType):
-    return load_spec({"task": "causal-lm", "precision": "bf16",
-                      "hardware": {"target": "sagemaker", "instance_type": instance.name, "nodes": NODES},
-                      "sagemaker": {"role": ROLE, "region": "us-east-1"}})
+    return load_spec(
+        {
+            "task": "causal-lm",
+            "precision": "bf16",
+            "hardware": {"target": "sagemaker", "instance_type": instance.name, "nodes": NODES},
+            "sagemaker": {"role": ROLE, "region": "us-east-1"},
+        }
+    )
 
 
 def launched_processes(argv: list[str]) -> int:
@@ -42,8 +52,10 @@ def test_a_local_instance_type_starts_one_process_per_device_on_every_node(name)
     assert launched_processes(backends.render(spec).main_stage.argv) == spec.world_size
 
 
-@pytest.mark.parametrize("name", [name for name in catalog.instance_names(sagemaker=True)
-                                  if catalog.instance(name).sagemaker_price_usd is not None])
+@pytest.mark.parametrize(
+    "name",
+    [name for name in catalog.instance_names(sagemaker=True) if catalog.instance(name).sagemaker_price_usd is not None],
+)
 def test_a_sagemaker_instance_type_runs_one_process_per_device_on_every_instance(name):
     instance = catalog.instance(name)
     spec = sagemaker_spec(instance)
@@ -64,7 +76,10 @@ def test_a_cpu_run_on_a_named_instance_stays_one_process():
 
 
 def test_the_saved_spec_loads_back_to_the_same_hardware():
-    for hardware in ({"instance_type": "p4d.24xlarge", "accelerator": "cpu"}, {"instance_type": "p4d.24xlarge"},
-                     {"instance_type": "trn1.32xlarge", "devices": 8}):
+    for hardware in (
+        {"instance_type": "p4d.24xlarge", "accelerator": "cpu"},
+        {"instance_type": "p4d.24xlarge"},
+        {"instance_type": "trn1.32xlarge", "devices": 8},
+    ):
         spec = load_spec({"task": "causal-lm", "hardware": hardware})
         assert load_spec(spec.to_dict()) == spec and load_spec(spec.to_yaml()) == spec

@@ -19,33 +19,75 @@ ASSETS = Path(__file__).resolve().parent.parent / "nbtoolkit" / "assets"
 EMOTIONS: dict[str, dict[str, list[str]]] = {
     "sadness": {
         "feel": ["sad", "lonely", "miserable", "heartbroken", "gloomy", "down", "hopeless", "empty", "unhappy"],
-        "why": ["my best friend moved away", "the trip was cancelled", "nobody called me back", "my dog is sick",
-                "i failed the exam", "the garden died over winter", "we lost the final game", "the shop closed for good"],
+        "why": [
+            "my best friend moved away",
+            "the trip was cancelled",
+            "nobody called me back",
+            "my dog is sick",
+            "i failed the exam",
+            "the garden died over winter",
+            "we lost the final game",
+            "the shop closed for good",
+        ],
     },
     "joy": {
         "feel": ["happy", "cheerful", "delighted", "glad", "thrilled", "content", "joyful", "pleased", "elated"],
-        "why": ["the sun came out", "i finished the project", "we won the match", "my sister got the job",
-                "the bread came out perfect", "i passed the exam", "the weekend is here", "the concert was great"],
+        "why": [
+            "the sun came out",
+            "i finished the project",
+            "we won the match",
+            "my sister got the job",
+            "the bread came out perfect",
+            "i passed the exam",
+            "the weekend is here",
+            "the concert was great",
+        ],
     },
     "love": {
         "feel": ["loving", "tender", "affectionate", "devoted", "caring", "fond", "adoring", "warm hearted"],
-        "why": ["she held my hand", "he wrote me a letter", "we spent the evening together", "my partner cooked dinner",
-                "our baby smiled at me", "my grandmother hugged me", "he remembered our anniversary"],
+        "why": [
+            "she held my hand",
+            "he wrote me a letter",
+            "we spent the evening together",
+            "my partner cooked dinner",
+            "our baby smiled at me",
+            "my grandmother hugged me",
+            "he remembered our anniversary",
+        ],
     },
     "anger": {
         "feel": ["angry", "furious", "irritated", "annoyed", "outraged", "bitter", "resentful", "mad", "livid"],
-        "why": ["the bus left without me", "someone scratched my car", "they lied to me again",
-                "the neighbours were loud all night", "my order arrived broken", "he took credit for my work"],
+        "why": [
+            "the bus left without me",
+            "someone scratched my car",
+            "they lied to me again",
+            "the neighbours were loud all night",
+            "my order arrived broken",
+            "he took credit for my work",
+        ],
     },
     "fear": {
         "feel": ["afraid", "scared", "anxious", "terrified", "nervous", "worried", "frightened", "uneasy", "panicked"],
-        "why": ["the lights went out", "i heard steps behind me", "the test results are due", "the storm is coming",
-                "i have to speak in public", "the plane started shaking", "the doctor wants to see me"],
+        "why": [
+            "the lights went out",
+            "i heard steps behind me",
+            "the test results are due",
+            "the storm is coming",
+            "i have to speak in public",
+            "the plane started shaking",
+            "the doctor wants to see me",
+        ],
     },
     "surprise": {
         "feel": ["surprised", "amazed", "astonished", "shocked", "stunned", "startled", "speechless", "impressed"],
-        "why": ["an old friend knocked on the door", "the price was half what i expected", "it snowed in may",
-                "my brother showed up unannounced", "the ending of the film", "the results came in early"],
+        "why": [
+            "an old friend knocked on the door",
+            "the price was half what i expected",
+            "it snowed in may",
+            "my brother showed up unannounced",
+            "the ending of the film",
+            "the results came in early",
+        ],
     },
 }
 
@@ -107,8 +149,15 @@ def build_wordpiece(texts: list[str]) -> None:
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
     tokenizer.decoder = decoders.WordPiece()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]",
-                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]", model_max_length=512)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=512,
+    )
     save_portable(fast, ASSETS / "tokenizers" / "wordpiece")
 
 
@@ -123,49 +172,198 @@ def save_portable(tokenizer, folder: Path) -> None:
 
 # -- shared vocabulary for the news, QA and wiki samples (invented people, places and firms) ----------
 
-FIRST_NAMES = ["Ada", "Bruno", "Clara", "Dmitri", "Elena", "Farid", "Greta", "Hugo", "Ines", "Jonas", "Keiko", "Luca",
-               "Maya", "Nikolai", "Olga", "Pablo", "Quinn", "Rosa", "Samir", "Tilda", "Umar", "Vera", "Wendell",
-               "Ximena", "Yusuf", "Zora"]
-LAST_NAMES = ["Abara", "Bellweather", "Castellan", "Dunmore", "Eskildsen", "Fairbairn", "Galloway", "Hartigan",
-              "Ivers", "Jaramillo", "Kettering", "Lindqvist", "Marchetti", "Northcott", "Okafor", "Pemberton",
-              "Quist", "Ravenhill", "Sandoval", "Thorne", "Underhill", "Varga", "Whitlock", "Yardley"]
-TOWNS = ["Aldermoor", "Brindleford", "Carrow Bay", "Dunhallow", "Eastmere", "Fennick", "Glasswater", "Harrowgate",
-         "Ivybridge Vale", "Juniper Falls", "Kestrel Point", "Larkspur", "Millbrook", "Northwold", "Oakhaven",
-         "Pennycross", "Quarry Hill", "Redfern", "Saltmarsh", "Thistledown", "Upper Ashby", "Westcombe"]
+FIRST_NAMES = [
+    "Ada",
+    "Bruno",
+    "Clara",
+    "Dmitri",
+    "Elena",
+    "Farid",
+    "Greta",
+    "Hugo",
+    "Ines",
+    "Jonas",
+    "Keiko",
+    "Luca",
+    "Maya",
+    "Nikolai",
+    "Olga",
+    "Pablo",
+    "Quinn",
+    "Rosa",
+    "Samir",
+    "Tilda",
+    "Umar",
+    "Vera",
+    "Wendell",
+    "Ximena",
+    "Yusuf",
+    "Zora",
+]
+LAST_NAMES = [
+    "Abara",
+    "Bellweather",
+    "Castellan",
+    "Dunmore",
+    "Eskildsen",
+    "Fairbairn",
+    "Galloway",
+    "Hartigan",
+    "Ivers",
+    "Jaramillo",
+    "Kettering",
+    "Lindqvist",
+    "Marchetti",
+    "Northcott",
+    "Okafor",
+    "Pemberton",
+    "Quist",
+    "Ravenhill",
+    "Sandoval",
+    "Thorne",
+    "Underhill",
+    "Varga",
+    "Whitlock",
+    "Yardley",
+]
+TOWNS = [
+    "Aldermoor",
+    "Brindleford",
+    "Carrow Bay",
+    "Dunhallow",
+    "Eastmere",
+    "Fennick",
+    "Glasswater",
+    "Harrowgate",
+    "Ivybridge Vale",
+    "Juniper Falls",
+    "Kestrel Point",
+    "Larkspur",
+    "Millbrook",
+    "Northwold",
+    "Oakhaven",
+    "Pennycross",
+    "Quarry Hill",
+    "Redfern",
+    "Saltmarsh",
+    "Thistledown",
+    "Upper Ashby",
+    "Westcombe",
+]
 COUNTIES = ["Greyshire", "Highmoor", "the Lowland Coast", "Marrowdale", "the Northern Fells", "Sunderby"]
-PROFESSIONS = ["chemist", "architect", "novelist", "engineer", "botanist", "composer", "astronomer", "painter",
-               "economist", "marine biologist", "sculptor", "historian"]
-SUBJECTS = ["chemistry", "architecture", "literature", "mechanical engineering", "botany", "music", "physics",
-            "fine art", "economics", "marine biology", "history", "mathematics"]
-WORKS = ["a new way to purify river water", "the design of the Glasswater library", "a trilogy of harbour novels",
-         "a quieter railway brake", "a catalogue of mountain mosses", "a symphony for brass and choir",
-         "the discovery of a faint comet", "a series of coastal landscapes", "a study of village markets",
-         "a survey of kelp forests", "bronze statues of dock workers", "a history of the salt trade"]
-ORGS = ["a small research institute", "a community theatre", "an engineering workshop", "a seed bank",
-        "a music school", "a public observatory", "an art cooperative", "a local newspaper"]
-PRIZES = ["Harland Medal", "Silver Quill Award", "Meridian Prize", "Copperleaf Award", "Northern Star Prize",
-          "Beacon Fellowship"]
+PROFESSIONS = [
+    "chemist",
+    "architect",
+    "novelist",
+    "engineer",
+    "botanist",
+    "composer",
+    "astronomer",
+    "painter",
+    "economist",
+    "marine biologist",
+    "sculptor",
+    "historian",
+]
+SUBJECTS = [
+    "chemistry",
+    "architecture",
+    "literature",
+    "mechanical engineering",
+    "botany",
+    "music",
+    "physics",
+    "fine art",
+    "economics",
+    "marine biology",
+    "history",
+    "mathematics",
+]
+WORKS = [
+    "a new way to purify river water",
+    "the design of the Glasswater library",
+    "a trilogy of harbour novels",
+    "a quieter railway brake",
+    "a catalogue of mountain mosses",
+    "a symphony for brass and choir",
+    "the discovery of a faint comet",
+    "a series of coastal landscapes",
+    "a study of village markets",
+    "a survey of kelp forests",
+    "bronze statues of dock workers",
+    "a history of the salt trade",
+]
+ORGS = [
+    "a small research institute",
+    "a community theatre",
+    "an engineering workshop",
+    "a seed bank",
+    "a music school",
+    "a public observatory",
+    "an art cooperative",
+    "a local newspaper",
+]
+PRIZES = [
+    "Harland Medal",
+    "Silver Quill Award",
+    "Meridian Prize",
+    "Copperleaf Award",
+    "Northern Star Prize",
+    "Beacon Fellowship",
+]
 INDUSTRIES = ["software", "bakery", "shipping", "solar panel", "bicycle", "furniture", "textile", "pharmacy"]
-COMPANIES = ["Brightwell Systems", "Copper Kettle Bakeries", "Harbourline Freight", "Sunfield Energy",
-             "Velo Works", "Oakhaven Furniture", "Loomcraft Textiles", "Greenleaf Pharmacies"]
-TEAMS = ["Aldermoor Rovers", "Brindleford United", "Carrow Bay Athletic", "Dunhallow Town", "Eastmere City",
-         "Fennick Wanderers", "Glasswater Rangers", "Harrowgate Albion"]
+COMPANIES = [
+    "Brightwell Systems",
+    "Copper Kettle Bakeries",
+    "Harbourline Freight",
+    "Sunfield Energy",
+    "Velo Works",
+    "Oakhaven Furniture",
+    "Loomcraft Textiles",
+    "Greenleaf Pharmacies",
+]
+TEAMS = [
+    "Aldermoor Rovers",
+    "Brindleford United",
+    "Carrow Bay Athletic",
+    "Dunhallow Town",
+    "Eastmere City",
+    "Fennick Wanderers",
+    "Glasswater Rangers",
+    "Harrowgate Albion",
+]
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
-COUNCIL_ACTIONS = [("build a new footbridge over the river", "traffic on the old bridge"),
-                   ("open a public library on the high street", "the closure of two school libraries"),
-                   ("plant two thousand trees along the ring road", "complaints about summer heat"),
-                   ("repair the flooded sea wall", "storms damaged the harbour last winter"),
-                   ("add a night bus between the station and the hospital", "a petition signed by nurses"),
-                   ("turn the old gasworks into a park", "years of campaigning by local families")]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+COUNCIL_ACTIONS = [
+    ("build a new footbridge over the river", "traffic on the old bridge"),
+    ("open a public library on the high street", "the closure of two school libraries"),
+    ("plant two thousand trees along the ring road", "complaints about summer heat"),
+    ("repair the flooded sea wall", "storms damaged the harbour last winter"),
+    ("add a night bus between the station and the hospital", "a petition signed by nurses"),
+    ("turn the old gasworks into a park", "years of campaigning by local families"),
+]
 WORRIES = ["noise during construction", "the cost to local taxpayers", "parking near the site", "delays to buses"]
-FINDINGS = [("sleeping an extra hour improves memory in teenagers", "teenagers"),
-            ("city foxes travel further at night than country foxes", "foxes"),
-            ("walking after meals lowers blood sugar", "adults"),
-            ("bees visit blue flowers more often in cold weather", "bee colonies"),
-            ("reading aloud helps children learn new words faster", "children"),
-            ("oyster reefs calm waves during storms", "reefs")]
+FINDINGS = [
+    ("sleeping an extra hour improves memory in teenagers", "teenagers"),
+    ("city foxes travel further at night than country foxes", "foxes"),
+    ("walking after meals lowers blood sugar", "adults"),
+    ("bees visit blue flowers more often in cold weather", "bee colonies"),
+    ("reading aloud helps children learn new words faster", "children"),
+    ("oyster reefs calm waves during storms", "reefs"),
+]
 
 
 def pick(rng: random.Random, values: list):
@@ -184,39 +382,47 @@ def news_article(rng: random.Random) -> dict[str, str]:
     if kind == 0:
         (action, reason), cost = pick(rng, COUNCIL_ACTIONS), rng.randint(2, 40)
         votes_for = rng.randint(9, 20)
-        article = (f"{town} city council voted {votes_for} to {rng.randint(1, votes_for - 1)} on {weekday} to {action}. "
-                   f"The plan, which will cost about {cost} million pounds, was proposed by councillor {name} after "
-                   f"{reason}. \"This is money well spent for the whole town,\" {last} told reporters after the meeting. "
-                   f"Work is expected to begin in {month} and to take {rng.randint(3, 30)} months. Some residents said "
-                   f"they were worried about {pick(rng, WORRIES)}, but the council promised regular public updates.")
-        highlights = (f"{town} council votes to {action}. The plan will cost about {cost} million pounds. "
-                      f"Work begins in {month}.")
+        article = (
+            f"{town} city council voted {votes_for} to {rng.randint(1, votes_for - 1)} on {weekday} to {action}. "
+            f"The plan, which will cost about {cost} million pounds, was proposed by councillor {name} after "
+            f'{reason}. "This is money well spent for the whole town," {last} told reporters after the meeting. '
+            f"Work is expected to begin in {month} and to take {rng.randint(3, 30)} months. Some residents said "
+            f"they were worried about {pick(rng, WORRIES)}, but the council promised regular public updates."
+        )
+        highlights = (
+            f"{town} council votes to {action}. The plan will cost about {cost} million pounds. Work begins in {month}."
+        )
     elif kind == 1:
         home, away = rng.sample(TEAMS, 2)
         goals, against, place = rng.randint(2, 5), rng.randint(0, 1), pick(rng, ["first", "second", "third", "fourth"])
-        article = (f"{home} beat {away} {goals}-{against} at home on {weekday} night in front of a crowd of "
-                   f"{rng.randint(3, 40)} thousand. Striker {name} scored twice in the second half after a quiet "
-                   f"first hour. \"We kept believing until the end,\" said {last}, who joined the club in {month}. "
-                   f"The win moves {home} up to {place} place in the league with {rng.randint(4, 12)} games left. "
-                   f"{away} have now lost three matches in a row and face a difficult trip next week.")
+        article = (
+            f"{home} beat {away} {goals}-{against} at home on {weekday} night in front of a crowd of "
+            f"{rng.randint(3, 40)} thousand. Striker {name} scored twice in the second half after a quiet "
+            f'first hour. "We kept believing until the end," said {last}, who joined the club in {month}. '
+            f"The win moves {home} up to {place} place in the league with {rng.randint(4, 12)} games left. "
+            f"{away} have now lost three matches in a row and face a difficult trip next week."
+        )
         highlights = f"{home} beat {away} {goals}-{against}. {name} scores twice. {home} move up to {place} place."
     elif kind == 2:
         index = rng.randrange(len(COMPANIES))
         company, industry, staff, rise = COMPANIES[index], INDUSTRIES[index], rng.randint(40, 900), rng.randint(2, 15)
-        article = (f"{company}, the {industry} firm based in {town}, said on {weekday} that it would hire {staff} "
-                   f"new staff over the next year. Chief executive {name} said strong sales abroad had made the "
-                   f"expansion possible. \"Our orders have never been higher,\" {last} said. Shares in the company "
-                   f"rose {rise} percent after the announcement. The new jobs will be based at a site on the edge "
-                   f"of {town}, which the firm bought in {month}.")
+        article = (
+            f"{company}, the {industry} firm based in {town}, said on {weekday} that it would hire {staff} "
+            f"new staff over the next year. Chief executive {name} said strong sales abroad had made the "
+            f'expansion possible. "Our orders have never been higher," {last} said. Shares in the company '
+            f"rose {rise} percent after the announcement. The new jobs will be based at a site on the edge "
+            f"of {town}, which the firm bought in {month}."
+        )
         highlights = f"{company} to hire {staff} new staff in {town}. Shares rise {rise} percent."
     else:
         (finding, subjects), count, years = pick(rng, FINDINGS), rng.randint(50, 3000), rng.randint(2, 12)
-        article = (f"Scientists at the University of {town} have found that {finding}. The study, published on "
-                   f"{weekday}, followed {count} {subjects} over {years} years. Lead author {name} said the result "
-                   f"surprised the team. \"We expected a small effect, not a clear one,\" {last} said. Other "
-                   f"researchers said the work should be repeated in other places before firm advice is given.")
-        highlights = (f"University of {town} study finds {finding}. "
-                      f"It followed {count} {subjects} for {years} years.")
+        article = (
+            f"Scientists at the University of {town} have found that {finding}. The study, published on "
+            f"{weekday}, followed {count} {subjects} over {years} years. Lead author {name} said the result "
+            f'surprised the team. "We expected a small effect, not a clear one," {last} said. Other '
+            f"researchers said the work should be repeated in other places before firm advice is given."
+        )
+        highlights = f"University of {town} study finds {finding}. It followed {count} {subjects} for {years} years."
     return {"article": article, "highlights": highlights}
 
 
@@ -231,16 +437,24 @@ def fill(template: str, values: dict[str, str]) -> tuple[str, dict[str, int]]:
     return text, starts
 
 
-BIOGRAPHY = ("{name} is a {profession} who was born in {town} in {year}. {Pronoun} studied {subject} at the "
-             "University of {college} and later moved to {home}, a town in {county}, where {pronoun} founded "
-             "{org}. In {prize_year}, {last} won the {prize} for {work}. {Pronoun} is married to {spouse} "
-             "and has {children} children. Friends describe {last} as patient, curious and fond of long walks by "
-             "the sea.")
-QUESTIONS = [("Where was {name} born?", "town"), ("In which year was {name} born?", "year"),
-             ("What did {name} study?", "subject"), ("Where did {name} move to?", "home"),
-             ("What did {last} found in {home}?", "org"), ("Which prize did {last} win in {prize_year}?", "prize"),
-             ("What did {last} win the {prize} for?", "work"), ("Who is {name} married to?", "spouse"),
-             ("What is {name}'s profession?", "profession")]
+BIOGRAPHY = (
+    "{name} is a {profession} who was born in {town} in {year}. {Pronoun} studied {subject} at the "
+    "University of {college} and later moved to {home}, a town in {county}, where {pronoun} founded "
+    "{org}. In {prize_year}, {last} won the {prize} for {work}. {Pronoun} is married to {spouse} "
+    "and has {children} children. Friends describe {last} as patient, curious and fond of long walks by "
+    "the sea."
+)
+QUESTIONS = [
+    ("Where was {name} born?", "town"),
+    ("In which year was {name} born?", "year"),
+    ("What did {name} study?", "subject"),
+    ("Where did {name} move to?", "home"),
+    ("What did {last} found in {home}?", "org"),
+    ("Which prize did {last} win in {prize_year}?", "prize"),
+    ("What did {last} win the {prize} for?", "work"),
+    ("Who is {name} married to?", "spouse"),
+    ("What is {name}'s profession?", "profession"),
+]
 
 
 def qa_examples(contexts: int, rng: random.Random, prefix: str) -> list[dict]:
@@ -251,32 +465,59 @@ def qa_examples(contexts: int, rng: random.Random, prefix: str) -> list[dict]:
         she = rng.random() < 0.5
         job = rng.randrange(len(PROFESSIONS))
         year = rng.randint(1931, 1990)
-        values = {"name": name, "last": last, "profession": PROFESSIONS[job], "subject": SUBJECTS[job],
-                  "work": WORKS[job], "town": pick(rng, TOWNS), "year": str(year), "college": pick(rng, TOWNS),
-                  "home": pick(rng, TOWNS), "county": pick(rng, COUNTIES), "org": pick(rng, ORGS),
-                  "prize_year": str(year + rng.randint(28, 34)), "prize": pick(rng, PRIZES),
-                  "spouse": person(rng)[0], "children": pick(rng, ["two", "three", "four", "no"]),
-                  "Pronoun": "She" if she else "He", "pronoun": "she" if she else "he"}
+        values = {
+            "name": name,
+            "last": last,
+            "profession": PROFESSIONS[job],
+            "subject": SUBJECTS[job],
+            "work": WORKS[job],
+            "town": pick(rng, TOWNS),
+            "year": str(year),
+            "college": pick(rng, TOWNS),
+            "home": pick(rng, TOWNS),
+            "county": pick(rng, COUNTIES),
+            "org": pick(rng, ORGS),
+            "prize_year": str(year + rng.randint(28, 34)),
+            "prize": pick(rng, PRIZES),
+            "spouse": person(rng)[0],
+            "children": pick(rng, ["two", "three", "four", "no"]),
+            "Pronoun": "She" if she else "He",
+            "pronoun": "she" if she else "he",
+        }
         context, starts = fill(BIOGRAPHY, values)
         for number, (question, field) in enumerate(rng.sample(QUESTIONS, 3)):
-            rows.append({"id": f"{prefix}-{index:04d}-{number}", "title": name, "context": context,
-                         "question": question.format(**values),
-                         "answers": {"text": [values[field]], "answer_start": [starts[field]]}})
+            rows.append(
+                {
+                    "id": f"{prefix}-{index:04d}-{number}",
+                    "title": name,
+                    "context": context,
+                    "question": question.format(**values),
+                    "answers": {"text": [values[field]], "answer_start": [starts[field]]},
+                }
+            )
     return rows
 
 
 TOWN_ARTICLE = [
-    "{town} is a market town in {county}, on the banks of the river {river}. It grew around a wool market in "
-    "the twelfth century and received its charter in {year}. The town is known for its stone bridge, its "
-    "covered market hall and the annual {festival}, which draws visitors from across the region.",
-    "The economy of {town} was long based on {trade}. When the railway arrived in {rail_year}, new workshops "
-    "opened near the station and the population doubled within a generation. Today most residents work in "
-    "services, education and small manufacturing firms.",
-    "{town} has a mild climate. The wettest month is usually {month}, and snow is rare on the lower streets, "
-    "although the hills to the north are often white for several weeks each winter.",
-    "Notable buildings include the church of Saint {saint}, the old customs house and the {company} works, "
-    "now a museum of local industry. The town library holds a collection of maps of {county} dating back to "
-    "the seventeenth century.",
+    (
+        "{town} is a market town in {county}, on the banks of the river {river}. It grew around a wool market in "
+        "the twelfth century and received its charter in {year}. The town is known for its stone bridge, its "
+        "covered market hall and the annual {festival}, which draws visitors from across the region."
+    ),
+    (
+        "The economy of {town} was long based on {trade}. When the railway arrived in {rail_year}, new workshops "
+        "opened near the station and the population doubled within a generation. Today most residents work in "
+        "services, education and small manufacturing firms."
+    ),
+    (
+        "{town} has a mild climate. The wettest month is usually {month}, and snow is rare on the lower streets, "
+        "although the hills to the north are often white for several weeks each winter."
+    ),
+    (
+        "Notable buildings include the church of Saint {saint}, the old customs house and the {company} works, "
+        "now a museum of local industry. The town library holds a collection of maps of {county} dating back to "
+        "the seventeenth century."
+    ),
 ]
 RIVERS = ["Ash", "Brill", "Cole", "Dane", "Esk", "Frome", "Gade", "Hull", "Isbourne", "Kennet"]
 FESTIVALS = ["lantern parade", "cheese fair", "folk music week", "boat race", "apple harvest festival", "kite day"]
@@ -288,17 +529,45 @@ def wiki_rows(towns: list[str], rng: random.Random) -> list[dict[str, str]]:
     """wikitext-style rows: a ` = Title = ` heading, paragraphs, and the empty lines between them."""
     rows = []
     for town in towns:
-        values = {"town": town, "county": pick(rng, COUNTIES), "river": pick(rng, RIVERS),
-                  "year": str(rng.randint(1150, 1390)), "festival": pick(rng, FESTIVALS), "trade": pick(rng, TRADES),
-                  "rail_year": str(rng.randint(1840, 1880)), "month": pick(rng, MONTHS), "saint": pick(rng, SAINTS),
-                  "company": pick(rng, COMPANIES)}
+        values = {
+            "town": town,
+            "county": pick(rng, COUNTIES),
+            "river": pick(rng, RIVERS),
+            "year": str(rng.randint(1150, 1390)),
+            "festival": pick(rng, FESTIVALS),
+            "trade": pick(rng, TRADES),
+            "rail_year": str(rng.randint(1840, 1880)),
+            "month": pick(rng, MONTHS),
+            "saint": pick(rng, SAINTS),
+            "company": pick(rng, COMPANIES),
+        }
         rows += [{"text": ""}, {"text": f" = {town} = "}, {"text": ""}]
         rows += [{"text": " " + paragraph.format(**values) + " "} for paragraph in TOWN_ARTICLE]
     return rows
 
 
-TOWN_STARTS = ["Ash", "Bram", "Cold", "Dun", "Elm", "Fox", "Gold", "Hart", "Iron", "Kings", "Long", "Marsh",
-               "Nether", "Old", "Pine", "Red", "Stone", "Thorn", "Wel", "Wyn"]
+TOWN_STARTS = [
+    "Ash",
+    "Bram",
+    "Cold",
+    "Dun",
+    "Elm",
+    "Fox",
+    "Gold",
+    "Hart",
+    "Iron",
+    "Kings",
+    "Long",
+    "Marsh",
+    "Nether",
+    "Old",
+    "Pine",
+    "Red",
+    "Stone",
+    "Thorn",
+    "Wel",
+    "Wyn",
+]
 TOWN_ENDS = ["ford", "bury", "wick", "ton", "mere", "field", "combe", "stead"]
 
 
@@ -307,8 +576,10 @@ def build_task_samples() -> list[str]:
     rng = random.Random(3)
     wiki_towns = rng.sample([start + end for start in TOWN_STARTS for end in TOWN_ENDS], 68)
     samples = {
-        "summarization": {"train": [news_article(rng) for _ in range(320)],
-                          "validation": [news_article(rng) for _ in range(32)]},
+        "summarization": {
+            "train": [news_article(rng) for _ in range(320)],
+            "validation": [news_article(rng) for _ in range(32)],
+        },
         "question-answering": {"train": qa_examples(160, rng, "train"), "validation": qa_examples(16, rng, "val")},
         "causal-lm": {"train": wiki_rows(wiki_towns[:60], rng), "validation": wiki_rows(wiki_towns[60:], rng)},
     }
@@ -330,10 +601,15 @@ def build_byte_bpe(texts: list[str]) -> None:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    tokenizer.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=2000, special_tokens=[end],
-                                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=end, eos_token=end, unk_token=end,
-                                   pad_token=end, model_max_length=512)
+    tokenizer.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=2000, special_tokens=[end], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token=end, eos_token=end, unk_token=end, pad_token=end, model_max_length=512
+    )
     save_portable(fast, ASSETS / "tokenizers" / "byte-bpe")
 
 
@@ -349,13 +625,19 @@ def build_sentencepiece_style(texts: list[str]) -> None:
     tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(r"\s+"), " ")])
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     tokenizer.decoder = decoders.Metaspace()
-    tokenizer.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=2000, special_tokens=["<pad>", "</s>", "<unk>"],
-                                                             initial_alphabet=list(string.printable.strip())))
+    tokenizer.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=2000, special_tokens=["<pad>", "</s>", "<unk>"], initial_alphabet=list(string.printable.strip())
+        ),
+    )
     eos = tokenizer.token_to_id("</s>")
-    tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
-                                                             special_tokens=[("</s>", eos)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
-                                   model_max_length=512)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", eos)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token="<pad>", eos_token="</s>", unk_token="<unk>", model_max_length=512
+    )
     save_portable(fast, ASSETS / "tokenizers" / "sentencepiece-style")
 
 

@@ -32,8 +32,13 @@ def execute(path: Path, timeout: int) -> float:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="nbtoolkit-notebook-home-") as home:
         os.environ["NBTOOLKIT_HOME"] = home
-        NotebookClient(notebook, timeout=timeout, kernel_name="python3", store_widget_state=True,
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        NotebookClient(
+            notebook,
+            timeout=timeout,
+            kernel_name="python3",
+            store_widget_state=True,
+            resources={"metadata": {"path": str(path.parent)}},
+        ).execute()
     notebook.metadata["nbtoolkit"] = {"code_sha256": code_hash(notebook)}
     nbformat.write(notebook, path)
     return time.monotonic() - started

@@ -64,13 +64,19 @@ def main() -> None:
         sampler.start()
         started = time.monotonic()
         try:
-            NotebookClient(notebook, timeout=args.timeout, kernel_name="python3",
-                           resources={"metadata": {"path": str(args.notebook.resolve().parent)}}).execute()
+            NotebookClient(
+                notebook,
+                timeout=args.timeout,
+                kernel_name="python3",
+                resources={"metadata": {"path": str(args.notebook.resolve().parent)}},
+            ).execute()
         finally:
             sampler.stopped.set()
             sampler.join()
-    print(f"{args.notebook.name}: ran in {time.monotonic() - started:.0f}s; peak of kernel + children: "
-          f"RSS {sampler.rss / MB:.0f} MB, PSS {sampler.pss / MB:.0f} MB")
+    print(
+        f"{args.notebook.name}: ran in {time.monotonic() - started:.0f}s; peak of kernel + children: "
+        f"RSS {sampler.rss / MB:.0f} MB, PSS {sampler.pss / MB:.0f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -27,8 +27,22 @@ if TYPE_CHECKING:
     from nbtoolkit.launches import Launch
     from nbtoolkit.spec import RunSpec
 
-__all__ = ["ENTRY_POINT_GROUP", "LOCAL", "Backend", "LaunchError", "backend_name", "get_backend", "names", "preflight",
-           "problem", "registered", "render", "select", "serving", "targets"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "LOCAL",
+    "Backend",
+    "LaunchError",
+    "backend_name",
+    "get_backend",
+    "names",
+    "preflight",
+    "problem",
+    "registered",
+    "render",
+    "select",
+    "serving",
+    "targets",
+]
 
 ENTRY_POINT_GROUP = "nbtoolkit.backends"
 #: the target of every backend that starts processes on this machine (or, by run.sh, on others by hand)
@@ -85,8 +99,10 @@ class Backend:
 
     def attach(self, name: str, region: str | None = None) -> Launch:
         if not self.attaches:
-            raise LaunchError(f"the {self.name} backend cannot follow a job started elsewhere; those that can: "
-                              f"{', '.join(backend for backend in names() if get_backend(backend).attaches)}")
+            raise LaunchError(
+                f"the {self.name} backend cannot follow a job started elsewhere; those that can: "
+                f"{', '.join(backend for backend in names() if get_backend(backend).attaches)}"
+            )
         return self.module().attach(name, region)
 
 
@@ -98,13 +114,17 @@ def registered() -> dict[str, Backend]:
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:
             backend = entry.load()
-        except Exception as exc:  # noqa: BLE001 (a third party's import error, whatever it is)
-            warnings.warn(f"backend '{entry.name}' ({entry.value}) could not be loaded and is left out: {exc}",
-                          stacklevel=2)
+        except Exception as exc:
+            warnings.warn(
+                f"backend '{entry.name}' ({entry.value}) could not be loaded and is left out: {exc}", stacklevel=2
+            )
             continue
         if not isinstance(backend, Backend) or backend.name != entry.name:
-            warnings.warn(f"the entry point '{entry.name}' in {ENTRY_POINT_GROUP} ({entry.value}) is not a nbtoolkit "
-                          f"Backend named '{entry.name}' and is left out", stacklevel=2)
+            warnings.warn(
+                f"the entry point '{entry.name}' in {ENTRY_POINT_GROUP} ({entry.value}) is not a nbtoolkit "
+                f"Backend named '{entry.name}' and is left out",
+                stacklevel=2,
+            )
             continue
         found[entry.name] = backend
     return found
@@ -160,8 +180,14 @@ def problem(spec: RunSpec) -> str | None:
     """What the backends find wrong with a spec (RunSpec asks when it is built): the one it runs on, and
     each whose block the spec sets to something other than its defaults."""
     chosen = select(spec)
-    asked = [chosen, *(backend for backend in registered().values()
-                       if backend is not chosen and backend.block is not None and _sets_block(spec, backend))]
+    asked = [
+        chosen,
+        *(
+            backend
+            for backend in registered().values()
+            if backend is not chosen and backend.block is not None and _sets_block(spec, backend)
+        ),
+    ]
     return next((found for backend in asked if (found := backend.validate(spec))), None)
 
 

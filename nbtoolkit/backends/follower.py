@@ -17,15 +17,18 @@ from collections.abc import Callable
 from nbtoolkit.runtime import ERROR_PREFIX
 
 
-def command_line(module: str, doc: str | None, *, poll_env: str | None = None,
-                 poll_s: float = 5.0) -> argparse.ArgumentParser:
+def command_line(
+    module: str, doc: str | None, *, poll_env: str | None = None, poll_s: float = 5.0
+) -> argparse.ArgumentParser:
     """The follower's parser; with `poll_env`, a `--poll` option (seconds between status checks) whose default
     that environment variable can change (tests poll fast)."""
-    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {module}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     if poll_env is not None:
-        parser.add_argument("--poll", type=float, default=float(os.environ.get(poll_env, poll_s)),
-                            help="seconds between status checks")
+        parser.add_argument(
+            "--poll", type=float, default=float(os.environ.get(poll_env, poll_s)), help="seconds between status checks"
+        )
     return parser
 
 

@@ -7,11 +7,34 @@ name and this package's name are the same, so the package answers both.
 import sys
 import types
 
-from nbtoolkit.jobs.control import follow_log, leftover_processes, log_tail, read_log, stop, submit, wait, write_launch_files
+from nbtoolkit.jobs.control import (
+    follow_log,
+    leftover_processes,
+    log_tail,
+    read_log,
+    stop,
+    submit,
+    wait,
+    write_launch_files,
+)
 from nbtoolkit.jobs.store import ACTIVE, FINAL, STATUSES, JobNotFound, JobRecord, JobStore
 
-__all__ = ["ACTIVE", "FINAL", "STATUSES", "JobNotFound", "JobRecord", "JobStore", "follow_log", "leftover_processes",
-           "log_tail", "read_log", "stop", "submit", "wait", "write_launch_files"]
+__all__ = [
+    "ACTIVE",
+    "FINAL",
+    "STATUSES",
+    "JobNotFound",
+    "JobRecord",
+    "JobStore",
+    "follow_log",
+    "leftover_processes",
+    "log_tail",
+    "read_log",
+    "stop",
+    "submit",
+    "wait",
+    "write_launch_files",
+]
 
 
 class _CallablePackage(types.ModuleType):

@@ -14,7 +14,16 @@ from pathlib import Path
 
 import psutil
 
-from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, PRIVATE_DIR, PRIVATE_FILE, JobRecord, JobStore, supervisor_process, this_host
+from nbtoolkit.jobs.store import (
+    ACTIVE,
+    LOG_FILE,
+    PRIVATE_DIR,
+    PRIVATE_FILE,
+    JobRecord,
+    JobStore,
+    supervisor_process,
+    this_host,
+)
 from nbtoolkit.jobs.supervisor import POLL_S, stage_grace
 from nbtoolkit.jobs.tree import HOME_ENV, JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.launches import Launch
@@ -35,8 +44,15 @@ def write_launch_files(launch: Launch, directory: Path) -> list[Path]:
     return written
 
 
-def submit(launch: Launch, *, name: str, task: str, store: JobStore | None = None,
-           resumed_from: str | None = None, info: dict | None = None) -> JobRecord:
+def submit(
+    launch: Launch,
+    *,
+    name: str,
+    task: str,
+    store: JobStore | None = None,
+    resumed_from: str | None = None,
+    info: dict | None = None,
+) -> JobRecord:
     """Create the job, write its directory, and start its detached supervisor."""
     store = store or JobStore()
     record = store.create(name=name, task=task, backend=launch.backend, resumed_from=resumed_from, info=info)
@@ -49,8 +65,13 @@ def submit(launch: Launch, *, name: str, task: str, store: JobStore | None = Non
     with open(directory / "supervisor.log", "wb") as supervisor_log:  # the child keeps its own copy
         process = subprocess.Popen(
             [sys.executable, "-m", "nbtoolkit.jobs.supervisor", record.id],
-            env=env, cwd=directory, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=supervisor_log, start_new_session=True, close_fds=True,
+            env=env,
+            cwd=directory,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=supervisor_log,
+            start_new_session=True,
+            close_fds=True,
         )
     # reap it when it ends so a long-lived submitter (a kernel) keeps no zombie
     threading.Thread(target=process.wait, daemon=True, name=f"nbtoolkit-reap-{record.id}").start()
@@ -81,8 +102,9 @@ def stop(job_id: str, *, store: JobStore | None = None, grace: float = 5.0) -> J
     if record.active:
         store.request_stop(record.id)
         # a supervisor that has not begun never will: a queued job stops here and now
-        store.update(record.id, only_if_status=("queued",), status="stopped", ended=time.time(),
-                     message="stopped on request")
+        store.update(
+            record.id, only_if_status=("queued",), status="stopped", ended=time.time(), message="stopped on request"
+        )
         record = wait(record.id, store=store, timeout=2 * grace + 3 * POLL_S + 5)
         if record.active and record.host == this_host():
             _end_unresponsive(store, record, grace)
@@ -111,8 +133,7 @@ def leftover_processes(record: JobRecord, store: JobStore, settle: float = 0.0) 
     return found
 
 
-def wait(job_id: str, *, store: JobStore | None = None, timeout: float | None = None,
-         poll: float = 0.5) -> JobRecord:
+def wait(job_id: str, *, store: JobStore | None = None, timeout: float | None = None, poll: float = 0.5) -> JobRecord:
     """Block until the job is no longer queued or running (or `timeout` seconds pass)."""
     store = store or JobStore()
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -123,8 +144,9 @@ def wait(job_id: str, *, store: JobStore | None = None, timeout: float | None = 
         time.sleep(poll)
 
 
-def read_log(job_id: str, *, store: JobStore | None = None, offset: int = 0,
-             limit: int | None = None) -> tuple[str, int]:
+def read_log(
+    job_id: str, *, store: JobStore | None = None, offset: int = 0, limit: int | None = None
+) -> tuple[str, int]:
     """Log text from byte `offset` (at most `limit` bytes, cut at a line end) and the offset to continue from."""
     store = store or JobStore()
     path = store.job_dir(store.get(job_id).id) / LOG_FILE
@@ -136,8 +158,9 @@ def read_log(job_id: str, *, store: JobStore | None = None, offset: int = 0,
     return chunk.decode("utf-8", errors="replace"), offset + len(chunk)
 
 
-def log_tail(job_id: str, lines: int, *, store: JobStore | None = None, block: int = 64 * 1024,
-             max_bytes: int = 8 * 1024 * 1024) -> str:
+def log_tail(
+    job_id: str, lines: int, *, store: JobStore | None = None, block: int = 64 * 1024, max_bytes: int = 8 * 1024 * 1024
+) -> str:
     """The last `lines` lines of the log, read backwards from its end in blocks (at most `max_bytes`):
     a long log costs no more than its tail."""
     store = store or JobStore()
@@ -167,4 +190,3 @@ def follow_log(job_id: str, *, store: JobStore | None = None, poll: float = 0.5)
             return
         else:
             time.sleep(poll)
-

@@ -71,8 +71,11 @@ def cost_text(record: JobRecord) -> str:
 
 def listing_row(record: JobRecord) -> dict[str, Any]:
     """One job as a listing shows it: short strings for people, nothing that needs the job dir."""
-    progress = f"{record.step}/{record.total_steps}" if record.step is not None and record.total_steps else (
-        str(record.step) if record.step is not None else "")
+    progress = (
+        f"{record.step}/{record.total_steps}"
+        if record.step is not None and record.total_steps
+        else (str(record.step) if record.step is not None else "")
+    )
     return {
         "id": record.id,
         "name": record.name,

@@ -36,7 +36,7 @@ def start_reaper(store: JobStore, job_id: str, lock: SupervisorLock, grace: floa
         while os.read(read_end, 1):
             pass
         reap(store, job_id, grace)
-    except BaseException as exc:  # noqa: BLE001 - a child of fork must not unwind into its parent's code
+    except BaseException as exc:
         print(f"[nbtoolkit] reaper of job {job_id}: {exc!r}", file=sys.stderr, flush=True)
     finally:
         os._exit(0)

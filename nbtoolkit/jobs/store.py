@@ -179,17 +179,21 @@ class JobStore:
         except sqlite3.OperationalError:  # locked, disk I/O: passing, the caller's to retry
             raise
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.db_path} is not a job store nbtoolkit can read ({exc}); move it aside and "
-                             f"nbtoolkit starts a new one (the job folders under {self.jobs_root} stay)") from None
+            raise StoreError(
+                f"{self.db_path} is not a job store nbtoolkit can read ({exc}); move it aside and "
+                f"nbtoolkit starts a new one (the job folders under {self.jobs_root} stay)"
+            ) from None
 
     def _open(self) -> None:
         """Create or upgrade the schema; a store from a newer nbtoolkit is left untouched."""
         with self._connect() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise StoreError(f"{self.db_path} was written by a newer nbtoolkit (store version {version}; this one "
-                                 f"reads up to {SCHEMA_VERSION}); upgrade nbtoolkit, or set NBTOOLKIT_HOME to another "
-                                 "folder")
+                raise StoreError(
+                    f"{self.db_path} was written by a newer nbtoolkit (store version {version}; this one "
+                    f"reads up to {SCHEMA_VERSION}); upgrade nbtoolkit, or set NBTOOLKIT_HOME to another "
+                    "folder"
+                )
             conn.executescript(_SCHEMA)
             present = {row["name"] for row in conn.execute("PRAGMA table_info(jobs)")}
             for column, kind in ADDED_COLUMNS.items():
@@ -221,17 +225,27 @@ class JobStore:
 
     # -- rows ----------------------------------------------------------------------------------
 
-    def create(self, *, name: str, task: str, backend: str, resumed_from: str | None = None,
-               info: dict[str, Any] | None = None) -> JobRecord:
-        record = JobRecord(id=secrets.token_hex(4), name=name, task=task, backend=backend, status=JobStatus.QUEUED,
-                           created=time.time(), host=this_host(), resumed_from=resumed_from,
-                           info=info or {})
+    def create(
+        self, *, name: str, task: str, backend: str, resumed_from: str | None = None, info: dict[str, Any] | None = None
+    ) -> JobRecord:
+        record = JobRecord(
+            id=secrets.token_hex(4),
+            name=name,
+            task=task,
+            backend=backend,
+            status=JobStatus.QUEUED,
+            created=time.time(),
+            host=this_host(),
+            resumed_from=resumed_from,
+            info=info or {},
+        )
         row = record.to_dict()
         for column in _JSON_COLUMNS:
             row[column] = json.dumps(row[column])
         with self._connect() as conn:
-            conn.execute(f"INSERT INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
-                         list(row.values()))
+            conn.execute(
+                f"INSERT INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values())
+            )
         self.job_dir(record.id).mkdir(mode=PRIVATE_DIR)
         self.job_dir(record.id).chmod(PRIVATE_DIR)  # whatever the umask
         return record
@@ -268,8 +282,13 @@ class JobStore:
         paths = ", ".join("?, json(?)" for _ in values)
         pairs = [item for key, value in values.items() for item in (f"$.{key}", json.dumps(value))]
         with self._connect() as conn:
-            return conn.execute(f"UPDATE jobs SET info = json_set(info, {paths}) WHERE id = ?",  # noqa: S608 (? only)
-                                (*pairs, job_id)).rowcount == 1
+            return (
+                conn.execute(
+                    f"UPDATE jobs SET info = json_set(info, {paths}) WHERE id = ?",
+                    (*pairs, job_id),
+                ).rowcount
+                == 1
+            )
 
     def get(self, job_id: str) -> JobRecord:
         """The job with this id or unique id prefix, its liveness checked."""
@@ -324,7 +343,9 @@ class JobStore:
         """Mark an active job whose supervisor is gone as `lost`, so nothing stays running forever."""
         if not record.active or self.supervisor_alive(record):
             return record
-        message = "the job's supervisor process is gone (killed, or the machine restarted); its logs and metrics are kept"
+        message = (
+            "the job's supervisor process is gone (killed, or the machine restarted); its logs and metrics are kept"
+        )
         ended = time.time()
         if self.update(record.id, only_if_status=ACTIVE, status=JobStatus.LOST, ended=ended, message=message):
             record.status, record.message, record.ended = JobStatus.LOST, message, ended
@@ -350,8 +371,12 @@ def supervisor_process(record: JobRecord) -> psutil.Process | None:
 def _number_columns() -> dict[str, type]:
     """Column -> int or float, from JobRecord's annotations."""
     hints = typing.get_type_hints(JobRecord)
-    return {name: kind for name, hint in hints.items() for kind in (int, float)
-            if hint is kind or kind in typing.get_args(hint)}
+    return {
+        name: kind
+        for name, hint in hints.items()
+        for kind in (int, float)
+        if hint is kind or kind in typing.get_args(hint)
+    }
 
 
 _NUMBER_COLUMNS = _number_columns()

@@ -14,6 +14,7 @@ full disk, odd values in a user script's metrics.jsonl are noted in the log and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -70,8 +71,15 @@ class Supervisor:
 
     def run(self) -> int:
         me = psutil.Process()
-        if not self._write(only_if_status=("queued",), status="running", host=this_host(), started=time.time(),
-                           supervisor_pid=me.pid, supervisor_started=me.create_time(), stages=self.stages):
+        if not self._write(
+            only_if_status=("queued",),
+            status="running",
+            host=this_host(),
+            started=time.time(),
+            supervisor_pid=me.pid,
+            supervisor_started=me.create_time(),
+            stages=self.stages,
+        ):
             return 0  # stopped before it began, or declared lost meanwhile: a late supervisor runs nothing
         exit_code = 0
         with open(self.dir / LOG_FILE, "ab", buffering=0) as log:
@@ -96,8 +104,15 @@ class Supervisor:
         env = {**os.environ, **self.launch.env, **stage.env, JOB_ID_ENV: self.job_id, JOB_DIR_ENV: str(self.dir)}
         argv = [expand_job_dir(item, str(self.dir)) for item in stage.argv]
         try:
-            process = subprocess.Popen(resolve_args(argv), cwd=self.launch.workdir or self.dir, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(
+                resolve_args(argv),
+                cwd=self.launch.workdir or self.dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as exc:
             self._say(log, f"stage {stage.name} could not start: {exc}")
             self._set_stage(index, status="failed", ended=time.time(), exit_code=127)
@@ -164,10 +179,15 @@ class Supervisor:
                 self.budget_recorded = self.progress.budget
             if changed:
                 progress = self.progress
-                self._write(must=False, step=progress.step, total_steps=progress.total_steps, loss=progress.loss,
-                            samples_per_second=progress.samples_per_second,
-                            seconds_per_step=progress.seconds_per_step)
-        except Exception as exc:  # noqa: BLE001 - following must never end the job
+                self._write(
+                    must=False,
+                    step=progress.step,
+                    total_steps=progress.total_steps,
+                    loss=progress.loss,
+                    samples_per_second=progress.samples_per_second,
+                    seconds_per_step=progress.seconds_per_step,
+                )
+        except Exception as exc:
             self._note(f"could not record metrics ({exc}); retrying")
         return log_offset
 
@@ -187,8 +207,9 @@ class Supervisor:
             if shutil.disk_usage(self.dir).free < DISK_FULL_BYTES:
                 message += f"; the disk holding {self.dir} is full"
         self._say(log, f"job {status}")
-        self._write(only_if_status=ACTIVE, status=status, ended=time.time(), exit_code=exit_code, message=message,
-                    stage=None)
+        self._write(
+            only_if_status=ACTIVE, status=status, ended=time.time(), exit_code=exit_code, message=message, stage=None
+        )
 
     def _budget_stopped(self) -> bool:
         """The training program ended itself at train.budget_usd (with a checkpoint)."""
@@ -241,10 +262,8 @@ class Supervisor:
                 raise OSError("log not open")
             log.write(line.encode())
         except OSError:
-            try:
-                print(line, end="", file=sys.stderr, flush=True)  # supervisor.log, if it has room
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):  # supervisor.log, if it has room
+                print(line, end="", file=sys.stderr, flush=True)
 
 
 def append_records(path: Path, records: list[dict]) -> None:
@@ -281,7 +300,7 @@ def _log_lines(log_path: Path, since: int = 0) -> list[str]:
 def program_error(log_path: Path, since: int = 0) -> str | None:
     """The program's own error sentence (`[nbtoolkit] error: ...`) written after byte `since`, if any."""
     explained = [line for line in _log_lines(log_path, since) if line.startswith(ERROR_PREFIX)]
-    return explained[-1][len(ERROR_PREFIX):].strip() if explained else None
+    return explained[-1][len(ERROR_PREFIX) :].strip() if explained else None
 
 
 def failure_message(log_path: Path, exit_code: int) -> str:

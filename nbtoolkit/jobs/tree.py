@@ -8,6 +8,7 @@ session), on this host; other hosts' processes are never looked for here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -57,16 +58,12 @@ def end_processes(processes: list[psutil.Process], grace: float = 5.0) -> list[p
     Our own children among them are reaped here: their exit status is in their `returncode`.
     """
     for process in processes:
-        try:
+        with contextlib.suppress(psutil.Error):
             process.terminate()
-        except psutil.Error:
-            pass
     _, alive = psutil.wait_procs(processes, timeout=grace)
     for process in alive:
-        try:
+        with contextlib.suppress(psutil.Error):
             process.kill()
-        except psutil.Error:
-            pass
     psutil.wait_procs(alive, timeout=grace)
     return processes
 

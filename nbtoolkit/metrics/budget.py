@@ -20,8 +20,10 @@ INFO_KEY = "budget"
 WARN_AT = 0.9
 #: the program's budget line in a log
 LOG_MARK = "[nbtoolkit] budget: "
-LOG_LINE = re.compile(r"\[nbtoolkit\] budget: \$([\d,]+\.\d+) of the \$([\d,]+\.\d+) budget spent \(\d+%\) "
-                      r"at step (\d+); (stopping)?")
+LOG_LINE = re.compile(
+    r"\[nbtoolkit\] budget: \$([\d,]+\.\d+) of the \$([\d,]+\.\d+) budget spent \(\d+%\) "
+    r"at step (\d+); (stopping)?"
+)
 
 
 def reached(cost_usd: float, budget_usd: float) -> str | None:
@@ -32,8 +34,14 @@ def reached(cost_usd: float, budget_usd: float) -> str | None:
 
 
 def budget_record(*, time: float, step: int, cost_usd: float, budget_usd: float, state: str) -> dict[str, Any]:
-    return {"time": time, "step": step, "kind": KIND, "cost_usd": round(cost_usd, 6), "budget_usd": budget_usd,
-            "reached": state}
+    return {
+        "time": time,
+        "step": step,
+        "kind": KIND,
+        "cost_usd": round(cost_usd, 6),
+        "budget_usd": budget_usd,
+        "reached": state,
+    }
 
 
 def summary(record: dict[str, Any]) -> str:
@@ -54,10 +62,17 @@ def from_log_line(line: str, time: float) -> dict[str, Any] | None:
     if found is None:
         return None
     cost, budget, step, stopping = found.groups()
-    return budget_record(time=time, step=int(step), cost_usd=float(cost.replace(",", "")),
-                         budget_usd=float(budget.replace(",", "")), state="stopped" if stopping else "warning")
+    return budget_record(
+        time=time,
+        step=int(step),
+        cost_usd=float(cost.replace(",", "")),
+        budget_usd=float(budget.replace(",", "")),
+        state="stopped" if stopping else "warning",
+    )
 
 
 def stop_message(record: dict[str, Any], job_id: str) -> str:
-    return (f"stopped at its budget: {summary(record)}; it saved a checkpoint there, and `nbtoolkit resume {job_id} "
-            "--budget-usd AMOUNT` continues it with a new budget")
+    return (
+        f"stopped at its budget: {summary(record)}; it saved a checkpoint there, and `nbtoolkit resume {job_id} "
+        "--budget-usd AMOUNT` continues it with a new budget"
+    )

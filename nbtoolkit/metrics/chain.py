@@ -42,6 +42,8 @@ def chain_records(store: JobStore, job_id: str) -> list[dict[str, Any]]:
         records = read_metrics(store.job_dir(record.id))
         if index + 1 < len(chain):
             cut = resumed_at_step(store, chain[index + 1])
-            records = [r for r in records if r.get("kind") != "summary" and (cut is None or (r.get("step") or 0) <= cut)]
+            records = [
+                r for r in records if r.get("kind") != "summary" and (cut is None or (r.get("step") or 0) <= cut)
+            ]
         series += [{**r, "job": record.id} for r in records]
     return series

@@ -42,8 +42,11 @@ class RunMetrics:
         """When the run started: the job's start, else when its first logging window began."""
         if self.job is not None and self.job.started is not None:
             return self.job.started
-        starts = [record["time"] - (_number(record.get("window_seconds")) or 0.0) for record in self.records
-                  if _number(record.get("time")) is not None]
+        starts = [
+            record["time"] - (_number(record.get("window_seconds")) or 0.0)
+            for record in self.records
+            if _number(record.get("time")) is not None
+        ]
         return min(starts) if starts else None
 
 
@@ -57,8 +60,9 @@ class Comparison:
 
     def verdicts(self) -> str:
         """One line per run that is not the baseline: faster or slower, and by how much."""
-        return "\n".join(f"{label}: {verdict}" for label, verdict in self.table["verdict"].items()
-                         if label != self.baseline)
+        return "\n".join(
+            f"{label}: {verdict}" for label, verdict in self.table["verdict"].items() if label != self.baseline
+        )
 
     def figure(self, smoothing: float = 0.6) -> Figure:
         """Throughput bars, and loss convergence by step and by wall time (a new Figure each call)."""
@@ -68,17 +72,24 @@ class Comparison:
         speeds = [_speed(row) for _, row in self.table.iterrows()]
         colors = [COLORS[index % len(COLORS)] for index in range(len(self.runs))]
         bars.bar(range(len(speeds)), [speed or 0 for speed in speeds], color=colors, width=0.6)
-        for index, (speed, speedup) in enumerate(zip(speeds, self.table["speedup"])):
+        for index, (speed, speedup) in enumerate(zip(speeds, self.table["speedup"], strict=False)):
             note = "n/a" if speed is None else f"{speed:.1f}" + ("" if _missing(speedup) else f"\n{speedup:.2f}x")
             bars.annotate(note, (index, speed or 0), ha="center", va="bottom", fontsize=9)
         bars.set_xticks(range(len(speeds)), list(self.table.index), rotation=10)
         bars.set_ylabel("samples/s, steady state")
         bars.set_title("Training throughput (higher is better)")
         bars.margins(y=0.2)
-        for run, color in zip(self.runs, colors):
+        for run, color in zip(self.runs, colors, strict=False):
             plot_loss(by_step, run.records, smoothing=smoothing, color=color, label=run.label)
-            plot_loss(by_time, run.records, x="time", start=run.start or 0.0, smoothing=smoothing, color=color,
-                      label=run.label)
+            plot_loss(
+                by_time,
+                run.records,
+                x="time",
+                start=run.start or 0.0,
+                smoothing=smoothing,
+                color=color,
+                label=run.label,
+            )
         by_step.set(title="Training loss by step", xlabel="step", ylabel="loss")
         by_time.set(title="Training loss by wall time", xlabel="seconds since the run started", ylabel="loss")
         for axes in (by_step, by_time):
@@ -99,8 +110,13 @@ class Comparison:
         return f"{self.table.to_string(float_format=lambda value: f'{value:.4g}')}\n{self.verdicts()}"
 
 
-def compare(runs: Sequence[Any] | Mapping[str, Any], baseline: Any = None, *, warmup_steps: int | None = None,
-            store: JobStore | None = None) -> Comparison:
+def compare(
+    runs: Sequence[Any] | Mapping[str, Any],
+    baseline: Any = None,
+    *,
+    warmup_steps: int | None = None,
+    store: JobStore | None = None,
+) -> Comparison:
     """Compare runs (jobs, job ids, captured DataFrames or RunMetrics; a dict names them).
 
     `baseline` (a label, an index, or one of the runs; default the first) is what speed-up,
@@ -132,14 +148,14 @@ def run_metrics(run: Any, label: str | None = None, store: JobStore | None = Non
         record = store.get(run)
         return RunMetrics(label or record.name, read_metrics(store.job_dir(record.id)), record)
     if hasattr(run, "to_dict") and hasattr(run, "columns"):  # a pandas DataFrame of records
-        records = [{key: value for key, value in row.items() if not _missing(value)}
-                   for row in run.to_dict("records")]
+        records = [{key: value for key, value in row.items() if not _missing(value)} for row in run.to_dict("records")]
         return RunMetrics(label or str(run.attrs.get("name", "captured")), records)
     if hasattr(run, "record") and hasattr(run, "records"):  # nbtoolkit.api.Job
         record = run.record
         return RunMetrics(label or record.name, run.records(), record)
-    raise TypeError(f"cannot compare {type(run).__name__}; give a Job, a job id, a DataFrame of metric records "
-                    "or a RunMetrics")
+    raise TypeError(
+        f"cannot compare {type(run).__name__}; give a Job, a job id, a DataFrame of metric records or a RunMetrics"
+    )
 
 
 def run_summary(run: RunMetrics, warmup_steps: int | None = None) -> dict[str, Any]:
@@ -169,8 +185,13 @@ def run_summary(run: RunMetrics, warmup_steps: int | None = None) -> dict[str, A
         "best_eval_loss": min(eval_losses) if eval_losses else None,
     }
     final_eval = evals[-1] if evals else {}
-    row.update({key: value for key, value in final_eval.items()
-                if key.startswith("eval_") and key not in EVAL_TIMINGS and _number(value) is not None})
+    row.update(
+        {
+            key: value
+            for key, value in final_eval.items()
+            if key.startswith("eval_") and key not in EVAL_TIMINGS and _number(value) is not None
+        }
+    )
     price = job.info.get("hourly_price_usd") if job else None
     row["hourly_price_usd"] = price
     row["cost_usd"] = cost_usd(job) if job and price is not None else None
@@ -181,8 +202,11 @@ def warmup_overhead(train: list[dict[str, Any]], throughput) -> float | None:
     """Seconds the warm-up windows took beyond what their samples take at steady speed (compile cost)."""
     if not throughput.samples_per_second or not throughput.warmup_seconds:
         return None
-    done = sum(record["samples_per_second"] * float(record.get("window_seconds") or 1.0)
-               for record in train if record.get("samples_per_second"))
+    done = sum(
+        record["samples_per_second"] * float(record.get("window_seconds") or 1.0)
+        for record in train
+        if record.get("samples_per_second")
+    )
     warm_samples = done - throughput.samples_per_second * throughput.steady_seconds
     return throughput.warmup_seconds - warm_samples / throughput.samples_per_second
 
@@ -224,8 +248,11 @@ def verdict(speedup: float | None, saved: float | None, row: dict[str, Any], bas
         return f"about the same speed ({speedup:.2f}x)" + _time_note(saved)
     if saved is not None and saved < 0:
         extra = (row["warmup_overhead_seconds"] or 0) - (base["warmup_overhead_seconds"] or 0)
-        pays_off = f"; its {extra:.0f}s extra warm-up pays off after about {extra / (1 - 1 / speedup):.0f}s " \
-                   "of training" if extra > 0 else ""
+        pays_off = (
+            f"; its {extra:.0f}s extra warm-up pays off after about {extra / (1 - 1 / speedup):.0f}s of training"
+            if extra > 0
+            else ""
+        )
         return f"{speedup:.2f}x faster once warm, but {-saved:.1f}s slower in total{pays_off}"
     return f"{speedup:.2f}x faster" + _time_note(saved)
 
@@ -249,12 +276,13 @@ def _baseline_index(baseline: Any, items: list[tuple[str | None, Any]], loaded: 
         return 0
     if isinstance(baseline, int) and not isinstance(baseline, bool) and 0 <= baseline < len(loaded):
         return baseline
-    for index, ((key, run), metrics) in enumerate(zip(items, loaded)):
+    for index, ((key, run), metrics) in enumerate(zip(items, loaded, strict=False)):
         if baseline is run or baseline in (key, metrics.label) or (metrics.job and baseline == metrics.job.id):
             return index
     labels = ", ".join(repr(run.label) for run in loaded)
-    raise ValueError(f"baseline {baseline!r} is not one of the compared runs; give one of them, its label "
-                     f"({labels}) or its index")
+    raise ValueError(
+        f"baseline {baseline!r} is not one of the compared runs; give one of them, its label ({labels}) or its index"
+    )
 
 
 def _unique_labels(runs: list[RunMetrics]) -> list[RunMetrics]:

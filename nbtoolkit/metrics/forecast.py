@@ -27,27 +27,41 @@ def forecast(spec, past: PastPace | None = None) -> dict[str, float | str | None
     from nbtoolkit.planner import plan
 
     try:
-        result = plan(spec, alternatives=False, measured=past.samples_per_second if past else None,
-                      measured_from=past.describe() if past else None)
+        result = plan(
+            spec,
+            alternatives=False,
+            measured=past.samples_per_second if past else None,
+            measured_from=past.describe() if past else None,
+        )
     except (ValueError, CatalogError):  # a model shape it cannot read, an instance type it does not know
         return None
-    return {"device_memory_gib": result.per_device_bytes / GiB if result.device_memory_bytes else None,
-            "samples_per_second": result.samples_per_second, "hours": result.hours, "cost_usd": result.cost_usd,
-            PACE_FROM: past.describe() if past else None}
+    return {
+        "device_memory_gib": result.per_device_bytes / GiB if result.device_memory_bytes else None,
+        "samples_per_second": result.samples_per_second,
+        "hours": result.hours,
+        "cost_usd": result.cost_usd,
+        PACE_FROM: past.describe() if past else None,
+    }
 
 
 def measured(record: JobRecord, records: list[dict[str, Any]]) -> dict[str, float | None]:
     """The same quantities from the job itself: rank 0's peak device memory, steady samples/s, wall time, cost."""
     summary = next((item for item in reversed(records) if item.get("kind") == "summary"), {})
     device_mb = summary.get("peak_device_memory_mb")
-    return {"device_memory_gib": device_mb * 2**20 / GiB if device_mb else None,
-            "samples_per_second": steady_state(records).samples_per_second,
-            "hours": record.elapsed / 3600 if record.elapsed is not None and not record.active else None,
-            "cost_usd": cost_usd(record) if not record.active else None}
+    return {
+        "device_memory_gib": device_mb * 2**20 / GiB if device_mb else None,
+        "samples_per_second": steady_state(records).samples_per_second,
+        "hours": record.elapsed / 3600 if record.elapsed is not None and not record.active else None,
+        "cost_usd": cost_usd(record) if not record.active else None,
+    }
 
 
-LABELS = {"device_memory_gib": ("memory per device", "{:.1f} GiB"), "samples_per_second": ("samples/s", "{:.1f}"),
-          "hours": ("hours", "{:.2f}"), "cost_usd": ("cost", "${:,.2f}")}
+LABELS = {
+    "device_memory_gib": ("memory per device", "{:.1f} GiB"),
+    "samples_per_second": ("samples/s", "{:.1f}"),
+    "hours": ("hours", "{:.2f}"),
+    "cost_usd": ("cost", "${:,.2f}"),
+}
 
 
 def comparison_lines(record: JobRecord, records: list[dict[str, Any]]) -> list[str]:
@@ -60,8 +74,10 @@ def comparison_lines(record: JobRecord, records: list[dict[str, Any]]) -> list[s
         if before is None and after is None:
             continue
         ratio = f"{after / before:.2f}x" if before and after is not None else ""
-        lines.append(f"{label:<18} predicted {number.format(before) if before is not None else '-':>10}   "
-                     f"measured {number.format(after) if after is not None else '-':>10}   {ratio}".rstrip())
+        lines.append(
+            f"{label:<18} predicted {number.format(before) if before is not None else '-':>10}   "
+            f"measured {number.format(after) if after is not None else '-':>10}   {ratio}".rstrip()
+        )
     if predicted.get(PACE_FROM):
         lines.append(f"(the predicted pace is that of {predicted[PACE_FROM]})")
     return lines

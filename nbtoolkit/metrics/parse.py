@@ -148,7 +148,7 @@ class LogParser:
             first = next((index for index, segment in enumerate(segments) if self._read_progress(segment)), None)
             if first is None:
                 return []
-            released, segments = self._release(), segments[first + 1:]
+            released, segments = self._release(), segments[first + 1 :]
         for segment in reversed(segments):
             if self._read_progress(segment):
                 break
@@ -172,7 +172,7 @@ class LogParser:
             return segment
         if (prefix.group(1) or prefix.group(2)).strip("0"):  # not rank 0 (no int(): digits may be many)
             return None
-        return segment[prefix.end():]
+        return segment[prefix.end() :]
 
     def _read_progress(self, segment: str) -> bool:
         """Take step/total (and steps/s) from the training bar or nbtoolkit's own progress line, if this is one."""
@@ -181,7 +181,7 @@ class LogParser:
         if progress:
             step, total, rate, unit = progress.groups()
             step, total = int(step), int(total)
-            if self._is_training_bar(segment[:progress.start()], step, total):
+            if self._is_training_bar(segment[: progress.start()], step, total):
                 self._step, self._total, self._step_from_bar = step, total, True
                 if rate != "?":
                     rate = float(rate)
@@ -206,7 +206,7 @@ class LogParser:
 
     def _parse_segment(self, segment: str) -> tuple[dict[str, Any] | None, bool]:
         """The segment's record, if any, and whether its step is settled (else the next training bar settles it)."""
-        before = segment[:segment.find("{")]
+        before = segment[: segment.find("{")]
         if "/" in before:  # a bar or nbtoolkit's line glued before the dict
             self._read_progress(before)
         values = parse_dict_line(segment)

@@ -42,9 +42,14 @@ def setup_key(spec: RunSpec) -> str:
     data = spec.model_dump(mode="json")
     train, dataset = data["train"], data["dataset"]
     pace_fields = {
-        "model": data["model"], "task": data["task"], "script": data["script"], "adapter": data["adapter"],
+        "model": data["model"],
+        "task": data["task"],
+        "script": data["script"],
+        "adapter": data["adapter"],
         "hardware": {key: value for key, value in data["hardware"].items() if key not in _PLACE},
-        "parallelism": data["parallelism"], "precision": data["precision"], "compile": data["compile"],
+        "parallelism": data["parallelism"],
+        "precision": data["precision"],
+        "compile": data["compile"],
         "launcher": data["launcher"],
         "train": {key: train[key] for key in ("batch_size", "grad_accum", "gradient_checkpointing")},
         "dataset": {key: dataset[key] for key in ("max_length", "max_target_length", "pad_to_max_length")},

@@ -47,8 +47,9 @@ def smoothed(values: list[float], weight: float) -> list[float]:
     return result
 
 
-def points(records: Iterable[dict[str, Any]], key: str, kind: str, x: str = "step",
-           start: float = 0.0) -> tuple[list[float], list[float]]:
+def points(
+    records: Iterable[dict[str, Any]], key: str, kind: str, x: str = "step", start: float = 0.0
+) -> tuple[list[float], list[float]]:
     """(x, y) of `key` over the records of one kind; x is the step or seconds since `start`."""
     xs, ys = [], []
     for record in records:
@@ -60,8 +61,16 @@ def points(records: Iterable[dict[str, Any]], key: str, kind: str, x: str = "ste
     return xs, ys
 
 
-def plot_loss(axes: Axes, records: list[dict[str, Any]], *, x: str = "step", start: float = 0.0,
-              smoothing: float = 0.0, color: str = COLORS[0], label: str | None = None) -> None:
+def plot_loss(
+    axes: Axes,
+    records: list[dict[str, Any]],
+    *,
+    x: str = "step",
+    start: float = 0.0,
+    smoothing: float = 0.0,
+    color: str = COLORS[0],
+    label: str | None = None,
+) -> None:
     """Train loss (faint raw line, solid smoothed line) and eval loss (markers) of one run."""
     xs, ys = points(records, "loss", "train", x, start)
     if xs:
@@ -72,5 +81,13 @@ def plot_loss(axes: Axes, records: list[dict[str, Any]], *, x: str = "step", sta
             axes.plot(xs, ys, color=color, linewidth=1.5, label=label or "train loss")
     ex, ey = points(records, "eval_loss", "eval", x, start)
     if ex:
-        axes.plot(ex, ey, "o--", color=color, markersize=4, linewidth=1, alpha=0.8,
-                  label=f"{label} (eval)" if label else "eval loss")
+        axes.plot(
+            ex,
+            ey,
+            "o--",
+            color=color,
+            markersize=4,
+            linewidth=1,
+            alpha=0.8,
+            label=f"{label} (eval)" if label else "eval loss",
+        )

@@ -35,8 +35,9 @@ class BrowserChart(FollowingChart):
     `bundle` (the latest display data) and `error` (why the final update failed, if it did).
     """
 
-    def __init__(self, jobs: Sequence[Any], *, log_scale: bool = False, smoothing: float = 0.6,
-                 show: bool = True) -> None:
+    def __init__(
+        self, jobs: Sequence[Any], *, log_scale: bool = False, smoothing: float = 0.6, show: bool = True
+    ) -> None:
         check_smoothing(smoothing)
         self.jobs, self.log_scale, self.smoothing = list(jobs), log_scale, smoothing
         self.redraws = 0
@@ -72,8 +73,10 @@ class BrowserChart(FollowingChart):
 
     def _bundle(self, final: bool) -> dict[str, Any]:
         """The job reference, the state in words, and the chart as an image (while running, once there are metrics)."""
-        reference = {"job_ids": [job.id for job in self.jobs],
-                     "options": {"log_scale": self.log_scale, "smoothing": self.smoothing}}
+        reference = {
+            "job_ids": [job.id for job in self.jobs],
+            "options": {"log_scale": self.log_scale, "smoothing": self.smoothing},
+        }
         image, text = self._image(final)
         bundle: dict[str, Any] = {JOB_MIME: reference, "text/plain": text}
         if image is not None:
@@ -89,7 +92,7 @@ class BrowserChart(FollowingChart):
         if not final and not any(records for _, _, records in runs):  # nothing to draw yet
             return None, "\n".join(lines)
         if len(runs) == 1:
-            ((source, _, records),) = runs
+            ((_source, _, records),) = runs
             figure = ChartFigure(log_scale=self.log_scale, smoothing=self.smoothing)
             return figure.draw(records, lines[0].replace(": ", "\n", 1)), lines[0]
         return _compared(runs, self.log_scale, self.smoothing), "\n".join(lines)
@@ -126,17 +129,21 @@ def chart(jobs, *, live: str | None = None, log_scale: bool = False, smoothing: 
     """
     from nbtoolkit.api import Job
 
-    handles = [Job(job) if isinstance(job, str) else job for job in (jobs if isinstance(jobs, list | tuple) else [jobs])]
+    handles = [
+        Job(job) if isinstance(job, str) else job for job in (jobs if isinstance(jobs, list | tuple) else [jobs])
+    ]
     live = live or os.environ.get(LIVE_ENV) or "browser"
     if live not in LIVE_CHOICES:
-        raise ValueError(f"live={live!r} is not a way to draw a chart; use 'browser' (the JupyterLab extension) "
-                         "or 'kernel' (matplotlib in the kernel, for front ends without it)")
+        raise ValueError(
+            f"live={live!r} is not a way to draw a chart; use 'browser' (the JupyterLab extension) "
+            "or 'kernel' (matplotlib in the kernel, for front ends without it)"
+        )
     if not handles:
         raise ValueError("chart() needs at least one job")
     if live == "kernel":
         if len(handles) > 1:
-            raise ValueError(f"the kernel-drawn chart follows one job, not {len(handles)}; "
-                             "live='browser' draws several on one chart")
+            raise ValueError(
+                f"the kernel-drawn chart follows one job, not {len(handles)}; live='browser' draws several on one chart"
+            )
         return live_chart(handles[0], log_scale=log_scale, smoothing=smoothing, show=show)
     return BrowserChart(handles, log_scale=log_scale, smoothing=smoothing, show=show)
-

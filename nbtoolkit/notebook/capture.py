@@ -130,7 +130,7 @@ def tee_output(series: CapturedSeries, echo: bool = True):
     try:
         yield series
     finally:
-        for (name, stream), tee in zip(swapped, tees):
+        for (name, stream), tee in zip(swapped, tees, strict=False):
             if name is None:
                 del stream.write
             else:
@@ -157,8 +157,9 @@ class CaptureMagics(Magics):
         """
         args = parse_argstring(self.track_metrics, line)
         if not args.name.isidentifier():
-            raise UsageError(f"track_metrics name '{args.name}' is not a valid Python variable name; "
-                             "use letters, digits and _")
+            raise UsageError(
+                f"track_metrics name '{args.name}' is not a valid Python variable name; use letters, digits and _"
+            )
         series = CapturedSeries(args.name)
         chart = None if args.no_chart else LiveChart(series, log_scale=args.log_scale, smoothing=args.smoothing)
         try:
@@ -169,5 +170,7 @@ class CaptureMagics(Magics):
                 chart.wait(timeout=60)
             self.shell.user_ns[args.name] = series.dataframe()
         kinds = [record["kind"] for record in series.records]
-        print(f"[nbtoolkit] {args.name}: {len(kinds)} metric records ({kinds.count('train')} train, "
-              f"{kinds.count('eval')} eval, {kinds.count('summary')} summary)")
+        print(
+            f"[nbtoolkit] {args.name}: {len(kinds)} metric records ({kinds.count('train')} train, "
+            f"{kinds.count('eval')} eval, {kinds.count('summary')} summary)"
+        )

@@ -10,6 +10,7 @@ headless nbclient and a saved notebook all end with the final image, no widget s
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import os
 import threading
@@ -106,8 +107,15 @@ class LiveChart(FollowingChart):
     If following fails for good, `error` holds why and the display says so under the last image.
     """
 
-    def __init__(self, source: MetricSource, *, log_scale: bool = False, smoothing: float = 0.6,
-                 interval: float = REDRAW_INTERVAL_S, show: bool = True) -> None:
+    def __init__(
+        self,
+        source: MetricSource,
+        *,
+        log_scale: bool = False,
+        smoothing: float = 0.6,
+        interval: float = REDRAW_INTERVAL_S,
+        show: bool = True,
+    ) -> None:
         check_smoothing(smoothing)
         self.source, self.log_scale, self.smoothing, self.interval = source, log_scale, smoothing, interval
         self.records: list[dict[str, Any]] = []
@@ -121,8 +129,9 @@ class LiveChart(FollowingChart):
         if source.state().finished:  # an ended job: its final image now, so the output shows it when the cell ends
             self._follow()
             return
-        self._thread = threading.Thread(target=self._follow_politely, daemon=True,
-                                        name=f"nbtoolkit-chart {source.title}")
+        self._thread = threading.Thread(
+            target=self._follow_politely, daemon=True, name=f"nbtoolkit-chart {source.title}"
+        )
         self._thread.start()
 
     def _follow_politely(self) -> None:
@@ -165,20 +174,18 @@ class LiveChart(FollowingChart):
         """Replace the display with the last image (if any) and one line saying the chart stopped, and why."""
         line = f"chart stopped following: {type(exc).__name__}: {exc}"
         bundle = {"text/plain": f"{self.source.title}: {line}"}
-        image = (f'<img src="data:image/png;base64,{base64.b64encode(self.png).decode("ascii")}"/>'
-                 if self.png else "")
+        image = f'<img src="data:image/png;base64,{base64.b64encode(self.png).decode("ascii")}"/>' if self.png else ""
         bundle["text/html"] = f"{image}<pre>{html.escape(bundle['text/plain'])}</pre>"
-        try:
+        with contextlib.suppress(Exception):
             self._publish(bundle)
-        except Exception:  # noqa: BLE001 - the display itself is gone; `error` still says why
-            pass
 
     def _draw(self, state: RunState) -> None:
         line = progress_line(self.records, state)
         self.png = self._figure.draw(self.records, f"{self.source.title}\n{line}")
         self.redraws += 1
-        self._publish({"image/png": base64.b64encode(self.png).decode("ascii"),
-                       "text/plain": f"{self.source.title}: {line}"})
+        self._publish(
+            {"image/png": base64.b64encode(self.png).decode("ascii"), "text/plain": f"{self.source.title}: {line}"}
+        )
 
     def _publish(self, bundle: dict[str, str]) -> None:
         self.bundle = bundle
@@ -245,8 +252,14 @@ def progress_line(records: list[dict[str, Any]], state: RunState, now: float | N
         if not state.finished and step and total and total > step:
             pace = seconds_per_step(records) or elapsed / step
             parts.append(f"remaining ~{duration(pace * (total - step))}")
-    loss = next((record["loss"] for record in reversed(records)
-                 if record.get("kind") == "train" and record.get("loss") is not None), None)
+    loss = next(
+        (
+            record["loss"]
+            for record in reversed(records)
+            if record.get("kind") == "train" and record.get("loss") is not None
+        ),
+        None,
+    )
     if loss is not None:
         parts.append(f"loss {loss:.4f}")
     if state.cost:
@@ -271,8 +284,9 @@ class ChartFigure:
         blue, orange, green = COLORS[0], COLORS[1], COLORS[2]
         (self.loss_raw,) = self.loss.plot([], [], color=blue, alpha=0.3, linewidth=1)
         (self.loss_line,) = self.loss.plot([], [], color=blue, linewidth=2, label="train loss")
-        (self.eval_line,) = self.loss.plot([], [], "o--", color=blue, markersize=4, linewidth=1, alpha=0.8,
-                                           label="eval loss")
+        (self.eval_line,) = self.loss.plot(
+            [], [], "o--", color=blue, markersize=4, linewidth=1, alpha=0.8, label="eval loss"
+        )
         (self.rate_line,) = self.rate.plot([], [], color=green)
         (self.speed_line,) = self.speed.plot([], [], "o-", color=blue, markersize=3)
         self.steady_line = self.speed.axhline(0, color=blue, linestyle=":", linewidth=1)
@@ -283,8 +297,10 @@ class ChartFigure:
         self.rate.set(title="Learning rate", xlabel="step")
         self.speed.set_xlabel("step")
         self.rate.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
-        self.empty = {axes: axes.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=axes.transAxes,
-                                      color="gray") for axes in (self.loss, self.rate, self.speed)}
+        self.empty = {
+            axes: axes.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=axes.transAxes, color="gray")
+            for axes in (self.loss, self.rate, self.speed)
+        }
 
     def draw(self, records: list[dict[str, Any]], title: str) -> bytes:
         """The chart of these records as PNG bytes."""

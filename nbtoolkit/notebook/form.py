@@ -25,8 +25,17 @@ from pydantic import ValidationError
 from nbtoolkit import backends
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.notebook.preview import pre, preview, quiet_load
-from nbtoolkit.notebook.spec_fields import (choices, default, describe, get_value, named_fields, optional,
-                                            remove_value, set_value, value_type)
+from nbtoolkit.notebook.spec_fields import (
+    choices,
+    default,
+    describe,
+    get_value,
+    named_fields,
+    optional,
+    remove_value,
+    set_value,
+    value_type,
+)
 from nbtoolkit.spec import HardwareSpec, RunSpec, SpecError
 from nbtoolkit.tasks import TASK_NAMES, TASKS
 
@@ -41,8 +50,11 @@ ADAPTERS = (("every weight (full fine-tune)", "none"), ("LoRA adapters", "lora")
 FORM_CHOICES: dict[str, tuple[tuple[str, str], ...]] = {SOURCE: SOURCES, ADAPTER: ADAPTERS}
 LABEL_WIDTH = "150px"
 ERROR_COLOR = "var(--jp-error-color1, #d32f2f)"
-PLACEHOLDERS = {"model": "bundled tiny model for the task", "dataset.files.train": "data/train.jsonl",
-                "dataset.files.validation": "data/validation.jsonl"}
+PLACEHOLDERS = {
+    "model": "bundled tiny model for the task",
+    "dataset.files.train": "data/train.jsonl",
+    "dataset.files.validation": "data/validation.jsonl",
+}
 
 
 def always(values: Values) -> bool:
@@ -83,80 +95,109 @@ def multi_node_here(values: Values) -> bool:
 
 
 CORE_SECTIONS: tuple[Section, ...] = (
-    Section("Model and task", (
-        FormField("name", "Run name"),
-        FormField("task", "Task"),
-        FormField("model", "Model"),
-    )),
-    Section("Dataset", (
-        FormField(SOURCE, "Examples from"),
-        FormField("dataset.name", "Hub dataset", when(SOURCE, "hub")),
-        FormField("dataset.config", "Config", when(SOURCE, "hub")),
-        FormField("dataset.files.train", "Train file", when(SOURCE, "files")),
-        FormField("dataset.files.validation", "Validation file", when(SOURCE, "files")),
-        FormField("dataset.text_column", "Text column", column_for("text_column")),
-        FormField("dataset.text_pair_column", "Text pair column", column_for("text_pair_column")),
-        FormField("dataset.label_column", "Label column", column_for("label_column")),
-        FormField("dataset.question_column", "Question column", column_for("question_column")),
-        FormField("dataset.context_column", "Context column", column_for("context_column")),
-        FormField("dataset.answer_column", "Answer column", column_for("answer_column")),
-        FormField("dataset.summary_column", "Summary column", column_for("summary_column")),
-        FormField("dataset.prompt_template", "Prompt template", when("task", "summarization")),
-        FormField("dataset.max_length", "Max length"),
-        FormField("dataset.max_target_length", "Max target length", when("task", "summarization")),
-        FormField("dataset.doc_stride", "Doc stride", when("task", "question-answering")),
-        FormField("dataset.max_train_samples", "Max train samples"),
-        FormField("dataset.pad_to_max_length", "Pad to max length"),
-    )),
-    Section("Adapter", (
-        FormField(ADAPTER, "Train"),
-        FormField("adapter.r", "Rank r", WITH_ADAPTER),
-        FormField("adapter.alpha", "Alpha", WITH_ADAPTER),
-        FormField("adapter.dropout", "Dropout", WITH_ADAPTER),
-    )),
-    Section("Hardware", (
-        FormField("hardware.target", "Target"),
-        FormField("hardware.accelerator", "Accelerator"),
-        FormField("hardware.instance_type", "Instance type",
-                  lambda values: values.get("hardware.target") != "local" or values.get("hardware.accelerator") != "cpu"),
-        FormField("hardware.devices", "Devices per node"),
-        FormField("hardware.nodes", "Nodes"),
-        FormField("hardware.node_rank", "This node's rank", multi_node_here),
-        FormField("hardware.master_addr", "Master address", multi_node_here),
-    )),
-    Section("Parallelism", (
-        FormField("launcher", "Launcher"),
-        FormField("parallelism.strategy", "Strategy"),
-        FormField("parallelism.zero_stage", "ZeRO stage", DEEPSPEED),
-        FormField("parallelism.offload_optimizer", "Offload optimizer", DEEPSPEED),
-        FormField("parallelism.offload_params", "Offload parameters", DEEPSPEED),
-        FormField("parallelism.nvme_path", "NVMe path", lambda values: DEEPSPEED(values) and "nvme" in (
-            values.get("parallelism.offload_optimizer"), values.get("parallelism.offload_params"))),
-        FormField("parallelism.tensor_parallel_degree", "Tensor parallel", SMP),
-        FormField("parallelism.pipeline_parallel_degree", "Pipeline parallel", SMP),
-    )),
-    Section("Precision and compile", (
-        FormField("precision", "Precision"),
-        FormField("compile", "Compile"),
-    )),
-    Section("Tracking", (
-        FormField("report_to", "Report to"),
-    )),
-    Section("Hyperparameters", (
-        FormField("train.epochs", "Epochs"),
-        FormField("train.max_steps", "Max steps"),
-        FormField("train.batch_size", "Batch size"),
-        FormField("train.grad_accum", "Grad accumulation"),
-        FormField("train.learning_rate", "Learning rate"),
-        FormField("train.warmup", "Warm-up"),
-        FormField("train.weight_decay", "Weight decay"),
-        FormField("train.logging_steps", "Logging steps"),
-        FormField("train.eval_steps", "Eval steps"),
-        FormField("train.save_steps", "Save steps"),
-        FormField("train.budget_usd", "Budget (USD)"),
-        FormField("train.seed", "Seed"),
-        FormField("train.gradient_checkpointing", "Gradient checkpointing"),
-    )),
+    Section(
+        "Model and task",
+        (
+            FormField("name", "Run name"),
+            FormField("task", "Task"),
+            FormField("model", "Model"),
+        ),
+    ),
+    Section(
+        "Dataset",
+        (
+            FormField(SOURCE, "Examples from"),
+            FormField("dataset.name", "Hub dataset", when(SOURCE, "hub")),
+            FormField("dataset.config", "Config", when(SOURCE, "hub")),
+            FormField("dataset.files.train", "Train file", when(SOURCE, "files")),
+            FormField("dataset.files.validation", "Validation file", when(SOURCE, "files")),
+            FormField("dataset.text_column", "Text column", column_for("text_column")),
+            FormField("dataset.text_pair_column", "Text pair column", column_for("text_pair_column")),
+            FormField("dataset.label_column", "Label column", column_for("label_column")),
+            FormField("dataset.question_column", "Question column", column_for("question_column")),
+            FormField("dataset.context_column", "Context column", column_for("context_column")),
+            FormField("dataset.answer_column", "Answer column", column_for("answer_column")),
+            FormField("dataset.summary_column", "Summary column", column_for("summary_column")),
+            FormField("dataset.prompt_template", "Prompt template", when("task", "summarization")),
+            FormField("dataset.max_length", "Max length"),
+            FormField("dataset.max_target_length", "Max target length", when("task", "summarization")),
+            FormField("dataset.doc_stride", "Doc stride", when("task", "question-answering")),
+            FormField("dataset.max_train_samples", "Max train samples"),
+            FormField("dataset.pad_to_max_length", "Pad to max length"),
+        ),
+    ),
+    Section(
+        "Adapter",
+        (
+            FormField(ADAPTER, "Train"),
+            FormField("adapter.r", "Rank r", WITH_ADAPTER),
+            FormField("adapter.alpha", "Alpha", WITH_ADAPTER),
+            FormField("adapter.dropout", "Dropout", WITH_ADAPTER),
+        ),
+    ),
+    Section(
+        "Hardware",
+        (
+            FormField("hardware.target", "Target"),
+            FormField("hardware.accelerator", "Accelerator"),
+            FormField(
+                "hardware.instance_type",
+                "Instance type",
+                lambda values: values.get("hardware.target") != "local" or values.get("hardware.accelerator") != "cpu",
+            ),
+            FormField("hardware.devices", "Devices per node"),
+            FormField("hardware.nodes", "Nodes"),
+            FormField("hardware.node_rank", "This node's rank", multi_node_here),
+            FormField("hardware.master_addr", "Master address", multi_node_here),
+        ),
+    ),
+    Section(
+        "Parallelism",
+        (
+            FormField("launcher", "Launcher"),
+            FormField("parallelism.strategy", "Strategy"),
+            FormField("parallelism.zero_stage", "ZeRO stage", DEEPSPEED),
+            FormField("parallelism.offload_optimizer", "Offload optimizer", DEEPSPEED),
+            FormField("parallelism.offload_params", "Offload parameters", DEEPSPEED),
+            FormField(
+                "parallelism.nvme_path",
+                "NVMe path",
+                lambda values: (
+                    DEEPSPEED(values)
+                    and "nvme"
+                    in (values.get("parallelism.offload_optimizer"), values.get("parallelism.offload_params"))
+                ),
+            ),
+            FormField("parallelism.tensor_parallel_degree", "Tensor parallel", SMP),
+            FormField("parallelism.pipeline_parallel_degree", "Pipeline parallel", SMP),
+        ),
+    ),
+    Section(
+        "Precision and compile",
+        (
+            FormField("precision", "Precision"),
+            FormField("compile", "Compile"),
+        ),
+    ),
+    Section("Tracking", (FormField("report_to", "Report to"),)),
+    Section(
+        "Hyperparameters",
+        (
+            FormField("train.epochs", "Epochs"),
+            FormField("train.max_steps", "Max steps"),
+            FormField("train.batch_size", "Batch size"),
+            FormField("train.grad_accum", "Grad accumulation"),
+            FormField("train.learning_rate", "Learning rate"),
+            FormField("train.warmup", "Warm-up"),
+            FormField("train.weight_decay", "Weight decay"),
+            FormField("train.logging_steps", "Logging steps"),
+            FormField("train.eval_steps", "Eval steps"),
+            FormField("train.save_steps", "Save steps"),
+            FormField("train.budget_usd", "Budget (USD)"),
+            FormField("train.seed", "Seed"),
+            FormField("train.gradient_checkpointing", "Gradient checkpointing"),
+        ),
+    ),
 )
 
 
@@ -197,19 +238,26 @@ def make_widget(path: str, label: str, value: Any, look: Look) -> widgets.ValueW
     kind = value_type(path)
     if typing.get_origin(kind) is list:  # several of a Literal's values (report_to)
         allowed = typing.get_args(typing.get_args(kind)[0])
-        return widgets.SelectMultiple(options=allowed, value=tuple(value or ()), rows=len(allowed), **common,
-                                      **look.of(widgets.SelectMultiple))
+        return widgets.SelectMultiple(
+            options=allowed, value=tuple(value or ()), rows=len(allowed), **common, **look.of(widgets.SelectMultiple)
+        )
     if options:
-        return widgets.Dropdown(options=[(str(option), option) for option in options], value=value, **common,
-                                **look.of(widgets.Dropdown))
+        return widgets.Dropdown(
+            options=[(str(option), option) for option in options], value=value, **common, **look.of(widgets.Dropdown)
+        )
     if kind is bool:
         return widgets.Checkbox(value=value, **common, **look.of(widgets.Checkbox))
     if kind is int and not optional(path):
         return widgets.IntText(value=value, continuous_update=True, **common, **look.of(widgets.IntText))
     if kind is float and not optional(path):
         return widgets.FloatText(value=value, continuous_update=True, **common, **look.of(widgets.FloatText))
-    return widgets.Text(value="" if value is None else str(value), continuous_update=True,
-                        placeholder=PLACEHOLDERS.get(path, describe(path)), **common, **look.of(widgets.Text))
+    return widgets.Text(
+        value="" if value is None else str(value),
+        continuous_update=True,
+        placeholder=PLACEHOLDERS.get(path, describe(path)),
+        **common,
+        **look.of(widgets.Text),
+    )
 
 
 class Look:
@@ -223,8 +271,9 @@ class Look:
     def of(self, kind: type, layout: widgets.Layout | None = None) -> dict[str, Any]:
         if kind not in self.styles:
             style = kind.class_traits()["style"].klass
-            self.styles[kind] = style(description_width=LABEL_WIDTH) if "description_width" in style.class_traits() \
-                else style()
+            self.styles[kind] = (
+                style(description_width=LABEL_WIDTH) if "description_width" in style.class_traits() else style()
+            )
         return {"layout": layout or self.layout, "style": self.styles[kind]}
 
 
@@ -247,7 +296,9 @@ class SpecForm(widgets.VBox):
         if isinstance(spec, Mapping):
             with contextlib.suppress(SpecError):  # a valid spec opens as loaded (an instance's devices filled in)
                 data = quiet_load(data).to_dict()
-        if any(_initial(data, path) not in choices(path) for path in FIELDS if path not in FORM_CHOICES and choices(path)):
+        if any(
+            _initial(data, path) not in choices(path) for path in FIELDS if path not in FORM_CHOICES and choices(path)
+        ):
             quiet_load(data)  # a value no dropdown offers: raise the spec's own sentence for it
         self.base = copy.deepcopy(data)
         for path in OWNED:
@@ -263,15 +314,21 @@ class SpecForm(widgets.VBox):
         #: the spec's sentence, shown right below the field it names
         self.field_error = widgets.HTML(layout=widgets.Layout(margin=f"0 0 4px {LABEL_WIDTH}"))
         self.section_boxes = [widgets.VBox() for _ in SECTIONS]
-        self.headings = {title: widgets.HTML(f"<b>{html.escape(title)}</b>", **look.of(widgets.HTML))
-                         for title in (*(section.title for section in SECTIONS), "Data")}
+        self.headings = {
+            title: widgets.HTML(f"<b>{html.escape(title)}</b>", **look.of(widgets.HTML))
+            for title in (*(section.title for section in SECTIONS), "Data")
+        }
         self.status = widgets.HTML()
         self.tabs = widgets.Tab(layout=widgets.Layout(width="52%"))
         button = look.of(widgets.Button, widgets.Layout(width="auto"))
         self.launch_button = widgets.Button(description="Launch", button_style="primary", icon="play", **button)
-        self.rehearse_button = widgets.Button(description="Rehearse here", icon="flask", **button,
-                                              tooltip="run this launch here first: same launcher, ranks and ZeRO stage, "
-                                                      "a tiny model of the same family, a few steps")
+        self.rehearse_button = widgets.Button(
+            description="Rehearse here",
+            icon="flask",
+            **button,
+            tooltip="run this launch here first: same launcher, ranks and ZeRO stage, "
+            "a tiny model of the same family, a few steps",
+        )
         self.stop_button = widgets.Button(description="Stop", icon="stop", disabled=True, **button)
         self.copy_button = widgets.Button(description="Copy as %%finetune cell", icon="copy", **button)
         self.export_button = widgets.Button(description="Export", icon="download", **button)
@@ -287,17 +344,29 @@ class SpecForm(widgets.VBox):
         self.stop_button.on_click(lambda _: self.stop())
         self.copy_button.on_click(lambda _: self.copy_cell())
         self.export_button.on_click(lambda _: self.export())
-        super().__init__([
-            widgets.HBox([widgets.VBox(self.section_boxes, layout=widgets.Layout(width="48%")), self.tabs]),
-            widgets.VBox([self.headings["Data"], widgets.HBox([self.data_button]), self.data_view],
-                         _dom_classes=("nbtoolkit-data-section",)),
-            self.status,
-            widgets.HBox([self.launch_button, self.rehearse_button, self.stop_button, self.copy_button,
-                          self.export_button, self.export_dir]),
-            self.rehearsal_view,
-            self.cell,
-            self.output,
-        ])
+        super().__init__(
+            [
+                widgets.HBox([widgets.VBox(self.section_boxes, layout=widgets.Layout(width="48%")), self.tabs]),
+                widgets.VBox(
+                    [self.headings["Data"], widgets.HBox([self.data_button]), self.data_view],
+                    _dom_classes=("nbtoolkit-data-section",),
+                ),
+                self.status,
+                widgets.HBox(
+                    [
+                        self.launch_button,
+                        self.rehearse_button,
+                        self.stop_button,
+                        self.copy_button,
+                        self.export_button,
+                        self.export_dir,
+                    ]
+                ),
+                self.rehearsal_view,
+                self.cell,
+                self.output,
+            ]
+        )
         self.add_class("nbtoolkit-form")
         self.refresh()
         self.fields["hardware.instance_type"].observe(self._follow_instance, names="value")
@@ -329,8 +398,11 @@ class SpecForm(widgets.VBox):
         data = copy.deepcopy(self.base)
         for path, value in values.items():
             if path not in FORM_CHOICES and self.applies(path, values) and value not in ("", None, ()):
-                set_value(data, path, value.strip() if isinstance(value, str) else
-                          list(value) if isinstance(value, tuple) else value)
+                set_value(
+                    data,
+                    path,
+                    value.strip() if isinstance(value, str) else list(value) if isinstance(value, tuple) else value,
+                )
         if values[ADAPTER] == "none":
             remove_value(data, "adapter")
         else:
@@ -356,7 +428,7 @@ class SpecForm(widgets.VBox):
 
     def _show_fields(self, values: Values, visible: list[str], named: list[str]) -> None:
         """Each section lists the fields that apply, the spec's sentence below the one it names."""
-        for section, box in zip(SECTIONS, self.section_boxes):
+        for section, box in zip(SECTIONS, self.section_boxes, strict=False):
             rows: list[widgets.Widget] = []
             for field in section.fields:
                 if field.path in visible:
@@ -366,8 +438,7 @@ class SpecForm(widgets.VBox):
             children = (self.headings[section.title], *rows) if rows and section.applies(values) else ()
             if box.children != children:
                 box.children = children
-        self.field_error.value = f"<span style='color: {ERROR_COLOR}'>{html.escape(self.error)}</span>" \
-            if named else ""
+        self.field_error.value = f"<span style='color: {ERROR_COLOR}'>{html.escape(self.error)}</span>" if named else ""
 
     def _show_status(self, named: list[str]) -> None:
         if self.error is None:
@@ -382,13 +453,17 @@ class SpecForm(widgets.VBox):
             sections = preview(self.spec).sections()
         else:
             problem = f"<p style='color: {ERROR_COLOR}'>{html.escape(self.error)}</p>"
-            sections = {"Spec (YAML)": problem + pre(yaml.safe_dump(data, sort_keys=False)),
-                        "Command": problem, "Files": problem, "Checks": problem}
+            sections = {
+                "Spec (YAML)": problem + pre(yaml.safe_dump(data, sort_keys=False)),
+                "Command": problem,
+                "Files": problem,
+                "Checks": problem,
+            }
         if len(self.tabs.children) != len(sections):
             look = {"layout": self.status.layout, "style": self.status.style}
             self.tabs.children = [widgets.HTML(**look) for _ in sections]
             self.tabs.titles = tuple(sections)
-        for tab, body in zip(self.tabs.children, sections.values()):
+        for tab, body in zip(self.tabs.children, sections.values(), strict=False):
             tab.value = body
 
     def _say(self, text: str, error: bool = False) -> None:
@@ -416,8 +491,9 @@ class SpecForm(widgets.VBox):
             self._say(str(exc), error=True)
             return None
         self.stop_button.disabled = False
-        self._say(f"job {self.job.id} started ({self.job.record.backend}); "
-                  f"nbtoolkit.Job('{self.job.id}') is its handle")
+        self._say(
+            f"job {self.job.id} started ({self.job.record.backend}); nbtoolkit.Job('{self.job.id}') is its handle"
+        )
         self._show_chart()
         return self.job
 
@@ -426,9 +502,13 @@ class SpecForm(widgets.VBox):
         if self.spec is None or self.rehearsing:
             return None
         self.rehearsing, self.rehearse_button.disabled = True, True
-        self.rehearsal_view.value = ("<p><i>rehearsing the launch here with a tiny model of the same family, "
-                                     "a few steps (a minute or more) ...</i></p>")
-        thread = threading.Thread(target=self._rehearse, args=(self.spec,), daemon=True, name="nbtoolkit-form rehearsal")
+        self.rehearsal_view.value = (
+            "<p><i>rehearsing the launch here with a tiny model of the same family, "
+            "a few steps (a minute or more) ...</i></p>"
+        )
+        thread = threading.Thread(
+            target=self._rehearse, args=(self.spec,), daemon=True, name="nbtoolkit-form rehearsal"
+        )
         thread.start()
         return thread
 
@@ -437,11 +517,13 @@ class SpecForm(widgets.VBox):
 
         try:
             report = rehearse(spec)
-        except Exception as exc:  # noqa: BLE001 (a thread's end: the sentence is shown, never lost in the kernel's log)
+        except Exception as exc:
             self.rehearsal_view.value = f"<p style='color: {ERROR_COLOR}'>{html.escape(str(exc))}</p>"
         else:
             color = "inherit" if report.passed else ERROR_COLOR
-            self.rehearsal_view.value = f"<pre style='color: {color}; white-space: pre-wrap'>{html.escape(str(report))}</pre>"
+            self.rehearsal_view.value = (
+                f"<pre style='color: {color}; white-space: pre-wrap'>{html.escape(str(report))}</pre>"
+            )
         finally:
             self.rehearsing = False
             self.rehearse_button.disabled = self.spec is None
@@ -524,4 +606,3 @@ class SpecForm(widgets.VBox):
             return None
         self._say(f"wrote {', '.join(path.name for path in written)} to {directory}/; run {directory / 'run.sh'}")
         return directory
-

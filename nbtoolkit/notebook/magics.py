@@ -39,17 +39,36 @@ def register(ipython) -> None:
 
 #: flag (argparse dest) -> the spec field it sets, value as given
 FLAG_FIELDS: dict[str, str] = {
-    "name": "name", "task": "task", "model": "model",
-    "dataset_config": "dataset.config", "text_column": "dataset.text_column",
-    "label_column": "dataset.label_column", "max_length": "dataset.max_length",
-    "target": "hardware.target", "accelerator": "hardware.accelerator", "instance_type": "hardware.instance_type",
-    "nproc": "hardware.devices", "nodes": "hardware.nodes", "launcher": "launcher",
-    "strategy": "parallelism.strategy", "zero": "parallelism.zero_stage",
-    "precision": "precision", "compile": "compile",
-    "epochs": "train.epochs", "steps": "train.max_steps", "batch_size": "train.batch_size",
-    "grad_accum": "train.grad_accum", "lr": "train.learning_rate", "warmup": "train.warmup",
-    "seed": "train.seed", "logging_steps": "train.logging_steps", "eval_steps": "train.eval_steps",
-    "save_steps": "train.save_steps", "budget_usd": "train.budget_usd", "role": "sagemaker.role", "region": "sagemaker.region",
+    "name": "name",
+    "task": "task",
+    "model": "model",
+    "dataset_config": "dataset.config",
+    "text_column": "dataset.text_column",
+    "label_column": "dataset.label_column",
+    "max_length": "dataset.max_length",
+    "target": "hardware.target",
+    "accelerator": "hardware.accelerator",
+    "instance_type": "hardware.instance_type",
+    "nproc": "hardware.devices",
+    "nodes": "hardware.nodes",
+    "launcher": "launcher",
+    "strategy": "parallelism.strategy",
+    "zero": "parallelism.zero_stage",
+    "precision": "precision",
+    "compile": "compile",
+    "epochs": "train.epochs",
+    "steps": "train.max_steps",
+    "batch_size": "train.batch_size",
+    "grad_accum": "train.grad_accum",
+    "lr": "train.learning_rate",
+    "warmup": "train.warmup",
+    "seed": "train.seed",
+    "logging_steps": "train.logging_steps",
+    "eval_steps": "train.eval_steps",
+    "save_steps": "train.save_steps",
+    "budget_usd": "train.budget_usd",
+    "role": "sagemaker.role",
+    "region": "sagemaker.region",
     "lora": "adapter.r",
 }
 
@@ -118,29 +137,48 @@ class FinetuneMagics(Magics):
     @argument("--name", help="a name for the run (default: task-model)")
     @argument("--task", choices=TASK_NAMES, help="what to fine-tune for")
     @argument("--model", help="hub id or local path (default: the bundled tiny model for the task)")
-    @argument("--dataset", metavar="NAME_OR_FILE",
-              help="a hub dataset id, or a local .jsonl/.json/.csv/.parquet file for the train split "
-                   "(default: the bundled sample data)")
+    @argument(
+        "--dataset",
+        metavar="NAME_OR_FILE",
+        help="a hub dataset id, or a local .jsonl/.json/.csv/.parquet file for the train split "
+        "(default: the bundled sample data)",
+    )
     @argument("--eval-file", metavar="FILE", help="a local file for the validation split")
     @argument("--dataset-config", metavar="CONFIG", help="hub dataset config, e.g. 3.0.0")
     @argument("--text-column", metavar="COLUMN", help="the column holding the input text")
     @argument("--label-column", metavar="COLUMN", help="the column holding the label (classification)")
     @argument("--max-length", type=int, metavar="TOKENS", help="max source tokens")
-    @argument("--target", choices=choices("hardware.target"), help="where it runs: here (local) or a remote engine (sagemaker, slurm, ...)")
+    @argument(
+        "--target",
+        choices=choices("hardware.target"),
+        help="where it runs: here (local) or a remote engine (sagemaker, slurm, ...)",
+    )
     @argument("--accelerator", choices=choices("hardware.accelerator"), help="the devices the run uses")
     @argument("--instance-type", metavar="TYPE", help="e.g. ml.g5.2xlarge (SageMaker) or trn1.2xlarge")
     @argument("--nproc", type=int, metavar="N", help="processes (devices) per node")
     @argument("--nodes", type=int, metavar="N", help="number of nodes")
     @argument("--launcher", choices=choices("launcher"), help="how to start the processes (default: auto)")
     @argument("--strategy", choices=choices("parallelism.strategy"), help="how work is split across devices")
-    @argument("--zero", type=int, choices=choices("parallelism.zero_stage"),
-              help="DeepSpeed ZeRO stage (implies --strategy deepspeed)")
-    @argument("--offload", choices=("optimizer", "all"),
-              help="DeepSpeed offload to CPU: optimizer states, or all (parameters too; needs --zero 3)")
+    @argument(
+        "--zero",
+        type=int,
+        choices=choices("parallelism.zero_stage"),
+        help="DeepSpeed ZeRO stage (implies --strategy deepspeed)",
+    )
+    @argument(
+        "--offload",
+        choices=("optimizer", "all"),
+        help="DeepSpeed offload to CPU: optimizer states, or all (parameters too; needs --zero 3)",
+    )
     @argument("--precision", choices=choices("precision"), help="number format for training (default fp32)")
     @argument("--bf16", action="store_true", help="shorthand for --precision bf16")
-    @argument("--compile", nargs="?", const="torch", choices=choices("compile"),
-              help="compile the model: torch (the default when given alone) or neuron")
+    @argument(
+        "--compile",
+        nargs="?",
+        const="torch",
+        choices=choices("compile"),
+        help="compile the model: torch (the default when given alone) or neuron",
+    )
     @argument("--epochs", type=float, help="passes over the training data")
     @argument("--steps", type=int, metavar="N", help="train for N optimizer steps (overrides --epochs)")
     @argument("--batch-size", type=int, metavar="N", help="per device")
@@ -151,21 +189,36 @@ class FinetuneMagics(Magics):
     @argument("--logging-steps", type=int, metavar="N", help="log (and chart) every N steps")
     @argument("--eval-steps", type=int, metavar="N", help="evaluate every N steps (default: each epoch)")
     @argument("--save-steps", type=int, metavar="N", help="checkpoint every N steps (default: none)")
-    @argument("--budget-usd", type=float, metavar="USD", help="stop with a checkpoint once training has cost this "
-              "much (needs a price: hardware.hourly_price_usd or a priced instance type)")
+    @argument(
+        "--budget-usd",
+        type=float,
+        metavar="USD",
+        help="stop with a checkpoint once training has cost this "
+        "much (needs a price: hardware.hourly_price_usd or a priced instance type)",
+    )
     @argument("--lora", type=int, metavar="R", help="train LoRA adapters of rank R instead of every weight")
     @argument("--role", metavar="ARN", help="SageMaker: the IAM role the job runs as")
     @argument("--region", help="SageMaker: AWS region")
     @argument("--spot", action="store_true", help="SageMaker: use spot capacity")
-    @argument("--set", action="append", metavar="FIELD=VALUE",
-              help="any other spec field by its dotted name, value read as YAML; repeatable "
-                   "(e.g. --set dataset.pad_to_max_length=true)")
-    @argument("--dry-run", action="store_true",
-              help="show the spec, the command (run.sh), generated files and checks; start nothing")
+    @argument(
+        "--set",
+        action="append",
+        metavar="FIELD=VALUE",
+        help="any other spec field by its dotted name, value read as YAML; repeatable "
+        "(e.g. --set dataset.pad_to_max_length=true)",
+    )
+    @argument(
+        "--dry-run",
+        action="store_true",
+        help="show the spec, the command (run.sh), generated files and checks; start nothing",
+    )
     @argument("--form", action="store_true", help="open the configuration form with this spec filled in")
-    @argument("--rehearse", action="store_true",
-              help="run this spec's launch here on a tiny model of the same architecture for a few steps, "
-                   "and report each stage; start nothing that costs money")
+    @argument(
+        "--rehearse",
+        action="store_true",
+        help="run this spec's launch here on a tiny model of the same architecture for a few steps, "
+        "and report each stage; start nothing that costs money",
+    )
     @line_cell_magic
     def finetune(self, line: str, cell: str | None = None):
         """Launch a fine-tuning run described by flags, a `%%finetune` YAML body, or both.
@@ -197,8 +250,10 @@ class FinetuneMagics(Magics):
         except (SpecError, LaunchError) as exc:
             raise UsageError(str(exc)) from None
         record = job.record
-        print(f"job {record.id} ({record.name}, {record.backend}) launched; "
-              f"%job {record.id} shows it, %finetune_stop {record.id} stops it")
+        print(
+            f"job {record.id} ({record.name}, {record.backend}) launched; "
+            f"%job {record.id} shows it, %finetune_stop {record.id} stops it"
+        )
         return job
 
     @magic_arguments()
@@ -213,8 +268,9 @@ class FinetuneMagics(Magics):
         from nbtoolkit.jobs.listing import listing_row
 
         args = parse_argstring(self.jobs, line)
-        rows = [listing_row(record) for record in JobStore().list([args.status] if args.status else None,
-                                                                   limit=args.limit)]
+        rows = [
+            listing_row(record) for record in JobStore().list([args.status] if args.status else None, limit=args.limit)
+        ]
         if not rows:
             print("no jobs yet; %finetune or nbtoolkit.launch(spec) starts one")
             return None
@@ -262,8 +318,9 @@ class FinetuneMagics(Magics):
 
     @magic_arguments()
     @argument("job_ids", nargs="+", metavar="ID", help="jobs to compare (ids or unique prefixes)")
-    @argument("--baseline", metavar="ID", help="the job speed-up and time saved are measured against "
-                                               "(default: the first)")
+    @argument(
+        "--baseline", metavar="ID", help="the job speed-up and time saved are measured against (default: the first)"
+    )
     @argument("--warmup-steps", type=int, metavar="N", help="steady state starts after this step")
     @line_magic
     def finetune_compare(self, line: str):

@@ -65,8 +65,13 @@ class Preview:
 
     def sections(self) -> dict[str, str]:
         """Title -> HTML: the form's preview tabs, and `--dry-run`'s output in that order."""
-        files = "".join(f"<details><summary><code>{html.escape(name)}</code></summary>{pre(text)}</details>"
-                        for name, text in self.files.items()) or "<i>no files</i>"
+        files = (
+            "".join(
+                f"<details><summary><code>{html.escape(name)}</code></summary>{pre(text)}</details>"
+                for name, text in self.files.items()
+            )
+            or "<i>no files</i>"
+        )
         items = "".join(f"<li>{html.escape(line)}</li>" for line in self.checks)
         return {
             "Spec (YAML)": pre(self.yaml),

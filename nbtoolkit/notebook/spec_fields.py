@@ -45,8 +45,9 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 
 
 def _is_dict(info: FieldInfo | None) -> bool:
-    return info is not None and any(typing.get_origin(arg) is dict or arg is dict
-                                    for arg in (info.annotation, *typing.get_args(info.annotation)))
+    return info is not None and any(
+        typing.get_origin(arg) is dict or arg is dict for arg in (info.annotation, *typing.get_args(info.annotation))
+    )
 
 
 def value_type(path: str) -> Any:
@@ -126,7 +127,7 @@ def remove_value(data: dict[str, Any], path: str) -> None:
             return
         chain.append(node)
     chain[-1].pop(leaf, None)
-    for part, node in zip(reversed(parents), reversed(chain[:-1])):
+    for part, node in zip(reversed(parents), reversed(chain[:-1]), strict=False):
         if node.get(part) == {}:
             del node[part]
 

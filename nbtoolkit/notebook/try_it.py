@@ -33,10 +33,12 @@ class TryIt(widgets.VBox):
         self.job, self.checkpoint = job, checkpoint
         self.task = job.spec.task
         layout = widgets.Layout(width="95%")
-        self.question = widgets.Text(placeholder="a question about the context", description="Question",
-                                     layout=layout)
-        self.text = widgets.Textarea(placeholder=PROMPTS[self.task], description="Context" if self.is_qa else "Input",
-                                     layout=widgets.Layout(width="95%", height="6em"))
+        self.question = widgets.Text(placeholder="a question about the context", description="Question", layout=layout)
+        self.text = widgets.Textarea(
+            placeholder=PROMPTS[self.task],
+            description="Context" if self.is_qa else "Input",
+            layout=widgets.Layout(width="95%", height="6em"),
+        )
         self.button = widgets.Button(description="Try it", icon="play", button_style="primary")
         self.answer = widgets.HTML()
         self.last: dict[str, Any] | None = None
@@ -75,10 +77,13 @@ class TryIt(widgets.VBox):
 
 def answer_html(task: str, given: str | dict[str, str], answer: dict[str, Any]) -> str:
     if task == "text-classification":
-        rows = [(label, probability, label == answer["label"]) for label, probability in
-                sorted(answer["probabilities"].items(), key=lambda item: -item[1])]
+        rows = [
+            (label, probability, label == answer["label"])
+            for label, probability in sorted(answer["probabilities"].items(), key=lambda item: -item[1])
+        ]
         return f"<p>label: <b>{html.escape(answer['label'])}</b></p>" + bars(
-            rows, shown=lambda probability: f"{probability:.1%}", mark="", mark_color=CHOSEN_COLOR)
+            rows, shown=lambda probability: f"{probability:.1%}", mark="", mark_color=CHOSEN_COLOR
+        )
     if task == "summarization":
         return f"<p>summary: <b>{html.escape(answer['summary'])}</b></p>"
     if task == "question-answering":

@@ -32,7 +32,9 @@ def saved_activation_bytes(model: Any, **inputs: Any) -> int:
             storages[storage.data_ptr()] = storage.nbytes()
         return tensor
 
-    with (torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor),
-          unittest.mock.patch("torch.nn.functional.dropout", _cuda_dropout)):
+    with (
+        torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor),
+        unittest.mock.patch("torch.nn.functional.dropout", _cuda_dropout),
+    ):
         model(**inputs).loss.backward()
     return sum(storages.values())

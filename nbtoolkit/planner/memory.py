@@ -44,31 +44,60 @@ class ModelStates:
         return self.weights + self.gradients + self.optimizer + self.gathered
 
 
-def zero_paper_bytes(params: float, devices: int, stage: int, *, weight_bytes: int = 2, gradient_bytes: int = 2,
-                     optimizer_bytes: int = MIXED_PRECISION_OPTIMIZER_BYTES) -> float:
+def zero_paper_bytes(
+    params: float,
+    devices: int,
+    stage: int,
+    *,
+    weight_bytes: int = 2,
+    gradient_bytes: int = 2,
+    optimizer_bytes: int = MIXED_PRECISION_OPTIMIZER_BYTES,
+) -> float:
     """ZeRO paper, Fig. 1: (2 + 2 + K)Ψ, with the optimizer (stage >= 1), gradients (>= 2)
     and weights (3) partitioned over the devices. K = 12 for mixed-precision Adam."""
-    return (weight_bytes * params / (devices if stage >= 3 else 1)
-            + gradient_bytes * params / (devices if stage >= 2 else 1)
-            + optimizer_bytes * params / (devices if stage >= 1 else 1))
+    return (
+        weight_bytes * params / (devices if stage >= 3 else 1)
+        + gradient_bytes * params / (devices if stage >= 2 else 1)
+        + optimizer_bytes * params / (devices if stage >= 1 else 1)
+    )
 
 
 def full_bf16_model_states(params: float, devices_per_node: int) -> ModelStates:
     """Neuron with XLA_USE_BF16=1: every float tensor is cast to bf16, weights, gradients and AdamW's two
     moments included (2 bytes each), with no fp32 master copy."""
-    return ModelStates(weights=2 * params, gradients=2 * params, optimizer=4 * params, gathered=0,
-                       host=_loading_host_bytes(params, devices_per_node), ideal=8 * params)
+    return ModelStates(
+        weights=2 * params,
+        gradients=2 * params,
+        optimizer=4 * params,
+        gathered=0,
+        host=_loading_host_bytes(params, devices_per_node),
+        ideal=8 * params,
+    )
 
 
 def torch_model_states(params: float, devices_per_node: int) -> ModelStates:
     """PyTorch (DDP or one process), AdamW; autocast keeps fp32 weights whatever the precision."""
-    return ModelStates(weights=4 * params, gradients=4 * params, optimizer=8 * params, gathered=0,
-                       host=_loading_host_bytes(params, devices_per_node), ideal=16 * params)
+    return ModelStates(
+        weights=4 * params,
+        gradients=4 * params,
+        optimizer=8 * params,
+        gathered=0,
+        host=_loading_host_bytes(params, devices_per_node),
+        ideal=16 * params,
+    )
 
 
-def deepspeed_model_states(params: float, largest_layer: float, *, weight_bytes: int, stage: int,
-                           devices_per_node: int, nodes: int, offload_optimizer: Offload = "none",
-                           offload_params: Offload = "none") -> ModelStates:
+def deepspeed_model_states(
+    params: float,
+    largest_layer: float,
+    *,
+    weight_bytes: int,
+    stage: int,
+    devices_per_node: int,
+    nodes: int,
+    offload_optimizer: Offload = "none",
+    offload_params: Offload = "none",
+) -> ModelStates:
     """DeepSpeed ZeRO model states, as DeepSpeed 0.19.8's estimators count them.
 
     16-bit weights: ZeRO-1/2 `2Ψ + 18Ψ/N` (optimizer offload: `2Ψ`); ZeRO-3 `4L + 18Ψ/N`
@@ -89,8 +118,9 @@ def deepspeed_model_states(params: float, largest_layer: float, *, weight_bytes:
         gradients = half_gradients + FP32_GRADIENT_BYTES * params / shards
         optimizer = MIXED_PRECISION_OPTIMIZER_BYTES * params / shards
     gathered = 2 * weight_bytes * largest_layer if stage >= 3 else 0.0
-    offloaded = ((FP32_GRADIENT_BYTES + MIXED_PRECISION_OPTIMIZER_BYTES if optimizer_on_host else 0)
-                 + (weight_bytes if weights_on_host else 0))
+    offloaded = (FP32_GRADIENT_BYTES + MIXED_PRECISION_OPTIMIZER_BYTES if optimizer_on_host else 0) + (
+        weight_bytes if weights_on_host else 0
+    )
     if "nvme" in (offload_optimizer, offload_params):
         offloaded = 0  # states live on the NVMe path; the host keeps buffers only
     if offloaded and stage < 3:  # ZeRO-2 offload: every process also loads the fp32 model
@@ -99,10 +129,17 @@ def deepspeed_model_states(params: float, largest_layer: float, *, weight_bytes:
         host = params * offloaded / nodes * HOST_BUFFER_FACTOR
     else:
         host = _loading_host_bytes(largest_layer if stage >= 3 else params, devices_per_node)
-    ideal = zero_paper_bytes(params, devices, stage, weight_bytes=weight_bytes, gradient_bytes=weight_bytes,
-                             optimizer_bytes=MIXED_PRECISION_OPTIMIZER_BYTES if weight_bytes == 2 else 8)
-    return ModelStates(weights=weights, gradients=gradients, optimizer=optimizer, gathered=gathered, host=host,
-                       ideal=ideal)
+    ideal = zero_paper_bytes(
+        params,
+        devices,
+        stage,
+        weight_bytes=weight_bytes,
+        gradient_bytes=weight_bytes,
+        optimizer_bytes=MIXED_PRECISION_OPTIMIZER_BYTES if weight_bytes == 2 else 8,
+    )
+    return ModelStates(
+        weights=weights, gradients=gradients, optimizer=optimizer, gathered=gathered, host=host, ideal=ideal
+    )
 
 
 #: projections that compute queries, keys and values in one matrix (their output is 3x the attention width)
@@ -118,16 +155,23 @@ def lora_params(shape: ModelShape, rank: int, modules: tuple[str, ...] | list[st
     return blocks * rank * per_block
 
 
-def adapter_model_states(params: float, trainable: float, embedding_params: float, *, quantized: bool,
-                         devices_per_node: int) -> ModelStates:
+def adapter_model_states(
+    params: float, trainable: float, embedding_params: float, *, quantized: bool, devices_per_node: int
+) -> ModelStates:
     """A frozen base and trainable adapters (PyTorch, one process per device): the base's weights only, fp32 as
     nbtoolkit loads them (QLoRA: NF4 linear layers, bf16 embeddings), and 16 bytes per trainable parameter
     (fp32 weight 4 + gradient 4 + AdamW's two moments 8). Host: the fp32 model each process loads; QLoRA
     quantizes shard by shard onto the device, so the host holds about the quantized model."""
     base = (params - embedding_params) * NF4_BYTES + 2 * embedding_params if quantized else 4 * params
     host = base * devices_per_node * HOST_BUFFER_FACTOR if quantized else _loading_host_bytes(params, devices_per_node)
-    return ModelStates(weights=base + 4 * trainable, gradients=4 * trainable, optimizer=8 * trainable, gathered=0,
-                       host=host, ideal=base + 16 * trainable)
+    return ModelStates(
+        weights=base + 4 * trainable,
+        gradients=4 * trainable,
+        optimizer=8 * trainable,
+        gathered=0,
+        host=host,
+        ideal=base + 16 * trainable,
+    )
 
 
 def _loading_host_bytes(params: float, devices_per_node: int) -> float:
@@ -172,14 +216,17 @@ def _layer_norm(shape: ModelShape, tokens: int, e: int) -> float:
 
 def input_layer_bytes(shape: ModelShape, length: int, e: int) -> float:
     """One encoder (or decoder-only) layer: norm, self-attention, norm, feed-forward."""
-    return (2 * _layer_norm(shape, length, e) + _attention(shape, length, length, e)
-            + _feed_forward(shape, length, e))
+    return 2 * _layer_norm(shape, length, e) + _attention(shape, length, length, e) + _feed_forward(shape, length, e)
 
 
 def target_layer_bytes(shape: ModelShape, target: int, source: int, e: int) -> float:
     """One encoder-decoder decoder layer: self-attention, cross-attention over the source, FFN."""
-    return (3 * _layer_norm(shape, target, e) + _attention(shape, target, target, e)
-            + _attention(shape, target, source, e) + _feed_forward(shape, target, e))
+    return (
+        3 * _layer_norm(shape, target, e)
+        + _attention(shape, target, target, e)
+        + _attention(shape, target, source, e)
+        + _feed_forward(shape, target, e)
+    )
 
 
 def logits_bytes(shape: ModelShape, input_length: int, target_length: int, e: int) -> float:
@@ -188,8 +235,9 @@ def logits_bytes(shape: ModelShape, input_length: int, target_length: int, e: in
     return tokens * shape.vocab_size * (e + 8 if shape.loss_upcasts_logits else e)
 
 
-def activation_bytes(shape: ModelShape, *, input_length: int, target_length: int, activation_bytes: int,
-                     checkpointing: bool) -> float:
+def activation_bytes(
+    shape: ModelShape, *, input_length: int, target_length: int, activation_bytes: int, checkpointing: bool
+) -> float:
     """Activation bytes kept for backward, per sample.
 
     Without checkpointing every layer's tensors are kept; with it (transformers checkpoints each

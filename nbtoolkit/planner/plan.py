@@ -28,6 +28,7 @@ MAX_ALTERNATIVES = 40
 #: batch sizes above this are not searched
 MAX_BATCH = 4096
 
+
 @dataclass(frozen=True)
 class Setup:
     """One way to run the spec's training: the spec's own, or an alternative."""
@@ -62,13 +63,17 @@ class Setup:
         if self.instance:
             where += f" on {self.nodes} x {self.instance.name}" if self.nodes > 1 else f" on {self.instance.name}"
         return f"{where}, {self.precision}, {self.strategy_label()}, batch {self.batch_size}/device" + (
-            ", gradient checkpointing" if self.checkpointing else "")
+            ", gradient checkpointing" if self.checkpointing else ""
+        )
 
     def strategy_label(self) -> str:
         if not self.deepspeed:
             return "data parallel" if self.devices > 1 else "one device"
-        offloaded = [name for name, where in (("optimizer", self.offload_optimizer), ("weights", self.offload_params))
-                     if where != "none"]
+        offloaded = [
+            name
+            for name, where in (("optimizer", self.offload_optimizer), ("weights", self.offload_params))
+            if where != "none"
+        ]
         where = self.offload_params if self.offload_params != "none" else self.offload_optimizer
         return f"DeepSpeed ZeRO-{self.zero_stage}" + (f" + {' and '.join(offloaded)} on {where}" if offloaded else "")
 
@@ -136,8 +141,11 @@ class StepParts(_Model):
     communication_modelled: bool
 
     def in_words(self) -> str:
-        collectives = (f"collectives {self.communication:.2f} s, overlapped" if self.communication_modelled
-                       else "collectives not modelled: the catalog has no link bandwidth for this instance")
+        collectives = (
+            f"collectives {self.communication:.2f} s, overlapped"
+            if self.communication_modelled
+            else "collectives not modelled: the catalog has no link bandwidth for this instance"
+        )
         offload = f", offload and CPU Adam {self.offload:.2f} s" if self.offload else ""
         return f"compute {self.compute:.2f} s, {collectives}{offload}"
 
@@ -180,7 +188,8 @@ class Estimate(_Model):
         """One short line: setup, fit, hours and cost."""
         fit = {True: "fits", False: "does not fit", None: "fit unknown"}[self.fits]
         memory = f"{self.per_device_bytes / GiB:.1f}" + (
-            f"/{self.device_memory_bytes / GiB:.0f} GiB" if self.device_memory_bytes else " GiB")
+            f"/{self.device_memory_bytes / GiB:.0f} GiB" if self.device_memory_bytes else " GiB"
+        )
         when = f", {hours_text(self.hours)}" if self.hours is not None else ""
         cost = f", {usd_text(self.cost_usd)}" if self.cost_usd is not None else ""
         return f"{self.description}: {memory}, {fit}{when}{cost}"
@@ -215,31 +224,43 @@ class Plan(Estimate):
     def summary_lines(self) -> list[str]:
         """Short lines for people: what was planned, memory and fit, time and cost, best alternatives."""
         size = f"{self.params / 1e9:.2f}B" if self.params >= 1e8 else f"{self.params / 1e6:.1f}M"
-        trained = "" if self.adapter == "none" else (
-            f" ({self.adapter.replace('q', 'Q').replace('lora', 'LoRA')}: {self.trainable_params / 1e6:.2f}M trainable)")
+        trained = (
+            ""
+            if self.adapter == "none"
+            else (
+                f" ({self.adapter.replace('q', 'Q').replace('lora', 'LoRA')}: {self.trainable_params / 1e6:.2f}M trainable)"
+            )
+        )
         lines = [f"{self.model}: {size} parameters{trained}; {self.description}"]
         if self.device_memory_bytes:
             fit = "fits" if self.device_fits else "does NOT fit"
-            lines.append(f"memory per device: {self.per_device_bytes / GiB:.1f} of {self.device_memory_bytes / GiB:.1f}"
-                         f" GiB, {fit}; largest batch that fits: {self.max_batch_size}")
+            lines.append(
+                f"memory per device: {self.per_device_bytes / GiB:.1f} of {self.device_memory_bytes / GiB:.1f}"
+                f" GiB, {fit}; largest batch that fits: {self.max_batch_size}"
+            )
         else:
-            lines.append(f"memory per device: {self.per_device_bytes / GiB:.1f} GiB (device memory unknown: "
-                         "set hardware.instance_type to check the fit)")
+            lines.append(
+                f"memory per device: {self.per_device_bytes / GiB:.1f} GiB (device memory unknown: "
+                "set hardware.instance_type to check the fit)"
+            )
         lines.append(f"  {self.memory.in_gib()}")
         host = f"host memory per node: {self.host_bytes / GiB:.1f} GiB"
         if self.host_memory_bytes:
             host += f" of {self.host_memory_bytes / GiB:.0f} GiB" + ("" if self.host_fits else ", does NOT fit")
         lines.append(host)
         if self.hours is not None:
-            lines.append(f"time: {self.steps:,} steps x {self.step_seconds:.2f} s = {hours_text(self.hours)} "
-                         f"({self.throughput_source})")
+            lines.append(
+                f"time: {self.steps:,} steps x {self.step_seconds:.2f} s = {hours_text(self.hours)} "
+                f"({self.throughput_source})"
+            )
             if self.step is not None:
                 lines.append(f"  per step: {self.step.in_words()}")
         else:
             lines.append("time: unknown (give dataset.max_train_samples or train.max_steps)")
         if self.cost_usd is not None:
-            lines.append(f"cost: {usd_text(self.cost_usd)} at ${self.hourly_price_usd:,.2f}/h x {self.nodes} "
-                         f"({self.price_note})")
+            lines.append(
+                f"cost: {usd_text(self.cost_usd)} at ${self.hourly_price_usd:,.2f}/h x {self.nodes} ({self.price_note})"
+            )
         elif self.price_unknown:
             lines.append(f"cost: unknown ({self.price_unknown})")
         lines.extend(f"problem: {problem}" for problem in self.problems)
@@ -263,12 +284,16 @@ class Plan(Estimate):
         if not self.confident or self.fits is not False:
             return None
         if self.device_fits is False:
-            problem = (f"predicted {self.per_device_bytes / GiB:.1f} GiB per device for {self.model} "
-                       f"({self.description}) exceeds the {self.device_memory_bytes / GiB:.1f} GiB of one "
-                       f"{self.accelerator}")
+            problem = (
+                f"predicted {self.per_device_bytes / GiB:.1f} GiB per device for {self.model} "
+                f"({self.description}) exceeds the {self.device_memory_bytes / GiB:.1f} GiB of one "
+                f"{self.accelerator}"
+            )
         else:
-            problem = (f"predicted {self.host_bytes / GiB:.0f} GiB of host memory per node for {self.model} "
-                       f"exceeds the {self.host_memory_bytes / GiB:.0f} GiB of one {self.instance_type}")
+            problem = (
+                f"predicted {self.host_bytes / GiB:.0f} GiB of host memory per node for {self.model} "
+                f"exceeds the {self.host_memory_bytes / GiB:.0f} GiB of one {self.instance_type}"
+            )
         hints = []
         here = self.best_on_same_hardware()
         if here is not None:
@@ -281,8 +306,14 @@ class Plan(Estimate):
 
     def best_on_same_hardware(self) -> Estimate | None:
         """The cheapest alternative that fits on the spec's own instance type and count."""
-        return next((alt for alt in self.alternatives if alt.fits and alt.instance_type == self.instance_type
-                     and alt.nodes == self.nodes), None)
+        return next(
+            (
+                alt
+                for alt in self.alternatives
+                if alt.fits and alt.instance_type == self.instance_type and alt.nodes == self.nodes
+            ),
+            None,
+        )
 
     def to_json_dict(self) -> dict:
         return self.model_dump(mode="json")
@@ -294,16 +325,27 @@ class Plan(Estimate):
 def _model_states(setup: Setup, work: Workload) -> memory.ModelStates:
     shape = work.shape
     if work.adapter != "none":
-        return memory.adapter_model_states(shape.params, work.trained_params, shape.vocab_size * shape.hidden_size,
-                                           quantized=work.adapter == "qlora", devices_per_node=setup.devices_per_node)
+        return memory.adapter_model_states(
+            shape.params,
+            work.trained_params,
+            shape.vocab_size * shape.hidden_size,
+            quantized=work.adapter == "qlora",
+            devices_per_node=setup.devices_per_node,
+        )
     if not setup.deepspeed and setup.precision == "bf16" and setup.device and setup.device.kind == "neuron":
         return memory.full_bf16_model_states(shape.params, setup.devices_per_node)  # the launch sets XLA_USE_BF16
     if not setup.deepspeed:
         return memory.torch_model_states(shape.params, setup.devices_per_node)
     return memory.deepspeed_model_states(
-        shape.params, shape.largest_layer_params, weight_bytes=setup.weight_bytes, stage=setup.zero_stage,
-        devices_per_node=setup.devices_per_node, nodes=setup.nodes, offload_optimizer=setup.offload_optimizer,
-        offload_params=setup.offload_params)
+        shape.params,
+        shape.largest_layer_params,
+        weight_bytes=setup.weight_bytes,
+        stage=setup.zero_stage,
+        devices_per_node=setup.devices_per_node,
+        nodes=setup.nodes,
+        offload_optimizer=setup.offload_optimizer,
+        offload_params=setup.offload_params,
+    )
 
 
 def _per_device(states_bytes: float, activations: float) -> tuple[int, int]:
@@ -313,8 +355,13 @@ def _per_device(states_bytes: float, activations: float) -> tuple[int, int]:
 
 
 def _activation_per_sample(setup: Setup, work: Workload) -> float:
-    return memory.activation_bytes(work.shape, input_length=work.input_length, target_length=work.target_length,
-                                   activation_bytes=setup.activation_bytes, checkpointing=setup.checkpointing)
+    return memory.activation_bytes(
+        work.shape,
+        input_length=work.input_length,
+        target_length=work.target_length,
+        activation_bytes=setup.activation_bytes,
+        checkpointing=setup.checkpointing,
+    )
 
 
 def _max_batch(states_bytes: float, per_sample: float, capacity: int) -> int:
@@ -326,8 +373,10 @@ def _max_batch(states_bytes: float, per_sample: float, capacity: int) -> int:
 def _problems(setup: Setup, shape: ModelShape) -> list[str]:
     found = []
     if setup.device and setup.precision == "bf16" and not setup.device.bf16:
-        found.append(f"{setup.device.name} has no bfloat16 support, and the Trainer refuses bf16 on it; "
-                     "use fp32 (or fp16 for models that do not overflow)")
+        found.append(
+            f"{setup.device.name} has no bfloat16 support, and the Trainer refuses bf16 on it; "
+            "use fp32 (or fp16 for models that do not overflow)"
+        )
     if setup.device and setup.precision == "fp16" and shape.model_type in ("t5", "mt5", "umt5"):
         found.append("T5 models overflow in fp16 (NaN loss); use bf16 or fp32")
     return found
@@ -352,10 +401,16 @@ def estimate(setup: Setup, work: Workload, *, measured: float | None = None) -> 
         step_seconds = global_batch / measured
     elif setup.device:
         step = timing.step_time(
-            hardware=_hardware(setup), flops_per_micro_batch=flops * setup.batch_size,
-            grad_accum=setup.grad_accum, utilisation=work.utilisation, params=work.trained_params,
-            weight_bytes=setup.weight_bytes if setup.deepspeed else 4, zero_stage=setup.zero_stage,
-            offload_optimizer=setup.offload_optimizer != "none", offload_params=setup.offload_params != "none")
+            hardware=_hardware(setup),
+            flops_per_micro_batch=flops * setup.batch_size,
+            grad_accum=setup.grad_accum,
+            utilisation=work.utilisation,
+            params=work.trained_params,
+            weight_bytes=setup.weight_bytes if setup.deepspeed else 4,
+            zero_stage=setup.zero_stage,
+            offload_optimizer=setup.offload_optimizer != "none",
+            offload_params=setup.offload_params != "none",
+        )
         step_seconds = step.total
     steps = _steps(setup, work)
     price = _price(setup, work)
@@ -367,30 +422,55 @@ def estimate(setup: Setup, work: Workload, *, measured: float | None = None) -> 
     return Estimate(
         instance_type=setup.instance.name if setup.instance else None,
         accelerator=setup.device.name if setup.device else None,
-        devices_per_node=setup.devices_per_node, nodes=setup.nodes, precision=setup.precision,
-        strategy="deepspeed" if setup.deepspeed else "data-parallel", zero_stage=setup.zero_stage,
-        offload_optimizer=setup.offload_optimizer, offload_params=setup.offload_params,
-        gradient_checkpointing=setup.checkpointing, batch_size=setup.batch_size, grad_accum=setup.grad_accum,
+        devices_per_node=setup.devices_per_node,
+        nodes=setup.nodes,
+        precision=setup.precision,
+        strategy="deepspeed" if setup.deepspeed else "data-parallel",
+        zero_stage=setup.zero_stage,
+        offload_optimizer=setup.offload_optimizer,
+        offload_params=setup.offload_params,
+        gradient_checkpointing=setup.checkpointing,
+        batch_size=setup.batch_size,
+        grad_accum=setup.grad_accum,
         memory=MemoryBreakdown(
-            weights=int(states.weights), gradients=int(states.gradients), optimizer=int(states.optimizer),
-            gathered=int(states.gathered), activations=int(activations), overhead=overhead, host=int(states.host),
-            model_states_ideal=int(states.ideal)),
-        per_device_bytes=per_device, device_memory_bytes=capacity, host_bytes=int(states.host),
-        host_memory_bytes=host_capacity, device_fits=device_fits, host_fits=host_fits, fits=fits,
+            weights=int(states.weights),
+            gradients=int(states.gradients),
+            optimizer=int(states.optimizer),
+            gathered=int(states.gathered),
+            activations=int(activations),
+            overhead=overhead,
+            host=int(states.host),
+            model_states_ideal=int(states.ideal),
+        ),
+        per_device_bytes=per_device,
+        device_memory_bytes=capacity,
+        host_bytes=int(states.host),
+        host_memory_bytes=host_capacity,
+        device_fits=device_fits,
+        host_fits=host_fits,
+        fits=fits,
         max_batch_size=_max_batch(states.device, per_sample, capacity) if capacity else None,
-        step_seconds=step_seconds, step=StepParts(**vars(step)) if step else None,
-        samples_per_second=samples_per_second, hours=hours, hourly_price_usd=price,
-        cost_usd=cost, problems=_problems(setup, shape), description=setup.describe(),
+        step_seconds=step_seconds,
+        step=StepParts(**vars(step)) if step else None,
+        samples_per_second=samples_per_second,
+        hours=hours,
+        hourly_price_usd=price,
+        cost_usd=cost,
+        problems=_problems(setup, shape),
+        description=setup.describe(),
     )
 
 
 def _hardware(setup: Setup) -> timing.Hardware:
     instance = setup.instance
     return timing.Hardware(
-        peak_flops=setup.device.peak_flops(setup.precision), devices_per_node=setup.devices_per_node,
-        nodes=setup.nodes, device_link_gbs=instance.device_link_gbs if instance else None,
+        peak_flops=setup.device.peak_flops(setup.precision),
+        devices_per_node=setup.devices_per_node,
+        nodes=setup.nodes,
+        device_link_gbs=instance.device_link_gbs if instance else None,
         network_gbps=instance.network_gbps if instance else None,
-        host_link_gbs=instance.host_link_gbs if instance else None)
+        host_link_gbs=instance.host_link_gbs if instance else None,
+    )
 
 
 def _steps(setup: Setup, work: Workload) -> int | None:
@@ -403,8 +483,10 @@ def _steps(setup: Setup, work: Workload) -> int | None:
     return math.ceil(work.epochs * batches / setup.grad_accum)
 
 
-CLUSTER_PRICE_UNKNOWN = ("the catalog prices cloud instances, not this cluster's nodes; set hardware.hourly_price_usd "
-                         "(per node-hour) to count it")
+CLUSTER_PRICE_UNKNOWN = (
+    "the catalog prices cloud instances, not this cluster's nodes; set hardware.hourly_price_usd "
+    "(per node-hour) to count it"
+)
 
 
 def _price(setup: Setup, work: Workload) -> float | None:
@@ -429,16 +511,26 @@ def _spec_setup(spec: RunSpec) -> tuple[Setup, list[str]]:
     if instance is not None and (hw.accelerator != "cpu" or hw.target == "sagemaker"):
         device = instance.device
         if hw.accelerator != "cpu" and device.kind != hw.accelerator:
-            problems.append(f"hardware.instance_type {instance.name} has {device.name} devices, but "
-                            f"hardware.accelerator is '{hw.accelerator}'")
+            problems.append(
+                f"hardware.instance_type {instance.name} has {device.name} devices, but "
+                f"hardware.accelerator is '{hw.accelerator}'"
+            )
     if instance is not None and hw.devices > instance.devices:
         problems.append(f"hardware.devices {hw.devices} is more than the {instance.devices} of a {instance.name}")
     setup = Setup(
-        instance=instance, device=device, devices_per_node=hw.devices, nodes=hw.nodes,
-        precision=spec.precision, deepspeed=par.strategy == "deepspeed", zero_stage=par.zero_stage,
-        offload_optimizer=par.offload_optimizer, offload_params=par.offload_params,
-        checkpointing=spec.train.gradient_checkpointing, batch_size=spec.train.batch_size,
-        grad_accum=spec.train.grad_accum)
+        instance=instance,
+        device=device,
+        devices_per_node=hw.devices,
+        nodes=hw.nodes,
+        precision=spec.precision,
+        deepspeed=par.strategy == "deepspeed",
+        zero_stage=par.zero_stage,
+        offload_optimizer=par.offload_optimizer,
+        offload_params=par.offload_params,
+        checkpointing=spec.train.gradient_checkpointing,
+        batch_size=spec.train.batch_size,
+        grad_accum=spec.train.grad_accum,
+    )
     if par.tensor_parallel_degree > 1 or par.pipeline_parallel_degree > 1:
         problems.append("tensor/pipeline model parallelism is not modelled; the plan assumes data parallelism")
     return setup, problems
@@ -451,17 +543,30 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
     is_seq2seq = shape.architecture == "encoder-decoder"
     adapter = spec.adapter
     modules = (adapter.target_modules or default_target_modules(shape.model_type) or ("q", "v")) if adapter else ()
-    return Workload(shape=shape, input_length=spec.dataset.max_length,
-                    target_length=spec.dataset.max_target_length if is_seq2seq else 0,
-                    samples=samples, epochs=spec.train.epochs, max_steps=spec.train.max_steps,
-                    utilisation=utilisation, hourly_price_override=spec.hardware.hourly_price_usd,
-                    adapter=adapter.type if adapter else "none",
-                    trainable_params=memory.lora_params(shape, adapter.r, modules) if adapter else None,
-                    catalog_price=spec.hardware.priced_by_catalog)
+    return Workload(
+        shape=shape,
+        input_length=spec.dataset.max_length,
+        target_length=spec.dataset.max_target_length if is_seq2seq else 0,
+        samples=samples,
+        epochs=spec.train.epochs,
+        max_steps=spec.train.max_steps,
+        utilisation=utilisation,
+        hourly_price_override=spec.hardware.hourly_price_usd,
+        adapter=adapter.type if adapter else "none",
+        trainable_params=memory.lora_params(shape, adapter.r, modules) if adapter else None,
+        catalog_price=spec.hardware.priced_by_catalog,
+    )
 
 
-def plan(spec: RunSpec | dict | str, *, measured: float | None = None, measured_from: str | None = None,
-         dataset_size: int | None = None, utilisation: float | None = None, alternatives: bool = True) -> Plan:
+def plan(
+    spec: RunSpec | dict | str,
+    *,
+    measured: float | None = None,
+    measured_from: str | None = None,
+    dataset_size: int | None = None,
+    utilisation: float | None = None,
+    alternatives: bool = True,
+) -> Plan:
     """Plan a spec: memory per device and fit, time and cost, and ranked alternatives.
 
     `measured`: samples/s of a real run of this setup (all devices together, e.g. the Trainer's
@@ -491,15 +596,27 @@ def plan(spec: RunSpec | dict | str, *, measured: float | None = None, measured_
     ranked = _kept(rank(others, work, own=setup), own) if alternatives else []
     return Plan(
         **{**own.model_dump(), "problems": problems + own.problems},
-        model=spec.model_name, params=shape.params, params_exact=shape.exact, model_source=shape.source,
-        input_length=work.input_length, target_length=work.target_length, flops_per_sample=flops,
+        model=spec.model_name,
+        params=shape.params,
+        params_exact=shape.exact,
+        model_source=shape.source,
+        input_length=work.input_length,
+        target_length=work.target_length,
+        flops_per_sample=flops,
         tokens_per_step=setup.batch_size * setup.devices * setup.grad_accum * (work.input_length + work.target_length),
-        train_samples=work.samples, epochs=work.epochs, steps=_steps(setup, work),
-        utilisation=work.utilisation, throughput_source=throughput_source,
-        confident=own.device_memory_bytes is not None and not problems, formula=formula(setup, work),
-        assumptions=assumptions(), alternatives=ranked, price_note=catalog.prices_note(),
+        train_samples=work.samples,
+        epochs=work.epochs,
+        steps=_steps(setup, work),
+        utilisation=work.utilisation,
+        throughput_source=throughput_source,
+        confident=own.device_memory_bytes is not None and not problems,
+        formula=formula(setup, work),
+        assumptions=assumptions(),
+        alternatives=ranked,
+        price_note=catalog.prices_note(),
         price_unknown=None if work.catalog_price or work.hourly_price_override is not None else CLUSTER_PRICE_UNKNOWN,
-        adapter=work.adapter, trainable_params=work.trained_params,
+        adapter=work.adapter,
+        trainable_params=work.trained_params,
     )
 
 
@@ -523,11 +640,21 @@ def alternative_setups(current: Setup, shape: ModelShape) -> list[Setup]:
             for precision in _precisions(device, shape):
                 for deepspeed, stage, offload_optimizer, offload_params in _strategies(neuron):
                     for checkpointing in sorted({current.checkpointing, True}):
-                        setups.append(replace(
-                            current, instance=instance, device=device, devices_per_node=instance.devices,
-                            nodes=nodes, precision=precision, deepspeed=deepspeed, zero_stage=stage,
-                            offload_optimizer=offload_optimizer, offload_params=offload_params,
-                            checkpointing=checkpointing))
+                        setups.append(
+                            replace(
+                                current,
+                                instance=instance,
+                                device=device,
+                                devices_per_node=instance.devices,
+                                nodes=nodes,
+                                precision=precision,
+                                deepspeed=deepspeed,
+                                zero_stage=stage,
+                                offload_optimizer=offload_optimizer,
+                                offload_params=offload_params,
+                                checkpointing=checkpointing,
+                            )
+                        )
     return [setup for setup in setups if setup != current]
 
 
@@ -558,16 +685,27 @@ def rank(setups: list[Setup], work: Workload, *, own: Setup) -> list[Estimate]:
             setup = replace(setup, batch_size=first.max_batch_size)
             first = estimate(setup, work)
         estimates.append(first.model_copy(update={"changes": changes(own, setup)}))
-    estimates.sort(key=lambda alt: (not alt.fits, bool(alt.problems), alt.cost_usd is None,
-                                    alt.cost_usd or 0.0, alt.hours or 0.0, alt.zero_stage))
+    estimates.sort(
+        key=lambda alt: (
+            not alt.fits,
+            bool(alt.problems),
+            alt.cost_usd is None,
+            alt.cost_usd or 0.0,
+            alt.hours or 0.0,
+            alt.zero_stage,
+        )
+    )
     return estimates
 
 
 def _kept(ranked: list[Estimate], own: Estimate) -> list[Estimate]:
     """The best MAX_ALTERNATIVES, plus the best few that fit on the spec's own hardware."""
     kept = ranked[:MAX_ALTERNATIVES]
-    here = [alt for alt in ranked[MAX_ALTERNATIVES:]
-            if alt.fits and alt.instance_type == own.instance_type and alt.nodes == own.nodes]
+    here = [
+        alt
+        for alt in ranked[MAX_ALTERNATIVES:]
+        if alt.fits and alt.instance_type == own.instance_type and alt.nodes == own.nodes
+    ]
     return kept + here[:3]
 
 
@@ -587,8 +725,11 @@ SPEC_FIELDS = (
 
 def changes(old: Setup, new: Setup) -> list[str]:
     """What differs, as the spec edits that make it."""
-    return [f"{field} {written(getattr(new, attribute))}" for attribute, field, written in SPEC_FIELDS
-            if getattr(old, attribute) != getattr(new, attribute)]
+    return [
+        f"{field} {written(getattr(new, attribute))}"
+        for attribute, field, written in SPEC_FIELDS
+        if getattr(old, attribute) != getattr(new, attribute)
+    ]
 
 
 # -- the words around the numbers ------------------------------------------------------------------
@@ -599,8 +740,10 @@ def formula(setup: Setup, work: Workload) -> str:
     shape = work.shape
     w = setup.weight_bytes
     if work.adapter == "qlora":
-        states = (f"{memory.NF4_BYTES:.3f}(Ψ - Ψ_emb) + 2Ψ_emb + 16Ψ_a (frozen base in NF4 with double "
-                  "quantization, bf16 embeddings; adapters Ψ_a in fp32 with gradients and AdamW moments)")
+        states = (
+            f"{memory.NF4_BYTES:.3f}(Ψ - Ψ_emb) + 2Ψ_emb + 16Ψ_a (frozen base in NF4 with double "
+            "quantization, bf16 embeddings; adapters Ψ_a in fp32 with gradients and AdamW moments)"
+        )
     elif work.adapter == "lora":
         states = "4Ψ + 16Ψ_a (frozen fp32 base; adapters Ψ_a in fp32 with gradients and AdamW moments)"
     elif not setup.deepspeed:
@@ -617,37 +760,53 @@ def formula(setup: Setup, work: Workload) -> str:
             terms = [f"{w}Ψ", f"{16 + w}Ψ/N"]
         else:  # gradients whole; stage 0 keeps the optimizer whole too
             terms = [f"{2 * w}Ψ", "16Ψ/N" if setup.zero_stage == 1 else "16Ψ"]
-        states = (f"{' + '.join(terms)} (DeepSpeed 0.19.8 ZeRO-{setup.zero_stage} estimator, {w}-byte weights; "
-                  "ZeRO paper (2+2+12)Ψ partitioning shown as the ideal)")
+        states = (
+            f"{' + '.join(terms)} (DeepSpeed 0.19.8 ZeRO-{setup.zero_stage} estimator, {w}-byte weights; "
+            "ZeRO paper (2+2+12)Ψ partitioning shown as the ideal)"
+        )
     k = 8 if setup.checkpointing else 6
     tokens = "(Ψ_in·s_in + Ψ_tgt·s_tgt)" if shape.architecture == "encoder-decoder" else "Ψ_in·s"
-    activations = ("per layer: norms + attention (11sh + 5as², Korthikanti et al. 2022, per-block) + FFN"
-                   + ("; checkpointed: layer inputs + one layer recomputed" if setup.checkpointing else "")
-                   + " + logits (e + 8)·s·V")
+    activations = (
+        "per layer: norms + attention (11sh + 5as², Korthikanti et al. 2022, per-block) + FFN"
+        + ("; checkpointed: layer inputs + one layer recomputed" if setup.checkpointing else "")
+        + " + logits (e + 8)·s·V"
+    )
     why = "6 + 2 for the recomputed forward" if k == 8 else "forward 2 + backward 4"
-    return (f"per device = (model states + batch x activations) x {1 + FRAGMENTATION:.2f} + "
-            f"{RUNTIME_RESERVE_BYTES / GiB:.0f} GiB; model states = {states}; activations = {activations}; "
-            f"FLOPs/sample = {k}·{tokens} ({why}); step = max(compute, collectives) + offload copies + CPU Adam; "
-            "compute = FLOPs / (N · peak · utilisation)")
+    return (
+        f"per device = (model states + batch x activations) x {1 + FRAGMENTATION:.2f} + "
+        f"{RUNTIME_RESERVE_BYTES / GiB:.0f} GiB; model states = {states}; activations = {activations}; "
+        f"FLOPs/sample = {k}·{tokens} ({why}); step = max(compute, collectives) + offload copies + CPU Adam; "
+        "compute = FLOPs / (N · peak · utilisation)"
+    )
 
 
 def assumptions() -> list[str]:
     return [
         "optimizer AdamW (the Trainer's default)",
-        f"utilisation {timing.DEFAULT_UTILISATION:.0%} of peak dense FLOP/s unless measured; fp32 at the "
-        "non-tensor-core peak (PyTorch leaves TF32 off)",
-        f"links at {timing.LINK_EFFICIENCY:.0%} of datasheet bandwidth; collectives overlap compute, "
-        "offload copies and the CPU Adam step do not",
+        (
+            f"utilisation {timing.DEFAULT_UTILISATION:.0%} of peak dense FLOP/s unless measured; fp32 at the "
+            "non-tensor-core peak (PyTorch leaves TF32 off)"
+        ),
+        (
+            f"links at {timing.LINK_EFFICIENCY:.0%} of datasheet bandwidth; collectives overlap compute, "
+            "offload copies and the CPU Adam step do not"
+        ),
         f"CPU Adam at {timing.CPU_ADAM_PARAMS_PER_SECOND / 1e9:g} billion parameters/s per instance",
-        f"overhead {FRAGMENTATION:.0%} of the estimate (allocator fragmentation, buffers) + "
-        f"{RUNTIME_RESERVE_BYTES / GiB:.0f} GiB per device (CUDA context, workspaces)",
+        (
+            f"overhead {FRAGMENTATION:.0%} of the estimate (allocator fragmentation, buffers) + "
+            f"{RUNTIME_RESERVE_BYTES / GiB:.0f} GiB per device (CUDA context, workspaces)"
+        ),
         "sequences padded to dataset.max_length (and max_target_length): the worst case of dynamic padding",
         "ZeRO-3 models are built under zero.Init (host holds one layer per process while loading)",
         "host memory x1.5 (DeepSpeed's additional_buffer_factor); NVMe offload timed like CPU offload",
-        "without DeepSpeed (PyTorch, torch-xla on Neuron) weights and optimizer states stay fp32 (XLA_USE_BF16 "
-        "would halve them)",
-        "adapters: the base is frozen but activations are kept as in a full fine-tune (gradients flow through "
-        "every layer to the adapters); ZeRO partitioning of a frozen base is not modelled",
+        (
+            "without DeepSpeed (PyTorch, torch-xla on Neuron) weights and optimizer states stay fp32 (XLA_USE_BF16 "
+            "would halve them)"
+        ),
+        (
+            "adapters: the base is frozen but activations are kept as in a full fine-tune (gradients flow through "
+            "every layer to the adapters); ZeRO partitioning of a frozen base is not modelled"
+        ),
     ]
 
 
@@ -675,10 +834,12 @@ def _wont_finish_message(spec: RunSpec, result: Plan) -> str | None:
     if result.hours <= limit_hours:
         return None
     wait = " (and max_wait, for spot)" if spec.sagemaker.spot else ""
-    return (f"the plan's {hours_text(result.hours)} of training exceed sagemaker.max_run "
-            f"{hours_text(limit_hours)}, where SageMaker stops the job; raise max_run{wait} to at least "
-            f"{math.ceil(result.hours * 3600 * 1.2)} seconds, or train less (train.max_steps), or force the launch "
-            "(--force, force=True)")
+    return (
+        f"the plan's {hours_text(result.hours)} of training exceed sagemaker.max_run "
+        f"{hours_text(limit_hours)}, where SageMaker stops the job; raise max_run{wait} to at least "
+        f"{math.ceil(result.hours * 3600 * 1.2)} seconds, or train less (train.max_steps), or force the launch "
+        "(--force, force=True)"
+    )
 
 
 def _over_budget_message(spec: RunSpec, result: Plan) -> str | None:
@@ -686,10 +847,16 @@ def _over_budget_message(spec: RunSpec, result: Plan) -> str | None:
     budget = spec.train.budget_usd
     if budget is None or result.cost_usd is None or result.cost_usd <= budget:
         return None
-    within = next((alt for alt in result.alternatives
-                   if alt.fits and alt.cost_usd is not None and alt.cost_usd <= budget), None)
-    hint = (f"the cheapest setup that fits it is {', '.join(within.changes)} ({within.line()})" if within is not None
-            else "no setup the planner knows trains it for that")
-    return (f"the plan predicts {usd_text(result.cost_usd)} for this run, over its train.budget_usd of "
-            f"{usd_text(budget)}; {hint} (see `nbtoolkit plan`); or raise the budget, train less (train.max_steps), "
-            "or force the launch (--force, force=True)")
+    within = next(
+        (alt for alt in result.alternatives if alt.fits and alt.cost_usd is not None and alt.cost_usd <= budget), None
+    )
+    hint = (
+        f"the cheapest setup that fits it is {', '.join(within.changes)} ({within.line()})"
+        if within is not None
+        else "no setup the planner knows trains it for that"
+    )
+    return (
+        f"the plan predicts {usd_text(result.cost_usd)} for this run, over its train.budget_usd of "
+        f"{usd_text(budget)}; {hint} (see `nbtoolkit plan`); or raise the budget, train less (train.max_steps), "
+        "or force the launch (--force, force=True)"
+    )

@@ -32,12 +32,22 @@ def row_spec(model: str, instance: str, precision: str, offload: str, batch_size
     return {
         "task": "summarization",
         "model": model,
-        "dataset": {"name": "cnn_dailymail", "config": "3.0.0", "text_column": "article",
-                    "summary_column": "highlights", "max_length": SOURCE_TOKENS,
-                    "max_target_length": TARGET_TOKENS, "pad_to_max_length": True},
+        "dataset": {
+            "name": "cnn_dailymail",
+            "config": "3.0.0",
+            "text_column": "article",
+            "summary_column": "highlights",
+            "max_length": SOURCE_TOKENS,
+            "max_target_length": TARGET_TOKENS,
+            "pad_to_max_length": True,
+        },
         "hardware": {"target": "local", "accelerator": "cuda", "instance_type": instance},
-        "parallelism": {"strategy": "deepspeed", "zero_stage": 3, "offload_optimizer": offload_optimizer,
-                        "offload_params": offload_params},
+        "parallelism": {
+            "strategy": "deepspeed",
+            "zero_stage": 3,
+            "offload_optimizer": offload_optimizer,
+            "offload_params": offload_params,
+        },
         "precision": precision,
         "train": {"epochs": EPOCHS, "batch_size": batch_size, "gradient_checkpointing": True},
     }
@@ -61,18 +71,43 @@ def _row(model: str, instance: str, precision: str, offload: str) -> list[str]:
     if best is None:
         why = "host OOM" if first.host_fits is False else "OOM"
         return [name, instance, gpus, precision, offload, f"{first.per_device_bytes / GiB:.1f}", why, host, "-", "-"]
-    return [name, instance, gpus, precision, offload, f"{first.per_device_bytes / GiB:.1f}",
-            str(best.batch_size), host, f"{best.hours:,.1f}", f"${best.cost_usd:,.0f}"]
+    return [
+        name,
+        instance,
+        gpus,
+        precision,
+        offload,
+        f"{first.per_device_bytes / GiB:.1f}",
+        str(best.batch_size),
+        host,
+        f"{best.hours:,.1f}",
+        f"${best.cost_usd:,.0f}",
+    ]
 
 
-COLUMNS = ("model", "instance", "GPUs", "precision", "offload", "GiB/GPU at batch 1", "largest batch/GPU",
-           "host GiB (need / have)", "hours", "cost")
+COLUMNS = (
+    "model",
+    "instance",
+    "GPUs",
+    "precision",
+    "offload",
+    "GiB/GPU at batch 1",
+    "largest batch/GPU",
+    "host GiB (need / have)",
+    "hours",
+    "cost",
+)
 
 
 def table() -> list[list[str]]:
     """One row per model, instance, precision and offload, in COLUMNS order."""
-    return [_row(model, instance, precision, offload)
-            for model in MODELS for instance in INSTANCES for precision in PRECISIONS for offload in OFFLOADS]
+    return [
+        _row(model, instance, precision, offload)
+        for model in MODELS
+        for instance in INSTANCES
+        for precision in PRECISIONS
+        for offload in OFFLOADS
+    ]
 
 
 def _markdown(rows: list[list[str]]) -> str:
@@ -92,8 +127,11 @@ def document() -> str:
     tutorial, implied = tutorial_comparison()
     memory = tutorial.memory
     offloaded, _ = row_plan("google/flan-t5-xxl", "p3.8xlarge", "fp32", "optimizer + weights")
-    measured = plan(row_spec("google/flan-t5-xxl", "p4d.24xlarge", "bf16", "none", batch_size=8),
-                    measured=287_113 * EPOCHS / (TUTORIAL_HOURS * 3600), alternatives=False)
+    measured = plan(
+        row_spec("google/flan-t5-xxl", "p4d.24xlarge", "bf16", "none", batch_size=8),
+        measured=287_113 * EPOCHS / (TUTORIAL_HOURS * 3600),
+        alternatives=False,
+    )
     difference = "shorter" if tutorial.hours < TUTORIAL_HOURS else "longer"
     unchecked_spec = row_spec("google/flan-t5-xxl", "p4d.24xlarge", "bf16", "none", batch_size=8)
     unchecked_spec["train"]["gradient_checkpointing"] = False
@@ -184,21 +222,29 @@ the relative-position buckets, the LM head's input).
 
 def _formula_lines() -> list[str]:
     return [
-        "Model states per GPU follow DeepSpeed 0.19.8's own ZeRO-3 estimator "
-        "(`estimate_zero3_model_states_mem_needs`): 4L + 18Ψ/N with 16-bit weights, 4L + 2Ψ/N with the optimizer "
-        "offloaded, 4L with weights offloaded too (Ψ parameters, L the largest layer's, N GPUs); fp32 weights double "
-        "the 16-bit terms. Host memory: 16Ψ (optimizer) or 18Ψ (and weights) per instance, x1.5.",
-        "Activations per example follow Korthikanti et al. 2022 (11sh + 5as² per attention block, 19sh per 4h FFN, "
-        "2 bytes per value in bf16, 4 in fp32), written per block for T5 as HF's T5 runs: RMSNorm keeping an fp32 "
-        "copy, gated tanh-GELU FFN (5 ffn-wide tensors and a dropout mask), decoder self- and cross-attention, the "
-        "stored attention scores of eager attention; with gradient checkpointing only each layer's input is kept "
-        "plus one layer being recomputed; plus the logits (T5's loss does not upcast them).",
+        (
+            "Model states per GPU follow DeepSpeed 0.19.8's own ZeRO-3 estimator "
+            "(`estimate_zero3_model_states_mem_needs`): 4L + 18Ψ/N with 16-bit weights, 4L + 2Ψ/N with the optimizer "
+            "offloaded, 4L with weights offloaded too (Ψ parameters, L the largest layer's, N GPUs); fp32 weights double "
+            "the 16-bit terms. Host memory: 16Ψ (optimizer) or 18Ψ (and weights) per instance, x1.5."
+        ),
+        (
+            "Activations per example follow Korthikanti et al. 2022 (11sh + 5as² per attention block, 19sh per 4h FFN, "
+            "2 bytes per value in bf16, 4 in fp32), written per block for T5 as HF's T5 runs: RMSNorm keeping an fp32 "
+            "copy, gated tanh-GELU FFN (5 ffn-wide tensors and a dropout mask), decoder self- and cross-attention, the "
+            "stored attention scores of eager attention; with gradient checkpointing only each layer's input is kept "
+            "plus one layer being recomputed; plus the logits (T5's loss does not upcast them)."
+        ),
         "Per GPU = (model states + batch x activations) x 1.10 + 1 GiB (fragmentation, CUDA context).",
-        "FLOPs per example = 8 x (weights each source token passes through x 512 + weights each target token "
-        "passes through x 128): 6 for forward and backward, 2 more for the recomputed forward.",
-        f"Step time = FLOPs / (GPUs x peak x {DEFAULT_UTILISATION:.0%}), overlapped with ZeRO-3's gathers and "
-        "reduce-scatter (3 x weights per micro-batch at half the NVLink/PCIe datasheet bandwidth), plus, when "
-        "offloading, PCIe copies and CPU Adam (1e9 parameters/s per instance).",
+        (
+            "FLOPs per example = 8 x (weights each source token passes through x 512 + weights each target token "
+            "passes through x 128): 6 for forward and backward, 2 more for the recomputed forward."
+        ),
+        (
+            f"Step time = FLOPs / (GPUs x peak x {DEFAULT_UTILISATION:.0%}), overlapped with ZeRO-3's gathers and "
+            "reduce-scatter (3 x weights per micro-batch at half the NVLink/PCIe datasheet bandwidth), plus, when "
+            "offloading, PCIe copies and CPU Adam (1e9 parameters/s per instance)."
+        ),
     ]
 
 

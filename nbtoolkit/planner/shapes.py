@@ -27,12 +27,12 @@ T5_LIKE = ("t5", "mt5", "umt5")
 
 #: train-split sizes of hub datasets the example notebooks use: (name, config) -> examples
 KNOWN_DATASET_SIZES: dict[tuple[str, str | None], int] = {
-    ("cnn_dailymail", "3.0.0"): 287_113,   # https://huggingface.co/datasets/abisee/cnn_dailymail
+    ("cnn_dailymail", "3.0.0"): 287_113,  # https://huggingface.co/datasets/abisee/cnn_dailymail
     ("abisee/cnn_dailymail", "3.0.0"): 287_113,
-    ("samsum", None): 14_732,              # https://huggingface.co/datasets/Samsung/samsum
+    ("samsum", None): 14_732,  # https://huggingface.co/datasets/Samsung/samsum
     ("philschmid/emotion", None): 16_000,  # https://huggingface.co/datasets/dair-ai/emotion
     ("dair-ai/emotion", None): 16_000,
-    ("squad", None): 87_599,               # https://huggingface.co/datasets/rajpurkar/squad
+    ("squad", None): 87_599,  # https://huggingface.co/datasets/rajpurkar/squad
     ("rajpurkar/squad", None): 87_599,
 }
 
@@ -103,8 +103,14 @@ def _t5(cfg: dict[str, Any]) -> dict[str, Any]:
         architecture="encoder-decoder",
         params=vocab * d * (1 if tied else 2) + encoder + decoder,
         exact=True,
-        hidden_size=d, layers=enc_layers, decoder_layers=dec_layers, heads=heads, attention_dim=inner,
-        ffn_dim=f, gated_ffn=gated, vocab_size=vocab,
+        hidden_size=d,
+        layers=enc_layers,
+        decoder_layers=dec_layers,
+        heads=heads,
+        attention_dim=inner,
+        ffn_dim=f,
+        gated_ffn=gated,
+        vocab_size=vocab,
         largest_layer_params=max(vocab * d, d * f, d * inner),
         input_matmul_params=enc_layers * (attention + ffn) + dec_layers * cross_kv,
         target_matmul_params=dec_layers * (2 * attention - cross_kv + ffn) + vocab * d,
@@ -135,8 +141,14 @@ def _bert(cfg: dict[str, Any]) -> dict[str, Any]:
         architecture="encoder",
         params=embeddings + layers * layer + pooler,
         exact=True,
-        hidden_size=h, layers=layers, decoder_layers=0, heads=cfg["num_attention_heads"], attention_dim=h,
-        ffn_dim=inner, gated_ffn=False, vocab_size=vocab,
+        hidden_size=h,
+        layers=layers,
+        decoder_layers=0,
+        heads=cfg["num_attention_heads"],
+        attention_dim=h,
+        ffn_dim=inner,
+        gated_ffn=False,
+        vocab_size=vocab,
         largest_layer_params=max(vocab * h, cfg.get("max_position_embeddings", 512) * h, h * inner + inner),
         input_matmul_params=layers * (4 * h * h + 2 * h * inner),
         target_matmul_params=0,
@@ -153,8 +165,14 @@ def _gpt2(cfg: dict[str, Any]) -> dict[str, Any]:
         architecture="decoder",
         params=(vocab + cfg.get("n_positions", 1024)) * h + layers * layer + 2 * h,
         exact=True,
-        hidden_size=h, layers=layers, decoder_layers=0, heads=cfg["n_head"], attention_dim=h,
-        ffn_dim=inner, gated_ffn=False, vocab_size=vocab,
+        hidden_size=h,
+        layers=layers,
+        decoder_layers=0,
+        heads=cfg["n_head"],
+        attention_dim=h,
+        ffn_dim=inner,
+        gated_ffn=False,
+        vocab_size=vocab,
         largest_layer_params=max(vocab * h, cfg.get("n_positions", 1024) * h, h * inner + inner, 3 * h * h + 3 * h),
         input_matmul_params=layers * (4 * h * h + 2 * h * inner) + vocab * h,
         target_matmul_params=0,
@@ -181,8 +199,14 @@ def _generic_decoder(cfg: dict[str, Any]) -> dict[str, Any]:
         architecture="decoder",
         params=layers * (attention + ffn + 2 * h) + vocab * h * (1 if tied else 2) + h,
         exact=False,
-        hidden_size=h, layers=layers, decoder_layers=0, heads=heads, attention_dim=heads * head_dim,
-        ffn_dim=inner, gated_ffn=gated, vocab_size=vocab,
+        hidden_size=h,
+        layers=layers,
+        decoder_layers=0,
+        heads=heads,
+        attention_dim=heads * head_dim,
+        ffn_dim=inner,
+        gated_ffn=gated,
+        vocab_size=vocab,
         largest_layer_params=max(vocab * h, h * inner),
         input_matmul_params=layers * (attention + ffn) + vocab * h,
         target_matmul_params=0,
@@ -201,8 +225,10 @@ def shape_from_config(name: str, cfg: dict[str, Any], source: str) -> ModelShape
     elif model_type == "gpt2":
         fields = _gpt2(cfg)
     elif cfg.get("is_encoder_decoder"):
-        raise ModelShapeError(f"model {name} is an encoder-decoder of type '{model_type}', which the planner "
-                              f"cannot size; it sizes {', '.join(T5_LIKE)} encoder-decoders")
+        raise ModelShapeError(
+            f"model {name} is an encoder-decoder of type '{model_type}', which the planner "
+            f"cannot size; it sizes {', '.join(T5_LIKE)} encoder-decoders"
+        )
     else:
         try:
             fields = _generic_decoder(cfg)
@@ -244,8 +270,9 @@ def model_config_fields(name: str) -> tuple[dict[str, Any], str]:
     if path.exists():
         config_file = path / "config.json" if path.is_dir() else path
         if not config_file.is_file():
-            raise ModelShapeError(f"model path {name} has no config.json; give a model directory saved by "
-                                  "save_pretrained")
+            raise ModelShapeError(
+                f"model path {name} has no config.json; give a model directory saved by save_pretrained"
+            )
         return json.loads(config_file.read_text()), str(config_file)
     if name.startswith("nbtoolkit/"):
         if not is_bundled(name):

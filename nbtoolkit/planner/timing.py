@@ -80,9 +80,18 @@ class StepTime:
     communication_modelled: bool
 
 
-def step_time(*, hardware: Hardware, flops_per_micro_batch: float, grad_accum: int, utilisation: float,
-              params: float, weight_bytes: int, zero_stage: int, offload_optimizer: bool,
-              offload_params: bool) -> StepTime:
+def step_time(
+    *,
+    hardware: Hardware,
+    flops_per_micro_batch: float,
+    grad_accum: int,
+    utilisation: float,
+    params: float,
+    weight_bytes: int,
+    zero_stage: int,
+    offload_optimizer: bool,
+    offload_params: bool,
+) -> StepTime:
     """Seconds per optimizer step of `grad_accum` micro-batches on every device."""
     compute = flops_per_micro_batch / (hardware.peak_flops * utilisation)
     n = hardware.devices
@@ -106,5 +115,10 @@ def step_time(*, hardware: Hardware, flops_per_micro_batch: float, grad_accum: i
         offload += 2 * weight_bytes * partition / host_link if host_link else 0.0  # gradients out, weights back
     if offload_params:
         offload += grad_accum * 2 * weight_bytes * params / n / host_link if host_link else 0.0
-    return StepTime(compute=grad_accum * compute, communication=grad_accum * micro_comm + step_comm,
-                    offload=offload, total=total + offload, communication_modelled=modelled)
+    return StepTime(
+        compute=grad_accum * compute,
+        communication=grad_accum * micro_comm + step_comm,
+        offload=offload,
+        total=total + offload,
+        communication_modelled=modelled,
+    )

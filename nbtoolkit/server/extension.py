@@ -44,30 +44,67 @@ class Route(NamedTuple):
 
 
 ROUTES = [
-    Route("/jobs", handlers.JobListHandler, "Jobs, newest first, one page.", JobList, "one page of jobs", query=(
-        Query("status", list[JobStatus], description="only these statuses (repeat the parameter or separate with "
-                                                     "commas)"),
-        Query("limit", Annotated[int, Field(ge=1, le=LIST_LIMIT_MAX)], LIST_LIMIT_DEFAULT),
-        Query("offset", Annotated[int, Field(ge=0)], 0))),
+    Route(
+        "/jobs",
+        handlers.JobListHandler,
+        "Jobs, newest first, one page.",
+        JobList,
+        "one page of jobs",
+        query=(
+            Query(
+                "status",
+                list[JobStatus],
+                description="only these statuses (repeat the parameter or separate with commas)",
+            ),
+            Query("limit", Annotated[int, Field(ge=1, le=LIST_LIMIT_MAX)], LIST_LIMIT_DEFAULT),
+            Query("offset", Annotated[int, Field(ge=0)], 0),
+        ),
+    ),
     Route(f"/jobs/{JOB_PARAMETER}", handlers.JobHandler, "One job in full.", JobDetail, "the job"),
-    Route(f"/jobs/{JOB_PARAMETER}/metrics", handlers.JobMetricsHandler,
-          "Metric records written after a cursor (incremental).", MetricsPage,
-          "the new records and the cursor to continue from",
-          description="Start with `since=0`, then pass each reply's `next` as `since` to receive only newer records. "
-                      "A page holds at most about 1 MiB of records; a line still being written is left for the next "
-                      "call.",
-          query=(Query("since", Annotated[int, Field(ge=0)], 0,
-                       "byte cursor into metrics.jsonl, from a previous reply's `next`"),)),
-    Route(f"/jobs/{JOB_PARAMETER}/log", handlers.JobLogHandler, "Log text from a byte offset (incremental, bounded).",
-          LogPage, "the text and the offset to continue from",
-          description="Pass each reply's `next` as `offset` to receive only newer text. A negative offset starts that "
-                      "many bytes before the end, at the next line start (a tail).",
-          query=(Query("offset", int, 0),
-                 Query("limit", Annotated[int, Field(ge=1, le=LOG_LIMIT_MAX)], LOG_LIMIT_DEFAULT,
-                       "at most this many bytes, cut at a line end when possible"))),
-    Route(f"/jobs/{JOB_PARAMETER}/stop", handlers.JobStopHandler,
-          "Stop the job and every process it started (all ranks).", JobDetail, "the job after stopping",
-          description="Returns once its processes are gone. A job that already ended is returned unchanged."),
+    Route(
+        f"/jobs/{JOB_PARAMETER}/metrics",
+        handlers.JobMetricsHandler,
+        "Metric records written after a cursor (incremental).",
+        MetricsPage,
+        "the new records and the cursor to continue from",
+        description="Start with `since=0`, then pass each reply's `next` as `since` to receive only newer records. "
+        "A page holds at most about 1 MiB of records; a line still being written is left for the next "
+        "call.",
+        query=(
+            Query(
+                "since",
+                Annotated[int, Field(ge=0)],
+                0,
+                "byte cursor into metrics.jsonl, from a previous reply's `next`",
+            ),
+        ),
+    ),
+    Route(
+        f"/jobs/{JOB_PARAMETER}/log",
+        handlers.JobLogHandler,
+        "Log text from a byte offset (incremental, bounded).",
+        LogPage,
+        "the text and the offset to continue from",
+        description="Pass each reply's `next` as `offset` to receive only newer text. A negative offset starts that "
+        "many bytes before the end, at the next line start (a tail).",
+        query=(
+            Query("offset", int, 0),
+            Query(
+                "limit",
+                Annotated[int, Field(ge=1, le=LOG_LIMIT_MAX)],
+                LOG_LIMIT_DEFAULT,
+                "at most this many bytes, cut at a line end when possible",
+            ),
+        ),
+    ),
+    Route(
+        f"/jobs/{JOB_PARAMETER}/stop",
+        handlers.JobStopHandler,
+        "Stop the job and every process it started (all ranks).",
+        JobDetail,
+        "the job after stopping",
+        description="Returns once its processes are gone. A job that already ended is returned unchanged.",
+    ),
 ]
 
 
@@ -80,5 +117,6 @@ def setup_routes(web_app, service: JobsService | None = None) -> None:
     """Add the API's handlers to a Jupyter server's tornado application."""
     web_app.settings["nbtoolkit_jobs"] = service or JobsService()
     base_url = web_app.settings["base_url"]
-    web_app.add_handlers(".*$", [(url_path_join(base_url, API_PREFIX, url_pattern(route)) + "/?$", route.handler)
-                                 for route in ROUTES])
+    web_app.add_handlers(
+        ".*$", [(url_path_join(base_url, API_PREFIX, url_pattern(route)) + "/?$", route.handler) for route in ROUTES]
+    )

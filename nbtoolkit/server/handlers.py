@@ -68,8 +68,12 @@ class JobListHandler(JobsAPIHandler):
     @authorized
     async def get(self) -> None:
         statuses = [status for value in self.get_arguments("status") for status in value.split(",") if status]
-        await self.reply_from(self.service.list, statuses, limit=self.int_argument("limit", LIST_LIMIT_DEFAULT),
-                              offset=self.int_argument("offset", 0))
+        await self.reply_from(
+            self.service.list,
+            statuses,
+            limit=self.int_argument("limit", LIST_LIMIT_DEFAULT),
+            offset=self.int_argument("offset", 0),
+        )
 
 
 class JobHandler(JobsAPIHandler):
@@ -90,8 +94,12 @@ class JobLogHandler(JobsAPIHandler):
     @web.authenticated
     @authorized
     async def get(self, job_id: str) -> None:
-        await self.reply_from(self.service.log, job_id, offset=self.int_argument("offset", 0),
-                              limit=self.int_argument("limit", LOG_LIMIT_DEFAULT))
+        await self.reply_from(
+            self.service.log,
+            job_id,
+            offset=self.int_argument("offset", 0),
+            limit=self.int_argument("limit", LOG_LIMIT_DEFAULT),
+        )
 
 
 class JobStopHandler(JobsAPIHandler):

@@ -34,8 +34,10 @@ class JobSummary(BaseModel):
     id: str
     name: str
     task: str
-    backend: str = Field(description="the backend that runs it: one of `nbtoolkit.backends.names()` (local, torchrun, "
-                         "deepspeed, neuron, sagemaker, slurm, or a plugin's)")
+    backend: str = Field(
+        description="the backend that runs it: one of `nbtoolkit.backends.names()` (local, torchrun, "
+        "deepspeed, neuron, sagemaker, slurm, or a plugin's)"
+    )
     status: JobStatus
     active: bool = Field(description=f"whether the job is {' or '.join(ACTIVE)}: it may still change")
     stage: str | None = Field(description="the running stage, e.g. train or compile")
@@ -48,27 +50,39 @@ class JobSummary(BaseModel):
     started: float | None
     ended: float | None
     elapsed_seconds: float | None
-    remaining_seconds: float | None = Field(description="while running: the steps left at the measured steady pace "
-                                            "(before one is measured, at the pace so far)")
-    cost_usd: float | None = Field(description="cost so far: a SageMaker job's from its billable time, else hourly "
-                                   "price x elapsed")
-    projected_cost_usd: float | None = Field(description="while running: cost so far plus the time left at the job's "
-                                             "(billed) hourly price")
+    remaining_seconds: float | None = Field(
+        description="while running: the steps left at the measured steady pace "
+        "(before one is measured, at the pace so far)"
+    )
+    cost_usd: float | None = Field(
+        description="cost so far: a SageMaker job's from its billable time, else hourly price x elapsed"
+    )
+    projected_cost_usd: float | None = Field(
+        description="while running: cost so far plus the time left at the job's (billed) hourly price"
+    )
     budget: Budget | None
     message: str | None = Field(description="why it failed or stopped")
-    loss_series: list[float] = Field(description="train loss over the run (4 significant digits), thinned to a "
-                                     "sparkline's points")
+    loss_series: list[float] = Field(
+        description="train loss over the run (4 significant digits), thinned to a sparkline's points"
+    )
 
     @classmethod
     def of(cls, record: JobRecord, loss_series: list[float], **facts: Any) -> Self:
         """The body of one job: the row's columns this body names, as stored, what is worked out from them, and
         `facts` (what the row does not hold)."""
         stored = {name: getattr(record, name) for name in cls.model_fields if name in _ROW_COLUMNS}
-        return cls(**stored, active=record.active,
-                   display={key: str(value) for key, value in listing_row(record).items()},
-                   elapsed_seconds=record.elapsed, remaining_seconds=remaining_seconds(record),
-                   cost_usd=cost_usd(record), projected_cost_usd=projected_cost_usd(record),
-                   budget=budget_state(record), loss_series=loss_series, **facts)
+        return cls(
+            **stored,
+            active=record.active,
+            display={key: str(value) for key, value in listing_row(record).items()},
+            elapsed_seconds=record.elapsed,
+            remaining_seconds=remaining_seconds(record),
+            cost_usd=cost_usd(record),
+            projected_cost_usd=projected_cost_usd(record),
+            budget=budget_state(record),
+            loss_series=loss_series,
+            **facts,
+        )
 
 
 def budget_state(record: JobRecord) -> Budget | None:
@@ -85,12 +99,15 @@ class JobDetail(JobSummary):
 
     host: str
     exit_code: int | None
-    stages: list[dict[str, Any]] = Field(description="the job's stages (e.g. compile, train) with their status and "
-                                         "times")
+    stages: list[dict[str, Any]] = Field(
+        description="the job's stages (e.g. compile, train) with their status and times"
+    )
     resumed_from: str | None = Field(description="the job whose checkpoint this one continues")
     info: dict[str, Any] = Field(description="backend facts (prices, remote names)")
-    planned: list[str] = Field(description="the planner's forecast beside what the job measured, with the ratio "
-                                           "(as `nbtoolkit show` prints it)")
+    planned: list[str] = Field(
+        description="the planner's forecast beside what the job measured, with the ratio "
+        "(as `nbtoolkit show` prints it)"
+    )
     tracking: list[str] = Field(description="the run name and where each experiment tracker writes")
 
 
@@ -106,8 +123,9 @@ class JobList(BaseModel):
 class MetricsPage(BaseModel):
     """Metric records written after cursor `since`; pass `next` as `since` to get only newer ones."""
 
-    records: list[dict[str, Any]] = Field(description="metrics.jsonl records (time, step, epoch, kind, loss, "
-                                          "samples_per_second, ...)")
+    records: list[dict[str, Any]] = Field(
+        description="metrics.jsonl records (time, step, epoch, kind, loss, samples_per_second, ...)"
+    )
     since: int
     next: int = Field(description="pass as `since` next time")
     status: JobStatus

@@ -85,8 +85,9 @@ class JobsService:
         job_dir = self.store.job_dir(record.id)
         # an ended job's records are read once (the panel stops polling it); a running one shows the forecast
         records = [] if record.active else read_metrics(job_dir)
-        return JobDetail.of(record, self._loss_series(record), planned=comparison_lines(record, records),
-                            tracking=_tracking(job_dir))
+        return JobDetail.of(
+            record, self._loss_series(record), planned=comparison_lines(record, records), tracking=_tracking(job_dir)
+        )
 
     def _loss_series(self, record: JobRecord) -> list[float]:
         return self.sparklines.loss(record.id, self.store.jobs_root / record.id, ended=not record.active)

@@ -40,8 +40,10 @@ def target_modules(spec: RunSpec, config) -> list[str]:
         return list(spec.adapter.target_modules)
     default = default_target_modules(config.model_type)
     if default is None:
-        raise TrainError(f"adapter.target_modules has no default for {config.model_type} models; name the "
-                         f"modules to wrap, e.g. target_modules: [q_proj, v_proj]")
+        raise TrainError(
+            f"adapter.target_modules has no default for {config.model_type} models; name the "
+            f"modules to wrap, e.g. target_modules: [q_proj, v_proj]"
+        )
     return list(default)
 
 
@@ -52,8 +54,11 @@ def linear_module_names(task: str, config) -> set[str]:
 
     with torch.device("meta"):
         model = auto_class(task).from_config(config)
-    return {name.rpartition(".")[2] for name, module in model.named_modules()
-            if isinstance(module, (torch.nn.Linear, Conv1D))}
+    return {
+        name.rpartition(".")[2]
+        for name, module in model.named_modules()
+        if isinstance(module, (torch.nn.Linear, Conv1D))
+    }
 
 
 def check_adapter(spec: RunSpec, config) -> None:
@@ -62,17 +67,23 @@ def check_adapter(spec: RunSpec, config) -> None:
         raise TrainError(missing_package(spec))
     if spec.adapter.type == "qlora":
         if is_bundled(spec.model_name):
-            raise TrainError(f"adapter.type 'qlora' quantizes pretrained weights as they load, but "
-                             f"{spec.model_name} is built at run time; use type: lora or a hub/local model")
+            raise TrainError(
+                f"adapter.type 'qlora' quantizes pretrained weights as they load, but "
+                f"{spec.model_name} is built at run time; use type: lora or a hub/local model"
+            )
         if importlib.util.find_spec("bitsandbytes") is None:
-            raise TrainError("adapter.type 'qlora' needs bitsandbytes, which is not installed here; "
-                             "pip install bitsandbytes on the CUDA machine, or use type: lora")
+            raise TrainError(
+                "adapter.type 'qlora' needs bitsandbytes, which is not installed here; "
+                "pip install bitsandbytes on the CUDA machine, or use type: lora"
+            )
     wanted = target_modules(spec, config)
     found = linear_module_names(spec.task, config)
     missing = [name for name in wanted if name not in found]
     if missing:
-        raise TrainError(f"adapter.target_modules {', '.join(missing)} not found in model '{spec.model_name}' "
-                         f"({config.model_type}); its linear layers are {', '.join(sorted(found))}")
+        raise TrainError(
+            f"adapter.target_modules {', '.join(missing)} not found in model '{spec.model_name}' "
+            f"({config.model_type}); its linear layers are {', '.join(sorted(found))}"
+        )
 
 
 def quantized_loading() -> dict:
@@ -80,10 +91,15 @@ def quantized_loading() -> dict:
     import torch
     from transformers import BitsAndBytesConfig
 
-    return {"quantization_config": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                                      bnb_4bit_use_double_quant=True,
-                                                      bnb_4bit_compute_dtype=torch.bfloat16),
-            "dtype": torch.bfloat16}
+    return {
+        "quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16,
+        ),
+        "dtype": torch.bfloat16,
+    }
 
 
 def wrap(model, spec: RunSpec):
@@ -92,10 +108,14 @@ def wrap(model, spec: RunSpec):
 
     adapter: AdapterSpec = spec.adapter
     if adapter.type == "qlora":
-        model = prepare_model_for_kbit_training(
-            model, use_gradient_checkpointing=spec.train.gradient_checkpointing)
-    config = LoraConfig(task_type=TASK_MODELS[spec.task][0], r=adapter.r, lora_alpha=adapter.alpha,
-                        lora_dropout=adapter.dropout, target_modules=target_modules(spec, model.config))
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=spec.train.gradient_checkpointing)
+    config = LoraConfig(
+        task_type=TASK_MODELS[spec.task][0],
+        r=adapter.r,
+        lora_alpha=adapter.alpha,
+        lora_dropout=adapter.dropout,
+        target_modules=target_modules(spec, model.config),
+    )
     return get_peft_model(model, config)
 
 

@@ -36,7 +36,7 @@ class TrainerImportHook(importlib.abc.MetaPathFinder):
             execute(module)
             try:
                 patch_trainer(module.Trainer)
-            except Exception as exc:  # noqa: BLE001 - autolog must never break the user's script
+            except Exception as exc:
                 say_off(exc)
 
         spec.loader.exec_module = exec_module
@@ -57,7 +57,7 @@ def patch_trainer(trainer_class: type) -> None:
         init(self, *args, **kwargs)
         try:
             add_metrics_callback(self)
-        except Exception as exc:  # noqa: BLE001 - autolog must never break the user's script
+        except Exception as exc:
             say_off(exc)
 
     trainer_class.__init__ = __init__
@@ -74,7 +74,9 @@ def add_metrics_callback(trainer) -> None:
     args = trainer.args
     if args.include_num_input_tokens_seen == "no":  # tokens/s per window, as nbtoolkit's own program counts them;
         args.include_num_input_tokens_seen = "non_padding"  # on every rank: the count is gathered across ranks
-    if not is_rank_zero() or any(isinstance(callback, MetricsCallback) for callback in trainer.callback_handler.callbacks):
+    if not is_rank_zero() or any(
+        isinstance(callback, MetricsCallback) for callback in trainer.callback_handler.callbacks
+    ):
         return
     path = job_metrics_file()
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
@@ -82,5 +84,9 @@ def add_metrics_callback(trainer) -> None:
 
 
 def say_off(exc: Exception) -> None:
-    print(f"[nbtoolkit] metrics autolog is off for this script ({type(exc).__name__}: {exc}); "
-          "metrics come from its log instead", file=sys.stderr, flush=True)
+    print(
+        f"[nbtoolkit] metrics autolog is off for this script ({type(exc).__name__}: {exc}); "
+        "metrics come from its log instead",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -51,12 +51,22 @@ class MetricsCallback(TrainerCallback):
         if kind is None:
             return
         now = time.time()
-        record = {"time": now, "step": state.global_step, "epoch": state.epoch, "kind": kind,
-                  "max_steps": state.max_steps}
+        record = {
+            "time": now,
+            "step": state.global_step,
+            "epoch": state.epoch,
+            "kind": kind,
+            "max_steps": state.max_steps,
+        }
         if kind == "train":
             record.update(self._window(state, now))
-        record.update({key: value if math.isfinite(value) else None for key, value in numbers.items()
-                       if key not in ("epoch", "step")})
+        record.update(
+            {
+                key: value if math.isfinite(value) else None
+                for key, value in numbers.items()
+                if key not in ("epoch", "step")
+            }
+        )
         if kind == "train":
             self._train_records.append(record)
         elif kind == "summary":
@@ -73,19 +83,23 @@ class MetricsCallback(TrainerCallback):
         self._window_start, self._window_step, self._window_tokens = now, state.global_step, state.num_input_tokens_seen
         if steps <= 0:
             return {}
-        window = {"samples_per_second": round(steps * self.samples_per_step / elapsed, 3),
-                  "window_seconds": round(elapsed, 4)}
+        window = {
+            "samples_per_second": round(steps * self.samples_per_step / elapsed, 3),
+            "window_seconds": round(elapsed, 4),
+        }
         if tokens > 0:
             window["tokens_per_second"] = round(tokens / elapsed, 3)
         return window
 
     def _steady_state_and_memory(self) -> dict[str, float]:
         steady = steady_state(self._train_records)
-        figures = {"steady_samples_per_second": steady.samples_per_second,
-                   "steady_tokens_per_second": steady.tokens_per_second,
-                   "warmup_seconds": round(steady.warmup_seconds, 4),
-                   "peak_memory_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),  # KiB on Linux
-                   "peak_device_memory_mb": _peak_device_memory_mb()}
+        figures = {
+            "steady_samples_per_second": steady.samples_per_second,
+            "steady_tokens_per_second": steady.tokens_per_second,
+            "warmup_seconds": round(steady.warmup_seconds, 4),
+            "peak_memory_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),  # KiB on Linux
+            "peak_device_memory_mb": _peak_device_memory_mb(),
+        }
         return {key: value for key, value in figures.items() if value is not None}
 
 
@@ -139,8 +153,9 @@ class BudgetCallback(TrainerCallback):
             self.stopped = True
             control.should_save = control.should_training_stop = control.should_log = True
         if state.is_world_process_zero:
-            record = budget.budget_record(time=now, step=state.global_step, cost_usd=cost,
-                                          budget_usd=self.budget_usd, state=reached)
+            record = budget.budget_record(
+                time=now, step=state.global_step, cost_usd=cost, budget_usd=self.budget_usd, state=reached
+            )
             with open(self.path, "a") as handle:
                 handle.write(json.dumps(record) + "\n")
             print(budget.log_line(record), flush=True)

@@ -52,22 +52,27 @@ def _hub_errors(name: str):
     try:
         yield
     except (ConnectionError, DatasetNotFoundError) as exc:
-        raise TrainError(f"dataset.name '{name}' could not be loaded ({str(exc).splitlines()[0]}); "
-                         "check the name, or give local files in dataset.files") from None
+        raise TrainError(
+            f"dataset.name '{name}' could not be loaded ({str(exc).splitlines()[0]}); "
+            "check the name, or give local files in dataset.files"
+        ) from None
 
 
 def _load_files(files: dict[str, str]) -> DatasetDict:
     suffixes = {Path(path).suffix.lower() for path in files.values()}
     unknown = suffixes - FILE_FORMATS.keys()
     if unknown:
-        raise TrainError(f"dataset.files: {', '.join(sorted(unknown))} files are not supported; "
-                         f"use {', '.join(FILE_FORMATS)}")
+        raise TrainError(
+            f"dataset.files: {', '.join(sorted(unknown))} files are not supported; use {', '.join(FILE_FORMATS)}"
+        )
     if len(suffixes) > 1:
         raise TrainError("dataset.files mixes formats; give every split in the same format")
     for split, path in files.items():
         if not Path(path).expanduser().is_file():
             raise TrainError(f"dataset.files.{split}: {path} does not exist")
-    return load_dataset(FILE_FORMATS[suffixes.pop()], data_files={k: str(Path(v).expanduser()) for k, v in files.items()})
+    return load_dataset(
+        FILE_FORMATS[suffixes.pop()], data_files={k: str(Path(v).expanduser()) for k, v in files.items()}
+    )
 
 
 def _split(splits: DatasetDict, name: str, limit: int | None) -> Dataset:

@@ -48,6 +48,8 @@ def ops_to_build(config: dict) -> list[str]:
 def announce_op_builds(config_path: str | Path) -> None:
     names = ops_to_build(json.loads(Path(config_path).read_text()))
     if names:
-        print(f"[nbtoolkit] DeepSpeed op(s) {', '.join(names)} not prebuilt: compiling now, once "
-              f"(1-2 min each; cached in {extensions_root()}). `make deepspeed` prebuilds them at install.",
-              flush=True)
+        print(
+            f"[nbtoolkit] DeepSpeed op(s) {', '.join(names)} not prebuilt: compiling now, once "
+            f"(1-2 min each; cached in {extensions_root()}). `make deepspeed` prebuilds them at install.",
+            flush=True,
+        )

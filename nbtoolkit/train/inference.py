@@ -29,8 +29,10 @@ def trained_model(spec: RunSpec, checkpoint: str | None = None):
 
     where = Path(checkpoint) if checkpoint else MODEL_DIR
     if not where.is_dir():
-        raise TrainError(f"{where} does not exist; the job saves its final model in {MODEL_DIR} when it succeeds, "
-                         "and checkpoints under output/ when train.save_steps is set")
+        raise TrainError(
+            f"{where} does not exist; the job saves its final model in {MODEL_DIR} when it succeeds, "
+            "and checkpoints under output/ when train.save_steps is set"
+        )
     if (where / "adapter_config.json").is_file():
         from peft import PeftModel
         from transformers import AutoConfig
@@ -63,7 +65,7 @@ def _classify(spec, model, tokenizer, text: str) -> dict:
     probabilities = model(**encoded).logits.softmax(-1)[0].tolist()
     names = [model.config.id2label[index] for index in range(len(probabilities))]
     best = max(range(len(names)), key=probabilities.__getitem__)
-    return {"label": names[best], "probabilities": dict(zip(names, probabilities))}
+    return {"label": names[best], "probabilities": dict(zip(names, probabilities, strict=False))}
 
 
 def _summarize(spec, model, tokenizer, text: str) -> dict:
@@ -79,28 +81,44 @@ def _answer(spec, model, tokenizer, item: dict) -> dict:
     from nbtoolkit.train.tasks.question_answering import best_span
 
     if not isinstance(item, dict) or not {"question", "context"} <= item.keys():
-        raise TrainError("question-answering inputs are {'question': ..., 'context': ...} dicts; "
-                         f"got {str(item)[:80]!r}")
-    encoded = tokenizer(item["question"], item["context"], truncation="only_second",
-                        max_length=spec.dataset.max_length, stride=spec.dataset.doc_stride,
-                        return_overflowing_tokens=True, return_offsets_mapping=True, padding=True,
-                        return_tensors="pt")
+        raise TrainError(
+            f"question-answering inputs are {{'question': ..., 'context': ...}} dicts; got {str(item)[:80]!r}"
+        )
+    encoded = tokenizer(
+        item["question"],
+        item["context"],
+        truncation="only_second",
+        max_length=spec.dataset.max_length,
+        stride=spec.dataset.doc_stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding=True,
+        return_tensors="pt",
+    )
     offsets = encoded.pop("offset_mapping").tolist()
     encoded.pop("overflow_to_sample_mapping", None)
     output = model(**encoded)
-    features = [(output.start_logits[index].numpy(), output.end_logits[index].numpy(),
-                 [tuple(offset) if part == 1 else None for offset, part in zip(offsets[index],
-                                                                             encoded.sequence_ids(index))])
-                for index in range(len(offsets))]
+    features = [
+        (
+            output.start_logits[index].numpy(),
+            output.end_logits[index].numpy(),
+            [
+                tuple(offset) if part == 1 else None
+                for offset, part in zip(offsets[index], encoded.sequence_ids(index), strict=False)
+            ],
+        )
+        for index in range(len(offsets))
+    ]
     answer, score = best_span(item["context"], features)
     return {"answer": answer, "score": score}
 
 
 def _continue(spec, model, tokenizer, text: str) -> dict:
     encoded = tokenizer(text, return_tensors="pt")
-    output = model.generate(**encoded, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
-                            pad_token_id=tokenizer.pad_token_id)
-    return {"continuation": tokenizer.decode(output[0, encoded["input_ids"].shape[1]:], skip_special_tokens=True)}
+    output = model.generate(
+        **encoded, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, pad_token_id=tokenizer.pad_token_id
+    )
+    return {"continuation": tokenizer.decode(output[0, encoded["input_ids"].shape[1] :], skip_special_tokens=True)}
 
 
 def evaluate(spec: RunSpec, dataset: str) -> dict:
@@ -115,25 +133,37 @@ def evaluate(spec: RunSpec, dataset: str) -> dict:
     data = cpu_spec(spec, full_model(MODEL_DIR, spec).resolve()).model_dump(mode="json")
     if Path(dataset).suffix:  # a local file is the eval split; the job's train split still names the labels
         if not Path(dataset).expanduser().is_file():
-            raise TrainError(f"dataset {dataset} does not exist; give a local .jsonl/.json/.csv/.parquet file "
-                             "or a split name of the job's dataset")
+            raise TrainError(
+                f"dataset {dataset} does not exist; give a local .jsonl/.json/.csv/.parquet file "
+                "or a split name of the job's dataset"
+            )
         if spec.dataset.name:
-            raise TrainError(f"evaluating on a file needs the job's training data as local files, and it trained on "
-                             f"the hub dataset {spec.dataset.name}; give a split name of it instead")
+            raise TrainError(
+                f"evaluating on a file needs the job's training data as local files, and it trained on "
+                f"the hub dataset {spec.dataset.name}; give a split name of it instead"
+            )
         train = (spec.dataset.files or bundled_files(spec.task))[spec.dataset.train_split]
-        data["dataset"].update(files={spec.dataset.train_split: train, "evaluate": str(Path(dataset).expanduser()
-                                                                                        .resolve())},
-                               eval_split="evaluate", max_eval_samples=None)
+        data["dataset"].update(
+            files={spec.dataset.train_split: train, "evaluate": str(Path(dataset).expanduser().resolve())},
+            eval_split="evaluate",
+            max_eval_samples=None,
+        )
     else:
         data["dataset"].update(eval_split=dataset, max_eval_samples=None)
         if data["dataset"].get("files") and dataset not in data["dataset"]["files"]:
-            raise TrainError(f"the job's dataset has no '{dataset}' split (it has "
-                             f"{', '.join(data['dataset']['files'])}); give a split it has or a file")
+            raise TrainError(
+                f"the job's dataset has no '{dataset}' split (it has "
+                f"{', '.join(data['dataset']['files'])}); give a split it has or a file"
+            )
     return evaluate_model(RunSpec.model_validate(data), MODEL_DIR.parent / "evaluate", needs="evaluate")
 
 
-_ANSWERS = {"text-classification": _classify, "summarization": _summarize, "question-answering": _answer,
-            "causal-lm": _continue}
+_ANSWERS = {
+    "text-classification": _classify,
+    "summarization": _summarize,
+    "question-answering": _answer,
+    "causal-lm": _continue,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,8 +178,11 @@ def main(argv: list[str] | None = None) -> int:
 
         quiet_libraries()
         spec = load_spec(Path(args.spec))
-        answers = evaluate(spec, args.evaluate) if args.evaluate else \
-            predict(spec, json.loads(Path(args.inputs).read_text()), args.checkpoint)
+        answers = (
+            evaluate(spec, args.evaluate)
+            if args.evaluate
+            else predict(spec, json.loads(Path(args.inputs).read_text()), args.checkpoint)
+        )
     except (SpecError, TrainError) as exc:
         print(f"{ERROR_PREFIX} {exc}", file=sys.stderr, flush=True)
         return 2

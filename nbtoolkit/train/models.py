@@ -20,12 +20,16 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
 def tiny_config(name: str, tokenizer: PreTrainedTokenizerBase, **overrides):
     """The config of a bundled tiny model, sized to its bundled tokenizer and using its special tokens."""
     _, model_type, sizes = TINY_MODELS[name]
-    special = {f"{role}_token_id": getattr(tokenizer, f"{role}_token_id") for role in ("bos", "eos")
-               if getattr(tokenizer, f"{role}_token_id") is not None}
+    special = {
+        f"{role}_token_id": getattr(tokenizer, f"{role}_token_id")
+        for role in ("bos", "eos")
+        if getattr(tokenizer, f"{role}_token_id") is not None
+    }
     if model_type == "t5":  # T5 starts decoding from the pad token
         special["decoder_start_token_id"] = tokenizer.pad_token_id
-    return AutoConfig.for_model(model_type, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                                **special, **sizes, **overrides)
+    return AutoConfig.for_model(
+        model_type, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **special, **sizes, **overrides
+    )
 
 
 def model_config(name: str):
@@ -35,8 +39,10 @@ def model_config(name: str):
     try:
         return AutoConfig.from_pretrained(model_source(name))
     except OSError as exc:  # not a local folder, and the hub is unreachable or has no such model
-        raise TrainError(f"model '{name}' could not be loaded ({str(exc).splitlines()[0]}); "
-                         "give a hub id reachable from here or a local model directory") from None
+        raise TrainError(
+            f"model '{name}' could not be loaded ({str(exc).splitlines()[0]}); "
+            "give a hub id reachable from here or a local model directory"
+        ) from None
 
 
 def ensure_pad_token(tokenizer: PreTrainedTokenizerBase) -> None:
@@ -45,8 +51,9 @@ def ensure_pad_token(tokenizer: PreTrainedTokenizerBase) -> None:
         tokenizer.pad_token = tokenizer.eos_token
 
 
-def load_model(auto_class, name: str, tokenizer: PreTrainedTokenizerBase, *, quantized: bool = False,
-               **config_overrides):
+def load_model(
+    auto_class, name: str, tokenizer: PreTrainedTokenizerBase, *, quantized: bool = False, **config_overrides
+):
     """`auto_class` (e.g. AutoModelForSequenceClassification) from the hub/a path, or built tiny.
 
     `quantized`: 4-bit weights for QLoRA (pretrained models only; the adapter check says so first).

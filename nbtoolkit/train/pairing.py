@@ -13,12 +13,16 @@ from nbtoolkit.train.errors import TrainError
 
 def model_kind(config) -> str:
     """encoder-decoder, decoder-only or encoder-only, as the config says."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
 
     if config.is_encoder_decoder:
         return "encoder-decoder"
     if config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and (
-            config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or getattr(config, "is_decoder", False)):
+        config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or getattr(config, "is_decoder", False)
+    ):
         return "decoder-only"
     return "encoder-only"
 
@@ -29,7 +33,9 @@ def has_head(head: str, config) -> bool:
 
     kind = model_kind(config)
     found = {
-        "seq2seq": lambda: kind == "encoder-decoder" and config.model_type in auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+        "seq2seq": lambda: (
+            kind == "encoder-decoder" and config.model_type in auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+        ),
         "causal-lm": lambda: kind == "decoder-only",
         "question-answering": lambda: config.model_type in auto.MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES,
         "sequence-classification": lambda: config.model_type in auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,

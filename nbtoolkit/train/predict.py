@@ -21,8 +21,18 @@ from nbtoolkit.spec import RunSpec, SpecError, load_spec
 
 #: settings of the training run that do not apply to an evaluation on CPU
 #: (an adapter too: the model evaluated is the full one, merged with it)
-TRAINING_ONLY = ("hardware", "parallelism", "precision", "compile", "launcher", "neuron", "resume", "sagemaker",
-                 "adapter", "report_to")
+TRAINING_ONLY = (
+    "hardware",
+    "parallelism",
+    "precision",
+    "compile",
+    "launcher",
+    "neuron",
+    "resume",
+    "sagemaker",
+    "adapter",
+    "report_to",
+)
 
 
 def keep_off_neuron() -> None:
@@ -53,12 +63,19 @@ def evaluate_model(spec: RunSpec, output_dir: Path, needs: str) -> dict:
 
     task = setup_task(spec, load_splits(spec))
     if task.eval_dataset is None:
-        raise TrainError(f"{needs} needs an eval split, and the dataset has no '{spec.dataset.eval_split}' split; "
-                         "name a split it has, or a local file")
+        raise TrainError(
+            f"{needs} needs an eval split, and the dataset has no '{spec.dataset.eval_split}' split; "
+            "name a split it has, or a local file"
+        )
     args = training_arguments(spec, str(output_dir), has_eval=True, **task.argument_overrides)
-    trainer = (task.trainer_class or Trainer)(model=task.model, args=args, eval_dataset=task.eval_dataset,
-                                               data_collator=task.data_collator, processing_class=task.tokenizer,
-                                               compute_metrics=task.compute_metrics)
+    trainer = (task.trainer_class or Trainer)(
+        model=task.model,
+        args=args,
+        eval_dataset=task.eval_dataset,
+        data_collator=task.data_collator,
+        processing_class=task.tokenizer,
+        compute_metrics=task.compute_metrics,
+    )
     return trainer.evaluate()
 
 
@@ -75,13 +92,24 @@ def predict(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
     model_dir = full_model(model_dir, spec)
     metrics = evaluate_model(cpu_spec(spec, model_dir), Path(output_dir) / "predict", needs="neuron.predict")
     steps = [record["step"] for record in read_metrics(metrics_path) if record.get("kind") == "train"]
-    record = {"time": time.time(), "step": max(steps, default=0), "kind": "eval", "stage": "predict",
-              **{key: value if math.isfinite(value) else None for key, value in metrics.items()
-                 if isinstance(value, (int, float)) and key != "epoch"}}
+    record = {
+        "time": time.time(),
+        "step": max(steps, default=0),
+        "kind": "eval",
+        "stage": "predict",
+        **{
+            key: value if math.isfinite(value) else None
+            for key, value in metrics.items()
+            if isinstance(value, (int, float)) and key != "epoch"
+        },
+    }
     with open(metrics_path, "a") as handle:
         handle.write(json.dumps(record) + "\n")
-    shown = ", ".join(f"{key} {value:.4f}" for key, value in metrics.items()
-                      if key.startswith("eval_") and not key.endswith(("runtime", "per_second", "time")))
+    shown = ", ".join(
+        f"{key} {value:.4f}"
+        for key, value in metrics.items()
+        if key.startswith("eval_") and not key.endswith(("runtime", "per_second", "time"))
+    )
     print(f"[nbtoolkit] predict on CPU: {shown}", flush=True)
     return metrics
 

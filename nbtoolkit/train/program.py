@@ -74,8 +74,10 @@ def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | None:
         return str(latest) if latest else None
     path = Path(spec.resume).expanduser()
     if not is_complete(path):
-        raise TrainError(f"resume: {spec.resume} is not a complete checkpoint (its trainer_state.json or its weights are missing or unreadable); "
-                         "give a checkpoint-N folder or 'latest'")
+        raise TrainError(
+            f"resume: {spec.resume} is not a complete checkpoint (its trainer_state.json or its weights are missing or unreadable); "
+            "give a checkpoint-N folder or 'latest'"
+        )
     return str(path)
 
 
@@ -97,8 +99,11 @@ def hide_unused_integrations(spec: RunSpec) -> None:
     autotuner) and PEFT whenever they are installed: about 2.5 s of CPU in every rank of every run.
     Must run before transformers is imported.
     """
-    used = {"deepspeed": "deepspeed" in spec.extras_used, "peft": "adapters" in spec.extras_used,
-            "mlflow": "mlflow" in spec.report_to}
+    used = {
+        "deepspeed": "deepspeed" in spec.extras_used,
+        "peft": "adapters" in spec.extras_used,
+        "mlflow": "mlflow" in spec.report_to,
+    }
     for package, needed in used.items():
         if not needed:
             sys.modules.setdefault(package, None)  # import raises ImportError, find_spec answers None
@@ -140,9 +145,14 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
             save_base(task.model, spec, model_dir)
         task.model = wrap(task.model, spec)
     engine = engine_for(spec)
-    args = training_arguments(spec, output_dir, has_eval=task.eval_dataset is not None,
-                              arguments_class=task.arguments_class or engine.arguments_class,
-                              **task.argument_overrides, **engine.arguments)
+    args = training_arguments(
+        spec,
+        output_dir,
+        has_eval=task.eval_dataset is not None,
+        arguments_class=task.arguments_class or engine.arguments_class,
+        **task.argument_overrides,
+        **engine.arguments,
+    )
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
     trainer_class = task.trainer_class or engine.trainer_class or Trainer
     trainer = trainer_class(
@@ -155,17 +165,23 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
         compute_metrics=task.compute_metrics,
         callbacks=[MetricsCallback(metrics_path, samples_per_step)],
     )
-    watch = BudgetCallback(metrics_path, spec.train.budget_usd, spec.hardware.run_price_usd) \
-        if spec.train.budget_usd is not None else None
+    watch = (
+        BudgetCallback(metrics_path, spec.train.budget_usd, spec.hardware.run_price_usd)
+        if spec.train.budget_usd is not None
+        else None
+    )
     if watch is not None:
         trainer.add_callback(watch)
     if trainer.is_world_process_zero():
         parameters = sum(p.numel() for p in task.model.parameters())
         trainable = sum(p.numel() for p in task.model.parameters() if p.requires_grad)
         adapter = f", {spec.adapter.type} r={spec.adapter.r}: {trainable / 1e6:.3f}M trainable" if spec.adapter else ""
-        print(f"[nbtoolkit] {spec.task} | model {spec.model_name} ({parameters / 1e6:.2f}M parameters{adapter}) | "
-              f"{len(task.train_dataset)} train / {len(task.eval_dataset or [])} eval examples | "
-              f"{args.world_size} process(es) x batch {args.per_device_train_batch_size}", flush=True)
+        print(
+            f"[nbtoolkit] {spec.task} | model {spec.model_name} ({parameters / 1e6:.2f}M parameters{adapter}) | "
+            f"{len(task.train_dataset)} train / {len(task.eval_dataset or [])} eval examples | "
+            f"{args.world_size} process(es) x batch {args.per_device_train_batch_size}",
+            flush=True,
+        )
     checkpoint = resume_checkpoint(spec, output_dir)
     if checkpoint and trainer.is_world_process_zero():
         print(f"[nbtoolkit] resuming from {checkpoint}", flush=True)
@@ -174,16 +190,24 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
         return {}  # stopped at its budget: the checkpoint is what it leaves, no final evaluation or model
     if trainer.state.global_step == 0:  # an empty dataloader: the Trainer only warns, and the run would "succeed"
         drop = " (dataloader_drop_last drops a partial one)" if args.dataloader_drop_last else ""
-        raise TrainError(f"no training step ran: {len(task.train_dataset)} training examples give no full batch of "
-                         f"{args.per_device_train_batch_size} to each of {args.world_size} process(es){drop}; "
-                         "give more data or lower train.batch_size")
+        raise TrainError(
+            f"no training step ran: {len(task.train_dataset)} training examples give no full batch of "
+            f"{args.per_device_train_batch_size} to each of {args.world_size} process(es){drop}; "
+            "give more data or lower train.batch_size"
+        )
     final = final_evaluation(trainer) if task.eval_dataset is not None else {}
     trainer.save_model(model_dir)  # with an adapter: the adapter alone (the base is in model_dir/base)
     if trainer.is_world_process_zero():
-        shown = ", ".join(f"{key} {value:.4f}" for key, value in final.items() if key.startswith("eval_")
-                          and not key.endswith(("runtime", "per_second")))
-        print(f"[nbtoolkit] done in {result.metrics.get('train_runtime', 0):.1f}s"
-              + (f" | final {shown}" if shown else ""), flush=True)
+        shown = ", ".join(
+            f"{key} {value:.4f}"
+            for key, value in final.items()
+            if key.startswith("eval_") and not key.endswith(("runtime", "per_second"))
+        )
+        print(
+            f"[nbtoolkit] done in {result.metrics.get('train_runtime', 0):.1f}s"
+            + (f" | final {shown}" if shown else ""),
+            flush=True,
+        )
     return final
 
 
@@ -201,8 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="spec.json or spec.yaml")
     parser.add_argument("--metrics", default="metrics.jsonl", help="where rank 0 appends metric records")
     parser.add_argument("--output-dir", default="output", help="checkpoints and the final model")
-    parser.add_argument("--model-dir", default=None, help="the final model, when not OUTPUT_DIR/model "
-                        "(SageMaker uploads /opt/ml/model; checkpoints live in /opt/ml/checkpoints)")
+    parser.add_argument(
+        "--model-dir",
+        default=None,
+        help="the final model, when not OUTPUT_DIR/model "
+        "(SageMaker uploads /opt/ml/model; checkpoints live in /opt/ml/checkpoints)",
+    )
     parser.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     from nbtoolkit.train.errors import TrainError

@@ -19,8 +19,11 @@ def build(config_fields: dict, tokenizer_of: str, out: str) -> None:
     tokenizer = load_tokenizer(tokenizer_of)
     fields = dict(config_fields)
     model_type = fields.pop("model_type")
-    special = {f"{role}_token_id": getattr(tokenizer, f"{role}_token_id")
-               for role in ("bos", "eos", "pad") if getattr(tokenizer, f"{role}_token_id") is not None}
+    special = {
+        f"{role}_token_id": getattr(tokenizer, f"{role}_token_id")
+        for role in ("bos", "eos", "pad")
+        if getattr(tokenizer, f"{role}_token_id") is not None
+    }
     if fields.get("is_encoder_decoder") or model_type in ("t5", "mt5", "umt5"):
         special["decoder_start_token_id"] = tokenizer.pad_token_id
     fields = {key: value for key, value in fields.items() if not key.endswith("_token_id")}

@@ -9,6 +9,7 @@ from the reader once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -49,10 +50,8 @@ def count_orphans(job_id: str, job_dir: Path, since: float) -> int:
         time.sleep(0.2)
     left = job_pids(job_id, job_dir)
     for pid in left:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     return len(left)
 
 

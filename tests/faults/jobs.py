@@ -20,8 +20,9 @@ def paced_launch(*options: str, steps: int = 10, pace: float = 0.2) -> Launch:
 
 
 def submit_paced(store, *options: str, steps: int = 10, pace: float = 0.2) -> Job:
-    record = submit(paced_launch(*options, steps=steps, pace=pace), name="paced", task="text-classification",
-                    store=store)
+    record = submit(
+        paced_launch(*options, steps=steps, pace=pace), name="paced", task="text-classification", store=store
+    )
     return Job(record.id, store)
 
 

@@ -49,7 +49,8 @@ def close_ledger(terminalreporter, config) -> None:
         f"faults injected {len(seen)}, jobs whose final status was wrong {sum(not o['status_true'] for o in seen)}, "
         f"orphan processes {sum(o['orphans'] for o in seen)}, "
         f"metric records lost {sum(o['records_lost'] for o in seen)}, "
-        f"duplicated {sum(o['records_duplicated'] for o in seen)}")
+        f"duplicated {sum(o['records_duplicated'] for o in seen)}"
+    )
 
 
 def record(observation: Observation) -> None:

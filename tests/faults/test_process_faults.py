@@ -16,16 +16,19 @@ from tests.conftest import PYTHON
 from tests.faults.conftest import job_pids
 from tests.faults.jobs import PACED, finished_all, paced_launch, printed_steps, submit_paced, wait_for
 
-SUBMIT_THEN_WAIT = ("import json, sys, time; from nbtoolkit.launches import Launch; "
-                    "from nbtoolkit.jobs import JobStore, submit; "
-                    "r = submit(Launch.from_dict(json.loads(sys.argv[1])), name='k', task='text-classification', "
-                    "store=JobStore(sys.argv[2])); print(r.id, flush=True); time.sleep(600)")
+SUBMIT_THEN_WAIT = (
+    "import json, sys, time; from nbtoolkit.launches import Launch; "
+    "from nbtoolkit.jobs import JobStore, submit; "
+    "r = submit(Launch.from_dict(json.loads(sys.argv[1])), name='k', task='text-classification', "
+    "store=JobStore(sys.argv[2])); print(r.id, flush=True); time.sleep(600)"
+)
 
 
 def test_kill_9_of_the_submitting_kernel(store, observe):
     launch_ = paced_launch(steps=12, pace=0.2)
-    kernel = subprocess.Popen([PYTHON, "-c", SUBMIT_THEN_WAIT, launch_.to_json(), str(store.home)],
-                              stdout=subprocess.PIPE, text=True)
+    kernel = subprocess.Popen(
+        [PYTHON, "-c", SUBMIT_THEN_WAIT, launch_.to_json(), str(store.home)], stdout=subprocess.PIPE, text=True
+    )
     job = Job(kernel.stdout.readline().strip(), store)
     wait_for(lambda: printed_steps(job))
     kernel.send_signal(signal.SIGKILL)
@@ -36,10 +39,14 @@ def test_kill_9_of_the_submitting_kernel(store, observe):
 
 def test_kill_9_of_the_cli_following_the_job(store, tmp_path, observe):
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"task": "text-classification",
-                                "script": {"path": str(PACED), "args": ["--steps", "12", "--pace", "0.2"]}}))
-    cli = subprocess.Popen([PYTHON, "-m", "nbtoolkit.cli", "run", str(spec), "--follow"], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT)
+    spec.write_text(
+        json.dumps(
+            {"task": "text-classification", "script": {"path": str(PACED), "args": ["--steps", "12", "--pace", "0.2"]}}
+        )
+    )
+    cli = subprocess.Popen(
+        [PYTHON, "-m", "nbtoolkit.cli", "run", str(spec), "--follow"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     job = Job(wait_for(lambda: store.list() and store.list()[0].id), store)
     wait_for(lambda: printed_steps(job))
     cli.send_signal(signal.SIGKILL)
@@ -63,15 +70,24 @@ def test_kill_9_of_the_supervisor_ends_every_rank_and_the_job_is_lost(store, obs
 
 def test_kill_9_of_one_rank_of_a_torchrun_job(home, observe):
     store = JobStore(home)
-    job = launch({"task": "text-classification", "hardware": {"devices": 2},
-                  "train": {"max_steps": 5000, "batch_size": 8, "logging_steps": 2}}, store=store)
+    job = launch(
+        {
+            "task": "text-classification",
+            "hardware": {"devices": 2},
+            "train": {"max_steps": 5000, "batch_size": 8, "logging_steps": 2},
+        },
+        store=store,
+    )
     wait_for(lambda: [r for r in job.records() if r.get("kind") == "train"] or not job.record.active, timeout=240)
     assert job.record.active, job.logs(tail=30)
 
     def rank(number: int) -> list[int]:
-        return [pid for pid in job_pids(job.id, job.dir)
-                if psutil.Process(pid).environ().get("RANK") == str(number)
-                and "nbtoolkit.train" in " ".join(psutil.Process(pid).cmdline())]
+        return [
+            pid
+            for pid in job_pids(job.id, job.dir)
+            if psutil.Process(pid).environ().get("RANK") == str(number)
+            and "nbtoolkit.train" in " ".join(psutil.Process(pid).cmdline())
+        ]
 
     victim = wait_for(lambda: rank(1))[0]
     os.kill(victim, signal.SIGKILL)
@@ -85,10 +101,22 @@ def test_kill_9_of_one_rank_of_a_torchrun_job(home, observe):
 def start_server(home, root, port: int, token: str) -> subprocess.Popen:
     """A real Jupyter server with the nbtoolkit extension, answering on `port`."""
     server = subprocess.Popen(
-        [PYTHON, "-m", "jupyter_server", "--no-browser", "--allow-root", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-         "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}"],
+        [
+            PYTHON,
+            "-m",
+            "jupyter_server",
+            "--no-browser",
+            "--allow-root",
+            f"--port={port}",
+            "--ServerApp.ip=127.0.0.1",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+        ],
         env={**os.environ, "NBTOOLKIT_HOME": str(home), "JUPYTER_RUNTIME_DIR": str(root / "runtime")},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_for(lambda: rest(port, token, "GET", "/api/status")[0] == 200, timeout=120, poll=0.3)
     return server
 
@@ -113,8 +141,7 @@ def test_the_server_restarted_mid_run(store, tmp_path, observe):
     job = submit_paced(store, steps=100000, pace=0.1)
     server = start_server(store.home, root, port, token)
     try:
-        assert wait_for(lambda: rest(port, token, "GET", f"/nbtoolkit/api/jobs/{job.id}")[1].get("status")
-                        == "running")
+        assert wait_for(lambda: rest(port, token, "GET", f"/nbtoolkit/api/jobs/{job.id}")[1].get("status") == "running")
         server.send_signal(signal.SIGKILL)
         server.wait()
         server = start_server(store.home, root, port, token)
@@ -126,6 +153,9 @@ def test_the_server_restarted_mid_run(store, tmp_path, observe):
         server.kill()
         server.wait()
     # the truth: the job ran on through the restart and the new server stopped it, and serves all its metrics
-    truth = (answer, detail.get("status")) == (200, "stopped") and len(served) == len(job.records()) > 0 and \
-        len(printed_steps(job)) >= len(served)
+    truth = (
+        (answer, detail.get("status")) == (200, "stopped")
+        and len(served) == len(job.records()) > 0
+        and len(printed_steps(job)) >= len(served)
+    )
     observe(job, "the server restarted mid-run", truth, stopped)

@@ -61,7 +61,8 @@ def test_the_disk_filling_up(small_disk, monkeypatch, observe):
     record = job.record
     # the truth either way: it finished every step, or it failed and says the disk is full
     truth = (status == "succeeded" and finished_all(job, STEPS_ON_SMALL_DISK)) or (
-        status == "failed" and "is full" in (record.message or ""))
+        status == "failed" and "is full" in (record.message or "")
+    )
     observe(job, "the disk filling up", truth, ended)
 
 
@@ -105,8 +106,9 @@ def test_a_stop_from_a_second_hosts_view_of_the_store(store, monkeypatch, observ
     wait_for(lambda: "child " in job.logs() and printed_steps(job))
     assert job.record.host == "node-a" and len(job_pids(job.id, job.dir)) >= 3
     node_b = {**os.environ, "NBTOOLKIT_HOST": "node-b"}  # the same store, seen from node-b: no signals from here
-    stopper = subprocess.run([PYTHON, "-m", "nbtoolkit.cli", "stop", job.id], env=node_b, capture_output=True,
-                             text=True, timeout=60)
+    stopper = subprocess.run(
+        [PYTHON, "-m", "nbtoolkit.cli", "stop", job.id], env=node_b, capture_output=True, text=True, timeout=60
+    )
     stopped = time.monotonic()
     assert stopper.stdout.strip() == f"job {job.id} stopped", stopper.stdout + stopper.stderr
     record = job.record
@@ -120,6 +122,11 @@ def test_odd_values_in_a_user_scripts_own_metrics(store, observe):
     ended = time.monotonic()
     records = job.records()
     notes = [line for line in job.logs().splitlines() if "values that are not numbers are left out" in line]
-    truth = (status == "succeeded" and "\ndone\n" in job.logs() and len(records) == 12 and len(notes) == 3
-             and all(isinstance(record.get("loss", 0.0), float) for record in records))
+    truth = (
+        status == "succeeded"
+        and "\ndone\n" in job.logs()
+        and len(records) == 12
+        and len(notes) == 3
+        and all(isinstance(record.get("loss", 0.0), float) for record in records)
+    )
     observe(job, "odd values in the script's own metrics.jsonl", truth, ended)

@@ -12,8 +12,14 @@ from pathlib import Path
 import numpy as np
 import torch
 from datasets import Dataset
-from transformers import (AutoTokenizer, BertConfig, BertForSequenceClassification, Trainer, TrainerCallback,
-                          TrainingArguments)
+from transformers import (
+    AutoTokenizer,
+    BertConfig,
+    BertForSequenceClassification,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
 
 import nbtoolkit
 
@@ -34,12 +40,30 @@ data = data.map(lambda b: tokenizer(b["text"], truncation=True, max_length=64, p
 split = data.train_test_split(test_size=0.2, seed=0)
 
 torch.manual_seed(0)
-model = BertForSequenceClassification(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
-                                                 num_attention_heads=2, intermediate_size=64, num_labels=len(names)))
-training = TrainingArguments(output_dir=args.output_dir, max_steps=args.max_steps, logging_steps=args.logging_steps,
-                             per_device_train_batch_size=16, learning_rate=3e-3, eval_strategy="steps",
-                             eval_steps=args.max_steps // 2, save_strategy="no", report_to="none", use_cpu=True,
-                             disable_tqdm=args.disable_tqdm, seed=0)
+model = BertForSequenceClassification(
+    BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=len(names),
+    )
+)
+training = TrainingArguments(
+    output_dir=args.output_dir,
+    max_steps=args.max_steps,
+    logging_steps=args.logging_steps,
+    per_device_train_batch_size=16,
+    learning_rate=3e-3,
+    eval_strategy="steps",
+    eval_steps=args.max_steps // 2,
+    save_strategy="no",
+    report_to="none",
+    use_cpu=True,
+    disable_tqdm=args.disable_tqdm,
+    seed=0,
+)
 
 
 def accuracy(prediction):
@@ -59,6 +83,12 @@ class Pace(TrainerCallback):
         time.sleep(max(0.0, self.step_seconds - (time.monotonic() - self.started)))
 
 
-trainer = Trainer(model=model, args=training, train_dataset=split["train"], eval_dataset=split["test"],
-                  compute_metrics=accuracy, callbacks=[Pace(args.step_seconds)] if args.step_seconds else None)
+trainer = Trainer(
+    model=model,
+    args=training,
+    train_dataset=split["train"],
+    eval_dataset=split["test"],
+    compute_metrics=accuracy,
+    callbacks=[Pace(args.step_seconds)] if args.step_seconds else None,
+)
 trainer.train()

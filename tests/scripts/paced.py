@@ -25,6 +25,7 @@ if args.echo_token:
     print(f"token seen: {args.echo_token}", flush=True)
 
 if args.refuse_stop:
+
     def refuse(*_):
         print("[nbtoolkit] error: could not stop the remote run: permission denied", file=sys.stderr, flush=True)
         sys.exit(2)
@@ -43,6 +44,7 @@ for step in range(1, args.steps + 1):
             handle.write(json.dumps(record) + "\n")
     else:
         print(f"[nbtoolkit] step {step}/{args.steps}", flush=True)
-        print(f"{{'loss': '{3.0 / step:.4f}', 'learning_rate': '0.001', 'epoch': '{step / args.steps:.2f}'}}",
-              flush=True)
+        print(
+            f"{{'loss': '{3.0 / step:.4f}', 'learning_rate': '0.001', 'epoch': '{step / args.steps:.2f}'}}", flush=True
+        )
 print("done", flush=True)

@@ -14,8 +14,15 @@ from itertools import chain
 
 import torch
 from datasets import load_dataset
-from transformers import (AutoTokenizer, DataCollatorForLanguageModeling, GPT2Config, GPT2LMHeadModel,
-                          HfArgumentParser, Trainer, TrainingArguments)
+from transformers import (
+    AutoTokenizer,
+    DataCollatorForLanguageModeling,
+    GPT2Config,
+    GPT2LMHeadModel,
+    HfArgumentParser,
+    Trainer,
+    TrainingArguments,
+)
 
 
 @dataclass
@@ -48,19 +55,32 @@ def main():
     def group_texts(examples):
         concatenated = {key: list(chain(*examples[key])) for key in examples}
         total = len(concatenated["input_ids"]) // data_args.block_size * data_args.block_size
-        return {key: [values[i:i + data_args.block_size] for i in range(0, total, data_args.block_size)]
-                for key, values in concatenated.items()}
+        return {
+            key: [values[i : i + data_args.block_size] for i in range(0, total, data_args.block_size)]
+            for key, values in concatenated.items()
+        }
 
     with training_args.main_process_first(desc="grouping texts"):
         lm = split.map(tokenize, batched=True, remove_columns=["text"]).map(group_texts, batched=True)
 
     torch.manual_seed(training_args.seed)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=data_args.block_size, n_embd=model_args.n_embd,
-                        n_layer=model_args.n_layer, n_head=2, bos_token_id=tokenizer.bos_token_id,
-                        eos_token_id=tokenizer.eos_token_id)
-    trainer = Trainer(model=GPT2LMHeadModel(config), args=training_args, train_dataset=lm["train"],
-                      eval_dataset=lm["test"], processing_class=tokenizer,
-                      data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False))
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=data_args.block_size,
+        n_embd=model_args.n_embd,
+        n_layer=model_args.n_layer,
+        n_head=2,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    trainer = Trainer(
+        model=GPT2LMHeadModel(config),
+        args=training_args,
+        train_dataset=lm["train"],
+        eval_dataset=lm["test"],
+        processing_class=tokenizer,
+        data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
+    )
     if training_args.do_train:
         result = trainer.train()
         trainer.save_model()
@@ -71,8 +91,10 @@ def main():
     if data_args.history_file and trainer.is_world_process_zero():
         with open(data_args.history_file, "w") as handle:
             json.dump(trainer.state.log_history, handle)
-    print(f"distributed: world size {training_args.world_size}, deepspeed: {trainer.is_deepspeed_enabled}",
-          file=sys.stderr)
+    print(
+        f"distributed: world size {training_args.world_size}, deepspeed: {trainer.is_deepspeed_enabled}",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

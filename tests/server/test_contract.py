@@ -19,7 +19,8 @@ COMMITTED = yaml.safe_load(openapi.DOCUMENT.read_text())
 
 def test_the_committed_openapi_yaml_is_what_the_models_and_routes_make():
     assert openapi.DOCUMENT.read_text() == openapi.render(), (
-        "nbtoolkit/server/openapi.yaml differs from the models and routes: run `make api-types` and commit the result")
+        "nbtoolkit/server/openapi.yaml differs from the models and routes: run `make api-types` and commit the result"
+    )
 
 
 def test_writing_the_document_writes_what_render_makes(tmp_path, monkeypatch):
@@ -45,8 +46,13 @@ def test_the_status_enum_is_in_the_document_and_every_status_field_refers_to_it(
 
 def test_every_route_is_in_the_document_with_its_verb():
     documented = {(verb, path) for path, item in COMMITTED["paths"].items() for verb in item if verb != "parameters"}
-    assert documented == {("get", "/jobs"), ("get", "/jobs/{id}"), ("get", "/jobs/{id}/metrics"),
-                          ("get", "/jobs/{id}/log"), ("post", "/jobs/{id}/stop")}
+    assert documented == {
+        ("get", "/jobs"),
+        ("get", "/jobs/{id}"),
+        ("get", "/jobs/{id}/metrics"),
+        ("get", "/jobs/{id}/log"),
+        ("post", "/jobs/{id}/stop"),
+    }
 
 
 def conforms(body: dict, schema: str) -> None:
@@ -75,9 +81,13 @@ async def test_what_a_real_server_replies_is_what_the_document_says(jp_fetch, st
     conforms(refused, "ErrorMessage")
 
 
-@pytest.mark.parametrize("body,schema", [({"message": 3}, "ErrorMessage"),
-                                         ({"text": "", "offset": 0, "next": 0, "size": 0, "status": "paused"},
-                                          "LogPage")])
+@pytest.mark.parametrize(
+    "body,schema",
+    [
+        ({"message": 3}, "ErrorMessage"),
+        ({"text": "", "offset": 0, "next": 0, "size": 0, "status": "paused"}, "LogPage"),
+    ],
+)
 def test_a_body_unlike_the_document_fails_the_check(body, schema):
     from jsonschema import ValidationError
 

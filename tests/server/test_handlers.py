@@ -31,36 +31,68 @@ async def error_of(fetching) -> tuple[int, dict]:
 
 
 def finished_job(store, name="done", status="succeeded", losses=(2.0, 1.5, 1.0), log="line 1\nline 2\n", **values):
-    record = store.create(name=name, task="text-classification", backend="local",
-                          info={"hourly_price_usd": 3.6})
+    record = store.create(name=name, task="text-classification", backend="local", info={"hourly_price_usd": 3.6})
     directory = store.job_dir(record.id)
     (directory / LOG_FILE).write_text(log)
     with open(directory / METRICS_FILE, "w") as metrics:
         for step, loss in enumerate(losses, start=1):
-            metrics.write(json.dumps({"time": 1000.0 + step, "step": step * 10, "kind": "train", "loss": loss,
-                                      "samples_per_second": 50.0, "max_steps": 30}) + "\n")
-    store.update(record.id, status=status, started=1000.0, ended=1100.0, step=30, total_steps=30,
-                 loss=losses[-1] if losses else None, samples_per_second=50.0, **values)
+            metrics.write(
+                json.dumps(
+                    {
+                        "time": 1000.0 + step,
+                        "step": step * 10,
+                        "kind": "train",
+                        "loss": loss,
+                        "samples_per_second": 50.0,
+                        "max_steps": 30,
+                    }
+                )
+                + "\n"
+            )
+    store.update(
+        record.id,
+        status=status,
+        started=1000.0,
+        ended=1100.0,
+        step=30,
+        total_steps=30,
+        loss=losses[-1] if losses else None,
+        samples_per_second=50.0,
+        **values,
+    )
     return store.get(record.id)
 
 
-ENDPOINTS = [("GET", "jobs"), ("GET", "jobs/{id}"), ("GET", "jobs/{id}/metrics"), ("GET", "jobs/{id}/log"),
-             ("POST", "jobs/{id}/stop")]
+ENDPOINTS = [
+    ("GET", "jobs"),
+    ("GET", "jobs/{id}"),
+    ("GET", "jobs/{id}/metrics"),
+    ("GET", "jobs/{id}/log"),
+    ("POST", "jobs/{id}/stop"),
+]
 
 
 @pytest.mark.parametrize("method,path", ENDPOINTS)
 async def test_every_endpoint_refuses_a_request_without_a_token(jp_fetch, store, method, path):
     job = finished_job(store)
-    code, _ = await error_of(jp_fetch(API, path.format(id=job.id), method=method, headers={"Authorization": ""},
-                                      body=b"" if method == "POST" else None))
+    code, _ = await error_of(
+        jp_fetch(
+            API,
+            path.format(id=job.id),
+            method=method,
+            headers={"Authorization": ""},
+            body=b"" if method == "POST" else None,
+        )
+    )
     assert code == 403
 
 
 @pytest.mark.parametrize("method,path", ENDPOINTS[1:])
 async def test_unknown_job_ids_are_404(jp_fetch, store, method, path):
     finished_job(store)
-    code, body = await error_of(jp_fetch(API, path.format(id="0badc0de"), method=method,
-                                         body=b"" if method == "POST" else None))
+    code, body = await error_of(
+        jp_fetch(API, path.format(id="0badc0de"), method=method, body=b"" if method == "POST" else None)
+    )
     assert code == 404 and "no job '0badc0de'" in body["message"]
 
 
@@ -70,16 +102,20 @@ async def test_what_is_not_a_job_id_is_refused_before_any_path_is_built(jp_fetch
     assert code == 400 and "is not a job id" in body["message"]
 
 
-@pytest.mark.parametrize("path", [
-    "jobs/..%2F..%2Fsecret.txt/log",             # encoded slashes reach the handler as one id
-    "jobs/%2E%2E%2Fsecret.txt/log",
-    "jobs/..%252F..%252Fsecret.txt/log",         # double-encoded
-    "jobs/../../secret.txt/log",                 # plain dot segments
-    "jobs/%2Fetc%2Fpasswd/log",
-    "jobs/%00/log",
-])
-async def test_traversal_attempts_read_nothing_outside_the_jobs_root(http_server_client, jp_auth_header,
-                                                                     jp_serverapp, jp_base_url, home, path):
+@pytest.mark.parametrize(
+    "path",
+    [
+        "jobs/..%2F..%2Fsecret.txt/log",  # encoded slashes reach the handler as one id
+        "jobs/%2E%2E%2Fsecret.txt/log",
+        "jobs/..%252F..%252Fsecret.txt/log",  # double-encoded
+        "jobs/../../secret.txt/log",  # plain dot segments
+        "jobs/%2Fetc%2Fpasswd/log",
+        "jobs/%00/log",
+    ],
+)
+async def test_traversal_attempts_read_nothing_outside_the_jobs_root(
+    http_server_client, jp_auth_header, jp_serverapp, jp_base_url, home, path
+):
     (home / "secret.txt").write_text("the secret\n")
     with pytest.raises(HTTPClientError) as caught:
         await http_server_client.fetch(f"{jp_base_url}{API}/{path}", headers=jp_auth_header)
@@ -115,12 +151,15 @@ async def test_job_list_pages_filters_and_carries_what_the_panel_draws(jp_fetch,
     assert failed_only["jobs"][0]["message"] == "exited with code 1: boom"
 
 
-@pytest.mark.parametrize("params,message", [
-    ({"status": "done"}, "status 'done' is not a job status; use one of queued, running"),
-    ({"limit": "0"}, "limit 0 is out of range; use from 1 to 1000"),
-    ({"limit": "ten"}, "limit 'ten' is not a whole number"),
-    ({"offset": "-1"}, "offset -1 is out of range; use 0 or more"),
-])
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"status": "done"}, "status 'done' is not a job status; use one of queued, running"),
+        ({"limit": "0"}, "limit 0 is out of range; use from 1 to 1000"),
+        ({"limit": "ten"}, "limit 'ten' is not a whole number"),
+        ({"offset": "-1"}, "offset -1 is out of range; use 0 or more"),
+    ],
+)
 async def test_bad_list_parameters_are_400_with_a_sentence(jp_fetch, store, params, message):
     code, body = await error_of(jp_fetch(API, "jobs", params=params))
     assert code == 400 and message in body["message"]
@@ -185,8 +224,9 @@ def wait_for(condition, timeout=60.0):
 
 
 async def test_stop_ends_a_real_running_job_and_all_its_processes(jp_fetch, store):
-    job = launch({"task": "text-classification", "name": "sleepy", "script": {"path": str(SCRIPTS / "sleepy.py")}},
-                 store=store)
+    job = launch(
+        {"task": "text-classification", "name": "sleepy", "script": {"path": str(SCRIPTS / "sleepy.py")}}, store=store
+    )
     ready = wait_for(lambda: next((line for line in job.logs().splitlines() if line.startswith("ready pids")), None))
     pids = [int(pid) for pid in ready.split()[2:]]
     assert all(psutil.pid_exists(pid) for pid in pids)
@@ -250,8 +290,11 @@ async def test_a_slow_store_never_blocks_the_servers_event_loop(jp_fetch, jp_ser
 
 async def test_a_job_near_its_budget_carries_the_budget_sentence_and_a_bad_one_none(jp_fetch, store):
     warned = finished_job(store, name="near")
-    store.set_info(warned.id, "budget", {"kind": "budget", "reached": "warning", "cost_usd": 0.092,
-                                         "budget_usd": 0.1, "step": 40, "time": 1090.0})
+    store.set_info(
+        warned.id,
+        "budget",
+        {"kind": "budget", "reached": "warning", "cost_usd": 0.092, "budget_usd": 0.1, "step": 40, "time": 1090.0},
+    )
     broken = finished_job(store, name="broken")
     store.set_info(broken.id, "budget", {"reached": "warning"})  # no numbers: shown as no budget, the list stands
     shown = {job["name"]: job for job in (await get_json(jp_fetch, "jobs"))["jobs"]}
@@ -263,11 +306,13 @@ async def test_a_job_near_its_budget_carries_the_budget_sentence_and_a_bad_one_n
 async def test_job_detail_shows_the_forecast_beside_what_was_measured_and_the_trackers(jp_fetch, store):
     """The panel's detail view reads the same lines `nbtoolkit show` prints."""
     job = finished_job(store, losses=(2.0, 1.5, 1.0, 0.8))
-    store.set_info(job.id, "forecast", {"device_memory_gib": None, "samples_per_second": 40.0, "hours": None,
-                                        "cost_usd": None})
+    store.set_info(
+        job.id, "forecast", {"device_memory_gib": None, "samples_per_second": 40.0, "hours": None, "cost_usd": None}
+    )
     directory = store.job_dir(job.id)
-    (directory / "spec.json").write_text(json.dumps({"name": "tracked", "task": "text-classification",
-                                                     "report_to": ["tensorboard"]}))
+    (directory / "spec.json").write_text(
+        json.dumps({"name": "tracked", "task": "text-classification", "report_to": ["tensorboard"]})
+    )
     detail = await get_json(jp_fetch, "jobs", job.id)
     # steady pace leaves out the first window: 50 samples/s measured against 40 predicted
     assert detail["planned"][0].split() == ["samples/s", "predicted", "40.0", "measured", "50.0", "1.25x"]

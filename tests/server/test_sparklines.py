@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 from nbtoolkit.metrics.series import METRICS_FILE
@@ -19,13 +20,20 @@ def test_thinned_series_keeps_evenly_spaced_points_and_ends_at_the_latest():
         series.add(float(value))
     kept = series.snapshot()
     assert len(kept) <= 9 and kept[0] == 1.0 and kept[-1] == 100.0
-    gaps = {b - a for a, b in zip(kept[:-2], kept[1:-1])}
+    gaps = {b - a for a, b in itertools.pairwise(kept[:-1])}
     assert len(gaps) == 1  # evenly spaced before the latest point
 
 
 def test_only_train_losses_count_and_later_reads_see_only_new_lines(tmp_path):
-    write(tmp_path, [{"kind": "eval", "eval_loss": 9.0}, {"kind": "train", "loss": 2.0},
-                     {"kind": "train", "learning_rate": 0.1}, {"kind": "train", "loss": 1.0}])
+    write(
+        tmp_path,
+        [
+            {"kind": "eval", "eval_loss": 9.0},
+            {"kind": "train", "loss": 2.0},
+            {"kind": "train", "learning_rate": 0.1},
+            {"kind": "train", "loss": 1.0},
+        ],
+    )
     sparklines = LossSparklines()
     assert sparklines.loss("0a1b2c3d", tmp_path) == [2.0, 1.0]
     write(tmp_path, [{"kind": "train", "loss": 0.5}])

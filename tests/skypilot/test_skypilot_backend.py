@@ -33,8 +33,12 @@ HERE = Path(__file__).resolve().parent
 GOLDEN_SPEC = HERE / "flan-t5-xl-skypilot.yaml"
 GOLDEN = HERE / "golden" / "flan-t5-xl-skypilot"
 FAKE_SKY = HERE / "fake_sky"
-TINY = {"task": "text-classification", "hardware": {"target": "skypilot", "accelerator": "cuda"},
-        "skypilot": {"accelerators": "T4:1"}, "train": {"max_steps": 2}}
+TINY = {
+    "task": "text-classification",
+    "hardware": {"target": "skypilot", "accelerator": "cuda"},
+    "skypilot": {"accelerators": "T4:1"},
+    "train": {"max_steps": 2},
+}
 
 
 def skypilot_spec(**changes):
@@ -53,36 +57,73 @@ def write_files(files: dict[str, str], folder: Path) -> Path:
 # -- the block's problems: one sentence, naming the field --------------------------------------
 
 
-@pytest.mark.parametrize("changes, sentence", [
-    ({"skypilot": {"accelerators": "A100 x 8"}},
-     "skypilot.accelerators 'A100 x 8' is not a GPU name and count; write NAME:COUNT, e.g. A100:8"),
-    ({"skypilot": {"accelerators": "T4:1", "fallbacks": [{"accelerators": "L4:1", "zone": "a"}]}},
-     "skypilot.fallbacks.0.zone is not a known field; valid fields of skypilot.fallbacks.0 are accelerators, cloud, region"),
-    ({"skypilot": {"accelerators": "T4:1", "fallbacks": [{"accelerators": "L4:2"}]}},
-     "skypilot.fallbacks.0.accelerators 'L4:2' gives 2 GPU(s) per node, but hardware.devices is 1; make them agree"),
-    ({"skypilot": {"accelerators": "T4:1", "spot": True}},
-     "skypilot.spot is not a known field; valid fields of skypilot are accelerators, cloud, region, use_spot, fallbacks, "
-     "bucket, bucket_mode, managed"),
-    ({"skypilot": {"accelerators": "T4:1", "bucket": "my-bucket"}},
-     "skypilot.bucket 'my-bucket' is not a bucket URL; give e.g. s3://my-bucket/checkpoints or "
-     "gs://my-bucket/checkpoints"),
-    ({"skypilot": {"accelerators": "T4:1", "region": "us-east-1"}},
-     "skypilot.region 'us-east-1' needs skypilot.cloud (a region belongs to one cloud), e.g. aws"),
-    ({"skypilot": {"accelerators": "T4:1", "managed": False}},
-     "skypilot.managed false is not supported: nbtoolkit launches managed jobs (they recover after a preemption); "
-     "remove managed or set it true"),
-    ({"skypilot": {"accelerators": "A100:8"}},
-     "skypilot.accelerators 'A100:8' gives 8 GPU(s) per node, but hardware.devices is 1; make them agree"),
-    ({"skypilot": None},
-     "skypilot.accelerators is missing; name the GPU and count per node, e.g. A100:8, or a hardware.instance_type "
-     "the catalog knows"),
-    ({"script": {"path": "train.py"}},
-     "script is not shipped to SkyPilot nodes (they get the job's folder only); remove script to run nbtoolkit's "
-     "own training program"),
-    ({"hardware": {"target": "skypilot", "accelerator": "cpu"}},
-     "hardware.accelerator 'cpu' does not run on SkyPilot here; a SkyPilot target runs on cloud GPUs: set "
-     "hardware.accelerator: cuda"),
-])
+@pytest.mark.parametrize(
+    "changes, sentence",
+    [
+        (
+            {"skypilot": {"accelerators": "A100 x 8"}},
+            "skypilot.accelerators 'A100 x 8' is not a GPU name and count; write NAME:COUNT, e.g. A100:8",
+        ),
+        (
+            {"skypilot": {"accelerators": "T4:1", "fallbacks": [{"accelerators": "L4:1", "zone": "a"}]}},
+            "skypilot.fallbacks.0.zone is not a known field; valid fields of skypilot.fallbacks.0 are accelerators, cloud, region",
+        ),
+        (
+            {"skypilot": {"accelerators": "T4:1", "fallbacks": [{"accelerators": "L4:2"}]}},
+            "skypilot.fallbacks.0.accelerators 'L4:2' gives 2 GPU(s) per node, but hardware.devices is 1; make them agree",
+        ),
+        (
+            {"skypilot": {"accelerators": "T4:1", "spot": True}},
+            (
+                "skypilot.spot is not a known field; valid fields of skypilot are accelerators, cloud, region, use_spot, fallbacks, "
+                "bucket, bucket_mode, managed"
+            ),
+        ),
+        (
+            {"skypilot": {"accelerators": "T4:1", "bucket": "my-bucket"}},
+            (
+                "skypilot.bucket 'my-bucket' is not a bucket URL; give e.g. s3://my-bucket/checkpoints or "
+                "gs://my-bucket/checkpoints"
+            ),
+        ),
+        (
+            {"skypilot": {"accelerators": "T4:1", "region": "us-east-1"}},
+            "skypilot.region 'us-east-1' needs skypilot.cloud (a region belongs to one cloud), e.g. aws",
+        ),
+        (
+            {"skypilot": {"accelerators": "T4:1", "managed": False}},
+            (
+                "skypilot.managed false is not supported: nbtoolkit launches managed jobs (they recover after a preemption); "
+                "remove managed or set it true"
+            ),
+        ),
+        (
+            {"skypilot": {"accelerators": "A100:8"}},
+            "skypilot.accelerators 'A100:8' gives 8 GPU(s) per node, but hardware.devices is 1; make them agree",
+        ),
+        (
+            {"skypilot": None},
+            (
+                "skypilot.accelerators is missing; name the GPU and count per node, e.g. A100:8, or a hardware.instance_type "
+                "the catalog knows"
+            ),
+        ),
+        (
+            {"script": {"path": "train.py"}},
+            (
+                "script is not shipped to SkyPilot nodes (they get the job's folder only); remove script to run nbtoolkit's "
+                "own training program"
+            ),
+        ),
+        (
+            {"hardware": {"target": "skypilot", "accelerator": "cpu"}},
+            (
+                "hardware.accelerator 'cpu' does not run on SkyPilot here; a SkyPilot target runs on cloud GPUs: set "
+                "hardware.accelerator: cuda"
+            ),
+        ),
+    ],
+)
 def test_a_bad_skypilot_setting_is_one_sentence_naming_its_field(changes, sentence):
     with pytest.raises(SpecError) as raised:
         skypilot_spec(**changes)
@@ -123,11 +164,14 @@ def test_the_form_offers_skypilot_says_its_blocks_problem_and_keeps_a_prefilled_
 def test_the_task_has_resources_with_ordered_fallbacks_nodes_the_bucket_setup_and_run():
     launch_ = backends.render(load_spec(GOLDEN_SPEC.read_text()))
     task = yaml.safe_load(launch_.files["skypilot/task.yaml"])
-    assert task["resources"] == {"use_spot": True, "ordered": [
-        {"accelerators": "A100:8"}, {"accelerators": "A10G:8"}, {"accelerators": "L4:8"}]}
+    assert task["resources"] == {
+        "use_spot": True,
+        "ordered": [{"accelerators": "A100:8"}, {"accelerators": "A10G:8"}, {"accelerators": "L4:8"}],
+    }
     assert (task["name"], task["num_nodes"], task["workdir"]) == ("flan-t5-xl-skypilot", 2, "skypilot/workdir")
-    assert task["file_mounts"] == {"~/sky_workdir/output": {"source": "s3://my-team-checkpoints/flan-t5-xl",
-                                                            "mode": "MOUNT_CACHED"}}
+    assert task["file_mounts"] == {
+        "~/sky_workdir/output": {"source": "s3://my-team-checkpoints/flan-t5-xl", "mode": "MOUNT_CACHED"}
+    }
     assert "pip install 'nbtoolkit-finetune[deepspeed]==0.1.0'" in task["setup"]
     assert 'bash run.sh "$SKYPILOT_NODE_RANK"' in task["run"]
     node = json.loads(launch_.files["skypilot/workdir/spec.json"])
@@ -135,10 +179,14 @@ def test_the_task_has_resources_with_ordered_fallbacks_nodes_the_bucket_setup_an
     assert launch_.main_stage.stop_grace_s and launch_.main_stage.metrics_from_log
     assert not any("restarts from step 0" in note for note in launch_.notes)
     single = backends.render(skypilot_spec())  # one node, one GPU, no bucket: plain python, and a warning
-    tracked = yaml.safe_load(backends.render(skypilot_spec(report_to=["wandb", "tensorboard"])).files[
-        "skypilot/task.yaml"])
-    assert tracked["setup"].splitlines()[1:] == ["pip install nbtoolkit-finetune==0.1.0",
-                                                 "pip install 'nbtoolkit-finetune[trackers]'", "pip install wandb"]
+    tracked = yaml.safe_load(
+        backends.render(skypilot_spec(report_to=["wandb", "tensorboard"])).files["skypilot/task.yaml"]
+    )
+    assert tracked["setup"].splitlines()[1:] == [
+        "pip install nbtoolkit-finetune==0.1.0",
+        "pip install 'nbtoolkit-finetune[trackers]'",
+        "pip install wandb",
+    ]
     assert "python -m nbtoolkit.train --spec spec.json" in single.files["skypilot/workdir/run.sh"]
     assert "no skypilot.bucket: checkpoints stay on the nodes, so a recovered job restarts from step 0" in single.notes
 
@@ -151,8 +199,14 @@ def run_node(launch_, tmp_path: Path, rank: int) -> list[str]:
     bin_dir.mkdir()
     (bin_dir / "python").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
     (bin_dir / "python").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SKYPILOT_NODE_RANK": str(rank),
-           "SKYPILOT_NODE_IPS": "10.0.0.1\n10.0.0.2\n", "SKYPILOT_NUM_NODES": "2", "SKYPILOT_NUM_GPUS_PER_NODE": "4"}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SKYPILOT_NODE_RANK": str(rank),
+        "SKYPILOT_NODE_IPS": "10.0.0.1\n10.0.0.2\n",
+        "SKYPILOT_NUM_NODES": "2",
+        "SKYPILOT_NUM_GPUS_PER_NODE": "4",
+    }
     run = yaml.safe_load(launch_.files["skypilot/task.yaml"])["run"]
     done = subprocess.run(["bash", "-c", run], cwd=folder, env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
@@ -160,32 +214,60 @@ def run_node(launch_, tmp_path: Path, rank: int) -> list[str]:
 
 
 def test_each_node_runs_torchrun_with_skypilots_rank_master_and_gpus(tmp_path):
-    spec = skypilot_spec(hardware={"target": "skypilot", "accelerator": "cuda", "devices": 4, "nodes": 2},
-                         parallelism={"strategy": "ddp"}, skypilot={"accelerators": "A10G:4"})
+    spec = skypilot_spec(
+        hardware={"target": "skypilot", "accelerator": "cuda", "devices": 4, "nodes": 2},
+        parallelism={"strategy": "ddp"},
+        skypilot={"accelerators": "A10G:4"},
+    )
     launch_ = backends.render(spec)
     head, worker = run_node(launch_, tmp_path, 0), run_node(launch_, tmp_path, 1)
     assert head[:1] == ["-m"] and "torch.distributed.run" in head
     for argv, rank in ((head, 0), (worker, 1)):
-        assert {"--nnodes=2", "--nproc_per_node=4", "--rdzv_endpoint=10.0.0.1:29500", f"--node_rank={rank}",
-                f"--rdzv_conf=is_host={int(rank == 0)}", "nbtoolkit.train"} <= set(argv)
+        assert {
+            "--nnodes=2",
+            "--nproc_per_node=4",
+            "--rdzv_endpoint=10.0.0.1:29500",
+            f"--node_rank={rank}",
+            f"--rdzv_conf=is_host={int(rank == 0)}",
+            "nbtoolkit.train",
+        } <= set(argv)
 
 
 def test_each_node_runs_deepspeeds_launcher_with_skypilots_rank_master_and_gpus(tmp_path):
     spec = load_spec(GOLDEN_SPEC.read_text())
     argv = run_node(backends.render(spec), tmp_path, 1)
     assert argv[:2] == ["-m", "deepspeed.launcher.runner"]
-    assert {"--hostfile=hostfile", "--no_ssh", "--node_rank=1", "--master_addr=10.0.0.1", "--num_gpus=4",
-            "--master_port=29500"} <= set(argv)
+    assert {
+        "--hostfile=hostfile",
+        "--no_ssh",
+        "--node_rank=1",
+        "--master_addr=10.0.0.1",
+        "--num_gpus=4",
+        "--master_port=29500",
+    } <= set(argv)
 
 
 def start_nodes(launch_, folder: Path, log_name: str) -> list[str]:
     """Both nodes' `run` on this machine, as SkyPilot starts them (127.0.0.1 for each node's IP): their logs."""
     run = yaml.safe_load(launch_.files["skypilot/task.yaml"])["run"]
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "SKYPILOT_NODE_IPS": "127.0.0.1\n127.0.0.1\n", "SKYPILOT_NUM_NODES": "2", "SKYPILOT_NUM_GPUS_PER_NODE": "1"}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "SKYPILOT_NODE_IPS": "127.0.0.1\n127.0.0.1\n",
+        "SKYPILOT_NUM_NODES": "2",
+        "SKYPILOT_NUM_GPUS_PER_NODE": "1",
+    }
     logs = [folder.parent / f"{log_name}-node{rank}.log" for rank in (0, 1)]
-    nodes = [subprocess.Popen(["bash", "-c", run], cwd=folder, env={**env, "SKYPILOT_NODE_RANK": str(rank)},
-                              stdout=log.open("w"), stderr=subprocess.STDOUT) for rank, log in enumerate(logs)]
+    nodes = [
+        subprocess.Popen(
+            ["bash", "-c", run],
+            cwd=folder,
+            env={**env, "SKYPILOT_NODE_RANK": str(rank)},
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        for rank, log in enumerate(logs)
+    ]
     try:
         codes = [node.wait(timeout=300) for node in nodes]
     finally:
@@ -199,8 +281,11 @@ def start_nodes(launch_, folder: Path, log_name: str) -> list[str]:
 def test_two_nodes_started_by_skypilots_run_train_as_one_job_and_a_recovered_one_resumes(tmp_path):
     """Real torchrun and training (tiny BERT, CPU): the two nodes meet at the first of SKYPILOT_NODE_IPS; then,
     as after a preemption with the bucket holding checkpoint-2, the run again continues from it."""
-    spec = skypilot_spec(hardware={"target": "skypilot", "accelerator": "cuda", "devices": 1, "nodes": 2},
-                         parallelism={"strategy": "ddp"}, train={"max_steps": 4, "save_steps": 2, "logging_steps": 1})
+    spec = skypilot_spec(
+        hardware={"target": "skypilot", "accelerator": "cuda", "devices": 1, "nodes": 2},
+        parallelism={"strategy": "ddp"},
+        train={"max_steps": 4, "save_steps": 2, "logging_steps": 1},
+    )
     launch_ = backends.render(spec)
     folder = write_files(launch_.files, tmp_path) / "skypilot" / "workdir"
     logs = "".join(start_nodes(launch_, folder, "first"))
@@ -227,16 +312,19 @@ def skypilot_python() -> str:
     """SkyPilot's own interpreter: skypilot 0.14 cannot join nbtoolkit's environment (click<8.2), so it has its own."""
     python = Path(__file__).resolve().parents[2] / ".venv-skypilot" / "bin" / "python"
     if not python.is_file():
-        pytest.fail(f"{python} is missing: `make test-setup` builds SkyPilot's environment from "
-                    "requirements-skypilot.lock")
+        pytest.fail(
+            f"{python} is missing: `make test-setup` builds SkyPilot's environment from requirements-skypilot.lock"
+        )
     return str(python)
 
 
 def test_skypilots_own_loader_reads_the_task(tmp_path, skypilot_python):
     folder = write_files(backends.render(load_spec(GOLDEN_SPEC.read_text())).files, tmp_path)
-    check = ("import sky, json; t = sky.Task.from_yaml('skypilot/task.yaml'); "
-             "print(json.dumps([t.name, t.num_nodes, sorted(str(r.accelerators) for r in t.resources), "
-             "[r.use_spot for r in t.resources], sorted(t.storage_mounts), t.run]))")
+    check = (
+        "import sky, json; t = sky.Task.from_yaml('skypilot/task.yaml'); "
+        "print(json.dumps([t.name, t.num_nodes, sorted(str(r.accelerators) for r in t.resources), "
+        "[r.use_spot for r in t.resources], sorted(t.storage_mounts), t.run]))"
+    )
     done = subprocess.run([skypilot_python, "-c", check], cwd=folder, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     name, nodes, accelerators, spot, mounts, run = json.loads(done.stdout.splitlines()[-1])
@@ -247,16 +335,33 @@ def test_skypilots_own_loader_reads_the_task(tmp_path, skypilot_python):
 
 def test_the_stand_in_has_skypilots_signatures(tmp_path, skypilot_python):
     """What the backend calls, with the parameters SkyPilot's own functions take (the stand-in mirrors them)."""
-    names = ["get", "client.sdk.get", "client.sdk.enabled_clouds", "Task.from_yaml", "jobs.launch", "jobs.cancel",
-             "jobs.tail_logs"]
-    show = ("import inspect, json, sys, sky, sky.client.sdk; "
-            "print(json.dumps([list(inspect.signature(eval('sky.' + name)).parameters) for name in sys.argv[1:]]))")
-    found = [subprocess.run([python, "-c", show, *names], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                            env={**os.environ, "PYTHONPATH": str(FAKE_SKY)} if python == sys.executable else None)
-             for python in (skypilot_python, sys.executable)]
+    names = [
+        "get",
+        "client.sdk.get",
+        "client.sdk.enabled_clouds",
+        "Task.from_yaml",
+        "jobs.launch",
+        "jobs.cancel",
+        "jobs.tail_logs",
+    ]
+    show = (
+        "import inspect, json, sys, sky, sky.client.sdk; "
+        "print(json.dumps([list(inspect.signature(eval('sky.' + name)).parameters) for name in sys.argv[1:]]))"
+    )
+    found = [
+        subprocess.run(
+            [python, "-c", show, *names],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(FAKE_SKY)} if python == sys.executable else None,
+        )
+        for python in (skypilot_python, sys.executable)
+    ]
     assert [done.returncode for done in found] == [0, 0], [done.stderr for done in found]
     skypilots, stand_ins = (json.loads(done.stdout.splitlines()[-1]) for done in found)
-    assert dict(zip(names, stand_ins)) == dict(zip(names, skypilots))
+    assert dict(zip(names, stand_ins, strict=False)) == dict(zip(names, skypilots, strict=False))
 
 
 # -- preflight -------------------------------------------------------------------------------------
@@ -280,12 +385,20 @@ def test_preflight_refuses_without_skypilot(monkeypatch):
         backends.preflight(skypilot_spec())
 
 
-@pytest.mark.parametrize("clouds, block, sentence", [
-    ("", {}, "SkyPilot has no enabled cloud; run sky check and set up the credentials of a cloud it lists"),
-    ("aws,kubernetes", {"cloud": "gcp"},
-     "skypilot.cloud 'gcp' is not enabled in SkyPilot (enabled: aws, kubernetes); run sky check gcp or pick an "
-     "enabled cloud"),
-])
+@pytest.mark.parametrize(
+    "clouds, block, sentence",
+    [
+        ("", {}, "SkyPilot has no enabled cloud; run sky check and set up the credentials of a cloud it lists"),
+        (
+            "aws,kubernetes",
+            {"cloud": "gcp"},
+            (
+                "skypilot.cloud 'gcp' is not enabled in SkyPilot (enabled: aws, kubernetes); run sky check gcp or pick an "
+                "enabled cloud"
+            ),
+        ),
+    ],
+)
 def test_preflight_refuses_without_an_enabled_cloud(fake_sky, monkeypatch, clouds, block, sentence):
     monkeypatch.setenv("FAKE_SKY_CLOUDS", clouds)
     with pytest.raises(backends.LaunchError) as raised:
@@ -332,12 +445,17 @@ def test_a_failed_managed_job_fails_the_job_with_one_sentence(fake_sky, store, m
 
 
 def test_a_launch_skypilot_refuses_fails_the_job_with_its_reason_on_one_line(fake_sky, store, monkeypatch):
-    monkeypatch.setenv("FAKE_SKY_LAUNCH_ERROR", "Failed to provision all possible launchable resources.\n"
-                       "  Relax the task's resource requirements: 2x AWS([Spot], {'A100': 8})")
+    monkeypatch.setenv(
+        "FAKE_SKY_LAUNCH_ERROR",
+        "Failed to provision all possible launchable resources.\n"
+        "  Relax the task's resource requirements: 2x AWS([Spot], {'A100': 8})",
+    )
     job = launch(skypilot_spec(), store=store)
     assert job.wait(timeout=120) == "failed"
-    assert job.record.message == ("SkyPilot could not run the managed job: Failed to provision all possible launchable "
-                                  "resources. Relax the task's resource requirements: 2x AWS([Spot], {'A100': 8})")
+    assert job.record.message == (
+        "SkyPilot could not run the managed job: Failed to provision all possible launchable "
+        "resources. Relax the task's resource requirements: 2x AWS([Spot], {'A100': 8})"
+    )
 
 
 def test_stop_cancels_the_managed_job(fake_sky, store, monkeypatch):
@@ -357,7 +475,9 @@ def test_attach_follows_a_managed_job_launched_elsewhere_and_stop_cancels_it(fak
     wait_for(lambda: [record for record in job.records() if record["kind"] == "train"], timeout=120)
     assert job.record.remote_name == "sky-managed-7" and job.stop() == "stopped"
     assert [call["call"] for call in calls(fake_sky)] == ["tail_logs", "cancel"]
-    with pytest.raises(backends.LaunchError, match="^'sky-managed-7' is not a SkyPilot managed job id; give the number"):
+    with pytest.raises(
+        backends.LaunchError, match="^'sky-managed-7' is not a SkyPilot managed job id; give the number"
+    ):
         attach("sky-managed-7", backend="skypilot", store=store)
 
 

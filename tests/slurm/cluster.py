@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
-MISSING = ("Slurm is not installed here (no {name} on PATH): `make test-setup` installs it "
-           "(apt-get install -y slurm-wlm munge)")
+MISSING = (
+    "Slurm is not installed here (no {name} on PATH): `make test-setup` installs it "
+    "(apt-get install -y slurm-wlm munge)"
+)
 START_S = 60.0
 PARTITION = "debug"
 
@@ -92,9 +94,18 @@ class Cluster:
         key.write_bytes(os.urandom(128))
         key.chmod(0o600)
         # -F: in the foreground, so each daemon is our child and ends with it
-        self._daemon([sbin("munged"), "-F", "--force", f"--socket={self.root}/munge.socket",
-                      f"--key-file={key}", f"--pid-file={self.root}/munged.pid", f"--log-file={self.root}/munged.log",
-                      f"--seed-file={self.root}/munge.seed"])
+        self._daemon(
+            [
+                sbin("munged"),
+                "-F",
+                "--force",
+                f"--socket={self.root}/munge.socket",
+                f"--key-file={key}",
+                f"--pid-file={self.root}/munged.pid",
+                f"--log-file={self.root}/munged.log",
+                f"--seed-file={self.root}/munge.seed",
+            ]
+        )
         self._wait(lambda: (self.root / "munge.socket").exists(), "munged made no socket")
         self._daemon([sbin("slurmctld"), "-D", "-i"])
         self._wait(lambda: self._ok(["scontrol", "ping"], "UP"), "slurmctld did not answer `scontrol ping`")
@@ -103,8 +114,16 @@ class Cluster:
 
     def _daemon(self, argv: list[str]) -> None:
         log = open(self.root / f"{Path(argv[0]).name}.out", "wb")  # noqa: SIM115 - the daemon keeps it
-        self.daemons.append(subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, start_new_session=True))
+        self.daemons.append(
+            subprocess.Popen(
+                argv,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
 
     def _ok(self, argv: list[str], expected: str) -> bool:
         result = subprocess.run(argv, env=self.env, capture_output=True, text=True)
@@ -119,8 +138,10 @@ class Cluster:
         while not ready():
             ended = [daemon for daemon in self.daemons if daemon.poll() is not None]
             if ended or time.monotonic() > deadline:
-                logs = "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-2000:]}"
-                                 for path in sorted(self.root.glob("*.log")) + sorted(self.root.glob("*.out")))
+                logs = "\n".join(
+                    f"--- {path.name}\n{path.read_text(errors='replace')[-2000:]}"
+                    for path in sorted(self.root.glob("*.log")) + sorted(self.root.glob("*.out"))
+                )
                 self.stop()
                 raise RuntimeError(f"{problem}\n{logs}")
             time.sleep(0.5)

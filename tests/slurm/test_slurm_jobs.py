@@ -67,8 +67,10 @@ def test_a_slurm_job_runs_two_ranks_and_is_listed_and_charted(slurm_cluster, tmp
     # metrics.jsonl, written by rank 0 in the job folder, feeds the list, the panel and the chart as usual
     assert [r["step"] for r in read_metrics(job_dir) if r["kind"] == "train"] == [2, 4, 6]
     listed = nbtoolkit("jobs").stdout
-    assert any(line.startswith(record.id) and " slurm " in line and "succeeded" in line and "6/6" in line
-               for line in listed.splitlines()), listed
+    assert any(
+        line.startswith(record.id) and " slurm " in line and "succeeded" in line and "6/6" in line
+        for line in listed.splitlines()
+    ), listed
     from nbtoolkit.server.service import JobsService
 
     summary = JobsService(store).list().jobs[0]
@@ -117,7 +119,7 @@ def test_a_requeued_job_resumes_from_its_last_checkpoint(slurm_cluster, store):
     assert resumed, log[-3000:]
     first = int(resumed.group(1)) + 10  # the first step the second run logs
     steps = [r["step"] for r in read_metrics(job.dir) if r["kind"] == "train"]
-    second = steps[len(steps) - 1 - steps[::-1].index(first):]
+    second = steps[len(steps) - 1 - steps[::-1].index(first) :]
     assert second == list(range(first, 301, 10)), "the second run counts on from the checkpoint"
 
 
@@ -143,8 +145,11 @@ def test_a_job_cancelled_outside_nbtoolkit_is_recorded_as_stopped(slurm_cluster,
     assert f"Slurm job {slurm_id} was cancelled outside nbtoolkit (scancel)" in (job.dir / "output.log").read_text()
     # the promise for a job that ended without nbtoolkit's stop (which waits for them): its processes are gone
     # within ORPHAN_DEADLINE_S (Slurm kills the steps after KillWait=5 s; the follower exits after recording)
-    wait_for(lambda: tagged_processes(job.id, store.home) == [] and slurm_processes(slurm_id) == [],
-             timeout=ORPHAN_DEADLINE_S, poll=0.2)
+    wait_for(
+        lambda: tagged_processes(job.id, store.home) == [] and slurm_processes(slurm_id) == [],
+        timeout=ORPHAN_DEADLINE_S,
+        poll=0.2,
+    )
 
 
 def test_a_controller_that_does_not_answer_is_asked_again_then_named(slurm_cluster, tmp_path, monkeypatch, capsys):
@@ -161,12 +166,15 @@ def test_a_controller_that_does_not_answer_is_asked_again_then_named(slurm_clust
     assert follower.run() == 1
     said = capsys.readouterr()
     assert "Slurm did not answer, asking again: slurm_load_jobs error: Unable to contact slurm controller" in said.out
-    assert ("Slurm did not answer about job 42 for 1 s (slurm_load_jobs error: Unable to contact slurm controller "
-            "(connect failure)); it may still be running: `scancel 42` ends it") in said.err
+    assert (
+        "Slurm did not answer about job 42 for 1 s (slurm_load_jobs error: Unable to contact slurm controller "
+        "(connect failure)); it may still be running: `scancel 42` ends it"
+    ) in said.err
 
 
 def test_a_job_sbatch_refuses_fails_with_sbatchs_reason(slurm_cluster, store):
     job = launch({**SPEC, "slurm": {"partition": "no-such-partition"}}, store=store)
     assert job.wait(timeout=60) == "failed"
-    assert job.record.message == ("sbatch did not submit sbatch.sh: sbatch: error: Batch job submission failed: "
-                                  "Invalid partition name specified")
+    assert job.record.message == (
+        "sbatch did not submit sbatch.sh: sbatch: error: Batch job submission failed: Invalid partition name specified"
+    )

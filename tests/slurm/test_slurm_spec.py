@@ -16,34 +16,68 @@ from tests.slurm.golden import SPEC, kept, rendered
 TINY = "task: text-classification\nhardware: {target: slurm, accelerator: cpu, devices: 2}\n"
 
 INVALID = [
-    (TINY + "slurm: {partition: 'gpu; rm -rf /'}",
-     "slurm.partition 'gpu; rm -rf /' may hold only letters, digits, '.', '_' and '-' and start with a letter or "
-     "digit, e.g. gpu"),
-    (TINY + "slurm: {account: '-A other'}",
-     "slurm.account '-A other' may hold only letters, digits, '.', '_' and '-' and start with a letter or digit, "
-     "e.g. my-lab"),
-    (TINY + "slurm: {time_limit: '2 hours'}",
-     "slurm.time_limit '2 hours' is not a Slurm time limit; give minutes (e.g. 90) or HH:MM:SS (e.g. 12:00:00) or "
-     "D-HH:MM:SS (e.g. 2-00:00:00)"),
-    (TINY + "slurm: {time_limit: 0}",
-     "slurm.time_limit 0 is not a Slurm time limit; give minutes (e.g. 90) or HH:MM:SS (e.g. 12:00:00) or "
-     "D-HH:MM:SS (e.g. 2-00:00:00)"),
-    (TINY + "slurm: {time_limit: '00:00:00'}",
-     "slurm.time_limit '00:00:00' is not a Slurm time limit; give minutes (e.g. 90) or HH:MM:SS (e.g. 12:00:00) or "
-     "D-HH:MM:SS (e.g. 2-00:00:00)"),
-    (TINY + "slurm: {requeue: maybe}", "slurm.requeue: 'maybe' is not valid (input should be a valid boolean, "
-                                       "unable to interpret input)"),
-    (TINY + "slurm: {queue: gpu}",
-     "slurm.queue is not a known field; valid fields of slurm are partition, time_limit, account, requeue"),
-    ("task: causal-lm\nslurm: {partition: gpu}",
-     "the slurm block applies to hardware.target 'slurm' (it is 'local'); set hardware.target: slurm or remove "
-     "the block"),
-    ("task: causal-lm\nhardware: {target: slurm, accelerator: neuron, devices: 2}",
-     "hardware.accelerator 'neuron' cannot run under hardware.target 'slurm'; use cuda or cpu"),
-    ("task: causal-lm\nhardware: {target: slurm}\nlauncher: sagemaker",
-     "launcher 'sagemaker' cannot run under hardware.target 'slurm'; use auto, torchrun or deepspeed"),
-    ("task: causal-lm\nhardware: {target: slurm, nodes: 2, node_rank: 1}",
-     "hardware.node_rank is set by Slurm on each node (SLURM_NODEID); remove it"),
+    (
+        TINY + "slurm: {partition: 'gpu; rm -rf /'}",
+        (
+            "slurm.partition 'gpu; rm -rf /' may hold only letters, digits, '.', '_' and '-' and start with a letter or "
+            "digit, e.g. gpu"
+        ),
+    ),
+    (
+        TINY + "slurm: {account: '-A other'}",
+        (
+            "slurm.account '-A other' may hold only letters, digits, '.', '_' and '-' and start with a letter or digit, "
+            "e.g. my-lab"
+        ),
+    ),
+    (
+        TINY + "slurm: {time_limit: '2 hours'}",
+        (
+            "slurm.time_limit '2 hours' is not a Slurm time limit; give minutes (e.g. 90) or HH:MM:SS (e.g. 12:00:00) or "
+            "D-HH:MM:SS (e.g. 2-00:00:00)"
+        ),
+    ),
+    (
+        TINY + "slurm: {time_limit: 0}",
+        (
+            "slurm.time_limit 0 is not a Slurm time limit; give minutes (e.g. 90) or HH:MM:SS (e.g. 12:00:00) or "
+            "D-HH:MM:SS (e.g. 2-00:00:00)"
+        ),
+    ),
+    (
+        TINY + "slurm: {time_limit: '00:00:00'}",
+        (
+            "slurm.time_limit '00:00:00' is not a Slurm time limit; give minutes (e.g. 90) or HH:MM:SS (e.g. 12:00:00) or "
+            "D-HH:MM:SS (e.g. 2-00:00:00)"
+        ),
+    ),
+    (
+        TINY + "slurm: {requeue: maybe}",
+        "slurm.requeue: 'maybe' is not valid (input should be a valid boolean, unable to interpret input)",
+    ),
+    (
+        TINY + "slurm: {queue: gpu}",
+        "slurm.queue is not a known field; valid fields of slurm are partition, time_limit, account, requeue",
+    ),
+    (
+        "task: causal-lm\nslurm: {partition: gpu}",
+        (
+            "the slurm block applies to hardware.target 'slurm' (it is 'local'); set hardware.target: slurm or remove "
+            "the block"
+        ),
+    ),
+    (
+        "task: causal-lm\nhardware: {target: slurm, accelerator: neuron, devices: 2}",
+        "hardware.accelerator 'neuron' cannot run under hardware.target 'slurm'; use cuda or cpu",
+    ),
+    (
+        "task: causal-lm\nhardware: {target: slurm}\nlauncher: sagemaker",
+        "launcher 'sagemaker' cannot run under hardware.target 'slurm'; use auto, torchrun or deepspeed",
+    ),
+    (
+        "task: causal-lm\nhardware: {target: slurm, nodes: 2, node_rank: 1}",
+        "hardware.node_rank is set by Slurm on each node (SLURM_NODEID); remove it",
+    ),
 ]
 
 
@@ -76,14 +110,30 @@ def test_the_realistic_slurm_launch_is_the_reviewed_golden():
 def test_the_golden_runs_torchrun_on_each_node_with_the_allocations_rendezvous():
     golden = kept()
     sbatch = golden["sbatch.sh"]
-    for option in ("--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=8", "--partition=gpu", "--time=2-00:00:00",
-                   "--account=nlp-lab", "--requeue", "--output=slurm-%j.out"):
+    for option in (
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--gpus-per-node=8",
+        "--partition=gpu",
+        "--time=2-00:00:00",
+        "--account=nlp-lab",
+        "--requeue",
+        "--output=slurm-%j.out",
+    ):
         assert f"#SBATCH {option}\n" in sbatch
     assert 'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"' in sbatch
-    assert sbatch.rstrip().endswith("""srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c 'exec bash node.sh "$SLURM_NODEID"'""")
+    assert sbatch.rstrip().endswith(
+        """srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c 'exec bash node.sh "$SLURM_NODEID"'"""
+    )
     node = golden["node.sh"]
-    for option in ('--nnodes="$SLURM_NNODES"', "--nproc_per_node=8", '--node_rank="$NODE_RANK"',
-                   '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT"', '--rdzv_id="$SLURM_JOB_ID"', "--rdzv_backend=c10d"):
+    for option in (
+        '--nnodes="$SLURM_NNODES"',
+        "--nproc_per_node=8",
+        '--node_rank="$NODE_RANK"',
+        '--rdzv_endpoint="$MASTER_ADDR:$MASTER_PORT"',
+        '--rdzv_id="$SLURM_JOB_ID"',
+        "--rdzv_backend=c10d",
+    ):
         assert f" {option} " in node
     assert '"resume": "latest"' in golden["spec.json"] and '"stage": 3' in golden["ds_config.json"]
 
@@ -93,15 +143,23 @@ def test_deepspeeds_own_launcher_gets_the_allocations_master_too():
     data = spec.model_dump(mode="json")
     data["launcher"] = "deepspeed"
     node = backends.render(load_spec(data)).files["node.sh"]
-    assert ('--node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" --num_gpus=8 --master_port="$MASTER_PORT" '
-            "--module nbtoolkit.train") in node
+    assert (
+        '--node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" --num_gpus=8 --master_port="$MASTER_PORT" '
+        "--module nbtoolkit.train"
+    ) in node
 
 
 def test_user_text_reaches_the_scripts_quoted(tmp_path):
     script = tmp_path / "my train.py"
     script.write_text("print('hi')\n")
-    spec = load_spec({"task": "causal-lm", "name": "x", "hardware": {"target": "slurm", "devices": 2},
-                      "script": {"path": str(script), "args": ["--note", "$(touch /tmp/pwned)", "--nnodes=7"]}})
+    spec = load_spec(
+        {
+            "task": "causal-lm",
+            "name": "x",
+            "hardware": {"target": "slurm", "devices": 2},
+            "script": {"path": str(script), "args": ["--note", "$(touch /tmp/pwned)", "--nnodes=7"]},
+        }
+    )
     files = backends.render(spec).files
     node = files["node.sh"]
     assert shlex.quote(str(script)) in node and "'$(touch /tmp/pwned)'" in node
@@ -124,8 +182,9 @@ def test_requeue_resumes_from_the_last_checkpoint_and_can_be_turned_off():
 def test_rendering_a_slurm_spec_binds_no_port_here():
     launch = backends.render(load_spec(TINY))
     assert "MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))" in launch.files["sbatch.sh"]
-    given = backends.render(load_spec("task: text-classification\n"
-                                      "hardware: {target: slurm, devices: 2, master_port: 29777}")).files["sbatch.sh"]
+    given = backends.render(
+        load_spec("task: text-classification\nhardware: {target: slurm, devices: 2, master_port: 29777}")
+    ).files["sbatch.sh"]
     assert "MASTER_PORT=29777\n" in given
 
 
@@ -133,9 +192,11 @@ def test_preflight_says_how_to_get_slurm_when_sbatch_is_missing(monkeypatch, tmp
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(LaunchError) as caught:
         preflight(load_spec(TINY))
-    assert str(caught.value) == ("hardware.target 'slurm' submits with sbatch, which is not on PATH here; run "
-                                 "nbtoolkit on a Slurm login node, or install Slurm's client tools (e.g. apt-get "
-                                 "install slurm-client)")
+    assert str(caught.value) == (
+        "hardware.target 'slurm' submits with sbatch, which is not on PATH here; run "
+        "nbtoolkit on a Slurm login node, or install Slurm's client tools (e.g. apt-get "
+        "install slurm-client)"
+    )
 
 
 def test_a_slurm_spec_plans_its_nodes_and_says_the_price_is_unknown():
@@ -144,8 +205,10 @@ def test_a_slurm_spec_plans_its_nodes_and_says_the_price_is_unknown():
     assert result.cost_usd is None
     text = "\n".join(result.summary_lines())
     assert "A100-40GB" in text
-    assert ("cost: unknown (the catalog prices cloud instances, not this cluster's nodes; set "
-            "hardware.hourly_price_usd (per node-hour) to count it)") in text
+    assert (
+        "cost: unknown (the catalog prices cloud instances, not this cluster's nodes; set "
+        "hardware.hourly_price_usd (per node-hour) to count it)"
+    ) in text
     data = load_spec(SPEC.read_text()).model_dump(mode="json")
     data["hardware"]["hourly_price_usd"] = 20.0
     priced = plan(load_spec(data), alternatives=False)
@@ -172,8 +235,10 @@ def test_the_form_offers_the_slurm_target_and_its_block():
 
 def test_the_clusters_fixture_says_how_to_install_slurm_when_it_is_missing(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert missing_programs() == ("Slurm is not installed here (no sbatch on PATH): `make test-setup` installs it "
-                                  "(apt-get install -y slurm-wlm munge)")
+    assert missing_programs() == (
+        "Slurm is not installed here (no sbatch on PATH): `make test-setup` installs it "
+        "(apt-get install -y slurm-wlm munge)"
+    )
 
 
 def test_a_slurm_spec_rehearses_here_without_slurm():

@@ -30,9 +30,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "test-output" / "ui"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 #: user settings every browser test starts with: no news toast; the job panel refreshes fast
 USER_SETTINGS = {
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false"},
@@ -42,10 +50,10 @@ USER_SETTINGS = {
 
 @dataclass(frozen=True)
 class Lab:
-    url: str          # base URL, ending in /
+    url: str  # base URL, ending in /
     token: str
-    root_dir: Path    # the server's file browser root
-    home: Path        # NBTOOLKIT_HOME: the job store the server reads
+    root_dir: Path  # the server's file browser root
+    home: Path  # NBTOOLKIT_HOME: the job store the server reads
     workspaces: Path  # where the server saves the layout (open tabs) each page restores
     log: Path
 
@@ -88,19 +96,44 @@ def lab_server(base: Path) -> Iterator[Lab]:
         (settings / package / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     port, token = free_port(), secrets.token_hex(16)
-    lab = Lab(url=f"http://127.0.0.1:{port}/", token=token, root_dir=base / "root", home=base / "nbhome",
-              workspaces=base / "workspaces", log=SCREENSHOTS / "jupyterlab.log")
+    lab = Lab(
+        url=f"http://127.0.0.1:{port}/",
+        token=token,
+        root_dir=base / "root",
+        home=base / "nbhome",
+        workspaces=base / "workspaces",
+        log=SCREENSHOTS / "jupyterlab.log",
+    )
     lab.root_dir.mkdir()
-    env = {**os.environ, "NBTOOLKIT_HOME": str(lab.home), "JUPYTERLAB_SETTINGS_DIR": str(settings),
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "JUPYTERLAB_WORKSPACES_DIR": str(lab.workspaces), "JUPYTER_CONFIG_DIR": str(base / "config"),
-           "JUPYTER_RUNTIME_DIR": str(base / "runtime")}
+    env = {
+        **os.environ,
+        "NBTOOLKIT_HOME": str(lab.home),
+        "JUPYTERLAB_SETTINGS_DIR": str(settings),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "JUPYTERLAB_WORKSPACES_DIR": str(lab.workspaces),
+        "JUPYTER_CONFIG_DIR": str(base / "config"),
+        "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+    }
     with open(lab.log, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
-             "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
-             f"--ServerApp.root_dir={lab.root_dir}"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--allow-root",
+                f"--port={port}",
+                "--ServerApp.port_retries=0",
+                "--ServerApp.ip=127.0.0.1",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={lab.root_dir}",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     try:
         wait_until_serving(lab, process)
         yield lab
@@ -121,8 +154,12 @@ def chromium(profile: Path):
         raise RuntimeError("no Chromium at /usr/bin/chromium: `make test` installs it (apt-get install -y chromium)")
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1400, "height": 900})
+            str(profile),
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1400, "height": 900},
+        )
         yield context
         context.close()
 
@@ -193,8 +230,13 @@ def write_notebook(path: Path, *sources: str) -> None:
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    nbformat.write(new_notebook(cells=[new_code_cell(source) for source in sources], metadata={
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}}), path)
+    nbformat.write(
+        new_notebook(
+            cells=[new_code_cell(source) for source in sources],
+            metadata={"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
+        ),
+        path,
+    )
 
 
 def dismiss_lab_dialog(page) -> None:
@@ -202,7 +244,9 @@ def dismiss_lab_dialog(page) -> None:
     over the first cell) is named in a warning and closed, so the test goes on to what it checks."""
     dialog = page.locator(".jp-Dialog")
     if dialog.count() and dialog.first.is_visible():
-        warnings.warn(f"JupyterLab showed a dialog while the notebook opened: {dialog.first.inner_text()!r}")
+        warnings.warn(
+            f"JupyterLab showed a dialog while the notebook opened: {dialog.first.inner_text()!r}", stacklevel=2
+        )
         page.keyboard.press("Escape")
         dialog.first.wait_for(state="hidden", timeout=10_000)
 

@@ -30,23 +30,32 @@ def test_the_form_renders_and_follows_edits(lab, page, console_errors, screensho
 
     page.locator(".nbtoolkit-field-parallelism-strategy select").select_option(label="deepspeed")
     page.locator(".nbtoolkit-field-parallelism-zero-stage").wait_for(state="visible")
-    page.wait_for_function("() => document.querySelector('.nbtoolkit-form .widget-tab .widget-html')"
-                           ".innerText.includes('strategy: deepspeed')")
+    page.wait_for_function(
+        "() => document.querySelector('.nbtoolkit-form .widget-tab .widget-html')"
+        ".innerText.includes('strategy: deepspeed')"
+    )
 
     steps = page.locator(".nbtoolkit-field-train-max-steps input")
     steps.fill("ten")  # validated as typed: the spec's sentence appears next to the field
     form.get_by_text("train.max_steps: 'ten' is not valid").first.wait_for(state="visible")
     steps.fill("12")
-    page.wait_for_function("() => document.querySelector('.nbtoolkit-form .widget-tab .widget-html')"
-                           ".innerText.includes('max_steps: 12')")
+    page.wait_for_function(
+        "() => document.querySelector('.nbtoolkit-form .widget-tab .widget-html').innerText.includes('max_steps: 12')"
+    )
     assert form.get_by_role("button", name="Launch").is_enabled()
     assert screenshot("form").stat().st_size > 10_000
     assert console_errors == []
 
 
-def test_launch_in_the_browser_shows_the_browser_drawn_chart_and_stop_ends_the_job(lab, page, console_errors, screenshot):
-    form = open_form(lab, page, "launch.ipynb",
-                     f"%finetune --form --task text-classification --name ui-sleeper --set script.path={SLEEPY}")
+def test_launch_in_the_browser_shows_the_browser_drawn_chart_and_stop_ends_the_job(
+    lab, page, console_errors, screenshot
+):
+    form = open_form(
+        lab,
+        page,
+        "launch.ipynb",
+        f"%finetune --form --task text-classification --name ui-sleeper --set script.path={SLEEPY}",
+    )
     form.get_by_role("button", name="Launch").click()
     # the browser draws the chart, following the job through the REST API (the kernel sends nothing more)
     state = form.locator(".widget-output .nbt-JobChartOutput .nbt-JobChartOutput-job")
@@ -59,11 +68,11 @@ def test_launch_in_the_browser_shows_the_browser_drawn_chart_and_stop_ends_the_j
     assert console_errors == []
 
 
-def test_the_data_section_shows_the_token_histograms_of_the_summarization_sample(lab, page, console_errors,
-                                                                                 screenshot):
+def test_the_data_section_shows_the_token_histograms_of_the_summarization_sample(lab, page, console_errors, screenshot):
     page.set_viewport_size({"width": 1400, "height": 2000})  # the whole section on screen for its screenshot
-    form = open_form(lab, page, "data.ipynb",
-                     "%finetune --form --task summarization --set dataset.max_target_length=20")
+    form = open_form(
+        lab, page, "data.ipynb", "%finetune --form --task summarization --set dataset.max_target_length=20"
+    )
     form.get_by_role("button", name="Preview data").click()
     histograms = form.locator(".nbtoolkit-data-histogram")
     expect(histograms).to_have_count(2, timeout=180_000)  # the kernel reads the sample and tokenizes it
@@ -74,8 +83,9 @@ def test_the_data_section_shows_the_token_histograms_of_the_summarization_sample
     widths = [bar.bounding_box()["width"] for bar in target.locator(".nbtoolkit-bar").all()]
     assert len(widths) >= 5 and max(widths) > 100  # drawn bars, the longest one wide
     cut = target.locator(".nbtoolkit-bar[data-marked]")
-    assert cut.count() == 1 and cut.evaluate("bar => getComputedStyle(bar).backgroundColor") != \
-        target.locator(".nbtoolkit-bar:not([data-marked])").first.evaluate("bar => getComputedStyle(bar).backgroundColor")
+    assert cut.count() == 1 and cut.evaluate("bar => getComputedStyle(bar).backgroundColor") != target.locator(
+        ".nbtoolkit-bar:not([data-marked])"
+    ).first.evaluate("bar => getComputedStyle(bar).backgroundColor")
     section.scroll_into_view_if_needed()
     section.screenshot(path=str(SCREENSHOTS / "form-data.png"))
     assert (SCREENSHOTS / "form-data.png").stat().st_size > 10_000

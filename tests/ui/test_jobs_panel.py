@@ -15,8 +15,11 @@ from nbtoolkit.jobs import JobStore
 from tests.conftest import SCRIPTS
 from tests.ui.conftest import SCREENSHOTS
 
-TINY = {"task": "text-classification", "name": "ui-tiny-bert",
-        "train": {"max_steps": 100, "batch_size": 4, "learning_rate": 0.003, "logging_steps": 5}}
+TINY = {
+    "task": "text-classification",
+    "name": "ui-tiny-bert",
+    "train": {"max_steps": 100, "batch_size": 4, "learning_rate": 0.003, "logging_steps": 5},
+}
 SLEEPY = {"task": "text-classification", "name": "ui-sleepy", "script": {"path": str(SCRIPTS / "sleepy.py")}}
 
 
@@ -90,8 +93,9 @@ def alive(pid: int) -> bool:
 
 def test_a_job_is_stopped_from_the_panel_and_its_processes_end(lab, page: Page):
     kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-    (lab.root_dir / "scratch.ipynb").write_text(json.dumps({
-        "cells": [], "metadata": kernel, "nbformat": 4, "nbformat_minor": 5}))
+    (lab.root_dir / "scratch.ipynb").write_text(
+        json.dumps({"cells": [], "metadata": kernel, "nbformat": 4, "nbformat_minor": 5})
+    )
     job = launch(SLEEPY, store=JobStore(lab.home))
     pids = ready_pids(job)
     assert all(alive(pid) for pid in pids)

@@ -18,9 +18,14 @@ from tests.ui.test_jobs_panel import open_panel, row_of
 
 PNG = b"\x89PNG\r\n\x1a\n"
 # a real (tiny) Trainer run held to 0.5 s a step: about 40 s of logging every 4 steps, eval at steps 40 and 80
-PACED = {"task": "text-classification", "name": "ui-charted",
-         "script": {"path": str(SCRIPTS / "hf_style_train.py"),
-                    "args": ["--max_steps", "80", "--logging_steps", "4", "--step_seconds", "0.5"]}}
+PACED = {
+    "task": "text-classification",
+    "name": "ui-charted",
+    "script": {
+        "path": str(SCRIPTS / "hf_style_train.py"),
+        "args": ["--max_steps", "80", "--logging_steps", "4", "--step_seconds", "0.5"],
+    },
+}
 TRAIN_LINE = 'polyline.nbt-JobChart-line[data-series="train loss"]'
 EVAL_LINE = 'polyline.nbt-JobChart-line[data-series="eval loss"]'
 
@@ -31,7 +36,8 @@ def steps_of(chart) -> list[int]:
 
 
 def test_a_notebook_chart_and_the_panel_draw_the_same_points_and_the_saved_notebook_keeps_the_image(
-        lab, page: Page, console_errors, screenshot):
+    lab, page: Page, console_errors, screenshot
+):
     write_notebook(lab.root_dir / "chart.ipynb", "from nbtoolkit.api import jobs", "chart = jobs()[0].chart()")
     page.goto(lab.tree("chart.ipynb"))
     run_first_cell(page)  # the kernel is up: the job starts now, and its chart is shown while it runs
@@ -46,7 +52,9 @@ def test_a_notebook_chart_and_the_panel_draw_the_same_points_and_the_saved_noteb
     page.wait_for_function(
         "([selector, count]) => { const line = document.querySelector(selector);"
         " return line && line.dataset.steps.split(',').length > count; }",
-        arg=[f".jp-Notebook .nbt-JobChartOutput {TRAIN_LINE}", len(early)], timeout=120_000)
+        arg=[f".jp-Notebook .nbt-JobChartOutput {TRAIN_LINE}", len(early)],
+        timeout=120_000,
+    )
     assert job.status == "running", "the job ended before the chart grew: make it longer"
     screenshot("notebook-chart-running")
 
@@ -65,16 +73,20 @@ def test_a_notebook_chart_and_the_panel_draw_the_same_points_and_the_saved_noteb
         expect(chart.locator(TRAIN_LINE)).to_have_attribute("data-steps", ",".join(map(str, logged)), timeout=30_000)
         expect(chart.locator(EVAL_LINE)).to_have_attribute("data-steps", "40,80")
     # one component, the same size: the very same points on screen
-    assert (notebook_chart.locator(TRAIN_LINE).get_attribute("points")
-            == detail.locator(TRAIN_LINE).get_attribute("points"))
+    assert notebook_chart.locator(TRAIN_LINE).get_attribute("points") == detail.locator(TRAIN_LINE).get_attribute(
+        "points"
+    )
     assert len(notebook_chart.locator(TRAIN_LINE).get_attribute("points").split()) == 20
 
     # the kernel's one update at the end put the final image in the notebook: save it, read the file
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="chart.ipynb").click()
     page.locator(".jp-NotebookPanel .jp-Cell").first.click()
     page.keyboard.press("Control+s")
-    (output,) = [output for output in wait_saved(lab.root_dir / "chart.ipynb", page).cells[1].outputs
-                 if output.output_type == "display_data"]
+    (output,) = [
+        output
+        for output in wait_saved(lab.root_dir / "chart.ipynb", page).cells[1].outputs
+        if output.output_type == "display_data"
+    ]
     assert output.data[JOB_MIME]["job_ids"] == [job.id]
     assert base64.b64decode(output.data["image/png"]).startswith(PNG)
     assert "succeeded · step 80/80 (100%)" in output.data["text/plain"]
@@ -88,7 +100,10 @@ def wait_saved(path, page: Page, timeout_ms: int = 30_000) -> nbformat.NotebookN
     while True:
         notebook = nbformat.read(path, as_version=4)
         outputs = notebook.cells[1].outputs
-        if any("succeeded" in output.get("data", {}).get("text/plain", "") for output in outputs) or waited >= timeout_ms:
+        if (
+            any("succeeded" in output.get("data", {}).get("text/plain", "") for output in outputs)
+            or waited >= timeout_ms
+        ):
             return notebook
         page.wait_for_timeout(1_000)
         waited += 1_000

@@ -9,8 +9,9 @@ from tests.ui.test_form_browser import open_form
 
 
 def test_job_magic_shows_a_try_it_box_that_answers(lab, page, console_errors):
-    job = launch({"task": "text-classification", "train": {"max_steps": 3, "batch_size": 4}},
-                 store=JobStore(lab.home))  # the server's (and its kernels') job store
+    job = launch(
+        {"task": "text-classification", "train": {"max_steps": 3, "batch_size": 4}}, store=JobStore(lab.home)
+    )  # the server's (and its kernels') job store
     assert job.wait(timeout=300) == "succeeded", job.logs(tail=20)
     box = open_form(lab, page, "try.ipynb", f"%job {job.id} --tail 1", shows=".nbtoolkit-try-it")
     box.locator("textarea").fill("i feel wonderful and happy today")

@@ -23,18 +23,43 @@ TUTORIAL_SCHEDULER = {
     "type": "WarmupLR",
     "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto", "warmup_num_steps": "auto"},
 }
-FP16 = {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16, "hysteresis": 2,
-        "min_loss_scale": 1}
+FP16 = {
+    "enabled": "auto",
+    "loss_scale": 0,
+    "loss_scale_window": 1000,
+    "initial_scale_power": 16,
+    "hysteresis": 2,
+    "min_loss_scale": 1,
+}
 BF16 = {"enabled": "auto"}
-ZERO_1_2 = {"allgather_partitions": True, "allgather_bucket_size": 2e8, "overlap_comm": True, "reduce_scatter": True,
-            "reduce_bucket_size": "auto", "contiguous_gradients": True}
-ZERO_3 = {"overlap_comm": True, "contiguous_gradients": True, "sub_group_size": 1e9, "reduce_bucket_size": "auto",
-          "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
-          "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
-          # a loadable model in output/model rather than ZeRO shards only
-          "stage3_gather_16bit_weights_on_model_save": True}
-TRAINER_FILLED = {"gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "steps_per_print": 2000,
-                  "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "wall_clock_breakdown": False}
+ZERO_1_2 = {
+    "allgather_partitions": True,
+    "allgather_bucket_size": 2e8,
+    "overlap_comm": True,
+    "reduce_scatter": True,
+    "reduce_bucket_size": "auto",
+    "contiguous_gradients": True,
+}
+ZERO_3 = {
+    "overlap_comm": True,
+    "contiguous_gradients": True,
+    "sub_group_size": 1e9,
+    "reduce_bucket_size": "auto",
+    "stage3_prefetch_bucket_size": "auto",
+    "stage3_param_persistence_threshold": "auto",
+    "stage3_max_live_parameters": 1e9,
+    "stage3_max_reuse_distance": 1e9,
+    # a loadable model in output/model rather than ZeRO shards only
+    "stage3_gather_16bit_weights_on_model_save": True,
+}
+TRAINER_FILLED = {
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto",
+    "steps_per_print": 2000,
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+    "wall_clock_breakdown": False,
+}
 
 
 def offload(device: Offload, nvme_path: str | None) -> dict:
@@ -57,28 +82,42 @@ def ds_config(spec: RunSpec) -> dict:
     if parallelism.deepspeed_config:
         return tutorial_config(parallelism.deepspeed_config)
     optimizer = {"optimizer": AUTO_OPTIMIZER} if parallelism.offload_optimizer != "none" else {}
-    return {"bf16": BF16, "fp16": FP16, **optimizer, "zero_optimization": zero_optimization(parallelism),
-            **TRAINER_FILLED}
+    return {
+        "bf16": BF16,
+        "fp16": FP16,
+        **optimizer,
+        "zero_optimization": zero_optimization(parallelism),
+        **TRAINER_FILLED,
+    }
 
 
 def tutorial_config(name: str) -> dict:
     """One of the FLAN-T5 tutorial's four ZeRO-3 configs, as it publishes them (DeepSpeed's
     optimizer and WarmupLR schedule; ZeRO shards, not a merged model, at save)."""
     device = DEEPSPEED_TUTORIAL_CONFIGS[name]
-    offloads = {} if device == "none" else {"offload_optimizer": offload(device, None),
-                                            "offload_param": offload(device, None)}
+    offloads = (
+        {} if device == "none" else {"offload_optimizer": offload(device, None), "offload_param": offload(device, None)}
+    )
     zero = {"stage": 3, **offloads, **ZERO_3, "stage3_gather_16bit_weights_on_model_save": False}
     precision = {"bf16": BF16} if name.endswith("_bf16") else {"fp16": FP16}
-    return {**precision, "optimizer": AUTO_OPTIMIZER, "scheduler": TUTORIAL_SCHEDULER, "zero_optimization": zero,
-            **TRAINER_FILLED}
+    return {
+        **precision,
+        "optimizer": AUTO_OPTIMIZER,
+        "scheduler": TUTORIAL_SCHEDULER,
+        "zero_optimization": zero,
+        **TRAINER_FILLED,
+    }
 
 
 def hostfile(spec: RunSpec) -> str:
     """DeepSpeed's hostfile: one line per node. The names only count nodes under --no_ssh."""
     lines = [f"node{rank} slots={spec.hardware.devices}" for rank in range(spec.hardware.nodes)]
-    return ("# with --no_ssh each node runs its own launcher (run.sh NODE_RANK), so these names are placeholders;\n"
-            "# to start every node from one over ssh (pdsh), write the real hostnames and drop --no_ssh/--node_rank\n"
-            + "\n".join(lines) + "\n")
+    return (
+        "# with --no_ssh each node runs its own launcher (run.sh NODE_RANK), so these names are placeholders;\n"
+        "# to start every node from one over ssh (pdsh), write the real hostnames and drop --no_ssh/--node_rank\n"
+        + "\n".join(lines)
+        + "\n"
+    )
 
 
 def deepspeed_argv(spec: RunSpec, port: int) -> list[str]:
@@ -87,8 +126,16 @@ def deepspeed_argv(spec: RunSpec, port: int) -> list[str]:
     program = program_args(spec)
     if program[0] == "-m":
         program = ["--module", *program[1:]]
-    nodes = [f"--hostfile={HOSTFILE}", "--no_ssh", f"--node_rank={hardware.node_rank}",
-             f"--master_addr={hardware.master_addr}"] if hardware.nodes > 1 else []
+    nodes = (
+        [
+            f"--hostfile={HOSTFILE}",
+            "--no_ssh",
+            f"--node_rank={hardware.node_rank}",
+            f"--master_addr={hardware.master_addr}",
+        ]
+        if hardware.nodes > 1
+        else []
+    )
     return [*DEEPSPEED, *nodes, f"--num_gpus={hardware.devices}", f"--master_port={port}", *program]
 
 
@@ -96,8 +143,11 @@ def render(spec: RunSpec) -> Launch:
     files = {DEEPSPEED_CONFIG_FILE: json.dumps(ds_config(spec), indent=2) + "\n"}
     env = {"DS_ACCELERATOR": "cpu"} if spec.hardware.accelerator == "cpu" else {}
     config = job_path(DEEPSPEED_CONFIG_FILE, in_job_dir=False)
-    notes = [f"your script finds the DeepSpeed config in the job folder: pass --deepspeed {config}"] \
-        if spec.script is not None else []
+    notes = (
+        [f"your script finds the DeepSpeed config in the job folder: pass --deepspeed {config}"]
+        if spec.script is not None
+        else []
+    )
     port = rendezvous_port(spec)
     if spec.launcher != "deepspeed":
         return torchrun_launch(spec, [train_stage(spec, port)], backend=NAME, env=env, files=files, notes=notes)

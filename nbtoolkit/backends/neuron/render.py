@@ -44,10 +44,16 @@ def precompile_stage(spec: RunSpec, port: int) -> Stage:
     if spec.script is not None:  # the user's script shortens itself when NEURON_PARALLEL_COMPILE=1, as the tutorial's
         program = program_args(spec)
     else:
-        program = [*program_args(spec, f"{PRECOMPILE_DIR}/spec.json"), "--metrics", f"{PRECOMPILE_DIR}/metrics.jsonl",
-                   "--output-dir", f"{PRECOMPILE_DIR}/output"]
-    return Stage(name="precompile",
-                 argv=[PARALLEL_COMPILE, *torchrun_argv(spec, program, port=port, launcher=TORCHRUN_ON_PATH)])
+        program = [
+            *program_args(spec, f"{PRECOMPILE_DIR}/spec.json"),
+            "--metrics",
+            f"{PRECOMPILE_DIR}/metrics.jsonl",
+            "--output-dir",
+            f"{PRECOMPILE_DIR}/output",
+        ]
+    return Stage(
+        name="precompile", argv=[PARALLEL_COMPILE, *torchrun_argv(spec, program, port=port, launcher=TORCHRUN_ON_PATH)]
+    )
 
 
 def render(spec: RunSpec) -> Launch:
@@ -59,8 +65,11 @@ def render(spec: RunSpec) -> Launch:
             files[f"{PRECOMPILE_DIR}/spec.json"] = precompile_spec(spec).model_dump_json(indent=2)
     stages.append(train_stage(spec, port, launcher=TORCHRUN_ON_PATH))
     if spec.neuron.predict:
-        stages.append(Stage(name="predict", argv=[PYTHON, "-m", "nbtoolkit.train.predict", "--spec", "spec.json"],
-                            env=PREDICT_ENV))
+        stages.append(
+            Stage(
+                name="predict", argv=[PYTHON, "-m", "nbtoolkit.train.predict", "--spec", "spec.json"], env=PREDICT_ENV
+            )
+        )
     notes = ["run inside the Neuron virtualenv (e.g. source ~/aws_neuron_venv_pytorch/bin/activate)"]
     return torchrun_launch(spec, stages, backend=NAME, env=neuron_env(spec), files=files, notes=notes)
 
@@ -69,8 +78,10 @@ def validate(spec: RunSpec) -> str | None:
     """The neuron block applies to Trainium runs; Neuron runs one worker per NeuronCore."""
     hardware = spec.hardware
     if spec.neuron != NeuronSpec() and hardware.accelerator != "neuron":
-        return (f"the neuron block applies to Trainium runs, but hardware.accelerator is '{hardware.accelerator}'; "
-                "set hardware.accelerator: neuron or remove the block")
+        return (
+            f"the neuron block applies to Trainium runs, but hardware.accelerator is '{hardware.accelerator}'; "
+            "set hardware.accelerator: neuron or remove the block"
+        )
     if hardware.accelerator == "neuron" and spec.neuron.predict and spec.script is not None:
         return "neuron.predict runs nbtoolkit's own program; with script: set predict: false and predict in your script"
     return workers_problem(spec)
@@ -81,8 +92,10 @@ def workers_problem(spec: RunSpec) -> str | None:
     hardware = spec.hardware
     workers = NEURON_WORKERS.get(str(hardware.instance_type).removeprefix("ml."))
     if hardware.accelerator == "neuron" and workers and hardware.devices not in workers:
-        return (f"hardware.devices {hardware.devices} does not fit {hardware.instance_type}: Neuron runs one worker "
-                f"per NeuronCore, use {', '.join(map(str, workers))}")
+        return (
+            f"hardware.devices {hardware.devices} does not fit {hardware.instance_type}: Neuron runs one worker "
+            f"per NeuronCore, use {', '.join(map(str, workers))}"
+        )
     return None
 
 
@@ -105,13 +118,21 @@ def preflight(spec: RunSpec) -> None:
             "hardware.accelerator 'neuron' needs a Trainium instance, but neuron-ls is not on PATH here; "
             "start the job on a trn1 instance, or write its scripts to copy there with `nbtoolkit export SPEC`"
         )
-    tools = [*TORCHRUN_ON_PATH, *([PARALLEL_COMPILE] if spec.neuron.precompile else []), *([PYTHON] if spec.neuron.predict else [])]
+    tools = [
+        *TORCHRUN_ON_PATH,
+        *([PARALLEL_COMPILE] if spec.neuron.precompile else []),
+        *([PYTHON] if spec.neuron.predict else []),
+    ]
     missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
-        raise LaunchError(f"{', '.join(missing)} not on PATH; activate the Neuron virtualenv before starting the job "
-                          "(e.g. source ~/aws_neuron_venv_pytorch/bin/activate)")
+        raise LaunchError(
+            f"{', '.join(missing)} not on PATH; activate the Neuron virtualenv before starting the job "
+            "(e.g. source ~/aws_neuron_venv_pytorch/bin/activate)"
+        )
     listing = subprocess.run([NEURON_LS], capture_output=True, text=True, timeout=60)
     cores = neuron_cores(listing.stdout)
     if cores is not None and spec.hardware.devices > cores:
-        raise LaunchError(f"hardware.devices {spec.hardware.devices} is more workers than the {cores} NeuronCores "
-                          f"neuron-ls shows here; use at most {cores}")
+        raise LaunchError(
+            f"hardware.devices {spec.hardware.devices} is more workers than the {cores} NeuronCores "
+            f"neuron-ls shows here; use at most {cores}"
+        )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-NO_CREDENTIALS = ("no AWS credentials found; run `aws configure` or `aws sso login`, set AWS_PROFILE or "
-                  "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run where an IAM role is attached")
+NO_CREDENTIALS = (
+    "no AWS credentials found; run `aws configure` or `aws sso login`, set AWS_PROFILE or "
+    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run where an IAM role is attached"
+)
 EXPIRED = "the AWS credentials have expired; refresh them (e.g. `aws sso login`) and try again"
 NO_REGION = "no AWS region is set; give sagemaker.region in the spec (e.g. us-east-1) or set AWS_DEFAULT_REGION"
 
@@ -17,8 +19,14 @@ def explain(exc: BaseException, *, action: str, role: str | None = None, needs: 
 
     `needs` names the permissions the action takes, for the sentence of an access denial.
     """
-    from botocore.exceptions import (ClientError, EndpointConnectionError, NoCredentialsError, NoRegionError,
-                                     PartialCredentialsError, TokenRetrievalError)
+    from botocore.exceptions import (
+        ClientError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        NoRegionError,
+        PartialCredentialsError,
+        TokenRetrievalError,
+    )
 
     if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
         return NO_CREDENTIALS
@@ -36,13 +44,17 @@ def explain(exc: BaseException, *, action: str, role: str | None = None, needs: 
         if code in ("InvalidClientTokenId", "UnrecognizedClientException", "SignatureDoesNotMatch"):
             return f"AWS does not accept these credentials ({code}); check AWS_PROFILE or the access keys"
         if code == "ResourceLimitExceeded":
-            return (f"SageMaker refused to {action}: {message}; request a higher quota in the Service Quotas "
-                    "console or use another instance type or count")
+            return (
+                f"SageMaker refused to {action}: {message}; request a higher quota in the Service Quotas "
+                "console or use another instance type or count"
+            )
         if code in ("AccessDenied", "AccessDeniedException"):
             return f"AWS denied permission to {action}: {message}; your identity needs {needs}"
         if role and "role" in message.lower():
-            return (f"SageMaker cannot use sagemaker.role '{role}' to {action}: {message}; check that the role exists "
-                    "and trusts sagemaker.amazonaws.com")
+            return (
+                f"SageMaker cannot use sagemaker.role '{role}' to {action}: {message}; check that the role exists "
+                "and trusts sagemaker.amazonaws.com"
+            )
         return f"SageMaker refused to {action}: {message} ({code})"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return f"could not {action}: {text}"

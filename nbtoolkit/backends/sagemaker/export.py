@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import textwrap
 
+from nbtoolkit.backends.sagemaker.job import (
+    CHECKPOINT_LOCAL_PATH,
+    CODE_DIR,
+    NEURON_CACHE,
+    PACKAGE_IGNORE,
+    PRECOMPILE_ENV,
+    SMP_IMAGE,
+    TrainingJob,
+)
 from nbtoolkit.metrics.parse import pair_pattern
 from nbtoolkit.rendering import comment, python_replace
-from nbtoolkit.backends.sagemaker.job import (CHECKPOINT_LOCAL_PATH, CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE,
-                                            PRECOMPILE_ENV, SMP_IMAGE, TrainingJob)
 
 V3_FILE = "sagemaker/launch_v3.py"
 V2_FILE = "sagemaker/launch_v2.py"
@@ -27,8 +34,11 @@ def _literal(value) -> str:
 
 def _item(value) -> str:
     """A value; one naming the Neuron compile cache gets the script's `neuron_cache` put in its place."""
-    return python_replace(value, NEURON_CACHE, "neuron_cache") if isinstance(value, str) and NEURON_CACHE in value \
+    return (
+        python_replace(value, NEURON_CACHE, "neuron_cache")
+        if isinstance(value, str) and NEURON_CACHE in value
         else repr(value)
+    )
 
 
 def _code_lines(job: TrainingJob) -> list[str]:
@@ -36,16 +46,20 @@ def _code_lines(job: TrainingJob) -> list[str]:
     if job.source_dir != CODE_DIR:
         return [f"code = Path({job.source_dir!r})"]
     ignore = ", ".join(repr(pattern) for pattern in PACKAGE_IGNORE)
-    return ["# nbtoolkit's training program is the job's code: the files in code/ plus the installed package",
-            "code = HERE / 'code'",
-            "shutil.copytree(Path(nbtoolkit.__file__).parent, code / 'nbtoolkit', dirs_exist_ok=True,",
-            f"                ignore=shutil.ignore_patterns({ignore}))"]
+    return [
+        "# nbtoolkit's training program is the job's code: the files in code/ plus the installed package",
+        "code = HERE / 'code'",
+        "shutil.copytree(Path(nbtoolkit.__file__).parent, code / 'nbtoolkit', dirs_exist_ok=True,",
+        f"                ignore=shutil.ignore_patterns({ignore}))",
+    ]
 
 
 def _session_lines(job: TrainingJob, session_class: str) -> list[str]:
     region = f"region_name={job.region!r}" if job.region else ""
-    return [f"boto_session = boto3.Session({region})",
-            f"session = {session_class}(boto_session=boto_session, default_bucket={job.bucket!r})"]
+    return [
+        f"boto_session = boto3.Session({region})",
+        f"session = {session_class}(boto_session=boto_session, default_bucket={job.bucket!r})",
+    ]
 
 
 def _image_lines(job: TrainingJob, retrieve: str) -> list[str]:
@@ -58,10 +72,12 @@ def _image_lines(job: TrainingJob, retrieve: str) -> list[str]:
 def _metric_lines(job: TrainingJob, make: str) -> list[str]:
     """The metric definitions as nbtoolkit builds them: its log parser's pattern, one per Trainer key."""
     keys = tuple(item["Name"] for item in job.metric_definitions)
-    return ["# SageMaker charts these Trainer log keys, read with nbtoolkit's log-parser pattern (KEY = the key)",
-            f"METRIC_PATTERN = {pair_pattern('KEY')!r}",
-            textwrap.fill(f"METRIC_KEYS = ({', '.join(repr(key) for key in keys)})", 110, subsequent_indent=" " * 15),
-            f"metric_definitions = [{make} for key in METRIC_KEYS]"]
+    return [
+        "# SageMaker charts these Trainer log keys, read with nbtoolkit's log-parser pattern (KEY = the key)",
+        f"METRIC_PATTERN = {pair_pattern('KEY')!r}",
+        textwrap.fill(f"METRIC_KEYS = ({', '.join(repr(key) for key in keys)})", 110, subsequent_indent=" " * 15),
+        f"metric_definitions = [{make} for key in METRIC_KEYS]",
+    ]
 
 
 def _neuron_lines(job: TrainingJob) -> list[str]:
@@ -70,46 +86,77 @@ def _neuron_lines(job: TrainingJob) -> list[str]:
     if any(NEURON_CACHE in value for value in job.environment.values()):
         lines.append(f"neuron_cache = f's3://{{session.default_bucket()}}/{job.base_job_name}/neuron-cache'")
     if job.precompile:
-        lines += [f"# nbtoolkit first runs this job once with environment {PRECOMPILE_ENV}",
-                  comment(f"(base name '{job.base_job_name}-precompile') and waits for it: it fills the compile cache.")]
+        lines += [
+            f"# nbtoolkit first runs this job once with environment {PRECOMPILE_ENV}",
+            comment(f"(base name '{job.base_job_name}-precompile') and waits for it: it fills the compile cache."),
+        ]
     return lines
 
 
 def v3_script(job: TrainingJob, title: str) -> str:
     """The job with the SageMaker Python SDK v3 (`pip install 'sagemaker>=3'`)."""
     own = job.source_dir == CODE_DIR
-    lines = [comment(f"nbtoolkit job {title!r}"), '"""SageMaker training job written by nbtoolkit for the SageMaker Python SDK v3.',
-             "", "Starts the job and returns; follow it in the SageMaker console or with",
-             "`nbtoolkit attach <training job name>`.", '"""',
-             *(["import shutil"] if own else []), "from pathlib import Path", "", "import boto3",
-             *(["from sagemaker.core import image_uris"] if not job.image_uri else []),
-             "from sagemaker.core.helper.session_helper import Session", "from sagemaker.train import ModelTrainer",
-             "from sagemaker.core.training.configs import CheckpointConfig, Compute, MetricDefinition, SourceCode, "
-             "StoppingCondition", "from sagemaker.train.distributed import SMP, Torchrun", "",
-             *(["import nbtoolkit", ""] if own else []),
-             "HERE = Path(__file__).resolve().parent", *_session_lines(job, "Session"), *_code_lines(job),
-             *_image_lines(job, "image_uris.retrieve"),
-             *_metric_lines(job, "MetricDefinition(name=key, regex=METRIC_PATTERN.replace('KEY', key))"),
-             *_neuron_lines(job), ""]
+    lines = [
+        comment(f"nbtoolkit job {title!r}"),
+        '"""SageMaker training job written by nbtoolkit for the SageMaker Python SDK v3.',
+        "",
+        "Starts the job and returns; follow it in the SageMaker console or with",
+        "`nbtoolkit attach <training job name>`.",
+        '"""',
+        *(["import shutil"] if own else []),
+        "from pathlib import Path",
+        "",
+        "import boto3",
+        *(["from sagemaker.core import image_uris"] if not job.image_uri else []),
+        "from sagemaker.core.helper.session_helper import Session",
+        "from sagemaker.train import ModelTrainer",
+        (
+            "from sagemaker.core.training.configs import CheckpointConfig, Compute, MetricDefinition, SourceCode, "
+            "StoppingCondition"
+        ),
+        "from sagemaker.train.distributed import SMP, Torchrun",
+        "",
+        *(["import nbtoolkit", ""] if own else []),
+        "HERE = Path(__file__).resolve().parent",
+        *_session_lines(job, "Session"),
+        *_code_lines(job),
+        *_image_lines(job, "image_uris.retrieve"),
+        *_metric_lines(job, "MetricDefinition(name=key, regex=METRIC_PATTERN.replace('KEY', key))"),
+        *_neuron_lines(job),
+        "",
+    ]
     smp = f", smp=SMP({', '.join(f'{key}={value!r}' for key, value in job.smp.items())})" if job.smp else ""
     distributed = f"Torchrun(process_count_per_node={job.processes_per_node!r}{smp})" if job.distributed else "None"
     checkpoint = f"CheckpointConfig(s3_uri={job.checkpoint_s3_uri!r})" if job.checkpoints else "None"
-    lines += ["trainer = ModelTrainer(",
-              "    sagemaker_session=session,",
-              f"    role={job.role!r},",
-              f"    base_job_name={job.base_job_name!r},",
-              "    training_image=training_image,",
-              f"    source_code=SourceCode(source_dir=str(code), entry_script={job.entry_script!r}, "
-              f"requirements={job.requirements!r}),",
-              f"    distributed={distributed},",
-              f"    compute=Compute(instance_type={job.instance_type!r}, instance_count={job.instance_count}, "
-              f"volume_size_in_gb={job.volume_size_gb}, enable_managed_spot_training={job.spot or None!r}),",
-              f"    stopping_condition=StoppingCondition(max_runtime_in_seconds={job.max_run}, "
-              f"max_wait_time_in_seconds={job.max_wait!r}),",
-              f"    checkpoint_config={checkpoint},",
-              f"    environment={_literal(job.environment)},",
-              f"    hyperparameters={_literal(job.hyperparameters)},", ")"]
-    lines += ["trainer = trainer.with_metric_definitions(metric_definitions)",              "trainer.train(wait=False)", "print(trainer._latest_training_job.training_job_name)"]
+    lines += [
+        "trainer = ModelTrainer(",
+        "    sagemaker_session=session,",
+        f"    role={job.role!r},",
+        f"    base_job_name={job.base_job_name!r},",
+        "    training_image=training_image,",
+        (
+            f"    source_code=SourceCode(source_dir=str(code), entry_script={job.entry_script!r}, "
+            f"requirements={job.requirements!r}),"
+        ),
+        f"    distributed={distributed},",
+        (
+            f"    compute=Compute(instance_type={job.instance_type!r}, instance_count={job.instance_count}, "
+            f"volume_size_in_gb={job.volume_size_gb}, enable_managed_spot_training={job.spot or None!r}),"
+        ),
+        (
+            f"    stopping_condition=StoppingCondition(max_runtime_in_seconds={job.max_run}, "
+            f"max_wait_time_in_seconds={job.max_wait!r}),"
+        ),
+        f"    checkpoint_config={checkpoint},",
+        f"    environment={_literal(job.environment)},",
+        f"    hyperparameters={_literal(job.hyperparameters)},",
+        ")",
+    ]
+    lines += [
+        "trainer = trainer.with_metric_definitions(metric_definitions)",
+        "trainer.train(wait=False)",
+        "print(trainer._latest_training_job.training_job_name)",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -129,45 +176,74 @@ def v2_script(job: TrainingJob, title: str) -> str:
     """The job with the SageMaker Python SDK v2 `HuggingFace` estimator (`pip install 'sagemaker<3'`)."""
     own = job.source_dir == CODE_DIR
     if job.versions:
-        image = [f"    transformers_version={job.versions['transformers_version']!r},",
-                 f"    pytorch_version={job.versions['pytorch_version']!r},",
-                 f"    py_version={job.versions['py_version']!r},"]
+        image = [
+            f"    transformers_version={job.versions['transformers_version']!r},",
+            f"    pytorch_version={job.versions['pytorch_version']!r},",
+            f"    py_version={job.versions['py_version']!r},",
+        ]
         image_lines = []
     else:
         py_version = SMP_IMAGE["py_version"] if job.smp else "py310"
         image = ["    image_uri=training_image,", f"    py_version={py_version!r},"]
         image_lines = _image_lines(job, "sagemaker.image_uris.retrieve")
-    spot = (["    use_spot_instances=True,", f"    max_wait={job.max_wait},"] if job.spot else [])
+    spot = ["    use_spot_instances=True,", f"    max_wait={job.max_wait},"] if job.spot else []
     # SDK v2 keeps no checkpoints without a URI (v3 picks one in the session's bucket)
-    uri = (repr(job.checkpoint_s3_uri) if job.checkpoint_s3_uri else
-           f"f's3://{{session.default_bucket()}}/{job.base_job_name}/checkpoints'")
-    checkpoint = ([f"    checkpoint_s3_uri={uri},",
-                   f"    checkpoint_local_path={CHECKPOINT_LOCAL_PATH!r},"] if job.checkpoints else [])
-    lines = [comment(f"nbtoolkit job {title!r}"), '"""SageMaker training job written by nbtoolkit for the SageMaker Python SDK v2',
-             "(`pip install 'sagemaker<3'`) with the HuggingFace estimator; prefer launch_v3.py on SDK v3.", '"""',
-             *(["import shutil"] if own else []), "from pathlib import Path", "", "import boto3", "import sagemaker",
-             "from sagemaker.huggingface import HuggingFace", "", *(["import nbtoolkit", ""] if own else []),
-             "HERE = Path(__file__).resolve().parent", *_session_lines(job, "sagemaker.Session"), *_code_lines(job),
-             *image_lines,
-             *_metric_lines(job, "{'Name': key, 'Regex': METRIC_PATTERN.replace('KEY', key)}"),
-             *_neuron_lines(job),
-             *([f"# SDK v2 starts one process per GPU; nbtoolkit asked for {job.processes_per_node} per instance"]
-               if job.processes_per_node else []), "",
-             "estimator = HuggingFace(",
-             f"    entry_point={job.entry_script!r},",
-             "    source_dir=str(code),",
-             f"    role={job.role!r},",
-             f"    base_job_name={job.base_job_name!r},",
-             f"    instance_type={job.instance_type!r},",
-             f"    instance_count={job.instance_count},",
-             f"    volume_size={job.volume_size_gb},", *image,
-             f"    distribution={_literal(v2_distribution(job))},",
-             f"    hyperparameters={_literal(job.hyperparameters)},",
-             f"    environment={_literal(job.environment)},",
-             f"    max_run={job.max_run},", *spot, *checkpoint,
-             "    metric_definitions=metric_definitions,",
-             "    sagemaker_session=session,", ")",
-             "estimator.fit(wait=False)", "print(estimator.latest_training_job.name)"]
+    uri = (
+        repr(job.checkpoint_s3_uri)
+        if job.checkpoint_s3_uri
+        else f"f's3://{{session.default_bucket()}}/{job.base_job_name}/checkpoints'"
+    )
+    checkpoint = (
+        [f"    checkpoint_s3_uri={uri},", f"    checkpoint_local_path={CHECKPOINT_LOCAL_PATH!r},"]
+        if job.checkpoints
+        else []
+    )
+    lines = [
+        comment(f"nbtoolkit job {title!r}"),
+        '"""SageMaker training job written by nbtoolkit for the SageMaker Python SDK v2',
+        "(`pip install 'sagemaker<3'`) with the HuggingFace estimator; prefer launch_v3.py on SDK v3.",
+        '"""',
+        *(["import shutil"] if own else []),
+        "from pathlib import Path",
+        "",
+        "import boto3",
+        "import sagemaker",
+        "from sagemaker.huggingface import HuggingFace",
+        "",
+        *(["import nbtoolkit", ""] if own else []),
+        "HERE = Path(__file__).resolve().parent",
+        *_session_lines(job, "sagemaker.Session"),
+        *_code_lines(job),
+        *image_lines,
+        *_metric_lines(job, "{'Name': key, 'Regex': METRIC_PATTERN.replace('KEY', key)}"),
+        *_neuron_lines(job),
+        *(
+            [f"# SDK v2 starts one process per GPU; nbtoolkit asked for {job.processes_per_node} per instance"]
+            if job.processes_per_node
+            else []
+        ),
+        "",
+        "estimator = HuggingFace(",
+        f"    entry_point={job.entry_script!r},",
+        "    source_dir=str(code),",
+        f"    role={job.role!r},",
+        f"    base_job_name={job.base_job_name!r},",
+        f"    instance_type={job.instance_type!r},",
+        f"    instance_count={job.instance_count},",
+        f"    volume_size={job.volume_size_gb},",
+        *image,
+        f"    distribution={_literal(v2_distribution(job))},",
+        f"    hyperparameters={_literal(job.hyperparameters)},",
+        f"    environment={_literal(job.environment)},",
+        f"    max_run={job.max_run},",
+        *spot,
+        *checkpoint,
+        "    metric_definitions=metric_definitions,",
+        "    sagemaker_session=session,",
+        ")",
+        "estimator.fit(wait=False)",
+        "print(estimator.latest_training_job.name)",
+    ]
     return "\n".join(lines) + "\n"
 
 

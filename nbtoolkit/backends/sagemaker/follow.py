@@ -23,10 +23,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_signals
 from nbtoolkit.backends.sagemaker.aws_errors import explain
 from nbtoolkit.backends.sagemaker.job import TrainingJob
 from nbtoolkit.catalog import hourly_price
-from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_signals
 from nbtoolkit.jobs.tree import JOB_ID_ENV
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -46,7 +46,9 @@ def transient(exc: BaseException) -> bool:
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500)
-        return status >= 500 or status == 429 or "Throttl" in error.get("Code", "") or "Expired" in error.get("Code", "")
+        return (
+            status >= 500 or status == 429 or "Throttl" in error.get("Code", "") or "Expired" in error.get("Code", "")
+        )
     return isinstance(exc, (ConnectionError, NoCredentialsError, OSError))
 
 
@@ -55,16 +57,20 @@ def console_url(region: str, name: str) -> str:
 
 
 def not_resumable_message(name: str) -> str:
-    return (f"spot capacity for training job {name} was interrupted and the job has no checkpoints to resume from, "
-            "so SageMaker restarts it from step 0; save checkpoints to /opt/ml/checkpoints (nbtoolkit's program "
-            "does with train.save_steps) to resume from the latest one instead")
+    return (
+        f"spot capacity for training job {name} was interrupted and the job has no checkpoints to resume from, "
+        "so SageMaker restarts it from step 0; save checkpoints to /opt/ml/checkpoints (nbtoolkit's program "
+        "does with train.save_steps) to resume from the latest one instead"
+    )
 
 
 def cost_facts(described: dict[str, Any], instance_price: float | None, now: float) -> dict[str, Any]:
     """Billable time and cost from DescribeTrainingJob; an estimate from the start time while it runs."""
     count = described.get("ResourceConfig", {}).get("InstanceCount", 1)
-    facts: dict[str, Any] = {"instance_hourly_price_usd": instance_price,
-                             "hourly_price_usd": instance_price * count if instance_price is not None else None}
+    facts: dict[str, Any] = {
+        "instance_hourly_price_usd": instance_price,
+        "hourly_price_usd": instance_price * count if instance_price is not None else None,
+    }
     billable, training = described.get("BillableTimeInSeconds"), described.get("TrainingTimeInSeconds")
     estimated = billable is None
     if estimated:
@@ -91,8 +97,9 @@ class LogTail:
     def read_new(self) -> list[str]:
         """Lines not seen before; other hosts' lines carry an `[algoN]:` prefix (the parser keeps host 1's metrics)."""
         try:
-            streams = self.logs.describe_log_streams(logGroupName=LOG_GROUP, logStreamNamePrefix=f"{self.name}/",
-                                                     orderBy="LogStreamName")["logStreams"]
+            streams = self.logs.describe_log_streams(
+                logGroupName=LOG_GROUP, logStreamNamePrefix=f"{self.name}/", orderBy="LogStreamName"
+            )["logStreams"]
         except self.logs.exceptions.ResourceNotFoundException:
             return []  # no container has logged yet
         lines = []
@@ -102,8 +109,9 @@ class LogTail:
             prefix = f"[algo{host.group(1)}]: " if host and host.group(1) != "1" else ""
             while True:
                 kwargs = {"nextToken": self.tokens[stream_name]} if stream_name in self.tokens else {}
-                page = self.logs.get_log_events(logGroupName=LOG_GROUP, logStreamName=stream_name,
-                                                startFromHead=True, **kwargs)
+                page = self.logs.get_log_events(
+                    logGroupName=LOG_GROUP, logStreamName=stream_name, startFromHead=True, **kwargs
+                )
                 lines += [prefix + event["message"].rstrip("\n") for event in page["events"]]
                 token = page.get("nextForwardToken")
                 if not page["events"] or token is None or token == self.tokens.get(stream_name):
@@ -124,8 +132,16 @@ class StopFailed(RuntimeError):
 class Follower:
     """Follows one training job until it ends; `stop_requested` (set by a signal) stops it first."""
 
-    def __init__(self, boto, name: str, *, stop_requested: threading.Event, phase: str = "train",
-                 instance_price: float | None = None, poll_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        boto,
+        name: str,
+        *,
+        stop_requested: threading.Event,
+        phase: str = "train",
+        instance_price: float | None = None,
+        poll_s: float = 5.0,
+    ) -> None:
         self.sagemaker, self.s3, self.name, self.phase = boto.client("sagemaker"), boto.client("s3"), name, phase
         self.region = boto.region_name
         self.tail = LogTail(boto.client("logs"), name)
@@ -147,8 +163,10 @@ class Follower:
             except Exception as exc:  # a laptop asleep, a network blip, throttling: retry a while
                 failing_since = failing_since or time.monotonic()
                 if not transient(exc) or time.monotonic() - failing_since > LOST_CONTACT_S:
-                    raise LostContact(f"{explain(exc, action='follow the training job')}; training job {self.name} "
-                                      f"may still be running: `nbtoolkit attach {self.name}` follows it again") from exc
+                    raise LostContact(
+                        f"{explain(exc, action='follow the training job')}; training job {self.name} "
+                        f"may still be running: `nbtoolkit attach {self.name}` follows it again"
+                    ) from exc
                 say(f"cannot reach AWS, retrying: {explain(exc, action='follow the training job')}")
                 time.sleep(self.poll_s)
                 continue
@@ -179,23 +197,32 @@ class Follower:
             if transient(exc):
                 say(f"could not stop it yet, asking again: {explain(exc, action=action)}")
                 return
-            raise StopFailed(f"{explain(exc, action=action, needs='sagemaker:StopTrainingJob')}; the training job "
-                             f"is still running (and billing): stop it in the console, "
-                             f"{console_url(self.region, self.name)}") from exc
+            raise StopFailed(
+                f"{explain(exc, action=action, needs='sagemaker:StopTrainingJob')}; the training job "
+                f"is still running (and billing): stop it in the console, "
+                f"{console_url(self.region, self.name)}"
+            ) from exc
         self.stop_sent = True
 
     def _report(self, described: dict[str, Any]) -> None:
         transitions = described.get("SecondaryStatusTransitions", [])
-        for transition in transitions[self.transitions_seen:]:
+        for transition in transitions[self.transitions_seen :]:
             say(f"{transition['Status']}: {transition.get('StatusMessage', '')}".rstrip(": "))
-            if transition["Status"] in INTERRUPTED and not self.warned_interruption and not self._checkpointed(described):
+            if (
+                transition["Status"] in INTERRUPTED
+                and not self.warned_interruption
+                and not self._checkpointed(described)
+            ):
                 self.warned_interruption = True
                 message = not_resumable_message(self.name)
                 print(f"[nbtoolkit] warning: {message}", flush=True)
                 self.record.update(message=message)
         self.transitions_seen = max(self.transitions_seen, len(transitions))
-        facts = {"status": described["TrainingJobStatus"], "secondary_status": described.get("SecondaryStatus"),
-                 **cost_facts(described, self.instance_price, time.time())}
+        facts = {
+            "status": described["TrainingJobStatus"],
+            "secondary_status": described.get("SecondaryStatus"),
+            **cost_facts(described, self.instance_price, time.time()),
+        }
         self.record.phase_facts(self.phase, facts)
 
     def _checkpointed(self, described: dict[str, Any]) -> bool:
@@ -262,8 +289,10 @@ class JobRecordUpdater:
                 self.pending = {}
             if self.phases:  # only the keys it owns: the supervisor writes others (budget) meanwhile
                 phases = {**self.store.get(self.job_id).info.get("sagemaker_jobs", {}), **self.phases}
-                totals = {"billable_seconds": sum(item.get("billable_seconds") or 0 for item in phases.values()),
-                          "cost_usd": _sum_or_none(item.get("cost_usd") for item in phases.values())}
+                totals = {
+                    "billable_seconds": sum(item.get("billable_seconds") or 0 for item in phases.values()),
+                    "cost_usd": _sum_or_none(item.get("cost_usd") for item in phases.values()),
+                }
                 self.store.merge_info(self.job_id, {**self.latest, **totals, "sagemaker_jobs": phases})
         except sqlite3.DatabaseError as exc:  # e.g. "database is locked" past the busy timeout, a disk I/O error
             say(f"the job store did not answer ({exc}); the job's record catches up at the next poll")
@@ -292,8 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.job:
             job = TrainingJob.model_validate_json(args.job.read_text()).for_phase(args.phase)
-            say(f"submitting {args.phase} job {job.base_job_name}-* on {job.instance_count} x {job.instance_type}"
-                + (" (managed spot)" if job.spot else ""))
+            say(
+                f"submitting {args.phase} job {job.base_job_name}-* on {job.instance_count} x {job.instance_type}"
+                + (" (managed spot)" if job.spot else "")
+            )
             name, region = submit(job, Path.cwd())
             price = job.hourly_price_usd
         else:
@@ -304,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             described = follower.sagemaker.describe_training_job(TrainingJobName=name)
             follower.instance_price = hourly_price(described["ResourceConfig"]["InstanceType"])
         follower.record.update(remote_name=name)
-        follower.record.phase_facts(args.phase, {"remote_name": name, "region": region,
-                                                 "console_url": console_url(boto.region_name, name)})
+        follower.record.phase_facts(
+            args.phase, {"remote_name": name, "region": region, "console_url": console_url(boto.region_name, name)}
+        )
         return follower.run()
     except (SubmitError, LostContact, StopFailed) as exc:
         message = str(exc)

@@ -17,11 +17,17 @@ from typing import Literal
 Accelerator = Literal["cpu", "cuda", "neuron"]
 
 #: SageMaker data parallel (smddp) runs on these only
-SMDDP_INSTANCE_TYPES = ("ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge",
-                        "ml.p5e.48xlarge", "ml.p5en.48xlarge")
+SMDDP_INSTANCE_TYPES = (
+    "ml.p3dn.24xlarge",
+    "ml.p4d.24xlarge",
+    "ml.p4de.24xlarge",
+    "ml.p5.48xlarge",
+    "ml.p5e.48xlarge",
+    "ml.p5en.48xlarge",
+)
 #: SageMaker model parallel v2 (smp) runs on these only
-SMP_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge",
-                      "ml.p5en.48xlarge")
+SMP_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p5en.48xlarge")
+
 
 def accelerator_of(instance_type: str) -> Accelerator:
     """What a SageMaker instance trains on: ml.p*/ml.g* GPUs, ml.trn*/ml.inf* NeuronCores, else CPU."""

@@ -47,32 +47,46 @@ CHECKPOINT_DIR_ENV = "NBTOOLKIT_CHECKPOINT_DIR"
 DEFAULT_VERSIONS = {"transformers_version": "5.3.0", "pytorch_version": "2.9.0", "py_version": "py312"}
 #: how a script starts SageMaker model parallel v2 (torch.sagemaker); SMP v1's smdistributed.modelparallel
 #: does not run on the v2 image
-SMP_V2_INIT = re.compile(r"^\s*(import\s+torch\.sagemaker\b|from\s+torch\.sagemaker\b|from\s+torch\s+import\s+sagemaker\b)",
-                         re.MULTILINE)
+SMP_V2_INIT = re.compile(
+    r"^\s*(import\s+torch\.sagemaker\b|from\s+torch\.sagemaker\b|from\s+torch\s+import\s+sagemaker\b)", re.MULTILINE
+)
 #: SageMaker model parallel v2 image (smdistributed-modelparallel), resolved through the SDK as `pytorch-smp`
 SMP_IMAGE = {"framework": "pytorch-smp", "version": "2.4.1", "py_version": "py311", "container_version": "cu121"}
 #: The SDKs cannot look up Hugging Face Trainium (neuronx) training images, so this one is named outright:
 #: transformers 4.55.4, PyTorch 2.7, Neuron SDK 2.26 (from the SDK's own huggingface-neuronx table).
-TRAINIUM_IMAGE = ("763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:"
-                  "2.7.0-transformers4.55.4-neuronx-py310-sdk2.26.0-ubuntu22.04")
+TRAINIUM_IMAGE = (
+    "763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:"
+    "2.7.0-transformers4.55.4-neuronx-py310-sdk2.26.0-ubuntu22.04"
+)
 #: The SageMaker SDK v2 refuses smdistributed data parallel on Hugging Face images with PyTorch >= 2.2
 SMDDP_PYTORCH_BELOW = (2, 2)
 SMDDP_ENV = {"ACCELERATE_USE_SAGEMAKER": "true", "ACCELERATE_SAGEMAKER_DISTRIBUTED_TYPE": "DATA_PARALLEL"}
 #: the Torchrun driver of SDK v3 runs `neuron_parallel_compile torchrun ...` when this is set
 PRECOMPILE_ENV = {"RUN_NEURON_PARALLEL_COMPILE": "1", SPEC_FILE_ENV: PRECOMPILE_SPEC_FILE}
 #: Trainer log keys charted in the SageMaker console (its limit is 40 definitions)
-METRIC_KEYS = ("loss", "learning_rate", "grad_norm", "epoch", "eval_loss", "eval_accuracy", "eval_f1",
-               "train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss")
+METRIC_KEYS = (
+    "loss",
+    "learning_rate",
+    "grad_norm",
+    "epoch",
+    "eval_loss",
+    "eval_accuracy",
+    "eval_f1",
+    "train_runtime",
+    "train_samples_per_second",
+    "train_steps_per_second",
+    "train_loss",
+)
 
 Phase = Literal["train", "precompile"]
 #: why nbtoolkit's own program cannot use SageMaker's distributed libraries with the images the SDK resolves
 OWN_PROGRAM_CANNOT = {
     "smddp": "parallelism.strategy 'smddp' with nbtoolkit's training program needs sagemaker.image_uri: the Hugging "
-             "Face images that ship SageMaker data parallel (PyTorch < 2.2, transformers 4.36) predate the "
-             "transformers >= 4.46 it needs; give an image with both, run your own script (script:), or use ddp",
+    "Face images that ship SageMaker data parallel (PyTorch < 2.2, transformers 4.36) predate the "
+    "transformers >= 4.46 it needs; give an image with both, run your own script (script:), or use ddp",
     "smp": "parallelism.strategy 'smp' needs a training script that calls torch.sagemaker.init() and "
-           "torch.sagemaker.transform(model) (SageMaker model parallel v2), which nbtoolkit's training program does "
-           "not; give script: with one (or sagemaker.image_uri if yours does), or use ddp",
+    "torch.sagemaker.transform(model) (SageMaker model parallel v2), which nbtoolkit's training program does "
+    "not; give script: with one (or sagemaker.image_uri if yours does), or use ddp",
 }
 
 
@@ -125,9 +139,13 @@ class TrainingJob(BaseModel):
         the training job then reads; its numbers are not metrics."""
         if phase == "train":
             return self
-        return self.model_copy(update={"base_job_name": f"{self.base_job_name}-precompile",
-                                       "environment": {**self.environment, **PRECOMPILE_ENV},
-                                       "metric_definitions": []})
+        return self.model_copy(
+            update={
+                "base_job_name": f"{self.base_job_name}-precompile",
+                "environment": {**self.environment, **PRECOMPILE_ENV},
+                "metric_definitions": [],
+            }
+        )
 
 
 def metric_definitions() -> list[dict[str, str]]:
@@ -145,8 +163,9 @@ def training_job(spec: RunSpec) -> TrainingJob:
     """The SageMaker training job for a spec; raises SageMakerSetupError with one sentence."""
     settings, hardware = spec.sagemaker, spec.hardware
     if settings is None or hardware.instance_type is None:  # RunSpec refuses this for target sagemaker
-        raise SageMakerSetupError("a SageMaker job needs hardware.target: sagemaker, sagemaker.role and "
-                                  "hardware.instance_type")
+        raise SageMakerSetupError(
+            "a SageMaker job needs hardware.target: sagemaker, sagemaker.role and hardware.instance_type"
+        )
     instance = hardware.instance_type
     _check_accelerator(spec, instance)
     _check_inputs(spec)
@@ -157,8 +176,13 @@ def training_job(spec: RunSpec) -> TrainingJob:
     trainium = accelerator_of(instance) == "neuron"
     distributed = strategy != "none" or spec.world_size > 1 or trainium
     own_program = spec.script is None
-    environment = {**BASE_ENV, CHECKPOINT_DIR_ENV: CHECKPOINT_LOCAL_PATH, **(SMDDP_ENV if strategy == "smddp" else {}),
-                   **(trainium_env(spec) if trainium else {}), **settings.environment}
+    environment = {
+        **BASE_ENV,
+        CHECKPOINT_DIR_ENV: CHECKPOINT_LOCAL_PATH,
+        **(SMDDP_ENV if strategy == "smddp" else {}),
+        **(trainium_env(spec) if trainium else {}),
+        **settings.environment,
+    }
     return TrainingJob(
         base_job_name=base_job_name(spec),
         role=settings.role,
@@ -204,8 +228,9 @@ def syncs_checkpoints(spec: RunSpec) -> bool:
 def shipped_spec(spec: RunSpec) -> RunSpec:
     """The spec the job's container runs: the instance's accelerator, and resume from its checkpoints."""
     hardware = spec.hardware.model_copy(update={"accelerator": accelerator_of(spec.hardware.instance_type or "")})
-    return spec.model_copy(update={"hardware": hardware,
-                                   "resume": spec.resume or ("latest" if syncs_checkpoints(spec) else None)})
+    return spec.model_copy(
+        update={"hardware": hardware, "resume": spec.resume or ("latest" if syncs_checkpoints(spec) else None)}
+    )
 
 
 def code_files(spec: RunSpec) -> dict[str, str]:
@@ -213,9 +238,11 @@ def code_files(spec: RunSpec) -> dict[str, str]:
     if spec.script is not None:
         return {}
     shipped = shipped_spec(spec)
-    files = {f"{CODE_DIR}/{SPEC_FILE}": shipped.model_dump_json(indent=2),
-             f"{CODE_DIR}/{ENTRY_SCRIPT}": ENTRY_SOURCE,
-             f"{CODE_DIR}/{REQUIREMENTS}": CONTAINER_REQUIREMENTS}
+    files = {
+        f"{CODE_DIR}/{SPEC_FILE}": shipped.model_dump_json(indent=2),
+        f"{CODE_DIR}/{ENTRY_SCRIPT}": ENTRY_SOURCE,
+        f"{CODE_DIR}/{REQUIREMENTS}": CONTAINER_REQUIREMENTS,
+    }
     if accelerator_of(spec.hardware.instance_type or "") == "neuron" and spec.neuron.precompile:
         files[f"{CODE_DIR}/{PRECOMPILE_SPEC_FILE}"] = precompile_spec(shipped).model_dump_json(indent=2)
     return files
@@ -230,7 +257,8 @@ def script_hyperparameters(args: list[str]) -> dict[str, Any]:
         if not arg.startswith("--") or len(arg) < 3:
             raise SageMakerSetupError(
                 f"script.args item {arg!r} is not a --name; SageMaker passes a script's arguments as "
-                "hyperparameters, so give them as --name value pairs or --flags")
+                "hyperparameters, so give them as --name value pairs or --flags"
+            )
         name, _, inline = arg[2:].partition("=")
         if inline:
             hyperparameters[name], index = inline, index + 1
@@ -249,8 +277,10 @@ def _script_source_dir(spec: RunSpec) -> Path:
 def _script_entry(spec: RunSpec) -> str:
     script, source_dir = Path(spec.script.path).expanduser().resolve(), _script_source_dir(spec)
     if not script.is_relative_to(source_dir):
-        raise SageMakerSetupError(f"script.path {spec.script.path} is not inside script.source_dir "
-                                  f"{spec.script.source_dir}; SageMaker ships only the source directory")
+        raise SageMakerSetupError(
+            f"script.path {spec.script.path} is not inside script.source_dir "
+            f"{spec.script.source_dir}; SageMaker ships only the source directory"
+        )
     return script.relative_to(source_dir).as_posix()
 
 
@@ -266,22 +296,32 @@ def _image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | N
     if accelerator_of(instance) != "cuda":
         raise SageMakerSetupError(
             f"hardware.instance_type '{instance}' has no GPU, and Hugging Face training images exist for GPU "
-            "instances only; choose an ml.g5/ml.p4d-class instance or give sagemaker.image_uri")
-    versions = {"transformers_version": settings.transformers_version or DEFAULT_VERSIONS["transformers_version"],
-                "pytorch_version": settings.pytorch_version or DEFAULT_VERSIONS["pytorch_version"]}
+            "instances only; choose an ml.g5/ml.p4d-class instance or give sagemaker.image_uri"
+        )
+    versions = {
+        "transformers_version": settings.transformers_version or DEFAULT_VERSIONS["transformers_version"],
+        "pytorch_version": settings.pytorch_version or DEFAULT_VERSIONS["pytorch_version"],
+    }
     newest = _newest_pytorch(instance)
     if newest is not None and _release(versions["pytorch_version"]) > _release(newest):
         if settings.pytorch_version or settings.transformers_version:
             raise SageMakerSetupError(
                 f"sagemaker.pytorch_version {versions['pytorch_version']} has no GPU kernels for the "
                 f"{catalog_instance(instance).accelerator} of '{instance}' (PyTorch {newest} is the last that runs "
-                f"there); leave the versions out to get the newest image that does, or choose a newer instance type")
+                f"there); leave the versions out to get the newest image that does, or choose a newer instance type"
+            )
         versions = _newest_image_up_to(newest)
-    versions["py_version"] = image_python(versions["transformers_version"], versions["pytorch_version"],
-                                          settings.py_version)
-    lookup = {"framework": "huggingface", "version": versions["transformers_version"],
-              "base_framework_version": f"pytorch{versions['pytorch_version']}", "py_version": versions["py_version"],
-              "image_scope": "training", "instance_type": instance}
+    versions["py_version"] = image_python(
+        versions["transformers_version"], versions["pytorch_version"], settings.py_version
+    )
+    lookup = {
+        "framework": "huggingface",
+        "version": versions["transformers_version"],
+        "base_framework_version": f"pytorch{versions['pytorch_version']}",
+        "py_version": versions["py_version"],
+        "image_scope": "training",
+        "instance_type": instance,
+    }
     return None, lookup, versions
 
 
@@ -300,11 +340,17 @@ def _newest_image_up_to(pytorch: str) -> dict[str, str]:
     """The newest Hugging Face training image (transformers, PyTorch) whose PyTorch is at most `pytorch`."""
     table = huggingface_training_images()
     if table is None:
-        raise SageMakerSetupError(f"this instance type needs PyTorch {pytorch} or older; give "
-                                  "sagemaker.transformers_version and sagemaker.pytorch_version")
+        raise SageMakerSetupError(
+            f"this instance type needs PyTorch {pytorch} or older; give "
+            "sagemaker.transformers_version and sagemaker.pytorch_version"
+        )
     limit = _release(pytorch)[:2]
-    candidates = [(transformers, name.removeprefix("pytorch")) for transformers, frameworks in table["versions"].items()
-                  for name in frameworks if name.startswith("pytorch") and _release(name.removeprefix("pytorch"))[:2] <= limit]
+    candidates = [
+        (transformers, name.removeprefix("pytorch"))
+        for transformers, frameworks in table["versions"].items()
+        for name in frameworks
+        if name.startswith("pytorch") and _release(name.removeprefix("pytorch"))[:2] <= limit
+    ]
     transformers, torch = max(candidates, key=lambda pair: (_release(pair[0]), _release(pair[1])))
     return {"transformers_version": transformers, "pytorch_version": torch}
 
@@ -322,7 +368,8 @@ def image_python(transformers_version: str, pytorch_version: str, wanted: str | 
     if transformers not in table["versions"]:
         raise SageMakerSetupError(
             f"sagemaker.transformers_version '{transformers_version}' has no Hugging Face training image; "
-            f"use one of {', '.join(table['versions'])}")
+            f"use one of {', '.join(table['versions'])}"
+        )
     frameworks = table["versions"][transformers]
     key = f"pytorch{pytorch_version}"
     key = (frameworks.get("version_aliases") or {}).get(key, key)
@@ -330,14 +377,16 @@ def image_python(transformers_version: str, pytorch_version: str, wanted: str | 
         pytorches = [name.removeprefix("pytorch") for name in frameworks if name.startswith("pytorch")]
         raise SageMakerSetupError(
             f"sagemaker.pytorch_version '{pytorch_version}' has no Hugging Face training image with transformers "
-            f"{transformers}; use {', '.join(pytorches)}")
+            f"{transformers}; use {', '.join(pytorches)}"
+        )
     pythons = frameworks[key]["py_versions"]
     if wanted is None:
         return pythons[-1]
     if wanted not in pythons:
         raise SageMakerSetupError(
             f"sagemaker.py_version '{wanted}' has no Hugging Face training image for transformers {transformers} "
-            f"and PyTorch {pytorch_version}; use {', '.join(pythons)} (or leave it out)")
+            f"and PyTorch {pytorch_version}; use {', '.join(pythons)} (or leave it out)"
+        )
     return wanted
 
 
@@ -355,8 +404,10 @@ def huggingface_training_images() -> dict[str, Any] | None:
 def _check_accelerator(spec: RunSpec, instance: str) -> None:
     expected, given = accelerator_of(instance), spec.hardware.accelerator
     if given != "cpu" and given != expected:
-        raise SageMakerSetupError(f"hardware.accelerator '{given}' does not match instance type '{instance}' "
-                                  f"(it has {expected}); set hardware.accelerator: {expected} or pick another instance")
+        raise SageMakerSetupError(
+            f"hardware.accelerator '{given}' does not match instance type '{instance}' "
+            f"(it has {expected}); set hardware.accelerator: {expected} or pick another instance"
+        )
 
 
 def _check_inputs(spec: RunSpec) -> None:
@@ -365,45 +416,55 @@ def _check_inputs(spec: RunSpec) -> None:
     local += [(f"dataset.files.{split}", path) for split, path in (spec.dataset.files or {}).items()]
     if local:
         field, value = local[0]
-        raise SageMakerSetupError(f"{field} '{value}' is a file on this machine, which a SageMaker job cannot read; "
-                                  "use a Hugging Face Hub id (or the bundled sample data by leaving it out)")
+        raise SageMakerSetupError(
+            f"{field} '{value}' is a file on this machine, which a SageMaker job cannot read; "
+            "use a Hugging Face Hub id (or the bundled sample data by leaving it out)"
+        )
 
 
 def _check_environment(environment: dict[str, str]) -> None:
     secret = next((name for name in environment if is_credential(name)), None)
     if secret:
-        raise SageMakerSetupError(f"sagemaker.environment.{secret} looks like a secret, and nbtoolkit never writes "
-                                  "secrets into job files; keep it in AWS Secrets Manager or the role's permissions")
+        raise SageMakerSetupError(
+            f"sagemaker.environment.{secret} looks like a secret, and nbtoolkit never writes "
+            "secrets into job files; keep it in AWS Secrets Manager or the role's permissions"
+        )
 
 
 def _check_distribution(spec: RunSpec, instance: str, image_uri: str | None, versions: dict[str, str] | None) -> None:
     strategy, parallelism = spec.parallelism.strategy, spec.parallelism
     if strategy == "deepspeed":
-        raise SageMakerSetupError("parallelism.strategy 'deepspeed' is not offered on SageMaker by nbtoolkit; "
-                                  "use ddp, smddp or smp there (or run DeepSpeed with launcher deepspeed)")
+        raise SageMakerSetupError(
+            "parallelism.strategy 'deepspeed' is not offered on SageMaker by nbtoolkit; "
+            "use ddp, smddp or smp there (or run DeepSpeed with launcher deepspeed)"
+        )
     if strategy in ("smddp", "smp") and spec.script is None and image_uri is None:
         raise SageMakerSetupError(OWN_PROGRAM_CANNOT[strategy])
     if strategy == "smddp":
         if instance not in SMDDP_INSTANCE_TYPES:
             raise SageMakerSetupError(
                 f"parallelism.strategy 'smddp' does not run on '{instance}'; SageMaker data parallel needs one of "
-                f"{', '.join(SMDDP_INSTANCE_TYPES)} (or use strategy ddp on this instance)")
+                f"{', '.join(SMDDP_INSTANCE_TYPES)} (or use strategy ddp on this instance)"
+            )
         if versions is not None and _version(versions["pytorch_version"]) >= SMDDP_PYTORCH_BELOW:
             raise SageMakerSetupError(
                 f"parallelism.strategy 'smddp' needs a Hugging Face image with PyTorch older than 2.2 "
                 f"(sagemaker.pytorch_version is '{versions['pytorch_version']}'); set transformers_version '4.36.0' "
                 "and pytorch_version '2.1.0' for a script of that era, give sagemaker.image_uri of an image with "
-                "smdistributed-dataparallel, or use strategy ddp")
+                "smdistributed-dataparallel, or use strategy ddp"
+            )
     if strategy == "smp":
         _check_smp_script(spec)
         if instance not in SMP_INSTANCE_TYPES:
             raise SageMakerSetupError(
                 f"parallelism.strategy 'smp' does not run on '{instance}'; SageMaker model parallel v2 needs one of "
-                f"{', '.join(SMP_INSTANCE_TYPES)}")
+                f"{', '.join(SMP_INSTANCE_TYPES)}"
+            )
         if parallelism.pipeline_parallel_degree > 1:
             raise SageMakerSetupError(
                 f"parallelism.pipeline_parallel_degree {parallelism.pipeline_parallel_degree} is not available: "
-                "SageMaker model parallel v2 shards tensors, not pipeline stages; use tensor_parallel_degree")
+                "SageMaker model parallel v2 shards tensors, not pipeline stages; use tensor_parallel_degree"
+            )
 
 
 def _check_smp_script(spec: RunSpec) -> None:
@@ -415,7 +476,8 @@ def _check_smp_script(spec: RunSpec) -> None:
         raise SageMakerSetupError(
             f"parallelism.strategy 'smp' needs a script that initialises SageMaker model parallel v2 "
             f"(`import torch.sagemaker as tsm`, `tsm.init()`, `tsm.transform(model)`), but {script.name} never "
-            "imports torch.sagemaker, so it would train data-parallel; add those lines or use strategy ddp")
+            "imports torch.sagemaker, so it would train data-parallel; add those lines or use strategy ddp"
+        )
 
 
 def _version(text: str) -> tuple[int, ...]:

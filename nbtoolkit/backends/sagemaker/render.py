@@ -22,13 +22,19 @@ NEEDS_SDK = "SageMaker jobs need the SageMaker Python SDK; install it with pip i
 
 
 def follower_stage(name: str, args: list[str], metrics_from_log: bool) -> Stage:
-    return Stage(name=name, argv=[sys.executable, "-m", FOLLOWER, *args], metrics_from_log=metrics_from_log,
-                 stop_grace_s=STOP_GRACE_S)
+    return Stage(
+        name=name,
+        argv=[sys.executable, "-m", FOLLOWER, *args],
+        metrics_from_log=metrics_from_log,
+        stop_grace_s=STOP_GRACE_S,
+    )
 
 
 def notes(spec: RunSpec) -> list[str]:
-    found = ["needs AWS credentials (boto3's usual chain) and pip install 'nbtoolkit-finetune[sagemaker]'",
-             "the same job as SageMaker SDK code: sagemaker/launch_v3.py (v3) and sagemaker/launch_v2.py (v2)"]
+    found = [
+        "needs AWS credentials (boto3's usual chain) and pip install 'nbtoolkit-finetune[sagemaker]'",
+        "the same job as SageMaker SDK code: sagemaker/launch_v3.py (v3) and sagemaker/launch_v2.py (v2)",
+    ]
     if spec.sagemaker.spot and spec.script is None and spec.train.save_steps is None:
         found.append("spot job without train.save_steps: after a spot interruption training restarts from step 0")
     return found
@@ -38,12 +44,16 @@ def validate(spec: RunSpec) -> str | None:
     """A SageMaker spec's problem: what the job needs (a role, an ml. instance type) and what SageMaker offers."""
     hardware = spec.hardware
     if spec.sagemaker is None or not spec.sagemaker.role:
-        return "sagemaker.role is missing; a SageMaker target needs an IAM role ARN (arn:aws:iam::<account>:role/<name>)"
+        return (
+            "sagemaker.role is missing; a SageMaker target needs an IAM role ARN (arn:aws:iam::<account>:role/<name>)"
+        )
     if not hardware.instance_type:
         return "hardware.instance_type is missing; a SageMaker target needs one, e.g. ml.g5.2xlarge"
     if not hardware.instance_type.startswith("ml."):
-        return (f"hardware.instance_type '{hardware.instance_type}' is not a SageMaker instance type; "
-                f"SageMaker types start with 'ml.', e.g. ml.{hardware.instance_type}")
+        return (
+            f"hardware.instance_type '{hardware.instance_type}' is not a SageMaker instance type; "
+            f"SageMaker types start with 'ml.', e.g. ml.{hardware.instance_type}"
+        )
     try:
         training_job(spec)
     except SageMakerSetupError as exc:
@@ -59,8 +69,7 @@ def render(spec: RunSpec) -> Launch:
     stages = [follower_stage("train", ["--job", JOB_FILE], metrics_from_log=True)]
     if job.precompile:  # its numbers come from graph tracing, not training: not metrics
         stages.insert(0, follower_stage("precompile", ["--job", JOB_FILE, "--phase", "precompile"], False))
-    files = {**code_files(spec), JOB_FILE: job.model_dump_json(indent=2),
-             **export_files(job, spec.display_name)}
+    files = {**code_files(spec), JOB_FILE: job.model_dump_json(indent=2), **export_files(job, spec.display_name)}
     return Launch(backend=NAME, stages=stages, env={"PYTHONUNBUFFERED": "1"}, files=files, notes=notes(spec))
 
 
@@ -68,8 +77,12 @@ def attach(name: str, region: str | None = None) -> Launch:
     """Follow a training job started elsewhere (the console, another notebook, a lost job)."""
     check_aws(region)
     args = ["--attach", name, *(["--region", region] if region else [])]
-    return Launch(backend=NAME, stages=[follower_stage("train", args, metrics_from_log=True)],
-                  env={"PYTHONUNBUFFERED": "1"}, notes=["needs AWS credentials (boto3's usual chain)"])
+    return Launch(
+        backend=NAME,
+        stages=[follower_stage("train", args, metrics_from_log=True)],
+        env={"PYTHONUNBUFFERED": "1"},
+        notes=["needs AWS credentials (boto3's usual chain)"],
+    )
 
 
 def check_aws(region: str | None) -> None:

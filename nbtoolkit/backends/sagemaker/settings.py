@@ -23,8 +23,13 @@ class SageMakerSpec(SpecBlock):
     volume_size_gb: int = Field(100, ge=1, title="Volume (GB)")
     spot: bool = Field(False, title="Spot instances")
     max_run: int = Field(24 * 3600, ge=60, title="Max run (s)", description="seconds")
-    max_wait: int | None = Field(None, ge=60, title="Max wait (s)", description="seconds; spot only, at least max_run",
-                                 json_schema_extra={"shown_when": {"spot": True}})
+    max_wait: int | None = Field(
+        None,
+        ge=60,
+        title="Max wait (s)",
+        description="seconds; spot only, at least max_run",
+        json_schema_extra={"shown_when": {"spot": True}},
+    )
     checkpoint_s3_uri: str | None = Field(None, title="Checkpoint S3 URI")
     environment: dict[str, str] = Field(default_factory=dict)
 
@@ -32,8 +37,7 @@ class SageMakerSpec(SpecBlock):
     def _spot_rules(self) -> SageMakerSpec:
         if self.role is not None and not self.role.startswith("arn:aws"):
             raise ValueError(
-                f"sagemaker.role '{self.role}' is not an IAM role ARN; "
-                "expected arn:aws:iam::<account>:role/<name>"
+                f"sagemaker.role '{self.role}' is not an IAM role ARN; expected arn:aws:iam::<account>:role/<name>"
             )
         if self.max_wait is not None and not self.spot:
             raise ValueError("sagemaker.max_wait only applies to spot jobs; set spot: true or remove max_wait")

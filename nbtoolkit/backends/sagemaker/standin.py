@@ -77,14 +77,28 @@ class Container:
         for path in ("model", "output/data", "checkpoints"):
             (self.root / path).mkdir(parents=True, exist_ok=True)
         hyperparameters = self.request.get("HyperParameters", {})
-        env = {**os.environ, **{key: self.opt_ml(value) for key, value in self.request.get("Environment", {}).items()},
-               "SM_MODEL_DIR": str(self.root / "model"), "SM_OUTPUT_DATA_DIR": str(self.root / "output" / "data"),
-               "SM_HPS": json.dumps(hyperparameters), "TRAINING_JOB_NAME": self.name, "SM_CURRENT_HOST": "algo-1"}
+        env = {
+            **os.environ,
+            **{key: self.opt_ml(value) for key, value in self.request.get("Environment", {}).items()},
+            "SM_MODEL_DIR": str(self.root / "model"),
+            "SM_OUTPUT_DATA_DIR": str(self.root / "output" / "data"),
+            "SM_HPS": json.dumps(hyperparameters),
+            "TRAINING_JOB_NAME": self.name,
+            "SM_CURRENT_HOST": "algo-1",
+        }
         args = [item for key, value in hyperparameters.items() for item in (f"--{key}", value)]
-        self.process = subprocess.Popen([sys.executable, self.standin.entry_script(self.request), *args], cwd=code,
-                                        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            [sys.executable, self.standin.entry_script(self.request), *args],
+            cwd=code,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            start_new_session=True,
+        )
         stream = f"{self.name}/algo-1-{int(time.time() * 1000)}"
         self.standin.logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=stream)
         threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
@@ -95,8 +109,11 @@ class Container:
         try:
             for line in self.process.stdout:
                 try:
-                    self.standin.logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=stream, logEvents=[
-                        {"timestamp": int(time.time() * 1000), "message": line.rstrip("\n")}])
+                    self.standin.logs.put_log_events(
+                        logGroupName=LOG_GROUP,
+                        logStreamName=stream,
+                        logEvents=[{"timestamp": int(time.time() * 1000), "message": line.rstrip("\n")}],
+                    )
                 except Exception:  # one lost line, not a job stuck InProgress
                     LOG.exception("stand-in: a log line of %s was lost", self.name)
         finally:
@@ -138,10 +155,16 @@ class SageMakerStandIn:
         host, port = self.server.get_host_and_port()
         config = self.root / "sagemaker-config.yaml"
         config.write_text(TELEMETRY_OPT_OUT)
-        self.env = {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "standin",
-                    "AWS_SECRET_ACCESS_KEY": "standin", "AWS_DEFAULT_REGION": REGION, "AWS_MAX_ATTEMPTS": "1",
-                    "SAGEMAKER_VALIDATE_ROLE": "false", "SAGEMAKER_USER_CONFIG_OVERRIDE": str(config),
-                    "NBTOOLKIT_SAGEMAKER_POLL_S": "0.3"}
+        self.env = {
+            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+            "AWS_ACCESS_KEY_ID": "standin",
+            "AWS_SECRET_ACCESS_KEY": "standin",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_MAX_ATTEMPTS": "1",
+            "SAGEMAKER_VALIDATE_ROLE": "false",
+            "SAGEMAKER_USER_CONFIG_OVERRIDE": str(config),
+            "NBTOOLKIT_SAGEMAKER_POLL_S": "0.3",
+        }
         self._patches = self._patch_moto()
         self._clients()
 
@@ -193,13 +216,20 @@ class SageMakerStandIn:
 
         def simulate_principal_policy(response):
             actions = [value for key, value in response.querystring.items() if key.startswith("ActionNames.member")]
-            return ActionResult({"EvaluationResults": [
-                {"EvalActionName": action[0], "EvalResourceName": "*", "EvalDecision": "allowed"}
-                for action in actions]})
+            return ActionResult(
+                {
+                    "EvaluationResults": [
+                        {"EvalActionName": action[0], "EvalResourceName": "*", "EvalDecision": "allowed"}
+                        for action in actions
+                    ]
+                }
+            )
 
-        patches = [(SageMakerResponse, "create_training_job", create_training_job),
-                   (SageMakerResponse, "stop_training_job", stop_training_job),
-                   (IamResponse, "simulate_principal_policy", simulate_principal_policy)]
+        patches = [
+            (SageMakerResponse, "create_training_job", create_training_job),
+            (SageMakerResponse, "stop_training_job", stop_training_job),
+            (IamResponse, "simulate_principal_policy", simulate_principal_policy),
+        ]
         originals = [(owner, name, owner.__dict__.get(name)) for owner, name, _ in patches]
         for owner, name, function in patches:
             setattr(owner, name, function)
@@ -237,8 +267,13 @@ class SageMakerStandIn:
     def _run(self, name: str, request: dict[str, Any]) -> None:
         self._set(name, "InProgress", "Downloading", "Downloading input data")
         started = time.time()
-        self._set(name, "InProgress", "Training", "Training image download completed. Training in progress.",
-                  training_start_time=utc(started))
+        self._set(
+            name,
+            "InProgress",
+            "Training",
+            "Training image download completed. Training in progress.",
+            training_start_time=utc(started),
+        )
         if not self.run_containers:
             return
         while True:
@@ -254,16 +289,39 @@ class SageMakerStandIn:
         if container.process.returncode == 0:
             self._set(name, "InProgress", "Uploading", "Uploading generated training model")
             return self._finish(name, request, started, "Completed", "Completed", "Training job completed")
-        return self._finish(name, request, started, "Failed", "Failed", "Training job failed",
-                            failure_reason=f"AlgorithmError: exit code {container.process.returncode}")
+        return self._finish(
+            name,
+            request,
+            started,
+            "Failed",
+            "Failed",
+            "Training job failed",
+            failure_reason=f"AlgorithmError: exit code {container.process.returncode}",
+        )
 
-    def _finish(self, name: str, request: dict[str, Any], started: float, status: str, secondary: str,
-                message: str, **fields: Any) -> None:
+    def _finish(
+        self,
+        name: str,
+        request: dict[str, Any],
+        started: float,
+        status: str,
+        secondary: str,
+        message: str,
+        **fields: Any,
+    ) -> None:
         training = max(1, math.ceil(time.time() - started))
         spot = request.get("EnableManagedSpotTraining", False)
         billable = max(1, math.ceil(training * SPOT_BILLED_FRACTION)) if spot else training
-        self._set(name, status, secondary, message, training_end_time=utc(time.time()),
-                  training_time_in_seconds=training, billable_time_in_seconds=billable, **fields)
+        self._set(
+            name,
+            status,
+            secondary,
+            message,
+            training_end_time=utc(time.time()),
+            training_time_in_seconds=training,
+            billable_time_in_seconds=billable,
+            **fields,
+        )
 
     def _stop(self, name: str) -> None:
         self.stop_requests.append(name)
@@ -295,6 +353,7 @@ class SageMakerStandIn:
 
     def interrupt_at_checkpoint(self, name: str, timeout: float = 300.0) -> None:
         """Interrupt the job right after its first checkpoint appears (frozen at once, so it cannot finish first)."""
+
         def watch() -> None:
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
@@ -313,7 +372,7 @@ class SageMakerStandIn:
         bucket, _, prefix = uri.removeprefix("s3://").partition("/")
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for item in page.get("Contents", []):
-                target = directory / item["Key"][len(prefix):].lstrip("/")
+                target = directory / item["Key"][len(prefix) :].lstrip("/")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 self.s3.download_file(bucket, item["Key"], str(target))
 

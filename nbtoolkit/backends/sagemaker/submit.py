@@ -14,7 +14,6 @@ from nbtoolkit.backends.sagemaker.aws_errors import NO_REGION, explain
 from nbtoolkit.backends.sagemaker.job import CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE, TrainingJob
 
 
-
 class SubmitError(RuntimeError):
     """SageMaker did not start the job; the message says why in one sentence."""
 
@@ -25,8 +24,12 @@ def stage_code(job: TrainingJob, job_dir: Path) -> Path:
     if job.source_dir == CODE_DIR:
         import nbtoolkit
 
-        shutil.copytree(Path(nbtoolkit.__file__).parent, source_dir / "nbtoolkit", dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns(*PACKAGE_IGNORE))
+        shutil.copytree(
+            Path(nbtoolkit.__file__).parent,
+            source_dir / "nbtoolkit",
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns(*PACKAGE_IGNORE),
+        )
     return source_dir
 
 
@@ -50,16 +53,24 @@ def image_uri(job: TrainingJob, region: str) -> str:
         return image_uris.retrieve(region=region, **job.image_lookup)
     except ValueError as exc:
         lookup = job.image_lookup
-        raise SubmitError(f"the SageMaker SDK has no {lookup['framework']} training image for version "
-                          f"{lookup['version']} ({lookup.get('base_framework_version', lookup['py_version'])}) "
-                          f"on {lookup['instance_type']}: {str(exc).split('. ')[0]}; set sagemaker.transformers_version "
-                          "and pytorch_version to a listed pair, or give sagemaker.image_uri") from None
+        raise SubmitError(
+            f"the SageMaker SDK has no {lookup['framework']} training image for version "
+            f"{lookup['version']} ({lookup.get('base_framework_version', lookup['py_version'])}) "
+            f"on {lookup['instance_type']}: {str(exc).split('. ')[0]}; set sagemaker.transformers_version "
+            "and pytorch_version to a listed pair, or give sagemaker.image_uri"
+        ) from None
 
 
 def model_trainer(job: TrainingJob, source_dir: Path, session, training_image: str):
     """The SDK v3 ModelTrainer for the job (the same calls `nbtoolkit export` writes out)."""
+    from sagemaker.core.training.configs import (
+        CheckpointConfig,
+        Compute,
+        MetricDefinition,
+        SourceCode,
+        StoppingCondition,
+    )
     from sagemaker.train import ModelTrainer
-    from sagemaker.core.training.configs import CheckpointConfig, Compute, MetricDefinition, SourceCode, StoppingCondition
     from sagemaker.train.distributed import SMP, Torchrun
 
     distributed = None
@@ -70,20 +81,25 @@ def model_trainer(job: TrainingJob, source_dir: Path, session, training_image: s
         role=job.role,
         base_job_name=job.base_job_name,
         training_image=training_image,
-        source_code=SourceCode(source_dir=str(source_dir), entry_script=job.entry_script,
-                               requirements=job.requirements),
+        source_code=SourceCode(
+            source_dir=str(source_dir), entry_script=job.entry_script, requirements=job.requirements
+        ),
         distributed=distributed,
-        compute=Compute(instance_type=job.instance_type, instance_count=job.instance_count,
-                        volume_size_in_gb=job.volume_size_gb, enable_managed_spot_training=job.spot or None),
-        stopping_condition=StoppingCondition(max_runtime_in_seconds=job.max_run,
-                                             max_wait_time_in_seconds=job.max_wait),
+        compute=Compute(
+            instance_type=job.instance_type,
+            instance_count=job.instance_count,
+            volume_size_in_gb=job.volume_size_gb,
+            enable_managed_spot_training=job.spot or None,
+        ),
+        stopping_condition=StoppingCondition(max_runtime_in_seconds=job.max_run, max_wait_time_in_seconds=job.max_wait),
         checkpoint_config=CheckpointConfig(s3_uri=job.checkpoint_s3_uri) if job.checkpoints else None,
         environment=job.environment,
         hyperparameters=job.hyperparameters,
     )
     if job.metric_definitions:
         trainer = trainer.with_metric_definitions(
-            [MetricDefinition(name=item["Name"], regex=item["Regex"]) for item in job.metric_definitions])
+            [MetricDefinition(name=item["Name"], regex=item["Regex"]) for item in job.metric_definitions]
+        )
     return trainer
 
 
@@ -97,8 +113,11 @@ def submit(job: TrainingJob, job_dir: Path) -> tuple[str, str]:
         session = Session(boto_session=boto, default_bucket=job.bucket)
         if any(NEURON_CACHE in value for value in job.environment.values()):  # both Neuron jobs share it
             cache = f"s3://{session.default_bucket()}/{job.base_job_name.removesuffix('-precompile')}/neuron-cache"
-            job = job.model_copy(update={"environment": {key: value.replace(NEURON_CACHE, cache)
-                                                         for key, value in job.environment.items()}})
+            job = job.model_copy(
+                update={
+                    "environment": {key: value.replace(NEURON_CACHE, cache) for key, value in job.environment.items()}
+                }
+            )
         trainer = model_trainer(job, stage_code(job, job_dir), session, image_uri(job, boto.region_name))
         trainer.train(wait=False, logs=False)
     except SubmitError:

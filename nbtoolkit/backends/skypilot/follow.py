@@ -29,8 +29,10 @@ SUCCEEDED, CANCELLED = 0, 103
 EXIT_CODES = {100: "failed", 101: "did not finish", 102: "was not found", CANCELLED: "was cancelled"}
 #: the prefix SkyPilot gives each node's lines on several nodes: `(head, rank=0, pid=7)`, `(worker1, rank=1, pid=9,
 #: ip=10.0.0.2)`, possibly coloured
-NODE_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)*\((?:head|worker\d+), rank=(\d+), pid=\d+(?:, ip=[^)]*)?\)"
-                         r"(?:\x1b\[[0-9;]*m)*\s?")
+NODE_PREFIX = re.compile(
+    r"^(?:\x1b\[[0-9;]*m)*\((?:head|worker\d+), rank=(\d+), pid=\d+(?:, ip=[^)]*)?\)"
+    r"(?:\x1b\[[0-9;]*m)*\s?"
+)
 
 
 def node_line(line: str) -> str:
@@ -40,7 +42,7 @@ def node_line(line: str) -> str:
     prefix = NODE_PREFIX.match(line)
     if prefix is None:
         return line
-    node, text = prefix.group(1), line[prefix.end():]
+    node, text = prefix.group(1), line[prefix.end() :]
     return text if node == "0" or RANK_PREFIX.match(text) else f"[node{node}]: {text}"
 
 
@@ -110,8 +112,10 @@ def follow(job_id: int, stop: threading.Event) -> int:
     if code == SUCCEEDED or (code == CANCELLED and stop.is_set()):
         say(f"managed job {job_id} {'succeeded' if code == SUCCEEDED else 'cancelled as asked'}")
         return 0
-    return fail(f"SkyPilot managed job {job_id} {EXIT_CODES.get(code, f'ended with code {code}')}; "
-                f"sky jobs logs --controller {job_id} says why")
+    return fail(
+        f"SkyPilot managed job {job_id} {EXIT_CODES.get(code, f'ended with code {code}')}; "
+        f"sky jobs logs --controller {job_id} says why"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,15 +38,24 @@ class SkyPilotSpec(SpecBlock):
 
     model_config = ConfigDict(title="SkyPilot")
 
-    accelerators: Gpus | None = Field(None, title="Accelerators", description="GPU name and count per node, e.g. A100:8; default from "
-                                     "hardware.instance_type or hardware.devices")
-    cloud: str | None = Field(None, title="Cloud", description="e.g. aws, gcp, azure, kubernetes; any enabled cloud "
-                              "when omitted")
+    accelerators: Gpus | None = Field(
+        None,
+        title="Accelerators",
+        description="GPU name and count per node, e.g. A100:8; default from hardware.instance_type or hardware.devices",
+    )
+    cloud: str | None = Field(
+        None, title="Cloud", description="e.g. aws, gcp, azure, kubernetes; any enabled cloud when omitted"
+    )
     region: str | None = Field(None, title="Region")
     use_spot: bool = Field(False, title="Spot instances")
-    fallbacks: list[Resources] = Field(default_factory=list, description="tried in order when the first choice "
-                                       "has no capacity")
-    bucket: str | None = Field(None, title="Checkpoint bucket", description="s3://... or gs://...: mounted at the run's output folder, so a "
-                               "recovered job resumes from its last checkpoint")
+    fallbacks: list[Resources] = Field(
+        default_factory=list, description="tried in order when the first choice has no capacity"
+    )
+    bucket: str | None = Field(
+        None,
+        title="Checkpoint bucket",
+        description="s3://... or gs://...: mounted at the run's output folder, so a "
+        "recovered job resumes from its last checkpoint",
+    )
     bucket_mode: Literal["MOUNT_CACHED", "MOUNT"] = "MOUNT_CACHED"
     managed: bool = Field(True, description="a managed job, which SkyPilot recovers after a preemption")

@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 import nbtoolkit
-from nbtoolkit.backends import LOCAL, render
 from nbtoolkit import catalog
+from nbtoolkit.backends import LOCAL, render
 from nbtoolkit.backends.skypilot.settings import SkyPilotSpec
 from nbtoolkit.backends.torchrun.render import MULTI_NODE_PORT
 from nbtoolkit.launches import Launch
@@ -43,8 +43,14 @@ bash run.sh "$SKYPILOT_NODE_RANK"
 
 def node_spec(spec: RunSpec) -> RunSpec:
     """The spec each node runs: a local launch on `hardware.nodes` nodes that resumes from its latest checkpoint."""
-    hardware = spec.hardware.model_copy(update={"target": LOCAL, "master_addr": MASTER, "node_rank": 0,
-                                                "master_port": spec.hardware.master_port or MULTI_NODE_PORT})
+    hardware = spec.hardware.model_copy(
+        update={
+            "target": LOCAL,
+            "master_addr": MASTER,
+            "node_rank": 0,
+            "master_port": spec.hardware.master_port or MULTI_NODE_PORT,
+        }
+    )
     return spec.model_copy(update={"hardware": hardware, "skypilot": None, "resume": spec.resume or "latest"})
 
 
@@ -80,8 +86,12 @@ def setup(spec: RunSpec) -> str:
 
 def resources(spec: RunSpec, block: SkyPilotSpec) -> dict[str, Any]:
     """SkyPilot's `resources`: the first choice, then the fallbacks in order."""
-    first = {"accelerators": accelerators(spec, block), "instance_type": spec.hardware.instance_type,
-             "cloud": block.cloud, "region": block.region}
+    first = {
+        "accelerators": accelerators(spec, block),
+        "instance_type": spec.hardware.instance_type,
+        "cloud": block.cloud,
+        "region": block.region,
+    }
     first = {key: value for key, value in first.items() if value is not None}
     found: dict[str, Any] = {"use_spot": block.use_spot}
     if not block.fallbacks:
@@ -92,8 +102,12 @@ def resources(spec: RunSpec, block: SkyPilotSpec) -> dict[str, Any]:
 
 def task(spec: RunSpec, block: SkyPilotSpec) -> dict[str, Any]:
     """The task as SkyPilot's YAML describes one."""
-    found: dict[str, Any] = {"name": spec.display_name, "workdir": WORKDIR, "resources": resources(spec, block),
-                             "num_nodes": spec.hardware.nodes}
+    found: dict[str, Any] = {
+        "name": spec.display_name,
+        "workdir": WORKDIR,
+        "resources": resources(spec, block),
+        "num_nodes": spec.hardware.nodes,
+    }
     if block.bucket:
         found["file_mounts"] = {NODE_OUTPUT: {"source": block.bucket, "mode": block.bucket_mode}}
     found["setup"] = setup(spec)

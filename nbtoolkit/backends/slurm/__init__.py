@@ -9,5 +9,6 @@ prices are not a cluster's: a Slurm run costs what hardware.hourly_price_usd say
 from nbtoolkit.backends import Backend
 from nbtoolkit.backends.slurm.settings import SlurmSpec
 
-backend = Backend(name="slurm", implementation=f"{__name__}.render", target="slurm", block=SlurmSpec,
-                  priced_by_catalog=False)
+backend = Backend(
+    name="slurm", implementation=f"{__name__}.render", target="slurm", block=SlurmSpec, priced_by_catalog=False
+)

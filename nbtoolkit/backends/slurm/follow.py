@@ -21,8 +21,8 @@ import threading
 import time
 from pathlib import Path
 
-from nbtoolkit.backends.slurm.sbatch import output_file
 from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_signals
+from nbtoolkit.backends.slurm.sbatch import output_file
 from nbtoolkit.jobs.tree import JOB_ID_ENV
 
 say = speaker("slurm")
@@ -98,7 +98,7 @@ class OutputTail:
         except FileNotFoundError:
             return
         if not final:
-            chunk = chunk[:chunk.rfind(b"\n") + 1]
+            chunk = chunk[: chunk.rfind(b"\n") + 1]
         if chunk:
             self.offset += len(chunk)
             sys.stdout.buffer.write(chunk if chunk.endswith(b"\n") else chunk + b"\n")
@@ -121,8 +121,10 @@ class Follower:
             except SlurmUnreachable as exc:  # slurmctld restarting or overloaded: ask again a while
                 unanswered_since = unanswered_since or time.monotonic()
                 if time.monotonic() - unanswered_since > LOST_CONTACT_S:
-                    return fail(f"Slurm did not answer about job {self.job_id} for {LOST_CONTACT_S:.0f} s ({exc}); "
-                                f"it may still be running: `scancel {self.job_id}` ends it")
+                    return fail(
+                        f"Slurm did not answer about job {self.job_id} for {LOST_CONTACT_S:.0f} s ({exc}); "
+                        f"it may still be running: `scancel {self.job_id}` ends it"
+                    )
                 say(f"Slurm did not answer, asking again: {exc}")
                 self.stop_requested.wait(self.poll_s)
                 continue
@@ -161,8 +163,10 @@ class Follower:
         if state == CANCELLED:
             return self._cancelled_elsewhere()
         if state is None:
-            return fail(f"Slurm job {self.job_id} is no longer known to Slurm (scontrol) and there is no accounting "
-                        "(sacct) to say how it ended; see its output above")
+            return fail(
+                f"Slurm job {self.job_id} is no longer known to Slurm (scontrol) and there is no accounting "
+                "(sacct) to say how it ended; see its output above"
+            )
         ended = f"Slurm job {self.job_id} ended {state}: {FAILURES[state]}{exit_code}"
         if state == "FAILED":  # a task's own error, in the output above, says more: the job's message is that
             say(ended)

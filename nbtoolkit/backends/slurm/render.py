@@ -25,16 +25,20 @@ STOP_GRACE_S = 120.0
 #: what runs inside an allocation: the processes our local launchers start on each node
 ACCELERATORS = ("cpu", "cuda")
 LAUNCHERS = ("auto", "local", "torchrun", "deepspeed")
-NO_SBATCH = ("hardware.target 'slurm' submits with sbatch, which is not on PATH here; run nbtoolkit on a Slurm "
-             "login node, or install Slurm's client tools (e.g. apt-get install slurm-client)")
+NO_SBATCH = (
+    "hardware.target 'slurm' submits with sbatch, which is not on PATH here; run nbtoolkit on a Slurm "
+    "login node, or install Slurm's client tools (e.g. apt-get install slurm-client)"
+)
 
 
 def validate(spec: RunSpec) -> str | None:
     """What keeps the spec from running as a Slurm job (or a slurm block that would be ignored), one sentence."""
     hw = spec.hardware
     if hw.target != NAME:
-        return (f"the slurm block applies to hardware.target 'slurm' (it is '{hw.target}'); "
-                "set hardware.target: slurm or remove the block")
+        return (
+            f"the slurm block applies to hardware.target 'slurm' (it is '{hw.target}'); "
+            "set hardware.target: slurm or remove the block"
+        )
     if hw.accelerator not in ACCELERATORS:
         return f"hardware.accelerator '{hw.accelerator}' cannot run under hardware.target 'slurm'; use cuda or cpu"
     if spec.launcher not in LAUNCHERS:
@@ -50,8 +54,10 @@ def saves_checkpoints(spec: RunSpec) -> bool:
 
 
 def notes(spec: RunSpec) -> list[str]:
-    found = [f"submitted with `sbatch {SCRIPT}` and followed by {FOLLOWER}; node.sh is what each node runs",
-             "the job folder and this Python environment must be on a filesystem every node sees, at the same paths"]
+    found = [
+        f"submitted with `sbatch {SCRIPT}` and followed by {FOLLOWER}; node.sh is what each node runs",
+        "the job folder and this Python environment must be on a filesystem every node sees, at the same paths",
+    ]
     if (spec.slurm or SlurmSpec()).requeue:
         if spec.script is not None:
             found.append("requeued after preemption, your script starts again: resume from its own checkpoints")
@@ -66,10 +72,20 @@ def render(spec: RunSpec) -> Launch:
     local_spec = node_spec(spec)
     local = backends.select(local_spec).render(local_spec)
     found = notes(spec)
-    stage = Stage(name="train", argv=[sys.executable, "-m", FOLLOWER, "--script", SCRIPT],
-                  metrics_from_log=local.main_stage.metrics_from_log, stop_grace_s=STOP_GRACE_S)
-    return Launch(backend=NAME, stages=[stage], env={"PYTHONUNBUFFERED": "1"},
-                  files=slurm_files(spec, local, found), notes=found, nodes=spec.hardware.nodes)
+    stage = Stage(
+        name="train",
+        argv=[sys.executable, "-m", FOLLOWER, "--script", SCRIPT],
+        metrics_from_log=local.main_stage.metrics_from_log,
+        stop_grace_s=STOP_GRACE_S,
+    )
+    return Launch(
+        backend=NAME,
+        stages=[stage],
+        env={"PYTHONUNBUFFERED": "1"},
+        files=slurm_files(spec, local, found),
+        notes=found,
+        nodes=spec.hardware.nodes,
+    )
 
 
 def preflight(spec: RunSpec) -> None:

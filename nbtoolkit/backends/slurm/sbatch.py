@@ -52,9 +52,13 @@ def program_spec(spec: RunSpec) -> RunSpec:
 def node_spec(spec: RunSpec) -> RunSpec:
     """The spec as one node of the allocation runs it: the local launch of the same processes, with the
     rendezvous host left to the shell (the port given so that rendering binds none here)."""
-    hardware = spec.hardware.model_copy(update={
-        "target": "local", "master_addr": "$MASTER_ADDR",
-        "master_port": spec.hardware.master_port or MULTI_NODE_PORT})
+    hardware = spec.hardware.model_copy(
+        update={
+            "target": "local",
+            "master_addr": "$MASTER_ADDR",
+            "master_port": spec.hardware.master_port or MULTI_NODE_PORT,
+        }
+    )
     return program_spec(spec).model_copy(update={"hardware": hardware, "slurm": None})
 
 
@@ -63,7 +67,7 @@ def allocation_words(spec: RunSpec, local: Launch) -> dict[str, str]:
     program's own arguments, after the launcher's, are left alone)."""
     argv = local.main_stage.argv
     words = {}
-    for item in argv[:len(argv) - len(program_args(spec))]:
+    for item in argv[: len(argv) - len(program_args(spec))]:
         prefix = next((prefix for prefix in ALLOCATION_OPTIONS if item.startswith(prefix)), None)
         if prefix is not None:
             words[item] = ALLOCATION_OPTIONS[prefix]
@@ -80,8 +84,11 @@ def sbatch_options(spec: RunSpec) -> list[str]:
     """The `#SBATCH` options: one task per node (its launcher starts the node's workers), output appended
     in the job folder (a requeued run continues the same file)."""
     hw, slurm = spec.hardware, spec.slurm or SlurmSpec()
-    options = [f"--job-name={re.sub(r'[^A-Za-z0-9._-]', '-', spec.display_name)}", f"--nodes={hw.nodes}",
-               "--ntasks-per-node=1"]
+    options = [
+        f"--job-name={re.sub(r'[^A-Za-z0-9._-]', '-', spec.display_name)}",
+        f"--nodes={hw.nodes}",
+        "--ntasks-per-node=1",
+    ]
     options.append(f"--gpus-per-node={hw.devices}" if hw.accelerator == "cuda" else f"--cpus-per-task={hw.devices}")
     if slurm.partition:
         options.append(f"--partition={slurm.partition}")
@@ -97,22 +104,39 @@ def sbatch_script(spec: RunSpec, notes: list[str]) -> str:
     """The batch script: the rendezvous host and port for every node, then node.sh on each node via srun."""
     port = str(spec.hardware.master_port) if spec.hardware.master_port else JOB_PORT
     cpus = [f"--cpus-per-task={spec.hardware.devices}"] if spec.hardware.accelerator == "cpu" else []
-    srun = ["srun", "--ntasks-per-node=1", *cpus, "--kill-on-bad-exit=1", "bash", "-c",
-            f'exec bash {NODE_SCRIPT} "$SLURM_NODEID"']
-    lines = ["#!/usr/bin/env bash", *(f"#SBATCH {option}" for option in sbatch_options(spec)),
-             f"# nbtoolkit launch (slurm): `sbatch {SCRIPT}` in this folder submits it", *map(comment, notes),
-             "set -euo pipefail",
-             "# the allocation's first node hosts the rendezvous",
-             'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"',
-             f"MASTER_PORT={port}",
-             "export MASTER_ADDR MASTER_PORT",
-             'echo "[nbtoolkit] slurm: job $SLURM_JOB_ID on $SLURM_JOB_NUM_NODES node(s) ($SLURM_JOB_NODELIST), '
-             'rendezvous $MASTER_ADDR:$MASTER_PORT, restart ${SLURM_RESTART_COUNT:-0}"',
-             " ".join(shlex.quote(word) for word in srun)]
+    srun = [
+        "srun",
+        "--ntasks-per-node=1",
+        *cpus,
+        "--kill-on-bad-exit=1",
+        "bash",
+        "-c",
+        f'exec bash {NODE_SCRIPT} "$SLURM_NODEID"',
+    ]
+    lines = [
+        "#!/usr/bin/env bash",
+        *(f"#SBATCH {option}" for option in sbatch_options(spec)),
+        f"# nbtoolkit launch (slurm): `sbatch {SCRIPT}` in this folder submits it",
+        *map(comment, notes),
+        "set -euo pipefail",
+        "# the allocation's first node hosts the rendezvous",
+        'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)"',
+        f"MASTER_PORT={port}",
+        "export MASTER_ADDR MASTER_PORT",
+        (
+            'echo "[nbtoolkit] slurm: job $SLURM_JOB_ID on $SLURM_JOB_NUM_NODES node(s) ($SLURM_JOB_NODELIST), '
+            'rendezvous $MASTER_ADDR:$MASTER_PORT, restart ${SLURM_RESTART_COUNT:-0}"'
+        ),
+        " ".join(shlex.quote(word) for word in srun),
+    ]
     return "\n".join(lines) + "\n"
 
 
 def slurm_files(spec: RunSpec, local: Launch, notes: list[str]) -> dict[str, str]:
     """The node's files (spec, DeepSpeed config ...), the program's spec, node.sh and sbatch.sh."""
-    return {**local.files, SPEC_FILE: program_spec(spec).model_dump_json(indent=2),
-            NODE_SCRIPT: node_launch(spec, local).run_sh(), SCRIPT: sbatch_script(spec, notes)}
+    return {
+        **local.files,
+        SPEC_FILE: program_spec(spec).model_dump_json(indent=2),
+        NODE_SCRIPT: node_launch(spec, local).run_sh(),
+        SCRIPT: sbatch_script(spec, notes),
+    }

@@ -69,30 +69,63 @@ def torchrun_argv(spec: RunSpec, program: list[str], *, port: int, launcher: lis
     ]
 
 
-def multi_process_launch(spec: RunSpec, stages: list[Stage], *, backend: str, per_node: dict[str, str],
-                         env: dict[str, str] | None = None, files: dict[str, str] | None = None,
-                         notes: list[str] | None = None) -> Launch:
+def multi_process_launch(
+    spec: RunSpec,
+    stages: list[Stage],
+    *,
+    backend: str,
+    per_node: dict[str, str],
+    env: dict[str, str] | None = None,
+    files: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> Launch:
     """A Launch of several workers per node; on several nodes its run.sh takes the node rank."""
     multi_node = spec.hardware.nodes > 1
     notes = list(notes or [])
     if multi_node:
-        notes.append(f"run this script on each of the {spec.hardware.nodes} nodes with that node's rank; "
-                     f"node 0 is {spec.hardware.master_addr}")
-    return Launch(backend=backend, stages=stages, env={**launch_env(spec), **WORKER_ENV, **(env or {})},
-                  files=files or {}, notes=notes,
-                  per_node=per_node if multi_node else {}, nodes=spec.hardware.nodes, workdir=run_dir(spec))
+        notes.append(
+            f"run this script on each of the {spec.hardware.nodes} nodes with that node's rank; "
+            f"node 0 is {spec.hardware.master_addr}"
+        )
+    return Launch(
+        backend=backend,
+        stages=stages,
+        env={**launch_env(spec), **WORKER_ENV, **(env or {})},
+        files=files or {},
+        notes=notes,
+        per_node=per_node if multi_node else {},
+        nodes=spec.hardware.nodes,
+        workdir=run_dir(spec),
+    )
 
 
-def torchrun_launch(spec: RunSpec, stages: list[Stage], *, backend: str, env: dict[str, str] | None = None,
-                    files: dict[str, str] | None = None, notes: list[str] | None = None) -> Launch:
+def torchrun_launch(
+    spec: RunSpec,
+    stages: list[Stage],
+    *,
+    backend: str,
+    env: dict[str, str] | None = None,
+    files: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> Launch:
     """A Launch whose stages run through `torchrun_argv`."""
-    return multi_process_launch(spec, stages, backend=backend, per_node=node_options(spec),
-                                env={**TORCHRUN_ENV, **(env or {})}, files=files, notes=notes)
+    return multi_process_launch(
+        spec,
+        stages,
+        backend=backend,
+        per_node=node_options(spec),
+        env={**TORCHRUN_ENV, **(env or {})},
+        files=files,
+        notes=notes,
+    )
 
 
 def train_stage(spec: RunSpec, port: int, launcher: list[str] = TORCHRUN) -> Stage:
-    return Stage(name="train", argv=torchrun_argv(spec, program_args(spec), port=port, launcher=launcher),
-                 metrics_from_log=not writes_own_metrics(spec))
+    return Stage(
+        name="train",
+        argv=torchrun_argv(spec, program_args(spec), port=port, launcher=launcher),
+        metrics_from_log=not writes_own_metrics(spec),
+    )
 
 
 def render(spec: RunSpec) -> Launch:

@@ -18,9 +18,11 @@ def _run_hidden_sitecustomize() -> None:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - as Python itself treats a failing sitecustomize
-        print(f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for a traceback:\n{type(exc).__name__}: {exc}",
-              file=sys.stderr)
+    except Exception as exc:
+        print(
+            f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for a traceback:\n{type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
 
 
 _run_hidden_sitecustomize()
@@ -28,5 +30,5 @@ try:
     from nbtoolkit.train.autolog import install
 
     install()
-except Exception as exc:  # noqa: BLE001 - never break the script
+except Exception as exc:
     print(f"[nbtoolkit] metrics autolog is off for this script ({type(exc).__name__}: {exc})", file=sys.stderr)

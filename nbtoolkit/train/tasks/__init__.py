@@ -9,6 +9,7 @@ from typing import Any
 
 from nbtoolkit.tasks import TASKS
 
+
 @dataclass
 class TaskSetup:
     """Everything the Trainer needs for one task."""

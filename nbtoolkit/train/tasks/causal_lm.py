@@ -43,15 +43,21 @@ def setup(spec, splits) -> TaskSetup:
 
     def pack(batch):
         stream = list(chain.from_iterable(tokenizer(batch[text])["input_ids"]))
-        blocks = [stream[start:start + block] for start in range(0, len(stream) - block + 1, block)]
-        return {"input_ids": blocks, "attention_mask": [[1] * block for _ in blocks], "labels": [list(b) for b in blocks]}
+        blocks = [stream[start : start + block] for start in range(0, len(stream) - block + 1, block)]
+        return {
+            "input_ids": blocks,
+            "attention_mask": [[1] * block for _ in blocks],
+            "labels": [list(b) for b in blocks],
+        }
 
     def prepare(dataset, split: str):
         lines = dataset.filter(lambda batch: [bool(line and line.strip()) for line in batch[text]], batched=True)
         packed = lines.map(pack, batched=True, remove_columns=dataset.column_names)
         if len(packed) == 0:
-            raise TrainError(f"the {split} split holds less than one block of {block} tokens; "
-                             "lower dataset.max_length or give more text")
+            raise TrainError(
+                f"the {split} split holds less than one block of {block} tokens; "
+                "lower dataset.max_length or give more text"
+            )
         return packed
 
     return TaskSetup(

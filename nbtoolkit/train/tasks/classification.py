@@ -43,8 +43,13 @@ def setup(spec, splits) -> TaskSetup:
     padding = "max_length" if spec.dataset.pad_to_max_length else False
 
     def encode(batch):
-        encoded = tokenizer(batch[text], batch[pair] if pair else None, truncation=True,
-                            max_length=spec.dataset.max_length, padding=padding)
+        encoded = tokenizer(
+            batch[text],
+            batch[pair] if pair else None,
+            truncation=True,
+            max_length=spec.dataset.max_length,
+            padding=padding,
+        )
         values = batch[label]
         encoded["labels"] = values if is_class_label else [label2id[str(value)] for value in values]
         return encoded
@@ -57,9 +62,15 @@ def setup(spec, splits) -> TaskSetup:
             raise TrainError(f"the eval split has labels the train split lacks: {', '.join(sorted(unknown))}")
         return dataset.map(encode, batched=True, remove_columns=dataset.column_names)
 
-    model = load_model(AutoModelForSequenceClassification, spec.model_name, tokenizer,
-                       quantized=is_qlora(spec), num_labels=len(names),
-                       id2label=dict(enumerate(names)), label2id=label2id)
+    model = load_model(
+        AutoModelForSequenceClassification,
+        spec.model_name,
+        tokenizer,
+        quantized=is_qlora(spec),
+        num_labels=len(names),
+        id2label=dict(enumerate(names)),
+        label2id=label2id,
+    )
     model.config.pad_token_id = tokenizer.pad_token_id  # decoder-only models find the last real token by it
 
     def compute_metrics(prediction):

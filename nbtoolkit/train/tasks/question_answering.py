@@ -66,7 +66,7 @@ def best_span(context: str, features: list[tuple[np.ndarray, np.ndarray, list]])
                     continue
                 logit = start_logits[start] + end_logits[end]
                 if logit > best_logit:
-                    best_logit, best_text = logit, context[offsets[start][0]:offsets[end][1]]
+                    best_logit, best_text = logit, context[offsets[start][0] : offsets[end][1]]
                     best_score = float(_softmax(start_logits)[start] * _softmax(end_logits)[end])
     return best_text, best_score
 
@@ -83,8 +83,10 @@ def setup(spec, splits) -> TaskSetup:
     context = column(spec, train, "context_column")
     answers = column(spec, train, "answer_column")
     if data.doc_stride >= data.max_length // 2:
-        raise TrainError(f"dataset.doc_stride {data.doc_stride} is too large for dataset.max_length "
-                         f"{data.max_length}; use less than {data.max_length // 2}")
+        raise TrainError(
+            f"dataset.doc_stride {data.doc_stride} is too large for dataset.max_length "
+            f"{data.max_length}; use less than {data.max_length // 2}"
+        )
     tokenizer = load_tokenizer(spec.model_name)
     question_first = tokenizer.padding_side == "right"
     context_sequence = 1 if question_first else 0
@@ -98,16 +100,23 @@ def setup(spec, splits) -> TaskSetup:
             start = int(answer["answer_start"][0])
             return start, start + len(answer["text"][0])
         except (KeyError, IndexError, TypeError, ValueError):
-            raise TrainError(f"dataset.answer_column '{answers}' must hold SQuAD-style answers "
-                             f"{{'text': [...], 'answer_start': [...]}}; found {answer!r}") from None
+            raise TrainError(
+                f"dataset.answer_column '{answers}' must hold SQuAD-style answers "
+                f"{{'text': [...], 'answer_start': [...]}}; found {answer!r}"
+            ) from None
 
     def features(batch, indices):
         first, second = (batch[question], batch[context]) if question_first else (batch[context], batch[question])
-        encoded = tokenizer([text.lstrip() for text in first] if question_first else first,
-                            second if question_first else [text.lstrip() for text in second],
-                            truncation="only_second" if question_first else "only_first",
-                            max_length=data.max_length, stride=data.doc_stride, return_overflowing_tokens=True,
-                            return_offsets_mapping=True, padding=padding)
+        encoded = tokenizer(
+            [text.lstrip() for text in first] if question_first else first,
+            second if question_first else [text.lstrip() for text in second],
+            truncation="only_second" if question_first else "only_first",
+            max_length=data.max_length,
+            stride=data.doc_stride,
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+            padding=padding,
+        )
         example_of = encoded.pop("overflow_to_sample_mapping")
         encoded["start_positions"], encoded["end_positions"], encoded["example_id"] = [], [], []
         for index, offsets in enumerate(encoded["offset_mapping"]):
@@ -115,8 +124,11 @@ def setup(spec, splits) -> TaskSetup:
             in_context = [k for k, part in enumerate(sequence) if part == context_sequence]
             first_token, last_token = in_context[0], in_context[-1]
             span = answer_span(batch[answers][example_of[index]])
-            fallback = encoded["input_ids"][index].index(tokenizer.cls_token_id) \
-                if tokenizer.cls_token_id in encoded["input_ids"][index] else 0
+            fallback = (
+                encoded["input_ids"][index].index(tokenizer.cls_token_id)
+                if tokenizer.cls_token_id in encoded["input_ids"][index]
+                else 0
+            )
             start = end = fallback
             if span and offsets[first_token][0] <= span[0] and offsets[last_token][1] >= span[1]:
                 start = next(k for k in in_context if offsets[k][1] > span[0])
@@ -125,8 +137,9 @@ def setup(spec, splits) -> TaskSetup:
             encoded["end_positions"].append(end)
             encoded["example_id"].append(indices[example_of[index]])
             # only context tokens can be part of an answer: the others lose their offsets
-            encoded["offset_mapping"][index] = [offset if sequence[k] == context_sequence else None
-                                                for k, offset in enumerate(offsets)]
+            encoded["offset_mapping"][index] = [
+                offset if sequence[k] == context_sequence else None for k, offset in enumerate(offsets)
+            ]
         return encoded
 
     def prepare(dataset, keep_for_eval: bool):
@@ -139,11 +152,16 @@ def setup(spec, splits) -> TaskSetup:
     def compute_metrics(prediction):
         start_logits, end_logits = prediction.predictions[:2]
         by_example = collections.defaultdict(list)
-        for index, (example, offsets) in enumerate(zip(eval_features["example_id"], eval_features["offset_mapping"])):
+        for index, (example, offsets) in enumerate(
+            zip(eval_features["example_id"], eval_features["offset_mapping"], strict=False)
+        ):
             by_example[example].append((start_logits[index], end_logits[index], offsets))
-        scores = np.array([exact_match_and_f1(best_answer(example[context], by_example[index]),
-                                              list(example[answers]["text"]))
-                           for index, example in enumerate(eval_examples)])
+        scores = np.array(
+            [
+                exact_match_and_f1(best_answer(example[context], by_example[index]), list(example[answers]["text"]))
+                for index, example in enumerate(eval_examples)
+            ]
+        )
         return {"exact_match": float(scores[:, 0].mean()), "f1": float(scores[:, 1].mean())}
 
     return TaskSetup(

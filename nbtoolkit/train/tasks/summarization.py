@@ -34,8 +34,10 @@ def prompted(tokenizer, texts: list[str], template: str | None, max_length: int)
     fixed = len(tokenizer(template.replace("{input}", ""))["input_ids"])
     budget = max(max_length - fixed, 1)
     pieces = tokenizer(texts, add_special_tokens=False, truncation=True, max_length=budget, return_offsets_mapping=True)
-    return [template.replace("{input}", text[: offsets[-1][1]] if offsets else "")
-            for text, offsets in zip(texts, pieces["offset_mapping"])]
+    return [
+        template.replace("{input}", text[: offsets[-1][1]] if offsets else "")
+        for text, offsets in zip(texts, pieces["offset_mapping"], strict=False)
+    ]
 
 
 def rouge(predictions: list[str], references: list[str]) -> dict[str, float]:
@@ -44,9 +46,10 @@ def rouge(predictions: list[str], references: list[str]) -> dict[str, float]:
 
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
     totals = dict.fromkeys(ROUGE_TYPES, 0.0)
-    for prediction, reference in zip(predictions, references):
-        scores = scorer.score("\n".join(SENTENCE_END.split(reference.strip())),
-                              "\n".join(SENTENCE_END.split(prediction.strip())))
+    for prediction, reference in zip(predictions, references, strict=False):
+        scores = scorer.score(
+            "\n".join(SENTENCE_END.split(reference.strip())), "\n".join(SENTENCE_END.split(prediction.strip()))
+        )
         for kind in ROUGE_TYPES:
             totals[kind] += scores[kind].fmeasure
     count = max(len(predictions), 1)
@@ -59,19 +62,25 @@ def setup(spec, splits) -> TaskSetup:
     source = column(spec, train, "text_column")
     target = column(spec, train, "summary_column")
     if data.prompt_template and "{input}" not in data.prompt_template:
-        raise TrainError(f"dataset.prompt_template {data.prompt_template!r} has no {{input}}; "
-                         "write where the text goes, e.g. 'Summarize the following news article:\\n{input}\\nSummary:\\n'")
+        raise TrainError(
+            f"dataset.prompt_template {data.prompt_template!r} has no {{input}}; "
+            "write where the text goes, e.g. 'Summarize the following news article:\\n{input}\\nSummary:\\n'"
+        )
     tokenizer = load_tokenizer(spec.model_name)
     padding = "max_length" if data.pad_to_max_length else False
 
     def encode(batch):
         inputs = prompted(tokenizer, batch[source], data.prompt_template, data.max_length)
         encoded = tokenizer(inputs, max_length=data.max_length, truncation=True, padding=padding)
-        labels = tokenizer(text_target=batch[target], max_length=data.max_target_length, truncation=True,
-                           padding=padding)["input_ids"]
+        labels = tokenizer(
+            text_target=batch[target], max_length=data.max_target_length, truncation=True, padding=padding
+        )["input_ids"]
         # fixed-length labels carry pad tokens: -100 keeps them out of the loss (the collator does this otherwise)
-        encoded["labels"] = [[token if token != tokenizer.pad_token_id else -100 for token in label]
-                             for label in labels] if padding else labels
+        encoded["labels"] = (
+            [[token if token != tokenizer.pad_token_id else -100 for token in label] for label in labels]
+            if padding
+            else labels
+        )
         return encoded
 
     def prepare(dataset):
@@ -97,6 +106,7 @@ def setup(spec, splits) -> TaskSetup:
         compute_metrics=compute_metrics if generate else None,
         trainer_class=Seq2SeqTrainer,
         arguments_class=Seq2SeqTrainingArguments,
-        argument_overrides=dict(predict_with_generate=generate, generation_max_length=data.max_target_length,
-                                generation_num_beams=1),
+        argument_overrides=dict(
+            predict_with_generate=generate, generation_max_length=data.max_target_length, generation_num_beams=1
+        ),
     )

@@ -35,5 +35,5 @@ class Task:
         return Task(yaml.safe_load(Path(yaml_path).read_text()))
 
 
-from sky import jobs  # noqa: E402  (as SkyPilot's package does)
-from sky.client.sdk import get  # noqa: E402
+from sky import jobs as jobs  # noqa: E402  (re-exported, as SkyPilot's package does)
+from sky.client.sdk import get as get  # noqa: E402

@@ -27,14 +27,26 @@ def launch(task, name=None, pool=None, num_jobs=None, job_group=None, _need_conf
     return [JOB_ID], None
 
 
-def cancel(name=None, job_ids=None, all=False, all_users=False, pool=None, graceful=False, graceful_timeout=None,
-           task=None):
+def cancel(
+    name=None, job_ids=None, all=False, all_users=False, pool=None, graceful=False, graceful_timeout=None, task=None
+):
     record_call("cancel", job_ids=list(job_ids))
     (_dir() / "cancelled").touch()
 
 
-def tail_logs(name=None, job_id=None, follow=True, controller=False, refresh=False, tail=None, tail_offset=None,
-              output_stream=None, task=None, *, preload_content=True):
+def tail_logs(
+    name=None,
+    job_id=None,
+    follow=True,
+    controller=False,
+    refresh=False,
+    tail=None,
+    tail_offset=None,
+    output_stream=None,
+    task=None,
+    *,
+    preload_content=True,
+):
     record_call("tail_logs", job_id=job_id, follow=follow)
     for line in (_dir() / "log.txt").read_text().splitlines(keepends=True):
         print(line, flush=True, end="", file=output_stream)  # as sky.client.sdk.stream_response writes
