@@ -20,8 +20,8 @@ import time
 import psutil
 
 from nbtoolkit.api import Job
-from nbtoolkit.jobs import JobStore
 from nbtoolkit.notebook.charts import JobSource, LiveChart
+from nbtoolkit.runner import JobStore
 
 
 class TimedChart(LiveChart):

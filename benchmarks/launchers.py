@@ -19,8 +19,8 @@ import tempfile
 import time
 
 from nbtoolkit.api import launch
-from nbtoolkit.jobs import JobStore
 from nbtoolkit.metrics.throughput import steady_state
+from nbtoolkit.runner import JobStore
 
 DEEPSPEED = {"strategy": "deepspeed"}
 CASES = {

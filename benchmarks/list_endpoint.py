@@ -25,8 +25,8 @@ from pathlib import Path
 
 import psutil
 
-from nbtoolkit.jobs.store import LOG_FILE, JobStore
 from nbtoolkit.metrics.series import METRICS_FILE
+from nbtoolkit.runner.store import LOG_FILE, JobStore
 
 
 def fill_store(home: Path, jobs: int, records: int, running: int) -> None:

@@ -17,7 +17,7 @@ import re
 import tempfile
 
 from nbtoolkit.api import launch
-from nbtoolkit.jobs import JobStore
+from nbtoolkit.runner import JobStore
 
 CASES = {"full": None, "LoRA r=8": {"r": 8}}
 START_LINE = re.compile(r"\(([\d.]+)M parameters(?:, \w+ r=\d+: ([\d.]+)M trainable)?\)")

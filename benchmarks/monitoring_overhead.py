@@ -29,8 +29,8 @@ import psutil
 from playwright.sync_api import Page, expect
 
 from nbtoolkit.api import Job, launch
-from nbtoolkit.jobs import JobStore
 from nbtoolkit.metrics.throughput import steady_state
+from nbtoolkit.runner import JobStore
 from tests.ui.conftest import Lab, chromium, lab_server, run_first_cell, write_notebook
 
 #: the notebook's cells: an import (run once, so the kernel is up), then the chart of the newest job

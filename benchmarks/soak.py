@@ -36,9 +36,9 @@ from list_endpoint import free_port, start_server
 
 from nbtoolkit.api import Job, launch, resume
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.jobs import JobStore
-from nbtoolkit.jobs.store import ACTIVE
 from nbtoolkit.notebook.charts import POLL_S, JobSource
+from nbtoolkit.runner import JobStore
+from nbtoolkit.runner.store import ACTIVE
 
 LOCKED = "database is locked"
 SPEC = {

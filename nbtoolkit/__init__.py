@@ -6,8 +6,6 @@ transformers, deepspeed or sagemaker. Heavy imports happen inside the training p
 
 from __future__ import annotations
 
-import importlib
-
 from nbtoolkit import views
 
 __version__ = "0.1.0"
@@ -60,9 +58,8 @@ def __getattr__(name: str):
     """`nbtoolkit.launch(spec)`, `nbtoolkit.plan(spec)` (at the pace of past jobs of its setup), `nbtoolkit.Job` and `nbtoolkit.log(step=..., loss=...)` (a custom loop's
     metrics), imported on first use so `import nbtoolkit` stays light.
 
-    `nbtoolkit.jobs()` is the `nbtoolkit.jobs` package itself, which is callable (see there).
     """
-    if name in ("launch", "plan", "Job"):
+    if name in ("launch", "plan", "Job", "jobs"):
         from nbtoolkit import api
 
         return getattr(api, name)
@@ -70,6 +67,4 @@ def __getattr__(name: str):
         from nbtoolkit.report import log
 
         return log
-    if name == "jobs":
-        return importlib.import_module("nbtoolkit.jobs")
     raise AttributeError(f"module 'nbtoolkit' has no attribute {name!r}")

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from nbtoolkit import backends, views
-from nbtoolkit import jobs as job_control
+from nbtoolkit import runner as job_control
 from nbtoolkit.checkpoints import last_checkpoint
-from nbtoolkit.jobs.store import JobRecord, JobStore
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import chain_records
 from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.runner.store import JobRecord, JobStore
 from nbtoolkit.spec import RunSpec, load_spec
 
 #: how long `resume` gives an ended job's supervisor to exit (it records the end, then leaves)

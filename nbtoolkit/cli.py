@@ -13,12 +13,12 @@ from pathlib import Path
 from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
-from nbtoolkit.jobs import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
-from nbtoolkit.jobs.listing import format_table, listing_row
-from nbtoolkit.jobs.store import STATUSES, JobStatus, StoreError
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
+from nbtoolkit.runner import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
+from nbtoolkit.runner.listing import format_table, listing_row
+from nbtoolkit.runner.store import STATUSES, JobStatus, StoreError
 from nbtoolkit.spec import SpecError, load_spec
 from nbtoolkit.trackers import describe as describe_trackers
 from nbtoolkit.train.errors import TrainError
@@ -193,7 +193,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from nbtoolkit import backends
-    from nbtoolkit.jobs import write_launch_files
+    from nbtoolkit.runner import write_launch_files
 
     spec = load_spec(args.spec)
     launch_ = backends.render(spec)

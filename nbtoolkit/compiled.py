@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit import jobs as job_control
+from nbtoolkit import runner as job_control
 from nbtoolkit.api import Job, launch
-from nbtoolkit.jobs.store import JobStore
 from nbtoolkit.metrics.compare import Comparison, compare
+from nbtoolkit.runner.store import JobStore
 from nbtoolkit.spec import RunSpec, SpecError, load_spec, merged, safe_name
 
 

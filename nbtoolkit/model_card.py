@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from nbtoolkit.jobs.listing import cost_usd, duration
-from nbtoolkit.jobs.store import JobRecord
+from nbtoolkit.runner.listing import cost_usd, duration
+from nbtoolkit.runner.store import JobRecord
 from nbtoolkit.spec import RunSpec
 
 #: the spec's task -> the Hub's pipeline tag

@@ -60,7 +60,7 @@ def home(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def store(home):
-    from nbtoolkit.jobs import JobStore
+    from nbtoolkit.runner import JobStore
 
     return JobStore(home)
 

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from nbtoolkit.api import Job, launch
-from nbtoolkit.jobs import JobStore
+from nbtoolkit.runner import JobStore
 from nbtoolkit.spec import SpecError, load_spec
 
 pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)

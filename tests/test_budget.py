@@ -7,7 +7,7 @@ import pytest
 from nbtoolkit.api import launch
 from nbtoolkit.checkpoints import checkpoint_step, last_checkpoint
 from nbtoolkit.cli import main
-from nbtoolkit.jobs.listing import listing_row
+from nbtoolkit.runner.listing import listing_row
 from nbtoolkit.spec import SpecError, load_spec
 
 #: $36/h: a budget of $0.04 lasts 4 seconds of training

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from nbtoolkit.compiled import compiled_variants
-from nbtoolkit.jobs import JobStore
 from nbtoolkit.metrics.compare import RunMetrics, compare
+from nbtoolkit.runner import JobStore
 from tests.notebook_runner import display_outputs, execute, saved
 
 pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)

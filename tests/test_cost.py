@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from nbtoolkit.jobs.listing import listing_row, projected_cost_usd, remaining_seconds
-from nbtoolkit.jobs.store import JobStore
 from nbtoolkit.metrics.series import Progress
+from nbtoolkit.runner.listing import listing_row, projected_cost_usd, remaining_seconds
+from nbtoolkit.runner.store import JobStore
 
 
 def train(step: int, at: float) -> dict:

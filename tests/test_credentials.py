@@ -11,7 +11,7 @@ from nbtoolkit.api import launch
 from nbtoolkit.backends import LaunchError, render
 from nbtoolkit.backends.sagemaker.job import JOB_FILE
 from nbtoolkit.credentials import is_credential, redact_args
-from nbtoolkit.jobs.store import LOG_FILE
+from nbtoolkit.runner.store import LOG_FILE
 from nbtoolkit.spec import load_spec
 from tests.conftest import SCRIPTS
 

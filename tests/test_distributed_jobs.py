@@ -21,10 +21,10 @@ import psutil
 import pytest
 
 from nbtoolkit.api import Job, launch
-from nbtoolkit.jobs import JobStore, submit
-from nbtoolkit.jobs.supervisor import failure_message
 from nbtoolkit.launches import Launch, Stage, free_port
 from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.runner import JobStore, submit
+from nbtoolkit.runner.supervisor import failure_message
 from tests.conftest import PYTHON, TESTS
 
 pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nbtoolkit.jobs.store import JobRecord
 from nbtoolkit.metrics.forecast import INFO_KEY, comparison_lines, forecast, measured
+from nbtoolkit.runner.store import JobRecord
 
 FLAN_T5_XXL = {
     "task": "summarization",

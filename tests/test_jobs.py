@@ -68,7 +68,7 @@ def sleepy_spec(tmp_path):
 
 def test_job_outlives_the_process_that_submitted_it(store, tmp_path):
     code = (
-        "import json, sys; from nbtoolkit.api import launch; from nbtoolkit.jobs import JobStore;"
+        "import json, sys; from nbtoolkit.api import launch; from nbtoolkit.runner import JobStore;"
         "print(launch(json.loads(sys.argv[1]), store=JobStore(sys.argv[2])).id)"
     )
     import json
@@ -167,7 +167,7 @@ def test_job_metrics_as_a_dataframe(store, tmp_path):
 
 
 def test_a_late_supervisor_runs_nothing_for_a_job_that_already_ended(store):
-    from nbtoolkit.jobs import write_launch_files
+    from nbtoolkit.runner import write_launch_files
     from tests.faults.jobs import paced_launch
 
     record = store.create(name="late", task="text-classification", backend="local")
@@ -175,7 +175,7 @@ def test_a_late_supervisor_runs_nothing_for_a_job_that_already_ended(store):
     (store.job_dir(record.id) / "output.log").touch()
     store.update(record.id, status="stopped", ended=time.time(), message="stopped on request")
     late = subprocess.run(
-        [PYTHON, "-m", "nbtoolkit.jobs.supervisor", record.id],
+        [PYTHON, "-m", "nbtoolkit.runner.supervisor", record.id],
         capture_output=True,
         timeout=60,
         env={**os.environ, "NBTOOLKIT_HOME": str(store.home)},
@@ -267,7 +267,7 @@ def test_log_tails_read_from_the_end_of_a_huge_log(store):
     """A 20 GB log (sparse: no disk used) whose last lines are text: every tail reads only its end."""
     import tracemalloc
 
-    from nbtoolkit.jobs.store import LOG_FILE
+    from nbtoolkit.runner.store import LOG_FILE
     from tests.test_cli import nbtoolkit
 
     record = store.create(name="huge", task="text-classification", backend="local")

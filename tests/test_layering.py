@@ -16,7 +16,7 @@ REGISTRY = "nbtoolkit.backends"
 ENTRY_POINTS = "nbtoolkit"
 #: what the training program (python -m nbtoolkit.train, run inside every launch) must not know: it reads
 #: the spec and the runtime contract (nbtoolkit.runtime) and writes metrics, whoever launched it
-TRAINING_PROGRAM_IGNORES = ("nbtoolkit.jobs", "nbtoolkit.api", "nbtoolkit.planner", REGISTRY)
+TRAINING_PROGRAM_IGNORES = ("nbtoolkit.runner", "nbtoolkit.api", "nbtoolkit.planner", REGISTRY)
 
 
 def module_name(path: Path) -> str:
@@ -81,7 +81,9 @@ def core(module: str) -> bool:
 
 def test_the_layering_reads_every_module_and_its_imports():
     assert {"nbtoolkit.api", "nbtoolkit.backends.sagemaker.follow", "nbtoolkit.train.program"} <= set(MODULES)
-    assert "nbtoolkit.spec" in MODULES["nbtoolkit.api"] and "nbtoolkit.launches" in MODULES["nbtoolkit.jobs.supervisor"]
+    assert (
+        "nbtoolkit.spec" in MODULES["nbtoolkit.api"] and "nbtoolkit.launches" in MODULES["nbtoolkit.runner.supervisor"]
+    )
 
 
 def test_the_core_imports_no_backend_only_the_registry():
@@ -151,7 +153,7 @@ def test_the_training_program_knows_no_launcher_no_store_and_no_view():
         ("from nbtoolkit.backends.sagemaker import job\n", {"nbtoolkit.backends.sagemaker.job"}),
         ("from nbtoolkit.backends.sagemaker import LaunchError\n", {"nbtoolkit.backends.sagemaker"}),
         ("def later():\n    from nbtoolkit.notebook.charts import live_chart\n", {"nbtoolkit.notebook.charts"}),
-        ("import nbtoolkit.jobs.store as store\n", {"nbtoolkit.jobs.store"}),
+        ("import nbtoolkit.runner.store as store\n", {"nbtoolkit.runner.store"}),
         ("from ..backends import program\n", {"nbtoolkit.backends.program"}),
     ],
 )

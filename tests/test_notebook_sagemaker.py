@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nbtoolkit.jobs import JobStore
-from nbtoolkit.jobs.listing import listing_row
+from nbtoolkit.runner import JobStore
+from nbtoolkit.runner.listing import listing_row
 
 pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)
 

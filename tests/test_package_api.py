@@ -21,7 +21,7 @@ def test_launch_and_jobs_from_the_top_package(store):
     try:
         listed = nbtoolkit.jobs()
         assert [item.id for item in listed] == [job.id] and isinstance(listed[0], Job)
-        assert nbtoolkit.jobs.JobStore is type(store)  # the package is still the package
+        assert nbtoolkit.runner.JobStore is type(store)  # the package is still the package
         assert nbtoolkit.Job is Job
     finally:
         job.stop()
@@ -32,7 +32,7 @@ def test_the_top_package_names_load_lazily_and_light():
     found = run_python(
         "import json, sys, nbtoolkit\n"
         "before = 'nbtoolkit.api' in sys.modules\n"
-        "from nbtoolkit.jobs import JobStore\n"  # the jobs package imported first: still callable
+        "from nbtoolkit.runner import JobStore\n"  # the jobs package imported first: still callable
         "listed = nbtoolkit.jobs(limit=1)\n"
         "print(json.dumps({'api_before': before, 'callable': isinstance(listed, list), "
         f"'launch': callable(nbtoolkit.launch), 'heavy': sorted(set(sys.modules) & set({HEAVY!r}))}}))"

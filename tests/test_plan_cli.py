@@ -7,8 +7,8 @@ import json
 import yaml
 
 from nbtoolkit.cli import main
-from nbtoolkit.jobs import JobStore, stop
 from nbtoolkit.planner.report import row_spec
+from nbtoolkit.runner import JobStore, stop
 
 
 def write(tmp_path, spec: dict):

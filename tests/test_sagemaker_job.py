@@ -524,7 +524,7 @@ def test_a_store_that_cannot_be_opened_while_following_does_not_fail_the_remote_
     import threading
 
     from nbtoolkit.backends.sagemaker import follow as sagemaker_follow
-    from nbtoolkit.jobs import store as store_module
+    from nbtoolkit.runner import store as store_module
 
     record = store.create(name="remote", task="question-answering", backend="sagemaker")
     monkeypatch.setenv("NBTOOLKIT_JOB_ID", record.id)

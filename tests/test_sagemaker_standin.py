@@ -202,7 +202,7 @@ def test_attach_follows_an_existing_job_and_it_lists_beside_local_jobs(standin, 
 
 
 def test_a_running_jobs_cost_so_far_grows_from_billable_time_and_it_shows_a_projected_total(standin, store):
-    from nbtoolkit.jobs.listing import listing_row, projected_cost_usd
+    from nbtoolkit.runner.listing import listing_row, projected_cost_usd
 
     script = {"path": str(SCRIPTS / "sleepy.py"), "source_dir": str(SCRIPTS)}
     # $360 an instance-hour: 10 cents a second, so a few seconds show in cents

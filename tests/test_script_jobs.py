@@ -17,9 +17,9 @@ from nbtoolkit.api import launch
 from nbtoolkit.backends import render
 from nbtoolkit.backends.program import AUTOLOG_BOOT
 from nbtoolkit.bundled import ASSETS, TOKENIZERS
-from nbtoolkit.jobs.listing import listing_row
 from nbtoolkit.metrics.parse import classify
 from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.runner.listing import listing_row
 from nbtoolkit.spec import load_spec, spec_warnings
 from tests.conftest import PYTHON, SCRIPTS
 

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from nbtoolkit.jobs.store import JobNotFound, JobStore
+from nbtoolkit.runner.store import JobNotFound, JobStore
 
 
 def test_create_get_list_update(store):
@@ -56,7 +56,7 @@ def test_running_job_whose_supervisor_is_gone_is_lost(store):
 
 def test_concurrent_writers(home):
     code = (
-        "import sys; from nbtoolkit.jobs.store import JobStore; s = JobStore(sys.argv[1]);"
+        "import sys; from nbtoolkit.runner.store import JobStore; s = JobStore(sys.argv[1]);"
         "[s.update(s.create(name='w', task='causal-lm', backend='local').id, step=i) for i in range(25)]"
     )
     writers = [subprocess.Popen([sys.executable, "-c", code, str(home)]) for _ in range(4)]
@@ -81,7 +81,7 @@ HOLD_LOCK = (
 
 
 def test_a_job_on_another_host_lives_exactly_as_long_as_its_supervisors_lock(store, monkeypatch):
-    from nbtoolkit.jobs.lock import LOCK_FILE
+    from nbtoolkit.runner.lock import LOCK_FILE
 
     monkeypatch.setenv("NBTOOLKIT_HOST", "node-a")
     record = store.create(name="a", task="causal-lm", backend="local")
@@ -102,8 +102,8 @@ def test_a_job_on_another_host_lives_exactly_as_long_as_its_supervisors_lock(sto
 
 
 def test_stop_never_signals_a_process_here_for_a_job_recorded_on_another_host(store, monkeypatch):
-    from nbtoolkit.jobs import stop, write_launch_files
     from nbtoolkit.launches import Launch, Stage
+    from nbtoolkit.runner import stop, write_launch_files
 
     monkeypatch.setenv("NBTOOLKIT_HOST", "node-a")
     record = store.create(name="a", task="causal-lm", backend="local")
@@ -130,9 +130,9 @@ def test_stop_never_signals_a_process_here_for_a_job_recorded_on_another_host(st
 
 
 def test_stop_of_a_live_job_on_another_host_asks_its_supervisor_and_signals_nothing_here(store, monkeypatch):
-    from nbtoolkit.jobs import stop, write_launch_files
-    from nbtoolkit.jobs.lock import LOCK_FILE
     from nbtoolkit.launches import Launch, Stage
+    from nbtoolkit.runner import stop, write_launch_files
+    from nbtoolkit.runner.lock import LOCK_FILE
 
     monkeypatch.setenv("NBTOOLKIT_HOST", "node-a")
     record = store.create(name="a", task="causal-lm", backend="local")
@@ -179,7 +179,7 @@ def store_bad_values(store) -> str:
 
 
 def test_one_bad_stored_value_reads_as_empty_and_never_breaks_a_listing(store):
-    from nbtoolkit.jobs.listing import listing_row
+    from nbtoolkit.runner.listing import listing_row
 
     bad_id = store_bad_values(store)
     rows = {record.name: listing_row(record) for record in store.list()}
@@ -192,7 +192,7 @@ def test_one_bad_stored_value_reads_as_empty_and_never_breaks_a_listing(store):
 def test_a_status_this_nbtoolkit_does_not_know_reads_as_lost_and_never_breaks_a_listing(store):
     import sqlite3
 
-    from nbtoolkit.jobs.store import JobStatus
+    from nbtoolkit.runner.store import JobStatus
 
     odd = store.create(name="odd", task="text-classification", backend="local")
     store.create(name="fine", task="text-classification", backend="local")
@@ -203,7 +203,7 @@ def test_a_status_this_nbtoolkit_does_not_know_reads_as_lost_and_never_breaks_a_
 
 
 def test_statuses_are_the_active_then_the_final_ones():
-    from nbtoolkit.jobs.store import ACTIVE, FINAL, STATUSES
+    from nbtoolkit.runner.store import ACTIVE, FINAL, STATUSES
 
     assert ACTIVE == ("queued", "running")
     assert FINAL == ("succeeded", "failed", "stopped", "lost")
@@ -211,7 +211,7 @@ def test_statuses_are_the_active_then_the_final_ones():
 
 
 def test_a_status_shows_as_its_word():
-    from nbtoolkit.jobs.store import JobStatus
+    from nbtoolkit.runner.store import JobStatus
 
     shown = (repr(JobStatus.SUCCEEDED), str(JobStatus.SUCCEEDED), f"{JobStatus.LOST}")
     assert shown == ("'succeeded'", "succeeded", "lost")
@@ -228,7 +228,7 @@ def test_nbtoolkit_jobs_lists_every_job_beside_one_bad_stored_value(store):
 def test_the_store_records_its_schema_version(store):
     import sqlite3
 
-    from nbtoolkit.jobs.store import SCHEMA_VERSION
+    from nbtoolkit.runner.store import SCHEMA_VERSION
 
     with sqlite3.connect(store.db_path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 1

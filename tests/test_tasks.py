@@ -15,7 +15,7 @@ from nbtoolkit.api import Job, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.checkpoints import checkpoint_step, last_checkpoint
 from nbtoolkit.cli import main
-from nbtoolkit.jobs import JobStore
+from nbtoolkit.runner import JobStore
 from nbtoolkit.tasks import TASKS
 
 TRAIN = {"max_steps": 30, "batch_size": 8, "learning_rate": 0.003, "logging_steps": 10, "eval_on_start": True}

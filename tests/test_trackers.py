@@ -17,7 +17,7 @@ TRAIN = {"max_steps": 12, "batch_size": 8, "learning_rate": 0.003, "logging_step
 
 @pytest.fixture(scope="module")
 def tracked_job(tmp_path_factory) -> Job:
-    from nbtoolkit.jobs import JobStore
+    from nbtoolkit.runner import JobStore
 
     store = JobStore(tmp_path_factory.mktemp("nbhome"))
     job = launch({"task": "causal-lm", "report_to": ["tensorboard", "mlflow"], "train": TRAIN}, store=store)

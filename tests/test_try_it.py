@@ -11,8 +11,8 @@ import pytest
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.bundled import ASSETS
-from nbtoolkit.jobs import JobStore
 from nbtoolkit.notebook.try_it import TryIt
+from nbtoolkit.runner import JobStore
 from tests.conftest import SCRIPTS
 
 TRAIN = {"max_steps": 3, "batch_size": 4, "logging_steps": 1}

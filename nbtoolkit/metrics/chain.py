@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from nbtoolkit.checkpoints import checkpoint_step
-from nbtoolkit.jobs.store import JobNotFound, JobRecord, JobStore
 from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.runner.store import JobNotFound, JobRecord, JobStore
 
 
 def resume_chain(store: JobStore, job_id: str) -> list[JobRecord]:

@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nbtoolkit.jobs.listing import cost_usd
-from nbtoolkit.jobs.store import JobRecord, JobStore
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.metrics.throughput import steady_state
+from nbtoolkit.runner.listing import cost_usd
+from nbtoolkit.runner.store import JobRecord, JobStore
 
 if TYPE_CHECKING:
     import pandas as pd

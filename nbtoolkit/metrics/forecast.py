@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from nbtoolkit.jobs.listing import cost_usd
-from nbtoolkit.jobs.store import JobRecord
 from nbtoolkit.metrics.past_pace import PastPace
 from nbtoolkit.metrics.throughput import steady_state
+from nbtoolkit.runner.listing import cost_usd
+from nbtoolkit.runner.store import JobRecord
 
 #: the key of the forecast in a job record's info
 INFO_KEY = "forecast"

@@ -12,9 +12,9 @@ import json
 import statistics
 from dataclasses import dataclass
 
-from nbtoolkit.jobs.store import JobStore
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.metrics.throughput import steady_state
+from nbtoolkit.runner.store import JobStore
 from nbtoolkit.spec import RunSpec
 
 #: the key of the setup in a job record's info

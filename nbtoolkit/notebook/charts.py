@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from nbtoolkit.jobs.listing import cost_text, duration
 from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader
 from nbtoolkit.metrics.throughput import seconds_per_step
+from nbtoolkit.runner.listing import cost_text, duration
 
 #: at most one redraw per this many seconds while a run is going
 REDRAW_INTERVAL_S = 1.0

@@ -594,7 +594,7 @@ class SpecForm(widgets.VBox):
     def export(self) -> Path | None:
         """Write run.sh, launch.json and the launch's files, to run this spec outside Jupyter."""
         from nbtoolkit import backends
-        from nbtoolkit.jobs import write_launch_files
+        from nbtoolkit.runner import write_launch_files
 
         if self.spec is None:
             return None

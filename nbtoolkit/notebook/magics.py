@@ -19,8 +19,8 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from nbtoolkit.jobs.store import STATUSES, JobStatus
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
+from nbtoolkit.runner.store import STATUSES, JobStatus
 from nbtoolkit.spec import SpecError, load_spec, merged
 from nbtoolkit.tasks import TASK_NAMES
 from nbtoolkit.trackers import describe as describe_trackers
@@ -264,8 +264,8 @@ class FinetuneMagics(Magics):
         """The jobs table: name, backend, status, progress, last loss, throughput, started, ended."""
         import pandas as pd
 
-        from nbtoolkit.jobs import JobStore
-        from nbtoolkit.jobs.listing import listing_row
+        from nbtoolkit.runner import JobStore
+        from nbtoolkit.runner.listing import listing_row
 
         args = parse_argstring(self.jobs, line)
         rows = [
@@ -283,8 +283,8 @@ class FinetuneMagics(Magics):
     @line_magic
     def job(self, line: str) -> None:
         """One job: its live chart (a succeeded one's Try it box below it), then the tail of its log."""
-        from nbtoolkit.jobs import JobNotFound
-        from nbtoolkit.jobs.listing import listing_row
+        from nbtoolkit.runner import JobNotFound
+        from nbtoolkit.runner.listing import listing_row
 
         args = parse_argstring(self.job, line)
         try:
@@ -306,7 +306,7 @@ class FinetuneMagics(Magics):
     @line_magic
     def finetune_stop(self, line: str) -> None:
         """`%finetune_stop ID`: stop a job and every process it started."""
-        from nbtoolkit.jobs import JobNotFound
+        from nbtoolkit.runner import JobNotFound
 
         if not line.strip():
             raise UsageError("%finetune_stop needs a job id; %jobs lists them")
@@ -325,8 +325,8 @@ class FinetuneMagics(Magics):
     @line_magic
     def finetune_compare(self, line: str):
         """`%finetune_compare ID ID ...`: throughput, time, loss and cost side by side, with figures."""
-        from nbtoolkit.jobs import JobNotFound
         from nbtoolkit.metrics.compare import compare
+        from nbtoolkit.runner import JobNotFound
 
         args = parse_argstring(self.finetune_compare, line)
         try:

@@ -12,7 +12,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(server_app) -> None:
-    from nbtoolkit.jobs.store import StoreError
+    from nbtoolkit.runner.store import StoreError
     from nbtoolkit.server.extension import setup_routes
 
     try:

@@ -10,7 +10,7 @@ from typing import Annotated, Any, NamedTuple
 from jupyter_server.utils import url_path_join
 from pydantic import BaseModel, Field
 
-from nbtoolkit.jobs.store import JobStatus
+from nbtoolkit.runner.store import JobStatus
 from nbtoolkit.server import handlers
 from nbtoolkit.server.models import JobDetail, JobList, LogPage, MetricsPage
 from nbtoolkit.server.service import LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX, JobsService

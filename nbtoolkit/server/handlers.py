@@ -10,7 +10,7 @@ from jupyter_server.base.handlers import APIHandler
 from pydantic import BaseModel
 from tornado import web
 
-from nbtoolkit.jobs.store import JobNotFound
+from nbtoolkit.runner.store import JobNotFound
 from nbtoolkit.server.models import ErrorMessage
 from nbtoolkit.server.service import LIST_LIMIT_DEFAULT, LOG_LIMIT_DEFAULT, InvalidRequest, JobsService
 

@@ -8,9 +8,9 @@ from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
-from nbtoolkit.jobs.listing import cost_usd, listing_row, projected_cost_usd, remaining_seconds
-from nbtoolkit.jobs.store import ACTIVE, JobRecord, JobStatus
 from nbtoolkit.metrics import budget
+from nbtoolkit.runner.listing import cost_usd, listing_row, projected_cost_usd, remaining_seconds
+from nbtoolkit.runner.store import ACTIVE, JobRecord, JobStatus
 
 #: the job row's columns: a body's field of the same name carries the column as stored
 _ROW_COLUMNS = {column.name for column in fields(JobRecord)}

@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
 from nbtoolkit import __version__
-from nbtoolkit.jobs.store import JOB_ID
+from nbtoolkit.runner.store import JOB_ID
 from nbtoolkit.server.extension import API_PREFIX, JOB_PARAMETER, ROUTES, Query, Route
 from nbtoolkit.server.handlers import AUTH_RESOURCE
 from nbtoolkit.server.models import ErrorMessage

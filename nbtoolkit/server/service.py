@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from nbtoolkit.jobs import control
-from nbtoolkit.jobs.store import JOB_ID, LOG_FILE, STATUSES, JobRecord, JobStore
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.metrics.series import MAX_LINE_BYTES, METRICS_FILE, MetricsReader, read_metrics
+from nbtoolkit.runner import control
+from nbtoolkit.runner.store import JOB_ID, LOG_FILE, STATUSES, JobRecord, JobStore
 from nbtoolkit.server.models import JobDetail, JobList, JobSummary, LogPage, MetricsPage
 from nbtoolkit.server.sparklines import LossSparklines
 from nbtoolkit.spec import SpecError, load_spec

@@ -6,8 +6,8 @@ import re
 import time
 
 from nbtoolkit.api import Job
-from nbtoolkit.jobs import submit
 from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.runner import submit
 from tests.conftest import PYTHON, SCRIPTS
 
 PACED = SCRIPTS / "paced.py"

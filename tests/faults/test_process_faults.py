@@ -11,14 +11,14 @@ import time
 import psutil
 
 from nbtoolkit.api import Job, launch
-from nbtoolkit.jobs import JobStore
+from nbtoolkit.runner import JobStore
 from tests.conftest import PYTHON
 from tests.faults.conftest import job_pids
 from tests.faults.jobs import PACED, finished_all, paced_launch, printed_steps, submit_paced, wait_for
 
 SUBMIT_THEN_WAIT = (
     "import json, sys, time; from nbtoolkit.launches import Launch; "
-    "from nbtoolkit.jobs import JobStore, submit; "
+    "from nbtoolkit.runner import JobStore, submit; "
     "r = submit(Launch.from_dict(json.loads(sys.argv[1])), name='k', task='text-classification', "
     "store=JobStore(sys.argv[2])); print(r.id, flush=True); time.sleep(600)"
 )

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from nbtoolkit.jobs import JobStore
+from nbtoolkit.runner import JobStore
 from tests.conftest import PYTHON
 from tests.faults.conftest import job_pids
 from tests.faults.jobs import finished_all, printed_steps, submit_paced, wait_for

@@ -10,8 +10,8 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from nbtoolkit.api import launch
-from nbtoolkit.jobs.store import LOG_FILE
 from nbtoolkit.metrics.series import METRICS_FILE
+from nbtoolkit.runner.store import LOG_FILE
 from tests.conftest import SCRIPTS
 
 API = "nbtoolkit/api"

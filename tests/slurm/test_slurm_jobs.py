@@ -14,8 +14,8 @@ import yaml
 from nbtoolkit import backends
 from nbtoolkit.api import Job, launch
 from nbtoolkit.checkpoints import last_checkpoint
-from nbtoolkit.jobs.tree import tagged_processes
 from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.runner.tree import tagged_processes
 from nbtoolkit.spec import load_spec
 from tests.conftest import SCRIPTS
 from tests.faults.conftest import ORPHAN_DEADLINE_S

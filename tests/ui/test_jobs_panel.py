@@ -11,7 +11,7 @@ import psutil
 from playwright.sync_api import Page, expect
 
 from nbtoolkit.api import Job, launch
-from nbtoolkit.jobs import JobStore
+from nbtoolkit.runner import JobStore
 from tests.conftest import SCRIPTS
 from tests.ui.conftest import SCREENSHOTS
 

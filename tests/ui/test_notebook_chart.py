@@ -10,8 +10,8 @@ import nbformat
 from playwright.sync_api import Page, expect
 
 from nbtoolkit.api import launch
-from nbtoolkit.jobs import JobStore
 from nbtoolkit.notebook.browser_chart import JOB_MIME
+from nbtoolkit.runner import JobStore
 from tests.conftest import SCRIPTS
 from tests.ui.conftest import run_first_cell, write_notebook
 from tests.ui.test_jobs_panel import open_panel, row_of

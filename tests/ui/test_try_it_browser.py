@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nbtoolkit.api import launch
-from nbtoolkit.jobs import JobStore
+from nbtoolkit.runner import JobStore
 from tests.ui.conftest import SCREENSHOTS
 from tests.ui.test_form_browser import open_form
 

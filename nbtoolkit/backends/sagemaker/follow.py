@@ -27,7 +27,7 @@ from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_sig
 from nbtoolkit.backends.sagemaker.aws_errors import explain
 from nbtoolkit.backends.sagemaker.job import TrainingJob
 from nbtoolkit.catalog import hourly_price
-from nbtoolkit.jobs.tree import JOB_ID_ENV
+from nbtoolkit.runner.tree import JOB_ID_ENV
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 say = speaker("sagemaker")
@@ -281,7 +281,7 @@ class JobRecordUpdater:
             return
         try:
             if self.store is None:
-                from nbtoolkit.jobs.store import JobStore
+                from nbtoolkit.runner.store import JobStore
 
                 self.store = JobStore()
             if self.pending:

@@ -122,7 +122,7 @@ class Container:
 
     def end(self, grace: float = 5.0) -> None:
         """End the program and everything it started (SIGTERM, SIGKILL after `grace`; 0: SIGKILL at once)."""
-        from nbtoolkit.jobs.tree import job_processes, terminate_tree
+        from nbtoolkit.runner.tree import job_processes, terminate_tree
 
         if self.process is not None and self.process.poll() is None:
             if grace == 0:  # the instance is gone: everything at once, children that hold the log pipe too

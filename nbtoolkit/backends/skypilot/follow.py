@@ -20,8 +20,8 @@ import threading
 from pathlib import Path
 
 from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_signals
-from nbtoolkit.jobs.tree import JOB_ID_ENV
 from nbtoolkit.metrics.parse import RANK_PREFIX
+from nbtoolkit.runner.tree import JOB_ID_ENV
 
 say = speaker("skypilot")
 #: SkyPilot's exit codes of a managed job's log stream (sky.exceptions.JobExitCode)
@@ -73,7 +73,7 @@ def record(job_id: int) -> None:
     own = os.environ.get(JOB_ID_ENV)
     if not own:
         return
-    from nbtoolkit.jobs.store import JobStore
+    from nbtoolkit.runner.store import JobStore
 
     try:
         store = JobStore()

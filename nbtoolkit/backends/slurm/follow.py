@@ -23,7 +23,7 @@ from pathlib import Path
 
 from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_signals
 from nbtoolkit.backends.slurm.sbatch import output_file
-from nbtoolkit.jobs.tree import JOB_ID_ENV
+from nbtoolkit.runner.tree import JOB_ID_ENV
 
 say = speaker("slurm")
 JOB_ID_FILE = "slurm_job_id"
@@ -185,7 +185,7 @@ class Follower:
 
 
 def _store():
-    from nbtoolkit.jobs.store import JobStore
+    from nbtoolkit.runner.store import JobStore
 
     return JobStore()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from nbtoolkit.jobs.store import JobRecord
+from nbtoolkit.runner.store import JobRecord
 
 
 def duration(seconds: float | None) -> str:

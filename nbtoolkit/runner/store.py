@@ -29,7 +29,7 @@ from typing import Any
 
 import psutil
 
-from nbtoolkit.jobs.lock import held
+from nbtoolkit.runner.lock import held
 from nbtoolkit.runtime import default_home
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import psutil
 
-from nbtoolkit.jobs.store import (
+from nbtoolkit.launches import Launch
+from nbtoolkit.metrics.series import METRICS_FILE
+from nbtoolkit.runner.store import (
     ACTIVE,
     LOG_FILE,
     PRIVATE_DIR,
@@ -24,10 +26,8 @@ from nbtoolkit.jobs.store import (
     supervisor_process,
     this_host,
 )
-from nbtoolkit.jobs.supervisor import POLL_S, stage_grace
-from nbtoolkit.jobs.tree import HOME_ENV, JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
-from nbtoolkit.launches import Launch
-from nbtoolkit.metrics.series import METRICS_FILE
+from nbtoolkit.runner.supervisor import POLL_S, stage_grace
+from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 
 
 def write_launch_files(launch: Launch, directory: Path) -> list[Path]:
@@ -64,7 +64,7 @@ def submit(
     env = {**os.environ, HOME_ENV: str(store.home), JOB_ID_ENV: record.id}  # the tag every process of it carries
     with open(directory / "supervisor.log", "wb") as supervisor_log:  # the child keeps its own copy
         process = subprocess.Popen(
-            [sys.executable, "-m", "nbtoolkit.jobs.supervisor", record.id],
+            [sys.executable, "-m", "nbtoolkit.runner.supervisor", record.id],
             env=env,
             cwd=directory,
             stdin=subprocess.DEVNULL,

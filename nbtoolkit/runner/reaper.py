@@ -14,9 +14,9 @@ import sqlite3
 import sys
 import time
 
-from nbtoolkit.jobs.lock import SupervisorLock
-from nbtoolkit.jobs.store import JobStore
-from nbtoolkit.jobs.tree import end_processes, tagged_processes
+from nbtoolkit.runner.lock import SupervisorLock
+from nbtoolkit.runner.store import JobStore
+from nbtoolkit.runner.tree import end_processes, tagged_processes
 
 #: how long the reaper keeps trying to record the outcome when the store is busy
 RECORD_TRIES, RECORD_PAUSE_S = 30, 1.0

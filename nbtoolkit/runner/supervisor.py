@@ -9,7 +9,7 @@ processes if it dies (`reaper`). It polls its row for a stop request, so a stop 
 host. Nothing the job or the machine does ends it early: a store locked by another writer, a
 full disk, odd values in a user script's metrics.jsonl are noted in the log and ridden out.
 
-    python -m nbtoolkit.jobs.supervisor JOB_ID      (NBTOOLKIT_HOME names the store)
+    python -m nbtoolkit.runner.supervisor JOB_ID      (NBTOOLKIT_HOME names the store)
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from pathlib import Path
 import psutil
 
 from nbtoolkit.credentials import redact_args, resolve_args
-from nbtoolkit.jobs.lock import SupervisorLock
-from nbtoolkit.jobs.reaper import start_reaper
-from nbtoolkit.jobs.store import ACTIVE, LOG_FILE, JobStore, this_host
-from nbtoolkit.jobs.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
 from nbtoolkit.metrics import budget
 from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
+from nbtoolkit.runner.lock import SupervisorLock
+from nbtoolkit.runner.reaper import start_reaper
+from nbtoolkit.runner.store import ACTIVE, LOG_FILE, JobStore, this_host
+from nbtoolkit.runner.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.runtime import ERROR_PREFIX
 
 LOG_PREFIX = "[nbtoolkit]"
