@@ -9,7 +9,16 @@ import { IPoint } from './model';
 export const JOB_MIME = 'application/vnd.nbtoolkit.job+json';
 
 /** matplotlib's tab10, so a job has the colour its saved image (drawn in the kernel) gives it. */
-export const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f'];
+export const COLORS = [
+  '#1f77b4',
+  '#ff7f0e',
+  '#2ca02c',
+  '#d62728',
+  '#9467bd',
+  '#8c564b',
+  '#e377c2',
+  '#7f7f7f'
+];
 
 /** The kernel's default weight of the moving average drawn over the raw loss. */
 export const DEFAULT_SMOOTHING = 0.6;
@@ -54,20 +63,35 @@ export function smoothed(values: number[], weight: number): number[] {
 }
 
 /** `key` against the step over the records of one kind. */
-export function pointsOf(records: IMetricRecord[], key: string, kind: string): IPoint[] {
+export function pointsOf(
+  records: IMetricRecord[],
+  key: string,
+  kind: string
+): IPoint[] {
   return records
-    .filter(record => record.kind === kind && typeof record.step === 'number' && typeof record[key] === 'number')
+    .filter(
+      record =>
+        record.kind === kind &&
+        typeof record.step === 'number' &&
+        typeof record[key] === 'number'
+    )
     .map(record => ({ x: record.step as number, y: record[key] as number }));
 }
 
 /** The options a job reference asks for, filled in with the defaults and clamped to what the chart draws. */
 export function chartOptions(reference: IJobReference): IChartOptions {
   const smoothing = reference.options?.smoothing ?? DEFAULT_SMOOTHING;
-  return { smoothing: Math.min(0.99, Math.max(0, smoothing)), logScale: reference.options?.log_scale ?? false };
+  return {
+    smoothing: Math.min(0.99, Math.max(0, smoothing)),
+    logScale: reference.options?.log_scale ?? false
+  };
 }
 
 /** Train and eval loss of each job, in the job's colour; labels name the job when there are several. */
-export function lossSeries(jobs: IChartJob[], options: IChartOptions): ISeries[] {
+export function lossSeries(
+  jobs: IChartJob[],
+  options: IChartOptions
+): ISeries[] {
   return jobs.flatMap((job, index) => {
     const color = COLORS[index % COLORS.length];
     const prefix = jobs.length > 1 ? `${job.name} (${job.id}) ` : '';
@@ -84,7 +108,13 @@ export function lossSeries(jobs: IChartJob[], options: IChartOptions): ISeries[]
         points: train.map((point, at) => ({ x: point.x, y: values[at] })),
         raw: options.smoothing > 0 ? train : []
       },
-      { label: `${prefix}eval loss`, kind: 'eval', color, points: pointsOf(job.records, 'eval_loss', 'eval'), raw: [] }
+      {
+        label: `${prefix}eval loss`,
+        kind: 'eval',
+        color,
+        points: pointsOf(job.records, 'eval_loss', 'eval'),
+        raw: []
+      }
     ];
     return series.filter(line => line.points.length > 0);
   });
@@ -97,9 +127,14 @@ export interface IAxis {
 }
 
 /** The span of every point drawn; on a log axis only positive values count (the others are not drawn). */
-export function axesOf(series: ISeries[], logScale: boolean): { x: IAxis; y: IAxis } | null {
+export function axesOf(
+  series: ISeries[],
+  logScale: boolean
+): { x: IAxis; y: IAxis } | null {
   const all = series.flatMap(line => [...line.points, ...line.raw]);
-  const ys = all.map(point => point.y).filter(y => Number.isFinite(y) && (!logScale || y > 0));
+  const ys = all
+    .map(point => point.y)
+    .filter(y => Number.isFinite(y) && (!logScale || y > 0));
   if (all.length === 0 || ys.length === 0) {
     return null;
   }
@@ -126,7 +161,10 @@ export function stepAt(position: number, axis: IAxis): number {
 }
 
 /** Each series' point nearest `step` (what the hover box lists), skipping series with no point. */
-export function valuesAt(series: ISeries[], step: number): { series: ISeries; point: IPoint }[] {
+export function valuesAt(
+  series: ISeries[],
+  step: number
+): { series: ISeries; point: IPoint }[] {
   return series.map(line => {
     let best = line.points[0];
     for (const point of line.points) {

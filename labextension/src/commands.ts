@@ -3,7 +3,12 @@
  * (after a confirmation), refresh. The row buttons run these.
  */
 import { JupyterFrontEnd } from '@jupyterlab/application';
-import { Dialog, MainAreaWidget, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import {
+  Dialog,
+  MainAreaWidget,
+  showDialog,
+  showErrorMessage
+} from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 
 import { IJobActions } from './components/JobRow';
@@ -26,7 +31,10 @@ interface IJobArgs {
 }
 
 function jobArgs(args: any): IJobArgs {
-  return { id: String(args.id), name: args.name ? String(args.name) : undefined };
+  return {
+    id: String(args.id),
+    name: args.name ? String(args.name) : undefined
+  };
 }
 
 export function addCommands(
@@ -45,7 +53,9 @@ export function addCommands(
       return;
     }
     const follower = new JobFollower(api, args.id, model.settings);
-    const widget = new MainAreaWidget({ content: new JobView(follower, charts) });
+    const widget = new MainAreaWidget({
+      content: new JobView(follower, charts)
+    });
     widget.id = key;
     widget.title.label = `${charts ? 'job' : 'log'} ${args.name ?? args.id}`;
     widget.title.icon = jobsIcon;
@@ -72,12 +82,17 @@ export function addCommands(
       const { id } = jobArgs(args);
       const notebook = tracker?.currentWidget;
       if (!notebook) {
-        await showErrorMessage('No notebook to insert into', `Open a notebook, then insert the %job ${id} cell again.`);
+        await showErrorMessage(
+          'No notebook to insert into',
+          `Open a notebook, then insert the %job ${id} cell again.`
+        );
         return;
       }
       await notebook.context.ready; // a notebook still loading would drop the new cell
       const active = notebook.content.activeCell;
-      const reusable = active?.model.type === 'code' && !active.model.sharedModel.getSource().trim();
+      const reusable =
+        active?.model.type === 'code' &&
+        !active.model.sharedModel.getSource().trim();
       if (!reusable) {
         NotebookActions.insertBelow(notebook.content);
       }
@@ -93,7 +108,10 @@ export function addCommands(
       const answer = await showDialog({
         title: 'Stop this job?',
         body: `Stop ${name ?? 'job'} (${id}) and every process it started? Its log and metrics are kept.`,
-        buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Stop job' })]
+        buttons: [
+          Dialog.cancelButton(),
+          Dialog.warnButton({ label: 'Stop job' })
+        ]
       });
       if (!answer.button.accept) {
         return;

@@ -17,7 +17,9 @@ export type IMetricsPage = Schemas['MetricsPage'];
 /** A metrics.jsonl record: time, step, kind, and whatever numbers the run logged. */
 export type IMetricRecord = IMetricsPage['records'][number];
 export type ILogPage = Schemas['LogPage'];
-export type IListOptions = NonNullable<paths['/jobs']['get']['parameters']['query']>;
+export type IListOptions = NonNullable<
+  paths['/jobs']['get']['parameters']['query']
+>;
 
 /** What the panel needs from the server; the panel's tests give it a fake. */
 export interface IJobsAPI {
@@ -60,7 +62,10 @@ export async function requestAPI<T>(
   }
   if (!response.ok) {
     const reason = body?.message || `${response.status} ${response.statusText}`;
-    throw new APIError(`the job API answered ${response.status}: ${reason}`, response.status);
+    throw new APIError(
+      `the job API answered ${response.status}: ${reason}`,
+      response.status
+    );
   }
   return body as T;
 }
@@ -87,7 +92,9 @@ export class JobsClient implements IJobsAPI {
   }
 
   metrics(id: string, since: number): Promise<IMetricsPage> {
-    return this.get<IMetricsPage>(jobPath(id, 'metrics'), { since: String(since) });
+    return this.get<IMetricsPage>(jobPath(id, 'metrics'), {
+      since: String(since)
+    });
   }
 
   log(id: string, offset: number, limit?: number): Promise<ILogPage> {
@@ -99,11 +106,22 @@ export class JobsClient implements IJobsAPI {
   }
 
   stop(id: string): Promise<IJobDetail> {
-    return requestAPI<IJobDetail>(jobPath(id, 'stop'), { method: 'POST' }, this.settings);
+    return requestAPI<IJobDetail>(
+      jobPath(id, 'stop'),
+      { method: 'POST' },
+      this.settings
+    );
   }
 
-  private get<T>(path: string, query: { [key: string]: string } = {}): Promise<T> {
-    return requestAPI<T>(path + URLExt.objectToQueryString(query), {}, this.settings);
+  private get<T>(
+    path: string,
+    query: { [key: string]: string } = {}
+  ): Promise<T> {
+    return requestAPI<T>(
+      path + URLExt.objectToQueryString(query),
+      {},
+      this.settings
+    );
   }
 }
 

@@ -20,9 +20,15 @@ const PLUGIN_ID = 'nbtoolkit:plugin';
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
-  description: 'Every nbtoolkit fine-tuning job in the left sidebar: progress, loss, log, stop.',
+  description:
+    'Every nbtoolkit fine-tuning job in the left sidebar: progress, loss, log, stop.',
   autoStart: true,
-  optional: [ISettingRegistry, INotebookTracker, ILayoutRestorer, ICommandPalette],
+  optional: [
+    ISettingRegistry,
+    INotebookTracker,
+    ILayoutRestorer,
+    ICommandPalette
+  ],
   activate: (
     app: JupyterFrontEnd,
     settingRegistry: ISettingRegistry | null,
@@ -41,8 +47,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
       void settingRegistry.load(PLUGIN_ID).then(settings => {
         const read = () =>
           model.updateSettings({
-            interval: 1000 * ((settings.get('refreshInterval').composite as number) ?? DEFAULT_REFRESH.interval / 1000),
-            idleInterval: 1000 * ((settings.get('idleInterval').composite as number) ?? DEFAULT_REFRESH.idleInterval / 1000)
+            interval:
+              1000 *
+              ((settings.get('refreshInterval').composite as number) ??
+                DEFAULT_REFRESH.interval / 1000),
+            idleInterval:
+              1000 *
+              ((settings.get('idleInterval').composite as number) ??
+                DEFAULT_REFRESH.idleInterval / 1000)
           });
         read();
         settings.changed.connect(read);

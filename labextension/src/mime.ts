@@ -10,7 +10,8 @@ import { JobChartRenderer } from './widgets/JobChartRenderer';
 
 const extension: IRenderMime.IExtension = {
   id: 'nbtoolkit:job-chart',
-  description: 'Job charts in notebook outputs, drawn in the browser from the job API.',
+  description:
+    'Job charts in notebook outputs, drawn in the browser from the job API.',
   rendererFactory: {
     safe: true,
     mimeTypes: [JOB_MIME],

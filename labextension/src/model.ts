@@ -111,7 +111,11 @@ export abstract class ServerState<T extends { error: string | null }> {
   protected abstract read(state: T): Promise<T>;
 
   /** Start polling; the first read happens at once. */
-  protected startPolling(name: string, frequency: IFrequency, standby: Poll.Standby | (() => boolean | Poll.Standby)): void {
+  protected startPolling(
+    name: string,
+    frequency: IFrequency,
+    standby: Poll.Standby | (() => boolean | Poll.Standby)
+  ): void {
     if (this.poll) {
       return;
     }
@@ -168,7 +172,9 @@ export class JobsModel extends ServerState<IJobListState> {
   }
 
   start(): void {
-    this.startPolling('nbtoolkit:jobs', this._frequency(), () => (this._visible ? 'when-hidden' : true));
+    this.startPolling('nbtoolkit:jobs', this._frequency(), () =>
+      this._visible ? 'when-hidden' : true
+    );
   }
 
   /** The panel shows or hides: hidden, polling stands by; shown again, it refreshes at once. */
@@ -190,12 +196,21 @@ export class JobsModel extends ServerState<IJobListState> {
     const print = fingerprint(page.jobs);
     const changed = print !== this._fingerprint;
     this._fingerprint = print;
-    this._interval = nextInterval(this._interval, this._settings, page.jobs.some(job => job.active), changed);
+    this._interval = nextInterval(
+      this._interval,
+      this._settings,
+      page.jobs.some(job => job.active),
+      changed
+    );
     return { jobs: page.jobs, total: page.total, loaded: true, error: null };
   }
 
   private _frequency(): IFrequency {
-    return { interval: this._interval, backoff: true, max: longestWait(this._settings) };
+    return {
+      interval: this._interval,
+      backoff: true,
+      max: longestWait(this._settings)
+    };
   }
 
   private _syncPoll(): void {
@@ -233,12 +248,20 @@ export class JobFollower extends ServerState<IFollowedJob> {
   async refresh(): Promise<void> {
     await super.refresh();
     if (this.state.done && this.poll) {
-      this.poll.frequency = { interval: Poll.NEVER, backoff: false, max: Poll.NEVER };
+      this.poll.frequency = {
+        interval: Poll.NEVER,
+        backoff: false,
+        max: Poll.NEVER
+      };
     }
   }
 
   start(): void {
-    const frequency = { interval: this._settings.interval, backoff: true, max: longestWait(this._settings) };
+    const frequency = {
+      interval: this._settings.interval,
+      backoff: true,
+      max: longestWait(this._settings)
+    };
     this.startPolling(`nbtoolkit:job-${this.id}`, frequency, 'when-hidden');
   }
 
@@ -246,12 +269,16 @@ export class JobFollower extends ServerState<IFollowedJob> {
   protected async read(state: IFollowedJob): Promise<IFollowedJob> {
     const job = await this.api.getJob(this.id);
     const metrics = await this.api.metrics(this.id, this._metricsCursor);
-    const log = this._withLog ? await this.api.log(this.id, this._logOffset ?? -LOG_TAIL_BYTES) : null;
+    const log = this._withLog
+      ? await this.api.log(this.id, this._logOffset ?? -LOG_TAIL_BYTES)
+      : null;
     this._metricsCursor = metrics.next;
     this._logOffset = log?.next ?? null;
     return {
       job,
-      records: metrics.records.length ? [...state.records, ...metrics.records] : state.records,
+      records: metrics.records.length
+        ? [...state.records, ...metrics.records]
+        : state.records,
       log: log ? trimLog(state.log + log.text) : state.log,
       error: null,
       done: !job.active && !metrics.records.length && !log?.text

@@ -1,15 +1,40 @@
 import React, { act } from 'react';
 import { createRoot, Root } from 'react-dom/client';
 
-import { axesOf, chartOptions, fraction, lossSeries, smoothed, valuesAt } from '../chart';
+import {
+  axesOf,
+  chartOptions,
+  fraction,
+  lossSeries,
+  smoothed,
+  valuesAt
+} from '../chart';
 import { JobChart } from '../components/JobChart';
 
 (globalThis as any).IS_REACT_ACT_ENVIRONMENT = true;
 
 const train = (step: number, loss: number) => ({ kind: 'train', step, loss });
-const evaluation = (step: number, loss: number) => ({ kind: 'eval', step, eval_loss: loss });
-const first = { id: 'aaaa1111', name: 'bert', records: [train(1, 4), train(2, 2), evaluation(2, 3), train(3, 1), evaluation(3, 2)] };
-const second = { id: 'bbbb2222', name: 'gpt2', records: [train(1, 8), train(2, 6)] };
+const evaluation = (step: number, loss: number) => ({
+  kind: 'eval',
+  step,
+  eval_loss: loss
+});
+const first = {
+  id: 'aaaa1111',
+  name: 'bert',
+  records: [
+    train(1, 4),
+    train(2, 2),
+    evaluation(2, 3),
+    train(3, 1),
+    evaluation(3, 2)
+  ]
+};
+const second = {
+  id: 'bbbb2222',
+  name: 'gpt2',
+  records: [train(1, 8), train(2, 6)]
+};
 
 describe('smoothing', () => {
   it('is a debiased moving average: the first point is kept, later ones lag toward the past', () => {
@@ -30,22 +55,36 @@ describe('loss series', () => {
     const series = lossSeries([first], { smoothing: 0.5, logScale: false });
     expect(series.map(line => line.label)).toEqual(['train loss', 'eval loss']);
     const [trainLine, evalLine] = series;
-    expect(trainLine.raw).toEqual([{ x: 1, y: 4 }, { x: 2, y: 2 }, { x: 3, y: 1 }]);
+    expect(trainLine.raw).toEqual([
+      { x: 1, y: 4 },
+      { x: 2, y: 2 },
+      { x: 3, y: 1 }
+    ]);
     expect(trainLine.points.map(point => point.x)).toEqual([1, 2, 3]);
     expect(trainLine.points[1].y).toBeCloseTo(8 / 3);
-    expect(evalLine.points).toEqual([{ x: 2, y: 3 }, { x: 3, y: 2 }]);
+    expect(evalLine.points).toEqual([
+      { x: 2, y: 3 },
+      { x: 3, y: 2 }
+    ]);
     expect(evalLine.raw).toEqual([]);
     expect(trainLine.color).toBe(evalLine.color);
   });
 
   it('without smoothing draws the raw train loss alone', () => {
     const [trainLine] = lossSeries([first], { smoothing: 0, logScale: false });
-    expect(trainLine.points).toEqual([{ x: 1, y: 4 }, { x: 2, y: 2 }, { x: 3, y: 1 }]);
+    expect(trainLine.points).toEqual([
+      { x: 1, y: 4 },
+      { x: 2, y: 2 },
+      { x: 3, y: 1 }
+    ]);
     expect(trainLine.raw).toEqual([]);
   });
 
   it('names each job in its labels and gives each job its own colour when there are several', () => {
-    const series = lossSeries([first, second], { smoothing: 0, logScale: false });
+    const series = lossSeries([first, second], {
+      smoothing: 0,
+      logScale: false
+    });
     expect(series.map(line => line.label)).toEqual([
       'bert (aaaa1111) train loss',
       'bert (aaaa1111) eval loss',
@@ -55,14 +94,31 @@ describe('loss series', () => {
   });
 
   it('reads the options of a job reference, clamped, with the defaults', () => {
-    expect(chartOptions({ job_ids: ['x'] })).toEqual({ smoothing: 0.6, logScale: false });
-    expect(chartOptions({ job_ids: ['x'], options: { smoothing: 2, log_scale: true } })).toEqual({ smoothing: 0.99, logScale: true });
+    expect(chartOptions({ job_ids: ['x'] })).toEqual({
+      smoothing: 0.6,
+      logScale: false
+    });
+    expect(
+      chartOptions({
+        job_ids: ['x'],
+        options: { smoothing: 2, log_scale: true }
+      })
+    ).toEqual({ smoothing: 0.99, logScale: true });
   });
 });
 
 describe('axes and hover', () => {
   it('a log axis places values by their logarithm and leaves out what it cannot show', () => {
-    const series = lossSeries([{ id: 'c', name: 'c', records: [train(1, 0), train(2, 1), train(3, 100)] }], { smoothing: 0, logScale: true });
+    const series = lossSeries(
+      [
+        {
+          id: 'c',
+          name: 'c',
+          records: [train(1, 0), train(2, 1), train(3, 100)]
+        }
+      ],
+      { smoothing: 0, logScale: true }
+    );
     const axes = axesOf(series, true)!;
     expect(axes.y).toEqual({ min: 1, max: 100, log: true });
     expect(fraction(10, axes.y)).toBeCloseTo(0.5);
@@ -71,8 +127,16 @@ describe('axes and hover', () => {
   });
 
   it('lists each series value nearest the pointer step', () => {
-    const series = lossSeries([first, second], { smoothing: 0, logScale: false });
-    expect(valuesAt(series, 2.4).map(({ series: line, point }) => [line.label, point])).toEqual([
+    const series = lossSeries([first, second], {
+      smoothing: 0,
+      logScale: false
+    });
+    expect(
+      valuesAt(series, 2.4).map(({ series: line, point }) => [
+        line.label,
+        point
+      ])
+    ).toEqual([
       ['bert (aaaa1111) train loss', { x: 2, y: 2 }],
       ['bert (aaaa1111) eval loss', { x: 2, y: 3 }],
       ['gpt2 (bbbb2222) train loss', { x: 2, y: 6 }]
@@ -94,39 +158,85 @@ describe('JobChart', () => {
   });
 
   it('draws every job in its colour with a legend, lists the steps it drew, and follows its controls', () => {
-    act(() => root.render(<JobChart jobs={[first, second]} options={{ smoothing: 0.6, logScale: false }} width={400} height={160} />));
-    const lines = Array.from(container.querySelectorAll('polyline.nbt-JobChart-line'));
-    expect(lines.map(line => [line.getAttribute('data-series'), line.getAttribute('data-steps')])).toEqual([
+    act(() =>
+      root.render(
+        <JobChart
+          jobs={[first, second]}
+          options={{ smoothing: 0.6, logScale: false }}
+          width={400}
+          height={160}
+        />
+      )
+    );
+    const lines = Array.from(
+      container.querySelectorAll('polyline.nbt-JobChart-line')
+    );
+    expect(
+      lines.map(line => [
+        line.getAttribute('data-series'),
+        line.getAttribute('data-steps')
+      ])
+    ).toEqual([
       ['bert (aaaa1111) train loss', '1,2,3'],
       ['bert (aaaa1111) eval loss', '2,3'],
       ['gpt2 (bbbb2222) train loss', '1,2']
     ]);
-    expect(lines[0].getAttribute('stroke')).not.toBe(lines[2].getAttribute('stroke'));
-    expect(Array.from(container.querySelectorAll('.nbt-JobChart-legend li')).map(item => item.textContent)).toHaveLength(3);
-    expect(container.querySelectorAll('polyline.nbt-JobChart-raw')).toHaveLength(2); // smoothed: raw lines under
+    expect(lines[0].getAttribute('stroke')).not.toBe(
+      lines[2].getAttribute('stroke')
+    );
+    expect(
+      Array.from(container.querySelectorAll('.nbt-JobChart-legend li')).map(
+        item => item.textContent
+      )
+    ).toHaveLength(3);
+    expect(
+      container.querySelectorAll('polyline.nbt-JobChart-raw')
+    ).toHaveLength(2); // smoothed: raw lines under
 
-    const smoothing = container.querySelector('input[type=range]') as HTMLInputElement;
+    const smoothing = container.querySelector(
+      'input[type=range]'
+    ) as HTMLInputElement;
     act(() => {
-      const setValue = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value')!.set!;
+      const setValue = Object.getOwnPropertyDescriptor(
+        HTMLInputElement.prototype,
+        'value'
+      )!.set!;
       setValue.call(smoothing, '0');
       smoothing.dispatchEvent(new Event('input', { bubbles: true }));
     });
-    expect(container.querySelectorAll('polyline.nbt-JobChart-raw')).toHaveLength(0);
+    expect(
+      container.querySelectorAll('polyline.nbt-JobChart-raw')
+    ).toHaveLength(0);
 
-    const log = container.querySelector('input[type=checkbox]') as HTMLInputElement;
+    const log = container.querySelector(
+      'input[type=checkbox]'
+    ) as HTMLInputElement;
     act(() => log.click());
     expect(log.checked).toBe(true);
 
     const svg = container.querySelector('svg.nbt-JobChart-plot')!;
     act(() => {
-      svg.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: 56 + 336 }));
+      svg.dispatchEvent(
+        new MouseEvent('mousemove', { bubbles: true, clientX: 56 + 336 })
+      );
     });
     // jsdom lays nothing out (the box is at 0,0): x = 56 + the plot's full width is the last step
-    expect(container.querySelector('.nbt-JobChart-hover')!.textContent).toContain('bert (aaaa1111) train loss @ step 3: 1.00');
+    expect(
+      container.querySelector('.nbt-JobChart-hover')!.textContent
+    ).toContain('bert (aaaa1111) train loss @ step 3: 1.00');
   });
 
   it('says so when there is nothing to draw yet', () => {
-    act(() => root.render(<JobChart jobs={[{ id: 'x', name: 'x', records: [] }]} options={{ smoothing: 0, logScale: false }} width={400} height={160} />));
+    act(() =>
+      root.render(
+        <JobChart
+          jobs={[{ id: 'x', name: 'x', records: [] }]}
+          options={{ smoothing: 0, logScale: false }}
+          width={400}
+          height={160}
+        />
+      )
+    );
     expect(container.textContent).toContain('loss: no data yet');
   });
 });

@@ -27,7 +27,8 @@ afterEach(() => {
 
 function recordingActions(): IJobActions & { done: string[] } {
   const done: string[] = [];
-  const record = (what: string) => (j: IJobSummary) => done.push(`${what} ${j.id}`);
+  const record = (what: string) => (j: IJobSummary) =>
+    done.push(`${what} ${j.id}`);
   return {
     done,
     open: record('open'),
@@ -53,8 +54,10 @@ function renderList(props: Partial<React.ComponentProps<typeof JobList>> = {}) {
   );
 }
 
-const query = (selector: string) => container.querySelector(selector) as HTMLElement;
-const queryAll = (selector: string) => Array.from(container.querySelectorAll(selector)) as HTMLElement[];
+const query = (selector: string) =>
+  container.querySelector(selector) as HTMLElement;
+const queryAll = (selector: string) =>
+  Array.from(container.querySelectorAll(selector)) as HTMLElement[];
 
 describe('JobList', () => {
   it('shows each job: status, launcher, progress, measures and a loss sparkline', () => {
@@ -65,22 +68,41 @@ describe('JobList', () => {
       backend: 'deepspeed',
       status: 'failed',
       active: false,
-      display: { ...job().display, status: 'failed', remaining: '', cost: '', projected: '' },
+      display: {
+        ...job().display,
+        status: 'failed',
+        remaining: '',
+        cost: '',
+        projected: ''
+      },
       message: 'CUDA out of memory',
       loss_series: []
     });
     renderList({ jobs: [running, failed], total: 2 });
 
     const rows = queryAll('.nbt-JobRow');
-    expect(rows.map(row => row.dataset.jobId)).toEqual(['0a1b2c3d', 'ffff0000']);
+    expect(rows.map(row => row.dataset.jobId)).toEqual([
+      '0a1b2c3d',
+      'ffff0000'
+    ]);
     expect(query('.nbt-JobList-count').textContent).toBe('1 running, 2 in all');
 
     const first = rows[0];
-    expect(first.querySelector('.nbt-JobRow-name')!.textContent).toBe('emotion-bert');
-    expect(first.querySelector('.nbt-JobRow-status')!.textContent).toBe('running');
-    expect(first.querySelector('.nbt-JobRow-launcher')!.textContent).toBe('torchrun');
-    expect(first.querySelector('.nbt-Progress-label')!.textContent).toBe('30/120');
-    expect((first.querySelector('.nbt-Progress-fill') as HTMLElement).style.width).toBe('25%');
+    expect(first.querySelector('.nbt-JobRow-name')!.textContent).toBe(
+      'emotion-bert'
+    );
+    expect(first.querySelector('.nbt-JobRow-status')!.textContent).toBe(
+      'running'
+    );
+    expect(first.querySelector('.nbt-JobRow-launcher')!.textContent).toBe(
+      'torchrun'
+    );
+    expect(first.querySelector('.nbt-Progress-label')!.textContent).toBe(
+      '30/120'
+    );
+    expect(
+      (first.querySelector('.nbt-Progress-fill') as HTMLElement).style.width
+    ).toBe('25%');
     expect(first.querySelector('.nbt-JobRow-facts')!.textContent).toBe(
       'loss 0.8123 · 45.2 samples/s · 0:40 elapsed · 2:00 left · $0.05 so far, ~$0.20 in all'
     );
@@ -89,20 +111,45 @@ describe('JobList', () => {
     expect(line.getAttribute('points')!.split(' ')).toHaveLength(4);
 
     const second = rows[1];
-    expect(second.querySelector('.nbt-JobRow-message')!.textContent).toBe('CUDA out of memory');
-    expect(second.querySelector('svg.nbt-Sparkline')!.classList).toContain('nbt-mod-empty');
+    expect(second.querySelector('.nbt-JobRow-message')!.textContent).toBe(
+      'CUDA out of memory'
+    );
+    expect(second.querySelector('svg.nbt-Sparkline')!.classList).toContain(
+      'nbt-mod-empty'
+    );
   });
 
   it('warns while a job runs past 90% of its budget; one stopped at it says why in its message', () => {
     const summary = '$0.09 of the $0.10 budget spent (92%) at step 40';
-    const near = job({ budget: { reached: 'warning', cost_usd: 0.092, budget_usd: 0.1, step: 40, summary } });
+    const near = job({
+      budget: {
+        reached: 'warning',
+        cost_usd: 0.092,
+        budget_usd: 0.1,
+        step: 40,
+        summary
+      }
+    });
     const stopped = job({
       id: 'eeee0000',
       status: 'stopped',
       active: false,
-      display: { ...job().display, status: 'stopped', remaining: '', projected: '', cost: '$0.10' },
-      budget: { reached: 'stopped', cost_usd: 0.1, budget_usd: 0.1, step: 44, summary },
-      message: 'stopped at its budget: $0.10 of the $0.10 budget spent (100%) at step 44; it saved a checkpoint there'
+      display: {
+        ...job().display,
+        status: 'stopped',
+        remaining: '',
+        projected: '',
+        cost: '$0.10'
+      },
+      budget: {
+        reached: 'stopped',
+        cost_usd: 0.1,
+        budget_usd: 0.1,
+        step: 44,
+        summary
+      },
+      message:
+        'stopped at its budget: $0.10 of the $0.10 budget spent (100%) at step 44; it saved a checkpoint there'
     });
     renderList({ jobs: [near, stopped] });
     const [running, ended] = queryAll('.nbt-JobRow');
@@ -110,12 +157,31 @@ describe('JobList', () => {
       `budget: ${summary}; it stops with a checkpoint at 100%`
     );
     expect(ended.querySelector('.nbt-JobRow-budget')).toBeNull();
-    expect(ended.querySelector('.nbt-JobRow-message')!.textContent).toContain('stopped at its budget');
-    expect(ended.querySelector('.nbt-JobRow-facts')!.textContent).toContain('$0.10');
+    expect(ended.querySelector('.nbt-JobRow-message')!.textContent).toContain(
+      'stopped at its budget'
+    );
+    expect(ended.querySelector('.nbt-JobRow-facts')!.textContent).toContain(
+      '$0.10'
+    );
 
-    act(() => root.render(<JobDetail job={detail(near)} records={[]} log={''} error={null} done={false} charts={true} />));
-    expect(query('.nbt-JobDetail-header .nbt-JobRow-budget').textContent).toContain(summary);
-    expect(query('.nbt-JobDetail-header .nbt-JobRow-facts').textContent).toContain('$0.05 so far, ~$0.20 in all');
+    act(() =>
+      root.render(
+        <JobDetail
+          job={detail(near)}
+          records={[]}
+          log={''}
+          error={null}
+          done={false}
+          charts={true}
+        />
+      )
+    );
+    expect(
+      query('.nbt-JobDetail-header .nbt-JobRow-budget').textContent
+    ).toContain(summary);
+    expect(
+      query('.nbt-JobDetail-header .nbt-JobRow-facts').textContent
+    ).toContain('$0.05 so far, ~$0.20 in all');
   });
 
   it('offers stop only for jobs that run, and the buttons call the actions', () => {
@@ -125,16 +191,31 @@ describe('JobList', () => {
     const [running, finished] = queryAll('.nbt-JobRow');
     expect(finished.querySelector('[title="Stop job"]')).toBeNull();
 
-    act(() => (running.querySelector('[title="Stop job"]') as HTMLElement).click());
-    act(() => (finished.querySelector('[title="Open log"]') as HTMLElement).click());
-    act(() => (finished.querySelector('.nbt-JobRow-name') as HTMLElement).click());
-    act(() => (running.querySelector('[title^="Insert a %job"]') as HTMLElement).click());
-    expect(actions.done).toEqual(['stop 0a1b2c3d', 'log dddd0000', 'open dddd0000', 'insert 0a1b2c3d']);
+    act(() =>
+      (running.querySelector('[title="Stop job"]') as HTMLElement).click()
+    );
+    act(() =>
+      (finished.querySelector('[title="Open log"]') as HTMLElement).click()
+    );
+    act(() =>
+      (finished.querySelector('.nbt-JobRow-name') as HTMLElement).click()
+    );
+    act(() =>
+      (running.querySelector('[title^="Insert a %job"]') as HTMLElement).click()
+    );
+    expect(actions.done).toEqual([
+      'stop 0a1b2c3d',
+      'log dddd0000',
+      'open dddd0000',
+      'insert 0a1b2c3d'
+    ]);
   });
 
   it('shows a server error as a message above the last known jobs', () => {
     renderList({ jobs: [job()], error: 'the job API answered 500: disk full' });
-    expect(query('[role="alert"]').textContent).toBe('the job API answered 500: disk full');
+    expect(query('[role="alert"]').textContent).toBe(
+      'the job API answered 500: disk full'
+    );
     expect(queryAll('.nbt-JobRow')).toHaveLength(1);
   });
 
@@ -147,7 +228,9 @@ describe('JobList', () => {
 
   it('says when it shows only the newest jobs', () => {
     renderList({ jobs: [job()], total: 250 });
-    expect(queryAll('.nbt-JobList-note').map(note => note.textContent)).toEqual(['showing the newest 1 of 250']);
+    expect(queryAll('.nbt-JobList-note').map(note => note.textContent)).toEqual(
+      ['showing the newest 1 of 250']
+    );
   });
 });
 
@@ -158,10 +241,26 @@ describe('JobDetail', () => {
       { kind: 'train', step: 20, loss: 1.5, samples_per_second: 44 },
       { kind: 'train', step: 30, loss: 1.0, samples_per_second: 46 }
     ];
-    act(() => root.render(<JobDetail job={detail()} records={records} log={'step 30\n'} error={null} done={false} charts={true} />));
+    act(() =>
+      root.render(
+        <JobDetail
+          job={detail()}
+          records={records}
+          log={'step 30\n'}
+          error={null}
+          done={false}
+          charts={true}
+        />
+      )
+    );
     const charts = queryAll('.nbt-JobDetail-charts svg');
-    expect(charts.map(chart => chart.getAttribute('aria-label'))).toEqual(['loss', 'samples/s']);
-    expect(charts[0].querySelector('polyline')!.getAttribute('points')!.split(' ')).toHaveLength(3);
+    expect(charts.map(chart => chart.getAttribute('aria-label'))).toEqual([
+      'loss',
+      'samples/s'
+    ]);
+    expect(
+      charts[0].querySelector('polyline')!.getAttribute('points')!.split(' ')
+    ).toHaveLength(3);
     expect(charts[0].textContent).toContain('step 10');
     expect(charts[0].textContent).toContain('step 30');
     expect(query('.nbt-LogTail').textContent).toBe('step 30\n');
@@ -172,16 +271,56 @@ describe('JobDetail', () => {
       'samples/s          predicted      310.0   measured      275.2   0.89x',
       'hours              predicted       2.00   measured       2.25   1.12x'
     ];
-    const tracking = ['run name qa-3f9a0c1d', 'tensorboard /jobs/3f9a0c1d/runs'];
-    act(() => root.render(<JobDetail job={detail({ planned, tracking })} records={[]} log={''} error={null} done={true} charts={true} />));
-    expect(query('.nbt-JobDetail-planned').textContent).toBe(planned.join('\n'));
-    expect(query('.nbt-JobDetail-tracking').textContent).toBe('run name qa-3f9a0c1d · tensorboard /jobs/3f9a0c1d/runs');
-    act(() => root.render(<JobDetail job={detail()} records={[]} log={''} error={null} done={true} charts={true} />));
+    const tracking = [
+      'run name qa-3f9a0c1d',
+      'tensorboard /jobs/3f9a0c1d/runs'
+    ];
+    act(() =>
+      root.render(
+        <JobDetail
+          job={detail({ planned, tracking })}
+          records={[]}
+          log={''}
+          error={null}
+          done={true}
+          charts={true}
+        />
+      )
+    );
+    expect(query('.nbt-JobDetail-planned').textContent).toBe(
+      planned.join('\n')
+    );
+    expect(query('.nbt-JobDetail-tracking').textContent).toBe(
+      'run name qa-3f9a0c1d · tensorboard /jobs/3f9a0c1d/runs'
+    );
+    act(() =>
+      root.render(
+        <JobDetail
+          job={detail()}
+          records={[]}
+          log={''}
+          error={null}
+          done={true}
+          charts={true}
+        />
+      )
+    );
     expect(query('.nbt-JobDetail-facts')).toBeNull();
   });
 
   it('shows only the log when asked for the log', () => {
-    act(() => root.render(<JobDetail job={detail()} records={[]} log={''} error={null} done={false} charts={false} />));
+    act(() =>
+      root.render(
+        <JobDetail
+          job={detail()}
+          records={[]}
+          log={''}
+          error={null}
+          done={false}
+          charts={false}
+        />
+      )
+    );
     expect(query('.nbt-JobDetail-charts')).toBeNull();
     expect(query('.nbt-LogTail').textContent).toBe('no output yet');
   });
@@ -189,7 +328,14 @@ describe('JobDetail', () => {
 
 describe('polylinePoints', () => {
   it('scales a series into the box, larger values higher up', () => {
-    const box = { width: 102, height: 52, left: 1, right: 1, top: 1, bottom: 1 };
+    const box = {
+      width: 102,
+      height: 52,
+      left: 1,
+      right: 1,
+      top: 1,
+      bottom: 1
+    };
     const points = polylinePoints(
       [
         { x: 0, y: 2 },
@@ -203,6 +349,14 @@ describe('polylinePoints', () => {
 
   it('draws a flat series through the middle', () => {
     const box = { width: 10, height: 10, left: 0, right: 0, top: 0, bottom: 0 };
-    expect(polylinePoints([{ x: 0, y: 3 }, { x: 1, y: 3 }], box)).toBe('0,5 10,5');
+    expect(
+      polylinePoints(
+        [
+          { x: 0, y: 3 },
+          { x: 1, y: 3 }
+        ],
+        box
+      )
+    ).toBe('0,5 10,5');
   });
 });

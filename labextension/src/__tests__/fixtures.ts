@@ -45,7 +45,17 @@ export function job(values: Partial<IJobSummary> = {}): IJobSummary {
 }
 
 export function detail(values: Partial<IJobDetail> = {}): IJobDetail {
-  return { ...job(), host: 'here', exit_code: null, stages: [], resumed_from: null, info: {}, planned: [], tracking: [], ...values };
+  return {
+    ...job(),
+    host: 'here',
+    exit_code: null,
+    stages: [],
+    resumed_from: null,
+    info: {},
+    planned: [],
+    tracking: [],
+    ...values
+  };
 }
 
 /** An API whose answers the test queues, recording every call. */

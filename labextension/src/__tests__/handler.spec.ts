@@ -13,7 +13,10 @@ function clientAnswering(status: number, body: unknown) {
     baseUrl: 'http://lab.test/base/',
     fetch: async (request: RequestInfo) => {
       requests.push(request as Request);
-      return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
+      return new Response(JSON.stringify(body), {
+        status,
+        headers: { 'Content-Type': 'application/json' }
+      });
     }
   });
   return { client: new JobsClient(settings), requests };
@@ -21,12 +24,19 @@ function clientAnswering(status: number, body: unknown) {
 
 describe('JobsClient', () => {
   it('asks the API under the server base URL with the query it needs', async () => {
-    const { client, requests } = clientAnswering(200, { records: [], since: 5, next: 5, status: 'running' });
+    const { client, requests } = clientAnswering(200, {
+      records: [],
+      since: 5,
+      next: 5,
+      status: 'running'
+    });
     await client.metrics('0a1b2c3d', 5);
     await client.log('0a1b2c3d', -65536, 1000);
     await client.listJobs({ status: ['running', 'queued'], limit: 10 });
     await client.stop('0a1b2c3d');
-    expect(requests.map(request => `${request.method} ${urlOf(request)}`)).toEqual([
+    expect(
+      requests.map(request => `${request.method} ${urlOf(request)}`)
+    ).toEqual([
       'GET http://lab.test/base/nbtoolkit/api/jobs/0a1b2c3d/metrics?since=5',
       'GET http://lab.test/base/nbtoolkit/api/jobs/0a1b2c3d/log?offset=-65536&limit=1000',
       'GET http://lab.test/base/nbtoolkit/api/jobs?status=running,queued&limit=10',
@@ -35,16 +45,24 @@ describe('JobsClient', () => {
   });
 
   it('never puts a raw id into the path', async () => {
-    const { client, requests } = clientAnswering(400, { message: 'not a job id' });
+    const { client, requests } = clientAnswering(400, {
+      message: 'not a job id'
+    });
     await expect(client.getJob('../../etc')).rejects.toBeInstanceOf(APIError);
-    expect(requests[0].url.replace(/[?&]\d{10,}$/, '')).toBe('http://lab.test/base/nbtoolkit/api/jobs/..%2F..%2Fetc');
+    expect(requests[0].url.replace(/[?&]\d{10,}$/, '')).toBe(
+      'http://lab.test/base/nbtoolkit/api/jobs/..%2F..%2Fetc'
+    );
   });
 
   it("rejects with the server's sentence", async () => {
-    const { client } = clientAnswering(404, { message: "no job '0badc0de'; `nbtoolkit jobs` lists them" });
+    const { client } = clientAnswering(404, {
+      message: "no job '0badc0de'; `nbtoolkit jobs` lists them"
+    });
     const error = await client.getJob('0badc0de').catch(e => e);
     expect(error).toBeInstanceOf(APIError);
     expect(error.status).toBe(404);
-    expect(error.message).toBe("the job API answered 404: no job '0badc0de'; `nbtoolkit jobs` lists them");
+    expect(error.message).toBe(
+      "the job API answered 404: no job '0badc0de'; `nbtoolkit jobs` lists them"
+    );
   });
 });

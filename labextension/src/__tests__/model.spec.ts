@@ -47,7 +47,9 @@ describe('pure helpers', () => {
       { x: 10, y: 2.5 },
       { x: 20, y: 2.0 }
     ]);
-    expect(pointsOf(records, 'samples_per_second', 'train')).toEqual([{ x: 10, y: 40 }]);
+    expect(pointsOf(records, 'samples_per_second', 'train')).toEqual([
+      { x: 10, y: 40 }
+    ]);
   });
 
   it('trims a long log at a line start', () => {
@@ -74,11 +76,17 @@ describe('JobsModel', () => {
 
   it('shows a server error as a message and keeps the last list', async () => {
     const api = new FakeAPI();
-    api.lists = [list([job()]), new Error('the job API answered 500: database is locked'), list([job()])];
+    api.lists = [
+      list([job()]),
+      new Error('the job API answered 500: database is locked'),
+      list([job()])
+    ];
     const model = new JobsModel(api);
     await model.refresh();
     await model.refresh();
-    expect(model.state.error).toBe('the job API answered 500: database is locked');
+    expect(model.state.error).toBe(
+      'the job API answered 500: database is locked'
+    );
     expect(model.state.jobs).toHaveLength(1);
     await model.refresh();
     expect(model.state.error).toBeNull();
@@ -86,8 +94,18 @@ describe('JobsModel', () => {
 
   it('polls fast while jobs run and backs off once they are done', async () => {
     const api = new FakeAPI();
-    const done = job({ status: 'succeeded', active: false, display: { ...job().display, remaining: '' } });
-    api.lists = [list([job()]), list([job()]), list([done]), list([done]), list([done])];
+    const done = job({
+      status: 'succeeded',
+      active: false,
+      display: { ...job().display, remaining: '' }
+    });
+    api.lists = [
+      list([job()]),
+      list([job()]),
+      list([done]),
+      list([done]),
+      list([done])
+    ];
     const model = new JobsModel(api, { interval: 1000, idleInterval: 5000 });
     const waits = [];
     for (let i = 0; i < 5; i++) {
@@ -104,14 +122,24 @@ describe('JobFollower', () => {
     const api = new FakeAPI();
     api.details = [detail({ status: 'succeeded', active: false })];
     api.metricPages = [
-      { records: [{ kind: 'train', step: 10, loss: 2 }], since: 0, next: 50, status: 'succeeded' },
+      {
+        records: [{ kind: 'train', step: 10, loss: 2 }],
+        since: 0,
+        next: 50,
+        status: 'succeeded'
+      },
       { records: [], since: 50, next: 50, status: 'succeeded' }
     ];
     const follower = new JobFollower(api, '0a1b2c3d', undefined, false);
     await follower.refresh();
     expect(follower.state.done).toBe(false);
     await follower.refresh();
-    expect(api.calls).toEqual(['job 0a1b2c3d', 'metrics 0a1b2c3d since 0', 'job 0a1b2c3d', 'metrics 0a1b2c3d since 50']);
+    expect(api.calls).toEqual([
+      'job 0a1b2c3d',
+      'metrics 0a1b2c3d since 0',
+      'job 0a1b2c3d',
+      'metrics 0a1b2c3d since 50'
+    ]);
     expect(follower.state.done).toBe(true);
     expect(follower.state.records.map(r => r.step)).toEqual([10]);
   });
@@ -120,8 +148,18 @@ describe('JobFollower', () => {
     const api = new FakeAPI();
     api.details = [detail()];
     api.metricPages = [
-      { records: [{ kind: 'train', step: 10, loss: 2 }], since: 0, next: 50, status: 'running' },
-      { records: [{ kind: 'train', step: 20, loss: 1 }], since: 50, next: 99, status: 'running' }
+      {
+        records: [{ kind: 'train', step: 10, loss: 2 }],
+        since: 0,
+        next: 50,
+        status: 'running'
+      },
+      {
+        records: [{ kind: 'train', step: 20, loss: 1 }],
+        since: 50,
+        next: 99,
+        status: 'running'
+      }
     ];
     api.logPages = [
       { text: 'a\n', offset: 0, next: 2, size: 2, status: 'running' },
@@ -147,7 +185,12 @@ describe('JobFollower', () => {
     const api = new FakeAPI();
     api.details = [detail({ status: 'succeeded', active: false })];
     api.metricPages = [
-      { records: [{ kind: 'summary' }], since: 0, next: 9, status: 'succeeded' },
+      {
+        records: [{ kind: 'summary' }],
+        since: 0,
+        next: 9,
+        status: 'succeeded'
+      },
       { records: [], since: 9, next: 9, status: 'succeeded' }
     ];
     api.logPages = [

@@ -29,13 +29,20 @@ export interface IJobChartProps {
 }
 
 /** SVG `points` of a series in the box; points a log axis cannot show are left out. */
-export function svgPoints(points: IPoint[], axes: { x: IAxis; y: IAxis }, box: IBox): string {
+export function svgPoints(
+  points: IPoint[],
+  axes: { x: IAxis; y: IAxis },
+  box: IBox
+): string {
   const width = box.width - box.left - box.right;
   const height = box.height - box.top - box.bottom;
   return points
     .map(point => [fraction(point.x, axes.x), fraction(point.y, axes.y)])
     .filter(([x, y]) => x !== null && y !== null)
-    .map(([x, y]) => `${round(box.left + x! * width)},${round(box.top + height - y! * height)}`)
+    .map(
+      ([x, y]) =>
+        `${round(box.left + x! * width)},${round(box.top + height - y! * height)}`
+    )
     .join(' ');
 }
 
@@ -43,13 +50,22 @@ function round(value: number): number {
   return Math.round(value * 10) / 10;
 }
 
-function Line(props: { series: ISeries; axes: { x: IAxis; y: IAxis }; box: IBox }): JSX.Element {
+function Line(props: {
+  series: ISeries;
+  axes: { x: IAxis; y: IAxis };
+  box: IBox;
+}): JSX.Element {
   const { series, axes, box } = props;
   const points = svgPoints(series.points, axes, box);
   return (
     <g className={`nbt-JobChart-series nbt-mod-${series.kind}`}>
       {series.raw.length > 0 && (
-        <polyline className="nbt-JobChart-raw" fill="none" stroke={series.color} points={svgPoints(series.raw, axes, box)} />
+        <polyline
+          className="nbt-JobChart-raw"
+          fill="none"
+          stroke={series.color}
+          points={svgPoints(series.raw, axes, box)}
+        />
       )}
       <polyline
         className="nbt-JobChart-line"
@@ -83,7 +99,9 @@ export function JobChart(props: IJobChartProps): JSX.Element {
   const onMove = (event: React.MouseEvent<SVGSVGElement>) => {
     if (axes) {
       const bounds = event.currentTarget.getBoundingClientRect();
-      setHover(stepAt((event.clientX - bounds.left - box.left) / innerWidth, axes.x));
+      setHover(
+        stepAt((event.clientX - bounds.left - box.left) / innerWidth, axes.x)
+      );
     }
   };
   const hovered = hover !== null && axes ? valuesAt(series, hover) : [];
@@ -99,15 +117,21 @@ export function JobChart(props: IJobChartProps): JSX.Element {
             max={0.99}
             step={0.01}
             value={options.smoothing}
-            onChange={event => setOptions({ ...options, smoothing: Number(event.target.value) })}
+            onChange={event =>
+              setOptions({ ...options, smoothing: Number(event.target.value) })
+            }
           />
-          <span className="nbt-JobChart-smoothing">{options.smoothing.toFixed(2)}</span>
+          <span className="nbt-JobChart-smoothing">
+            {options.smoothing.toFixed(2)}
+          </span>
         </label>
         <label>
           <input
             type="checkbox"
             checked={options.logScale}
-            onChange={event => setOptions({ ...options, logScale: event.target.checked })}
+            onChange={event =>
+              setOptions({ ...options, logScale: event.target.checked })
+            }
           />
           {' log scale'}
         </label>
@@ -131,8 +155,18 @@ export function JobChart(props: IJobChartProps): JSX.Element {
                 {formatNumber(axes.y.min)}
               </text>
               <text x={box.left} y={height - 4}>{`step ${axes.x.min}`}</text>
-              <text x={width - box.right} y={height - 4} textAnchor="end">{`step ${axes.x.max}`}</text>
-              <rect className="nbt-LineChart-frame" x={box.left} y={box.top} width={innerWidth} height={height - box.top - box.bottom} />
+              <text
+                x={width - box.right}
+                y={height - 4}
+                textAnchor="end"
+              >{`step ${axes.x.max}`}</text>
+              <rect
+                className="nbt-LineChart-frame"
+                x={box.left}
+                y={box.top}
+                width={innerWidth}
+                height={height - box.top - box.bottom}
+              />
             </g>
             {series.map(line => (
               <Line key={line.label} series={line} axes={axes} box={box} />
@@ -148,14 +182,23 @@ export function JobChart(props: IJobChartProps): JSX.Element {
             )}
           </>
         ) : (
-          <text x={width / 2} y={height / 2} textAnchor="middle" className="nbt-LineChart-note">
+          <text
+            x={width / 2}
+            y={height / 2}
+            textAnchor="middle"
+            className="nbt-LineChart-note"
+          >
             loss: no data yet
           </text>
         )}
       </svg>
       <ul className="nbt-JobChart-legend">
         {series.map(line => (
-          <li key={line.label} style={{ color: line.color }} className={`nbt-mod-${line.kind}`}>
+          <li
+            key={line.label}
+            style={{ color: line.color }}
+            className={`nbt-mod-${line.kind}`}
+          >
             {line.label}
           </li>
         ))}
@@ -163,7 +206,10 @@ export function JobChart(props: IJobChartProps): JSX.Element {
       {hovered.length > 0 && (
         <div className="nbt-JobChart-hover" role="status">
           {hovered.map(({ series: line, point }) => (
-            <span key={line.label} style={{ color: line.color }}>{`${line.label} @ step ${point.x}: ${formatNumber(point.y)}`}</span>
+            <span
+              key={line.label}
+              style={{ color: line.color }}
+            >{`${line.label} @ step ${point.x}: ${formatNumber(point.y)}`}</span>
           ))}
         </div>
       )}
@@ -172,12 +218,19 @@ export function JobChart(props: IJobChartProps): JSX.Element {
 }
 
 /** A job as followed (IFollowedJob) for the chart: its id and name once the server has answered. */
-export function chartJob(id: string, job: { name: string } | null, records: IChartJob['records']): IChartJob {
+export function chartJob(
+  id: string,
+  job: { name: string } | null,
+  records: IChartJob['records']
+): IChartJob {
   return { id, name: job?.name ?? id, records };
 }
 
 /** The loss chart of these jobs and, for a single job, its throughput: what the detail view and a notebook show. */
-export function JobCharts(props: { jobs: IChartJob[]; options: IChartOptions }): JSX.Element {
+export function JobCharts(props: {
+  jobs: IChartJob[];
+  options: IChartOptions;
+}): JSX.Element {
   const { jobs, options } = props;
   return (
     <div className="nbt-JobDetail-charts">

@@ -26,7 +26,8 @@ export function LogTail(props: { text: string }): JSX.Element {
   const onScroll = () => {
     const element = ref.current;
     if (element) {
-      following.current = element.scrollHeight - element.scrollTop - element.clientHeight < 24;
+      following.current =
+        element.scrollHeight - element.scrollTop - element.clientHeight < 24;
     }
   };
   return (
@@ -48,12 +49,22 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
       {job && (
         <header className="nbt-JobDetail-header">
           <h2>{`${job.name} `}</h2>
-          <span className={`nbt-JobRow-status nbt-mod-${job.status}`}>{job.display.status}</span>
+          <span className={`nbt-JobRow-status nbt-mod-${job.status}`}>
+            {job.display.status}
+          </span>
           <span className="nbt-JobRow-launcher">{job.backend}</span>
           <span className="nbt-JobRow-id">{job.id}</span>
-          {charts && <div className="nbt-JobRow-facts">{[job.display.progress, ...rowFacts(job)].filter(Boolean).join(' · ')}</div>}
+          {charts && (
+            <div className="nbt-JobRow-facts">
+              {[job.display.progress, ...rowFacts(job)]
+                .filter(Boolean)
+                .join(' · ')}
+            </div>
+          )}
           <BudgetWarning job={job} />
-          {job.message && <div className="nbt-JobRow-message">{job.message}</div>}
+          {job.message && (
+            <div className="nbt-JobRow-message">{job.message}</div>
+          )}
         </header>
       )}
       {charts && job && (job.planned.length > 0 || job.tracking.length > 0) && (
@@ -62,14 +73,18 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
             <>
               <dt>planned</dt>
               <dd>
-                <pre className="nbt-JobDetail-planned">{job.planned.join('\n')}</pre>
+                <pre className="nbt-JobDetail-planned">
+                  {job.planned.join('\n')}
+                </pre>
               </dd>
             </>
           )}
           {job.tracking.length > 0 && (
             <>
               <dt>tracking</dt>
-              <dd className="nbt-JobDetail-tracking">{job.tracking.join(' · ')}</dd>
+              <dd className="nbt-JobDetail-tracking">
+                {job.tracking.join(' · ')}
+              </dd>
             </>
           )}
         </dl>

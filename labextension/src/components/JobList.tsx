@@ -18,8 +18,14 @@ export function JobList(props: IJobListProps): JSX.Element {
     <div className="nbt-JobList">
       <header className="nbt-JobList-header">
         <h2>nbtoolkit jobs</h2>
-        <span className="nbt-JobList-count">{loaded ? `${running} running, ${total} in all` : ''}</span>
-        <button className="nbt-Button" title="Refresh the job list" onClick={props.onRefresh}>
+        <span className="nbt-JobList-count">
+          {loaded ? `${running} running, ${total} in all` : ''}
+        </span>
+        <button
+          className="nbt-Button"
+          title="Refresh the job list"
+          onClick={props.onRefresh}
+        >
           Refresh
         </button>
       </header>
@@ -31,8 +37,9 @@ export function JobList(props: IJobListProps): JSX.Element {
       {!loaded && !error && <p className="nbt-JobList-note">Loading jobs…</p>}
       {loaded && jobs.length === 0 && (
         <p className="nbt-JobList-note">
-          No jobs yet. Start one from a notebook with <code>nbtoolkit.api.launch(spec)</code> or from a
-          terminal with <code>nbtoolkit run SPEC</code>; it shows here.
+          No jobs yet. Start one from a notebook with{' '}
+          <code>nbtoolkit.api.launch(spec)</code> or from a terminal with{' '}
+          <code>nbtoolkit run SPEC</code>; it shows here.
         </p>
       )}
       <ul className="nbt-JobList-jobs">

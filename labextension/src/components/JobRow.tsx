@@ -32,7 +32,11 @@ export function rowFacts(job: IJobSummary): string[] {
     facts.push(`${shown.remaining} left`);
   }
   if (shown.cost) {
-    facts.push(shown.projected ? `${shown.cost} so far, ~${shown.projected} in all` : shown.cost);
+    facts.push(
+      shown.projected
+        ? `${shown.cost} so far, ~${shown.projected} in all`
+        : shown.cost
+    );
   }
   return facts;
 }
@@ -65,16 +69,24 @@ export function ProgressBar(props: { job: IJobSummary }): JSX.Element {
         role="progressbar"
         aria-valuemin={0}
         aria-valuemax={100}
-        aria-valuenow={fraction === null ? undefined : Math.round(fraction * 100)}
+        aria-valuenow={
+          fraction === null ? undefined : Math.round(fraction * 100)
+        }
       >
-        <div className="nbt-Progress-fill" style={{ width: `${(fraction ?? 0) * 100}%` }} />
+        <div
+          className="nbt-Progress-fill"
+          style={{ width: `${(fraction ?? 0) * 100}%` }}
+        />
       </div>
       <span className="nbt-Progress-label">{label}</span>
     </div>
   );
 }
 
-export function JobRow(props: { job: IJobSummary; actions: IJobActions }): JSX.Element {
+export function JobRow(props: {
+  job: IJobSummary;
+  actions: IJobActions;
+}): JSX.Element {
   const { job, actions } = props;
   const facts = rowFacts(job);
   return (
@@ -90,25 +102,37 @@ export function JobRow(props: { job: IJobSummary; actions: IJobActions }): JSX.E
         <Sparkline values={job.loss_series} />
       </div>
       <div className="nbt-JobRow-line">
-        <span className={`nbt-JobRow-status nbt-mod-${job.status}`}>{job.display.status}</span>
+        <span className={`nbt-JobRow-status nbt-mod-${job.status}`}>
+          {job.display.status}
+        </span>
         <span className="nbt-JobRow-launcher" title="launcher">
           {job.backend}
         </span>
         <span className="nbt-JobRow-id">{job.id}</span>
       </div>
       <ProgressBar job={job} />
-      {facts.length > 0 && <div className="nbt-JobRow-facts">{facts.join(' · ')}</div>}
+      {facts.length > 0 && (
+        <div className="nbt-JobRow-facts">{facts.join(' · ')}</div>
+      )}
       <BudgetWarning job={job} />
       {job.message && !job.active && job.status !== 'succeeded' && (
         <div className="nbt-JobRow-message">{job.message}</div>
       )}
       <div className="nbt-JobRow-actions">
         {job.active && (
-          <button className="nbt-Button nbt-mod-warn" title="Stop job" onClick={() => actions.stop(job)}>
+          <button
+            className="nbt-Button nbt-mod-warn"
+            title="Stop job"
+            onClick={() => actions.stop(job)}
+          >
             Stop
           </button>
         )}
-        <button className="nbt-Button" title="Open log" onClick={() => actions.openLog(job)}>
+        <button
+          className="nbt-Button"
+          title="Open log"
+          onClick={() => actions.openLog(job)}
+        >
           Log
         </button>
         <button

@@ -40,7 +40,9 @@ export function polylinePoints(points: IPoint[], box: IBox): string {
   const innerWidth = box.width - box.left - box.right;
   const innerHeight = box.height - box.top - box.bottom;
   const scale = (value: number, range: IRange, size: number) =>
-    range.max === range.min ? size / 2 : ((value - range.min) / (range.max - range.min)) * size;
+    range.max === range.min
+      ? size / 2
+      : ((value - range.min) / (range.max - range.min)) * size;
   return points
     .map(point => {
       const x = box.left + scale(point.x, xs, innerWidth);
@@ -80,9 +82,19 @@ export function LineChart(props: ILineChartProps): JSX.Element {
   const className = ['nbt-LineChart', props.className ?? ''].join(' ').trim();
   if (points.length < 2) {
     return (
-      <svg className={`${className} nbt-mod-empty`} width={width} height={height} role="img">
+      <svg
+        className={`${className} nbt-mod-empty`}
+        width={width}
+        height={height}
+        role="img"
+      >
         {labelled && (
-          <text x={width / 2} y={height / 2} textAnchor="middle" className="nbt-LineChart-note">
+          <text
+            x={width / 2}
+            y={height / 2}
+            textAnchor="middle"
+            className="nbt-LineChart-note"
+          >
             {title ? `${title}: no data yet` : 'no data yet'}
           </text>
         )}
@@ -93,7 +105,13 @@ export function LineChart(props: ILineChartProps): JSX.Element {
   const first = points[0].x;
   const last = points[points.length - 1].x;
   return (
-    <svg className={className} width={width} height={height} role="img" aria-label={title}>
+    <svg
+      className={className}
+      width={width}
+      height={height}
+      role="img"
+      aria-label={title}
+    >
       {labelled && (
         <g className="nbt-LineChart-labels">
           <text x={box.left} y={12}>
@@ -120,7 +138,11 @@ export function LineChart(props: ILineChartProps): JSX.Element {
           />
         </g>
       )}
-      <polyline className="nbt-LineChart-line" fill="none" points={polylinePoints(points, box)} />
+      <polyline
+        className="nbt-LineChart-line"
+        fill="none"
+        points={polylinePoints(points, box)}
+      />
     </svg>
   );
 }

@@ -15,18 +15,34 @@ import { JobFollower } from '../model';
 function JobLine(props: { follower: JobFollower }): JSX.Element {
   const { job, error } = props.follower.state;
   if (error) {
-    return <div className="nbt-JobList-error" role="alert">{`job ${props.follower.id}: ${error}`}</div>;
+    return (
+      <div
+        className="nbt-JobList-error"
+        role="alert"
+      >{`job ${props.follower.id}: ${error}`}</div>
+    );
   }
   return (
     <div className="nbt-JobChartOutput-job">
       {job
-        ? [job.name, job.id, job.display.status, job.display.progress, job.display.cost].filter(Boolean).join(' · ')
+        ? [
+            job.name,
+            job.id,
+            job.display.status,
+            job.display.progress,
+            job.display.cost
+          ]
+            .filter(Boolean)
+            .join(' · ')
         : `job ${props.follower.id}: loading`}
     </div>
   );
 }
 
-export class JobChartRenderer extends ReactWidget implements IRenderMime.IRenderer {
+export class JobChartRenderer
+  extends ReactWidget
+  implements IRenderMime.IRenderer
+{
   constructor(private readonly _api: IJobsAPI) {
     super();
     this.addClass('nbt-JobChartOutput');
@@ -37,7 +53,9 @@ export class JobChartRenderer extends ReactWidget implements IRenderMime.IRender
     const reference = model.data[JOB_MIME] as unknown as IJobReference;
     if (this._followers.length === 0) {
       this._options = chartOptions(reference);
-      this._followers = reference.job_ids.map(id => new JobFollower(this._api, id, undefined, false));
+      this._followers = reference.job_ids.map(
+        id => new JobFollower(this._api, id, undefined, false)
+      );
       for (const follower of this._followers) {
         follower.changed.connect(() => this.update());
         follower.start();
@@ -53,7 +71,9 @@ export class JobChartRenderer extends ReactWidget implements IRenderMime.IRender
           <JobLine key={follower.id} follower={follower} />
         ))}
         <JobCharts
-          jobs={this._followers.map(follower => chartJob(follower.id, follower.state.job, follower.state.records))}
+          jobs={this._followers.map(follower =>
+            chartJob(follower.id, follower.state.job, follower.state.records)
+          )}
           options={this._options}
         />
       </>
