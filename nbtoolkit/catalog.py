@@ -48,8 +48,8 @@ class Accelerator(_Entry):
     usable_gib: float | None = None
     bf16: bool
     peak_tflops: PeakTflops
-    #: the newest PyTorch release (major.minor) whose CUDA builds still run on this device (None: all so far)
-    newest_pytorch: str | None = None
+    #: the NVIDIA GPU (a key of gpu_builds.yaml: which PyTorch builds run on it); None for NeuronCores
+    gpu: str | None = None
     source: str
     note: str | None = None
 

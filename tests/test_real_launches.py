@@ -78,12 +78,17 @@ def test_the_gpt2_launch_is_the_tutorials():
 
 
 def test_the_bert_qa_launch_is_the_tutorials():
-    """Seed 001: 2 x ml.p3.16xlarge, every GPU a data-parallel rank, fp16, batch 4 per GPU, 2 epochs, 384/128."""
+    """Seed 001: 2 x ml.p3.16xlarge, every GPU a data-parallel rank, fp16, batch 4 per GPU, 2 epochs cut at
+    max_steps 100, 384/128; in an image whose PyTorch build has V100 (sm_70) kernels."""
+    from nbtoolkit.gpu_builds import pytorch_runs_on
+
     job = json.loads((GOLDEN / "bert-qa-sagemaker" / "sagemaker" / "job.json").read_text())
     assert (job["instance_type"], job["instance_count"], job["processes_per_node"]) == ("ml.p3.16xlarge", 2, 8)
     assert job["strategy"] == "ddp" and job["distributed"]
+    assert job["image_lookup"]["base_framework_version"] == "pytorch2.8.0" and pytorch_runs_on("2.8.0", "12.9", "V100")
     spec = json.loads((GOLDEN / "bert-qa-sagemaker" / "sagemaker" / "code" / "spec.json").read_text())
     assert (spec["train"]["batch_size"], spec["train"]["epochs"], spec["precision"]) == (4, 2, "fp16")
+    assert spec["train"]["max_steps"] == 100
     assert (spec["dataset"]["max_length"], spec["dataset"]["doc_stride"]) == (384, 128)
 
 

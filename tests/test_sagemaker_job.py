@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from nbtoolkit.backends import LaunchError, backend_name, preflight, render
+from nbtoolkit.backends import LaunchError, backend_name
+from nbtoolkit.backends.dispatch import preflight, render
 from nbtoolkit.backends.sagemaker.follow import cost_facts, not_resumable_message
 from nbtoolkit.backends.sagemaker.job import (
     CODE_DIR,
@@ -263,18 +264,21 @@ def test_the_image_python_comes_from_the_sdks_own_image_table():
         training_job(sagemaker_spec(sagemaker={"transformers_version": "4.36", "pytorch_version": "2.9.0"}))
 
 
-def test_a_v100_instance_gets_the_newest_image_whose_pytorch_still_runs_on_it():
-    """PyTorch 2.8+ CUDA builds carry no Volta kernels: on ml.p3 the default image would never start training."""
+def test_a_v100_instance_gets_the_newest_image_whose_pytorch_build_runs_on_it():
+    """The default image (PyTorch 2.9, CUDA 13) and 2.7+cu128 carry no Volta kernels: on ml.p3 they would never
+    start training. 2.8+cu129 does (nbtoolkit/gpu_builds.yaml)."""
     from sagemaker.core import image_uris
 
     job = training_job(sagemaker_spec(hardware={"instance_type": "ml.p3.16xlarge"}))
-    assert job.versions["pytorch_version"].startswith("2.7.")
-    assert "pytorch-training:2.7." in image_uris.retrieve(region="us-east-1", **job.image_lookup)
+    assert (job.versions["transformers_version"], job.versions["pytorch_version"]) == ("4.56.2", "2.8.0")
+    assert "pytorch-training:2.8.0-transformers4.56.2-gpu-py312-cu129" in image_uris.retrieve(
+        region="us-east-1", **job.image_lookup
+    )
     assert training_job(sagemaker_spec()).versions["pytorch_version"] == DEFAULT_VERSIONS["pytorch_version"]
     with pytest.raises(
         ValueError,
-        match=r"^sagemaker.pytorch_version 2.9.0 has no GPU kernels for the V100-16GB of "
-        r"'ml.p3.16xlarge' \(PyTorch 2.7 is the last that runs there\); leave",
+        match=r"^sagemaker.pytorch_version 2.9.0 is PyTorch 2.9.0 built for CUDA 13.0, which has no kernels for the "
+        r"V100 \(sm_70\) of 'ml.p3.16xlarge'",
     ):
         training_job(
             sagemaker_spec(

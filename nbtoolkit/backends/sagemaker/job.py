@@ -23,6 +23,7 @@ from nbtoolkit.backends.sagemaker.instances import SMDDP_INSTANCE_TYPES, SMP_INS
 from nbtoolkit.catalog import CatalogError
 from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.credentials import is_credential
+from nbtoolkit.gpu_builds import cuda_of, image_build, pytorch_runs_on, sm_name
 from nbtoolkit.metrics.parse import pair_pattern
 from nbtoolkit.runtime import SPEC_FILE
 from nbtoolkit.spec import RunSpec
@@ -285,9 +286,14 @@ def _script_entry(spec: RunSpec) -> str:
 
 
 def _image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | None, dict[str, str] | None]:
-    """(explicit image URI, image lookup, Hugging Face versions) for the instance and strategy."""
+    """(explicit image URI, image lookup, Hugging Face versions) for the instance and strategy: only an image
+    whose PyTorch build has kernels for the instance's GPU (nbtoolkit/gpu_builds.yaml)."""
     settings = spec.sagemaker
+    gpu = _gpu(instance)
     if settings.image_uri:
+        build = image_build(settings.image_uri)
+        if gpu is not None and build is not None and not pytorch_runs_on(*build, gpu):
+            raise SageMakerSetupError(_no_kernels(f"sagemaker.image_uri '{settings.image_uri}'", build, instance, gpu))
         return settings.image_uri, None, None
     if accelerator_of(instance) == "neuron":
         return TRAINIUM_IMAGE, None, None
@@ -302,15 +308,12 @@ def _image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | N
         "transformers_version": settings.transformers_version or DEFAULT_VERSIONS["transformers_version"],
         "pytorch_version": settings.pytorch_version or DEFAULT_VERSIONS["pytorch_version"],
     }
-    newest = _newest_pytorch(instance)
-    if newest is not None and _release(versions["pytorch_version"]) > _release(newest):
+    build = huggingface_image_build(versions["transformers_version"], versions["pytorch_version"])
+    if gpu is not None and not pytorch_runs_on(*build, gpu):
         if settings.pytorch_version or settings.transformers_version:
-            raise SageMakerSetupError(
-                f"sagemaker.pytorch_version {versions['pytorch_version']} has no GPU kernels for the "
-                f"{catalog_instance(instance).accelerator} of '{instance}' (PyTorch {newest} is the last that runs "
-                f"there); leave the versions out to get the newest image that does, or choose a newer instance type"
-            )
-        versions = _newest_image_up_to(newest)
+            field = "sagemaker.pytorch_version" if settings.pytorch_version else "sagemaker.transformers_version"
+            raise SageMakerSetupError(_no_kernels(f"{field} {versions[field.split('.')[1]]}", build, instance, gpu))
+        versions = newest_huggingface_image(gpu)
     versions["py_version"] = image_python(
         versions["transformers_version"], versions["pytorch_version"], settings.py_version
     )
@@ -325,34 +328,83 @@ def _image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | N
     return None, lookup, versions
 
 
-def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
-
-
-def _newest_pytorch(instance: str) -> str | None:
+def _gpu(instance: str) -> str | None:
+    """The NVIDIA GPU of a catalog instance type (None: not a GPU, or not in the catalog)."""
     try:
-        return catalog_instance(instance).device.newest_pytorch
+        return catalog_instance(instance).device.gpu
     except CatalogError:
         return None
 
 
-def _newest_image_up_to(pytorch: str) -> dict[str, str]:
-    """The newest Hugging Face training image (transformers, PyTorch) whose PyTorch is at most `pytorch`."""
+def _no_kernels(what: str, build: tuple[str, str | None], instance: str, gpu: str) -> str:
+    """The sentence for an image without kernels for the instance's GPU, naming one that has them."""
+    pytorch, cuda = build
+    works = newest_huggingface_image(gpu)
+    return (
+        f"{what} is PyTorch {pytorch}"
+        + (f" built for CUDA {cuda}" if cuda else "")
+        + f", which has no kernels for the {gpu} ({sm_name(gpu)}) of '{instance}' and would fail at its first CUDA "
+        f"kernel after the instances start billing; use transformers_version {works['transformers_version']} with "
+        f"pytorch_version {works['pytorch_version']} ({huggingface_image_tag(works)}), or leave the versions out "
+        "to get it"
+    )
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def _framework_entry(transformers_version: str, pytorch_version: str) -> dict[str, Any] | None:
+    """The SDK table's entry for a Hugging Face training image (None without the SDK or for unknown versions)."""
     table = huggingface_training_images()
     if table is None:
-        raise SageMakerSetupError(
-            f"this instance type needs PyTorch {pytorch} or older; give "
-            "sagemaker.transformers_version and sagemaker.pytorch_version"
-        )
-    limit = _release(pytorch)[:2]
-    candidates = [
-        (transformers, name.removeprefix("pytorch"))
+        return None
+    transformers = (table.get("version_aliases") or {}).get(transformers_version, transformers_version)
+    frameworks = table["versions"].get(transformers) or {}
+    key = f"pytorch{pytorch_version}"
+    return frameworks.get((frameworks.get("version_aliases") or {}).get(key, key))
+
+
+def huggingface_image_build(transformers_version: str, pytorch_version: str) -> tuple[str, str | None]:
+    """(PyTorch release, CUDA) of a Hugging Face GPU training image, the CUDA from the SDK's table."""
+    entry = _framework_entry(transformers_version, pytorch_version) or {}
+    return pytorch_version, cuda_of((entry.get("container_version") or {}).get("gpu"))
+
+
+def huggingface_image_tag(versions: dict[str, str]) -> str:
+    entry = _framework_entry(versions["transformers_version"], versions["pytorch_version"]) or {}
+    container = (entry.get("container_version") or {}).get("gpu")
+    py = versions.get("py_version") or (entry.get("py_versions") or ["py3"])[-1]
+    return (
+        f"huggingface-pytorch-training:{versions['pytorch_version']}-transformers{versions['transformers_version']}"
+        f"-gpu-{py}" + (f"-{container}" if container else "")
+    )
+
+
+def huggingface_images() -> list[dict[str, str]]:
+    """Every Hugging Face GPU training image in the SDK's table, as versions (empty without the SDK)."""
+    table = huggingface_training_images() or {"versions": {}}
+    return [
+        {"transformers_version": transformers, "pytorch_version": name.removeprefix("pytorch")}
         for transformers, frameworks in table["versions"].items()
         for name in frameworks
-        if name.startswith("pytorch") and _release(name.removeprefix("pytorch"))[:2] <= limit
+        if name.startswith("pytorch")
     ]
-    transformers, torch = max(candidates, key=lambda pair: (_release(pair[0]), _release(pair[1])))
-    return {"transformers_version": transformers, "pytorch_version": torch}
+
+
+def newest_huggingface_image(gpu: str) -> dict[str, str]:
+    """The newest Hugging Face training image (transformers, then PyTorch) whose build runs on `gpu`."""
+    runs = [
+        versions
+        for versions in huggingface_images()
+        if pytorch_runs_on(*huggingface_image_build(versions["transformers_version"], versions["pytorch_version"]), gpu)
+    ]
+    if not runs:
+        raise SageMakerSetupError(
+            f"no Hugging Face training image this SageMaker SDK knows runs on the {gpu} ({sm_name(gpu)}); "
+            "give sagemaker.image_uri of one built for it"
+        )
+    return max(runs, key=lambda v: (_release(v["transformers_version"]), _release(v["pytorch_version"])))
 
 
 def image_python(transformers_version: str, pytorch_version: str, wanted: str | None) -> str:

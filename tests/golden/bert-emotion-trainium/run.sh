@@ -12,4 +12,4 @@ export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]:'
 export XLA_USE_BF16=1
 
 # stage: train
-torchrun --nnodes=1 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-0e1b894f5a04 --log_dir=logs --tee=3 -m nbtoolkit.train --spec spec.json
+torchrun --nnodes=1 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-df2927f147e0 --log_dir=logs --tee=3 -m nbtoolkit.train --spec spec.json

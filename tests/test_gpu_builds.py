@@ -1,0 +1,130 @@
+"""No catalog GPU instance is given an image without kernels for its GPU (nbtoolkit/gpu_builds.yaml), walked
+over every instance x every GPU training image the SageMaker SDK's own table offers. Pure data: no network."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+from nbtoolkit import catalog
+from nbtoolkit.backends.sagemaker.instances import SMP_INSTANCE_TYPES
+from nbtoolkit.backends.sagemaker.job import SMP_IMAGE, SageMakerSetupError, huggingface_image_build, training_job
+from nbtoolkit.gpu_builds import builds, gpu_capability, gpus, image_build, pytorch_runs_on
+from nbtoolkit.spec import SpecError, load_spec
+
+ROLE = "arn:aws:iam::111122223333:role/sagemaker"
+SDK_TABLE = Path(find_spec("sagemaker").submodule_search_locations[0]) / "core" / "image_uri_config"
+GPU_INSTANCES = [
+    name for name in catalog.instance_names(sagemaker=True) if catalog.instance(name).device.kind == "cuda"
+]
+
+
+def sdk_images(framework: str = "huggingface") -> list[tuple[str, str, str | None]]:
+    """(transformers, pytorch, CUDA container) of every GPU training image in the SDK's own table."""
+    table = json.loads((SDK_TABLE / f"{framework}.json").read_text())["training"]["versions"]
+    return [
+        (transformers, name.removeprefix("pytorch"), (entry.get("container_version") or {}).get("gpu"))
+        for transformers, frameworks in table.items()
+        for name, entry in frameworks.items()
+        if name.startswith("pytorch")
+    ]
+
+
+def spec_on(instance: str, **sagemaker):
+    return load_spec(
+        {
+            "task": "text-classification",
+            "hardware": {"target": "sagemaker", "instance_type": instance},
+            "sagemaker": {"role": ROLE, "region": "us-east-1", **sagemaker},
+        }
+    )
+
+
+def test_the_table_knows_the_architectures_the_issue_names_and_every_catalog_gpu():
+    assert {
+        gpu: gpu_capability(gpu) for gpu in ("V100", "T4", "A100", "A10G", "L4", "L40S", "H100", "H200", "B200")
+    } == {
+        "V100": (7, 0),
+        "T4": (7, 5),
+        "A100": (8, 0),
+        "A10G": (8, 6),
+        "L4": (8, 9),
+        "L40S": (8, 9),
+        "H100": (9, 0),
+        "H200": (9, 0),
+        "B200": (10, 0),
+    }
+    assert {catalog.instance(name).device.gpu for name in GPU_INSTANCES} <= set(gpus())
+    assert all(build.source.strip() for build in builds())
+
+
+@pytest.mark.parametrize(
+    ("pytorch", "cuda", "gpu", "runs"),
+    [
+        ("2.7.1", "12.8", "V100", False),  # the BERT-QA golden's old image on ml.p3
+        ("2.8.0", "12.9", "V100", True),  # sm_70 was put back for 2.8 (cu128 and cu129)
+        ("2.9.0", "13.0", "V100", False),  # CUDA 13 drops Volta
+        ("2.9.0", "13.0", "T4", True),
+        ("2.5.1", "12.4", "V100", True),
+        ("1.13.1", "11.7", "H100", False),  # no sm_90 cubin and no PTX before CUDA 11.8
+        ("2.0.0", "11.8", "H100", True),
+        ("2.3.0", "12.1", "L4", True),  # an sm_86 cubin runs on sm_89
+        ("2.9.0", "13.0", "B200", True),
+        ("2.7.1", "12.8", "B200", True),
+    ],
+)
+def test_which_builds_run_where(pytorch, cuda, gpu, runs):
+    assert pytorch_runs_on(pytorch, cuda, gpu) is runs
+
+
+def test_an_image_tag_says_its_pytorch_and_cuda():
+    uri = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:2.7.1-transformers4.55.0-gpu-py312-cu128-ubuntu22.04"
+    assert image_build(uri) == ("2.7.1", "12.8")
+    assert image_build("123.dkr.ecr.us-east-1.amazonaws.com/mine:latest") is None
+
+
+@pytest.mark.parametrize("instance", GPU_INSTANCES)
+def test_every_sdk_image_on_every_catalog_gpu_instance_runs_or_is_refused_with_one_that_does(instance):
+    gpu = catalog.instance(instance).device.gpu
+    default = training_job(spec_on(instance)).versions
+    assert pytorch_runs_on(*huggingface_image_build(default["transformers_version"], default["pytorch_version"]), gpu)
+    for transformers, pytorch, container in sdk_images():
+        cuda = f"{container[2:4]}.{container[4]}" if container else None
+        try:
+            job = training_job(spec_on(instance, transformers_version=transformers, pytorch_version=pytorch))
+        except (SageMakerSetupError, SpecError) as exc:
+            message = str(exc)
+            if "has no kernels for" not in message:
+                continue  # another rule (e.g. no image for that Python); not this test's
+            assert not pytorch_runs_on(pytorch, cuda, gpu), message
+            assert f"'{instance}'" in message and f"sm_{''.join(map(str, gpu_capability(gpu)))}" in message
+            works = re.search(r"use transformers_version (\S+) with pytorch_version (\S+) ", message)
+            assert works and pytorch_runs_on(*huggingface_image_build(*works.groups()), gpu), message
+            assert "\n" not in message and "Traceback" not in message
+        else:
+            assert pytorch_runs_on(job.versions["pytorch_version"], cuda, gpu), (instance, transformers, pytorch)
+
+
+def test_the_model_parallel_image_runs_on_every_catalog_instance_it_is_offered_for():
+    offered = [name for name in SMP_INSTANCE_TYPES if name.removeprefix("ml.") in catalog.instance_names()]
+    assert offered and SMP_IMAGE["container_version"] == "cu121"
+    for instance in offered:
+        assert pytorch_runs_on(SMP_IMAGE["version"], "12.1", catalog.instance(instance).device.gpu), instance
+
+
+def test_an_explicit_image_without_kernels_for_the_gpu_is_refused_in_one_sentence():
+    uri = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:2.7.1-transformers4.55.0-gpu-py312-cu128-ubuntu22.04"
+    with pytest.raises((SageMakerSetupError, SpecError)) as caught:
+        training_job(spec_on("ml.p3.16xlarge", image_uri=uri))
+    assert str(caught.value).startswith(
+        f"sagemaker.image_uri '{uri}' is PyTorch 2.7.1 built for CUDA 12.8, which has no kernels for the V100 (sm_70) "
+        "of 'ml.p3.16xlarge'"
+    )
+    assert "use transformers_version 4.56.2 with pytorch_version 2.8.0 (huggingface-pytorch-training:2.8.0-" in str(
+        caught.value
+    )
+    assert training_job(spec_on("ml.p4d.24xlarge", image_uri=uri)).image_uri == uri
