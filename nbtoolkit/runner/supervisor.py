@@ -4,8 +4,8 @@ Started by `submit` in a new session, so it outlives the kernel or shell that st
 Each stage runs in its own process group with stdout/stderr appended to output.log; the
 supervisor never sits in the data path of the training program's output.
 
-It holds the job's lock (`lock`) while it lives, and forks a reaper that ends the job's
-processes if it dies (`reaper`). It polls its row for a stop request, so a stop works from any
+It holds the job's lock (`lock`) while it lives, and starts a watcher that ends the job's
+processes if it dies (`watcher`). It polls its row for a stop request, so a stop works from any
 host. Nothing the job or the machine does ends it early: a store locked by another writer, a
 full disk, odd values in a user script's metrics.jsonl are noted in the log and ridden out.
 
@@ -36,9 +36,9 @@ from nbtoolkit.metrics import budget
 from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
 from nbtoolkit.runner.lock import SupervisorLock
-from nbtoolkit.runner.reaper import start_reaper
 from nbtoolkit.runner.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.runner.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
+from nbtoolkit.runner.watcher import start_watcher
 from nbtoolkit.runtime import ERROR_PREFIX
 
 LOG_PREFIX = "[nbtoolkit]"
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     supervisor = Supervisor(store, job_id)
     grace = max([STOP_GRACE_S, *(stage_grace(stage) for stage in supervisor.launch.stages)])
-    supervisor.reaper_pid, _keep_open = start_reaper(store, job_id, lock, grace)  # EOF when this process dies
+    supervisor.reaper_pid, _keep_open = start_watcher(job_id, grace)  # EOF when this process dies
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: supervisor.stop_requested.set())
     return supervisor.run()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -66,6 +67,26 @@ def test_kill_9_of_the_supervisor_ends_every_rank_and_the_job_is_lost(store, obs
     # lost is the truth: the supervisor died, the program did not finish and no one recorded an end
     truth = record.status == "lost" and "supervisor process is gone" in record.message and "\ndone\n" not in job.logs()
     observe(job, "kill -9 of the supervisor", truth, killed)
+
+
+def test_pkill_9_of_the_supervisors_command_line_ends_every_rank_and_the_job_is_lost(store, observe):
+    """What a user tries first on a stuck job: `pkill -9 -f` of the supervisor's command line. The watcher has
+    a command line of its own, so it outlives that, ends the ranks and records the job."""
+    job = submit_paced(store, "--child", steps=1000, pace=0.2)
+    wait_for(lambda: "child " in job.logs() and printed_steps(job))
+    pattern = f"nbtoolkit.runner.supervisor {job.id}"  # the job's id keeps other jobs on this machine out of it
+    matched = [p.pid for p in psutil.process_iter(["cmdline"]) if pattern in " ".join(p.info["cmdline"] or ())]
+    assert matched == [job.record.supervisor_pid]  # the watcher does not look like the supervisor
+    subprocess.run(["pkill", "-9", "-f", pattern], check=True)
+    killed = time.monotonic()
+    assert wait_for(lambda: not job.record.active, timeout=10)
+    # lost is the truth, and the watcher says it ended the ranks (a reader may record the loss a moment before)
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: "remaining processes were ended" in job.record.message, timeout=10)
+    record = job.record
+    truth = record.status == "lost" and "remaining processes were ended" in record.message
+    truth = truth and "\ndone\n" not in job.logs()
+    observe(job, "pkill -9 -f of the supervisor's command line", truth, killed)
 
 
 def test_kill_9_of_one_rank_of_a_torchrun_job(home, observe):
