@@ -3,9 +3,12 @@
 Understands the dict lines the HF Trainer prints (float values in transformers 4, string
 values in transformers 5), the final `train_runtime` line, eval lines, `[rankN]:` /
 `[defaultN]:` prefixes from torchrun (also two ranks glued on one line), and the training
-bar of tqdm or nbtoolkit's own `[nbtoolkit] step N/M` lines (which give the step). Other bars
-(evaluation, saving, data processing) never set the step; a record with no step in sight has
-step null rather than a guess. Scripts run under nbtoolkit with a Trainer write exact records
+bar of tqdm or nbtoolkit's own `[nbtoolkit] step N/M` lines (which give the step and total).
+The bar is read in every rendering: a terminal's (`\r`, bar glyphs), one written without a
+terminal as Colab, Kubernetes and CloudWatch keep it (`  4% 100/2238 [1:49:59<42:08:58, 70.97s/it]`),
+behind a host, pod or time prefix, with a dict glued to its end. Other bars (evaluation, saving,
+data processing) never set the step; a record with no step in sight has step null rather than a
+guess. Scripts run under nbtoolkit with a Trainer write exact records
 themselves (nbtoolkit.train.autolog): this parser is the fallback for everything else.
 Never raises on odd input: a log is whatever a program happened to print.
 """
@@ -42,8 +45,18 @@ TQDM = re.compile(r"(?<!\d)(\d{1,15})/(\d{1,15}) \[[\d:]+<[\d:?]+,\s*(\d+(?:\.\d
 # line: the step, and the logging window's throughput (evaluation and checkpoint time left out)
 PROGRESS = re.compile(r"\[nbtoolkit\] step (\d{1,15})/(\d{1,15})\b")
 LIST_OF_DICTS = re.compile(r"\[\s*\{|\}\s*,\s*\{")
-#: what may precede the count in the Trainer's training bar: nothing, or the percentage and the bar itself
-BAR_LEAD = re.compile(r"\s*(?:\d{1,3}%\|[^|]*\|\s*)?")
+#: what may precede the count in the Trainer's training bar: nothing, or the percentage with or without the bar
+#: glyphs (a terminal's `4%|▍   | `, a log file's `  4% `)
+BAR_LEAD = re.compile(r"\s*(?:\d{1,3}%\s*(?:\|[^|]*\|)?\s*)?")
+#: what a log collector or launcher puts before a line: a time (`2024-05-01T10:00:00.123Z`, `[2024-05-01 10:00:00,1]`),
+#: a bracketed source (`[pod/trainer-0/main]`, `[1,mpirank:0,algo-1]<stderr>:`), a host or pod with a digit in its
+#: name (`worker-0:`, `algo-1:`, `finetune-ckl8r-38:`, `10.0.0.1:`, `0:`) or `localhost:`; never a bar's description
+#: (`Map:`, `Evaluating:`, `Loading checkpoint shards:`: no digit, or spaces)
+LINE_PREFIX = re.compile(
+    r"(?:\s*(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?|\[[^\]]*\](?:<std(?:out|err)>)?:?|(?:[\w.-]*\d[\w.-]*|localhost):(?=\s)))*"
+)
+#: steps/s at or under which tqdm draws every step (it redraws at most every 0.1 s): the bar drawn before a dict is exact
+EVERY_STEP_DRAWN = 10.0
 #: where a second rank's output starts inside a line (two ranks wrote at once)
 RANK_SPLIT = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:)")
 WINDOW = re.compile(r"\| (\d{1,15}(?:\.\d{0,15})?) (samples|tokens)/s")
@@ -99,6 +112,8 @@ class LogParser:
         self._window: dict[str, float] = {}
         self._waiting: dict[str, Any] | None = None  # a record whose step the next training bar settles
         self._step_from_bar = False  # False: from nbtoolkit's own line, printed just before its dict (exact)
+        self._confirmed = False  # the bar held is the training bar: a train record was printed under it
+        self._bar_fresh = False  # the bar was drawn since the last train record took its step from it
 
     def feed(self, text: str) -> list[dict[str, Any]]:
         """Parse newly arrived text (any chunking); return new records."""
@@ -155,11 +170,14 @@ class LogParser:
         return released
 
     def _release(self) -> list[dict[str, Any]]:
-        """The waiting record, with the training bar's latest step (never earlier than when it was printed)."""
+        """The waiting record, with the training bar's latest step (never earlier than when it was printed); one
+        that waited with no step keeps none unless a bar was drawn after it (a log that ends shows no later step)."""
         record, self._waiting = self._waiting, None
         if record is None:
             return []
-        record["step"] = max(record["step"], self._step or 0)
+        if record["step"] is not None or self._bar_fresh:  # a stepless one only takes a bar drawn after it
+            record["step"] = max(record["step"] or 0, self._step or 0)
+        self._bar_fresh = False
         if self._total is not None:
             record["max_steps"] = self._total
         return [record]
@@ -182,7 +200,7 @@ class LogParser:
             step, total, rate, unit = progress.groups()
             step, total = int(step), int(total)
             if self._is_training_bar(segment[: progress.start()], step, total):
-                self._step, self._total, self._step_from_bar = step, total, True
+                self._step, self._total, self._step_from_bar, self._bar_fresh = step, total, True, True
                 if rate != "?":
                     rate = float(rate)
                     self._steps_per_second = rate if unit == "it/s" else (1 / rate if rate else None)
@@ -196,13 +214,20 @@ class LogParser:
         return False
 
     def _is_training_bar(self, before: str, step: int, total: int) -> bool:
-        """The Trainer's training bar has no description (`Map:`, `Writing model shards:` have one), keeps the
-        total of the first such bar, and never goes back (an evaluation bar of the same total starts at 0)."""
-        if not BAR_LEAD.fullmatch(before):
+        """The Trainer's training bar has no description (`Map:`, `Writing model shards:` have one). Once a train
+        record was printed under it, it keeps its total and never goes back (an evaluation bar of the same total
+        starts at 0); until then the latest bar without a description is the candidate."""
+        if not BAR_LEAD.fullmatch(before[LINE_PREFIX.match(before).end() :]):
             return False
-        if self._total is None:
+        if self._total is None or not self._confirmed:
             return True
         return total == self._total and step >= (self._step or 0)
+
+    def _bar_step_stands_for(self, kind: str) -> bool:
+        """Whether the bar held gives this record its step. A train dict is printed under the training bar. An eval
+        dict comes after the evaluation's own bar has run to its end: a complete bar that no train record has
+        shown to be the training bar may be that one (an eval-only log), so it gives no step."""
+        return kind == "train" or self._confirmed or (self._step or 0) < (self._total or 0)
 
     def _parse_segment(self, segment: str) -> tuple[dict[str, Any] | None, bool]:
         """The segment's record, if any, and whether its step is settled (else the next training bar settles it)."""
@@ -216,7 +241,18 @@ class LogParser:
         own_step = values.pop("step", None)  # a custom loop's own count: the truth, as a whole number
         if own_step is not None and math.isfinite(own_step) and own_step == int(own_step):
             return {**self._record(kind, values), "step": int(own_step)}, True
-        return self._record(kind, values), self._step is None or not self._step_from_bar
+        if self._step_from_bar and not self._bar_step_stands_for(kind):
+            record = self._record(kind, values)
+            record["step"] = None
+            record.pop("max_steps", None)
+            return record, True
+        if self._step_from_bar and kind == "train":
+            if not self._bar_fresh:  # a second train dict under the same drawing: only a later bar gives its step
+                return {**self._record(kind, values), "step": None}, False
+            self._confirmed, self._bar_fresh = True, False
+        # a bar drawn at every step (slow steps, or a log file's line per step) was exact when the dict came
+        drawn_every_step = self._steps_per_second is not None and self._steps_per_second <= EVERY_STEP_DRAWN
+        return self._record(kind, values), self._step is None or not self._step_from_bar or drawn_every_step
 
     def _record(self, kind: str, values: dict[str, float]) -> dict[str, Any]:
         record: dict[str, Any] = {"time": self._clock(), "step": self._step, "kind": kind}
