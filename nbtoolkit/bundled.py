@@ -40,6 +40,19 @@ TINY_MODELS: dict[str, TinyModel] = {
         dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4),
     ),
     "nbtoolkit/tiny-gpt2": TinyModel("byte-bpe", "gpt2", dict(n_embd=64, n_layer=2, n_head=2, n_positions=512)),
+    # Llama-shaped (gated FFN, grouped-query attention) with a ChatML template: the chat, preference and grpo model
+    "nbtoolkit/tiny-chat": TinyModel(
+        "chatml-bpe",
+        "llama",
+        dict(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=512,
+        ),
+    ),
 }
 
 

@@ -27,8 +27,9 @@ from pydantic import (
 )
 
 from nbtoolkit import backends, catalog
+from nbtoolkit.chat_formats import NAMED_TEMPLATES, ChatFormat
 from nbtoolkit.spec_block import SpecBlock
-from nbtoolkit.tasks import TASK_NAMES, TASKS
+from nbtoolkit.tasks import TASK_NAMES, TASKS, TRL_TASKS
 
 Task = Literal[TASK_NAMES]
 Strategy = Literal["none", "ddp", "deepspeed", "smddp", "smp", "xla"]
@@ -102,6 +103,21 @@ class DatasetSpec(SpecBlock):
     max_train_samples: int | None = Field(None, ge=1)
     max_eval_samples: int | None = Field(None, ge=1)
     pad_to_max_length: bool = Field(False, description="fixed shapes (compiled and Neuron runs need them)")
+    format: ChatFormat = Field("auto", description="chat: messages, sharegpt, alpaca or prompt-completion rows")
+    chat_template: str | None = Field(
+        None, description=f"chat: a Jinja chat template, or one by name ({', '.join(NAMED_TEMPLATES)}) for base models"
+    )
+    packing: bool = Field(False, description="chat: pack conversations into blocks of max_length tokens")
+
+    @field_validator("chat_template")
+    @classmethod
+    def _template_or_name(cls, value: str | None) -> str | None:
+        if value is not None and value not in NAMED_TEMPLATES and "{{" not in value and "{%" not in value:
+            raise ValueError(
+                f"dataset.chat_template {value!r} is neither a Jinja template nor a named one; "
+                f"use one of {', '.join(NAMED_TEMPLATES)} or give the template text"
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetSpec:
@@ -315,6 +331,54 @@ class AdapterSpec(SpecBlock):
         return value
 
 
+class PreferenceSpec(SpecBlock):
+    """Preference tuning on prompt/chosen/rejected data (TRL's DPO, ORPO, CPO-SimPO and KTO trainers)."""
+
+    method: Literal["dpo", "orpo", "simpo", "kto"] = "dpo"
+    beta: float = Field(0.1, gt=0, description="how far from the reference (dpo, kto) or the odds-ratio weight")
+    loss_type: str | None = Field(None, description="dpo: sigmoid (default), ipo, hinge, ...; the trainer's own")
+
+
+class ShippedFunction(SpecBlock):
+    """A reward function defined in a notebook, carried in the spec as its source (nbtoolkit.rewards.ship)."""
+
+    name: str
+    source: str
+
+
+class RewardSpec(SpecBlock):
+    """GRPO: reward functions scoring sampled completions, and how many completions to sample."""
+
+    functions: list[str | ShippedFunction] = Field(
+        default_factory=list,
+        description="module:function or path/to/file.py:function; default the bundled arithmetic reward",
+    )
+    weights: list[float] | None = Field(None, description="one per function; default all 1")
+    num_generations: int = Field(4, ge=2, description="completions sampled per prompt (the group)")
+    max_completion_length: int = Field(32, ge=1, le=65536)
+    temperature: float = Field(1.0, gt=0)
+    beta: float = Field(0.0, ge=0, description="KL weight; > 0 keeps a reference model")
+    use_vllm: bool = Field(False, description="generate with vLLM (cuda only); default transformers")
+
+    @field_validator("functions")
+    @classmethod
+    def _named_functions(cls, functions: list[str | ShippedFunction]) -> list[str | ShippedFunction]:
+        for ref in functions:
+            if isinstance(ref, str) and (":" not in ref or not all(ref.rpartition(":")[::2])):
+                raise ValueError(
+                    f"reward.functions {ref!r} names no function; write module:function or path/to/file.py:function"
+                )
+        return functions
+
+    @model_validator(mode="after")
+    def _one_weight_each(self) -> RewardSpec:
+        if self.weights is not None and self.functions and len(self.weights) != len(self.functions):
+            raise ValueError(
+                f"reward.weights has {len(self.weights)} value(s) for {len(self.functions)} function(s); give one each"
+            )
+        return self
+
+
 class ScriptSpec(SpecBlock):
     """A user's own training script, run under the chosen launcher instead of nbtoolkit.train."""
 
@@ -360,6 +424,8 @@ class RunSpecCore(SpecBlock):
     extra: dict[str, Any] = Field(default_factory=dict, description="passed through to TrainingArguments")
     adapter: AdapterSpec | None = Field(None, description="LoRA/QLoRA adapters instead of a full fine-tune")
     report_to: list[Tracker] = Field(default_factory=list, description="experiment trackers; default none")
+    preference: PreferenceSpec | None = Field(None, description="task preference: the method and its beta")
+    reward: RewardSpec | None = Field(None, description="task grpo: reward functions and sampling")
 
     @field_validator("name")
     @classmethod
@@ -467,6 +533,20 @@ class RunSpecCore(SpecBlock):
                 "train.budget_usd is kept by nbtoolkit's own training program; with script: stop your "
                 "script at its budget yourself, or remove train.budget_usd"
             )
+        for block, task in (("preference", "preference"), ("reward", "grpo")):
+            if getattr(self, block) is not None and self.task != task:
+                raise ValueError(f"the {block} block applies to task {task} (task is '{self.task}'); remove it")
+        if self.reward is not None and self.reward.use_vllm and hw.accelerator != "cuda":
+            raise ValueError(
+                f"reward.use_vllm needs a cuda accelerator (hardware.accelerator is '{hw.accelerator}'); "
+                "remove it to generate with transformers"
+            )
+        own_data = self.dataset.name or self.dataset.files
+        if self.task == "grpo" and own_data and not (self.reward and self.reward.functions):
+            raise ValueError(
+                "task grpo on your own data needs reward.functions (module:function or path/to/file.py:function); "
+                "the bundled arithmetic reward fits only the bundled prompts"
+            )
         if self.resume is not None and self.resume != "latest" and not self.resume.strip():
             raise ValueError("resume must be 'latest' or a checkpoint directory")
         found = backends.problem(self)
@@ -499,6 +579,7 @@ class RunSpecCore(SpecBlock):
             for name, used in (
                 ("deepspeed", self.parallelism.strategy == "deepspeed"),
                 ("adapters", self.adapter is not None),
+                ("chat", self.task in TRL_TASKS),
             )
             if used
         )

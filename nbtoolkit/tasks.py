@@ -60,8 +60,35 @@ TASKS: dict[str, Task] = {
             "a decoder-only language model such as gpt2, llama or qwen2",
             "nbtoolkit.train.tasks.causal_lm",
         ),
+        # trained by TRL's trainers; their data formats are nbtoolkit.chat_formats, not columns
+        Task(
+            "chat",
+            {},
+            "nbtoolkit/tiny-chat",
+            "causal-lm",
+            "a decoder-only (chat) model such as qwen2, llama or gpt2",
+            "nbtoolkit.train.tasks.chat",
+        ),
+        Task(
+            "preference",
+            {},
+            "nbtoolkit/tiny-chat",
+            "causal-lm",
+            "a decoder-only (chat) model such as qwen2, llama or gpt2",
+            "nbtoolkit.train.tasks.preference",
+        ),
+        Task(
+            "grpo",
+            {},
+            "nbtoolkit/tiny-chat",
+            "causal-lm",
+            "a decoder-only (chat) model such as qwen2, llama or gpt2",
+            "nbtoolkit.train.tasks.grpo",
+        ),
     )
 }
+#: the tasks TRL trains (the distribution's `chat` extra)
+TRL_TASKS: tuple[str, ...] = ("chat", "preference", "grpo")
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)
 
 

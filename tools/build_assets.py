@@ -641,6 +641,137 @@ def build_sentencepiece_style(texts: list[str]) -> None:
     save_portable(fast, ASSETS / "tokenizers" / "sentencepiece-style")
 
 
+GREETINGS = [
+    ("hello", "Hello! How can I help you today?"),
+    ("hi there", "Hi! What would you like to know?"),
+    ("good morning", "Good morning! What can I do for you?"),
+    ("thanks for the help", "You are welcome. Happy to help."),
+    ("who are you", "I am a tiny assistant trained by nbtoolkit."),
+]
+
+
+def arithmetic_question(rng: random.Random) -> tuple[str, str, int]:
+    """A one-digit sum or difference: its question, the expression and the answer."""
+    a, b = rng.randint(0, 9), rng.randint(0, 9)
+    op = rng.choice("+-")
+    if op == "-" and b > a:
+        a, b = b, a
+    answer = a + b if op == "+" else a - b
+    return f"What is {a} {op} {b}?", f"{a} {op} {b}", answer
+
+
+def emotion_question(rng: random.Random) -> tuple[str, str]:
+    """A sentence to read for its emotion, and the emotion."""
+    label = rng.choice(sorted(EMOTIONS))
+    text = rng.choice(TEMPLATES).format(
+        feel=rng.choice(EMOTIONS[label]["feel"]), why=rng.choice(EMOTIONS[label]["why"])
+    )
+    return f"Which emotion is in this sentence: {text}", label
+
+
+def chat_conversation(rng: random.Random) -> dict[str, list[dict[str, str]]]:
+    """A conversation in the messages format: one to three turns of sums, emotions or greetings."""
+    messages = [{"role": "system", "content": "You are a helpful assistant."}] if rng.random() < 0.3 else []
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        kind = rng.random()
+        if kind < 0.45:
+            question, expression, answer = arithmetic_question(rng)
+            reply = f"{expression} = {answer}. The answer is {answer}."
+        elif kind < 0.85:
+            question, label = emotion_question(rng)
+            reply = f"The emotion is {label}."
+        else:
+            question, reply = rng.choice(GREETINGS)
+        messages += [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
+    return {"messages": messages}
+
+
+def preference_pair(rng: random.Random) -> dict[str, list[dict[str, str]]]:
+    """A prompt with a right (chosen) and a wrong or curt (rejected) reply, as conversations."""
+    if rng.random() < 0.5:
+        question, expression, answer = arithmetic_question(rng)
+        wrong = answer + rng.choice([-2, -1, 1, 2])
+        chosen, rejected = f"{expression} = {answer}. The answer is {answer}.", f"The answer is {wrong}."
+    else:
+        question, label = emotion_question(rng)
+        other = rng.choice([name for name in sorted(EMOTIONS) if name != label])
+        chosen, rejected = f"The emotion is {label}.", rng.choice([f"The emotion is {other}.", "I do not know."])
+    return {
+        "prompt": [{"role": "user", "content": question}],
+        "chosen": [{"role": "assistant", "content": chosen}],
+        "rejected": [{"role": "assistant", "content": rejected}],
+    }
+
+
+def arithmetic_prompt(rng: random.Random) -> dict:
+    """A GRPO prompt with the answer a reward function checks."""
+    question, _, answer = arithmetic_question(rng)
+    return {"prompt": [{"role": "user", "content": f"{question} Answer with the number."}], "answer": str(answer)}
+
+
+def build_chat_samples() -> list[str]:
+    """The chat (messages), preference (prompt/chosen/rejected) and grpo (prompt + answer) samples; their text."""
+    rng = random.Random(25)
+    samples = {
+        "chat": {
+            "train": [chat_conversation(rng) for _ in range(160)],
+            "validation": [chat_conversation(rng) for _ in range(16)],
+        },
+        "preference": {
+            "train": [preference_pair(rng) for _ in range(120)],
+            "validation": [preference_pair(rng) for _ in range(16)],
+        },
+        "grpo": {
+            "train": [arithmetic_prompt(rng) for _ in range(64)],
+            "validation": [arithmetic_prompt(rng) for _ in range(8)],
+        },
+    }
+    texts = []
+    for task, splits in samples.items():
+        for split, rows in splits.items():
+            write_jsonl(ASSETS / "data" / task / f"{split}.jsonl", rows)
+            texts += [
+                message["content"]
+                for row in rows
+                for value in row.values()
+                if isinstance(value, list)
+                for message in value
+            ]
+    return texts
+
+
+def build_chatml_bpe(texts: list[str]) -> None:
+    """A byte-level BPE with ChatML's tokens and template (nbtoolkit.chat_formats.CHATML): the tiny chat model's.
+
+    `<|im_end|>` ends a turn and is eos (generation stops there); `<|endoftext|>` pads.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from nbtoolkit.chat_formats import CHATML
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    tokenizer.train_from_iterator(
+        [*texts, "user", "assistant", "system"],
+        trainers.BpeTrainer(
+            vocab_size=1000, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+        model_max_length=512,
+    )
+    fast.chat_template = CHATML
+    save_portable(fast, ASSETS / "tokenizers" / "chatml-bpe")
+
+
 def main() -> None:
     rng = random.Random(20261121)
     texts = build_classification(rng)
@@ -648,6 +779,7 @@ def main() -> None:
     task_texts = build_task_samples()
     build_byte_bpe(task_texts)
     build_sentencepiece_style(task_texts)
+    build_chatml_bpe(build_chat_samples())
     print(f"assets written under {ASSETS}")
 
 

@@ -155,14 +155,17 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     )
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
     trainer_class = task.trainer_class or engine.trainer_class or Trainer
+    if task.data_collator is not None:  # TRL's GRPO trainer takes no collator and no metrics
+        task.trainer_arguments["data_collator"] = task.data_collator
+    if task.compute_metrics is not None:
+        task.trainer_arguments["compute_metrics"] = task.compute_metrics
     trainer = trainer_class(
         model=task.model,
         args=args,
         train_dataset=task.train_dataset,
         eval_dataset=task.eval_dataset,
-        data_collator=task.data_collator,
         processing_class=task.tokenizer,
-        compute_metrics=task.compute_metrics,
+        **task.trainer_arguments,
         callbacks=[MetricsCallback(metrics_path, samples_per_step)],
     )
     watch = (

@@ -23,6 +23,7 @@ class TaskSetup:
     trainer_class: type | None = None  # default transformers.Trainer
     arguments_class: type | None = None  # default transformers.TrainingArguments
     argument_overrides: dict[str, Any] = field(default_factory=dict)
+    trainer_arguments: dict[str, Any] = field(default_factory=dict)  # more for the trainer, e.g. TRL's reward_funcs
 
 
 def is_qlora(spec) -> bool:

@@ -1,0 +1,107 @@
+"""Chat data formats and chat templates as data: detect a dataset's format, turn its rows into conversations.
+
+Light (no transformers, no datasets): the spec, the data preview and the training program share it,
+so `nbtoolkit data` renders a conversation exactly as the chat task trains on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+ChatFormat = Literal["auto", "messages", "sharegpt", "alpaca", "prompt-completion"]
+#: the columns that identify each format, checked in this order (the first whose columns a row has wins)
+FORMAT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "messages": ("messages",),
+    "sharegpt": ("conversations",),
+    "alpaca": ("instruction", "output"),
+    "prompt-completion": ("prompt", "completion"),
+}
+#: ShareGPT's speaker names -> the roles chat templates know
+SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
+
+#: ChatML (Qwen's layout), with TRL's `{% generation %}` markers around what the assistant says, its
+#: end-of-turn token included, so that assistant-only loss masks exactly the tokens a reply is made of.
+CHATML = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' }}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{% generation %}{{- message['content'] + '<|im_end|>' }}{% endgeneration %}{{- '\\n' }}"
+    "{%- else %}{{- message['content'] + '<|im_end|>\\n' }}{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+#: Zephyr's layout (`<|user|>` ... `</s>`), end-of-turn is the tokenizer's eos
+ZEPHYR = (
+    "{%- for message in messages %}"
+    "{{- '<|' + message['role'] + '|>\\n' }}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{% generation %}{{- message['content'] + eos_token }}{% endgeneration %}{{- '\\n' }}"
+    "{%- else %}{{- message['content'] + eos_token + '\\n' }}{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- endif %}"
+)
+
+
+#: dataset.chat_template by name -> (template, special tokens it adds, end-of-turn token or None for eos)
+NAMED_TEMPLATES: dict[str, tuple[str, tuple[str, ...], str | None]] = {
+    "chatml": (CHATML, ("<|im_start|>", "<|im_end|>"), "<|im_end|>"),
+    "zephyr": (ZEPHYR, ("<|user|>", "<|assistant|>", "<|system|>"), None),
+}
+
+
+class FormatError(ValueError):
+    """Rows in no known chat format, or not in the one the spec names; the message is one sentence."""
+
+
+def needed_columns() -> str:
+    """The columns each format needs, in words (for the one sentence a file in no format gets)."""
+    return "; ".join(f"{name}: {' + '.join(columns)}" for name, columns in FORMAT_COLUMNS.items())
+
+
+def detect_format(columns: Iterable[str], declared: str = "auto") -> str:
+    """The format of rows with these columns: the declared one (checked), or with auto the first that fits."""
+    have = set(columns)
+    if declared != "auto":
+        missing = [column for column in FORMAT_COLUMNS[declared] if column not in have]
+        if missing:
+            raise FormatError(
+                f"dataset.format '{declared}' needs the column(s) {', '.join(missing)}, but the data has "
+                f"{', '.join(sorted(have)) or 'no columns'}; rename them or use format: auto"
+            )
+        return declared
+    for name, wanted in FORMAT_COLUMNS.items():
+        if have.issuperset(wanted):
+            return name
+    raise FormatError(
+        f"the data is in no chat format nbtoolkit knows (its columns are {', '.join(sorted(have)) or 'none'}); "
+        f"give one of {needed_columns()}"
+    )
+
+
+def as_messages(row: dict[str, Any], fmt: str) -> list[dict[str, str]]:
+    """One row of a detected format as a conversation (role/content messages)."""
+    if fmt == "messages":
+        return [{"role": m["role"], "content": m["content"]} for m in row["messages"]]
+    if fmt == "sharegpt":
+        return [
+            {"role": SHAREGPT_ROLES.get(turn["from"], turn["from"]), "content": turn["value"]}
+            for turn in row["conversations"]
+        ]
+    if fmt == "alpaca":
+        asked = row["instruction"] + (f"\n\n{row['input']}" if row.get("input") else "")
+        return [{"role": "user", "content": asked}, {"role": "assistant", "content": row["output"]}]
+    prompt, completion = row["prompt"], row["completion"]
+    return [*as_turns(prompt, "user"), *as_turns(completion, "assistant")]
+
+
+def as_turns(value: str | list[dict[str, str]], role: str) -> list[dict[str, str]]:
+    """A prompt or reply given as text or as messages, as messages."""
+    return [{"role": role, "content": value}] if isinstance(value, str) else list(value)
+
+
+def template_source(chat_template: str | None) -> str | None:
+    """A spec's dataset.chat_template as Jinja text: a named one's, a template as given, None for the model's."""
+    if chat_template is None:
+        return None
+    return NAMED_TEMPLATES[chat_template][0] if chat_template in NAMED_TEMPLATES else chat_template

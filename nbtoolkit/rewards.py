@@ -1,0 +1,170 @@
+"""GRPO reward functions: the bundled arithmetic ones, shipping a notebook's function as source, loading them in a job.
+
+A function defined in a kernel reaches the job as text in spec.json (`reward.functions: [{name, source}]`),
+so every backend carries it without a file of its own: the source of the function, the plain imports and
+constants it reads from its module, and the kernel functions it calls, each shipped the same way. What
+cannot be rebuilt from text (a closure, a lambda, a live object such as a model) is refused in one sentence.
+Light: no torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import dis
+import importlib
+import importlib.util
+import inspect
+import re
+import textwrap
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: what a grpo run on the bundled prompts scores when the spec names no reward
+BUNDLED_REWARDS = ("nbtoolkit.rewards:correct_answer", "nbtoolkit.rewards:number_reply")
+NUMBER = re.compile(r"-?\d+")
+
+
+class RewardError(ValueError):
+    """A reward function that cannot be shipped or loaded; the message is one sentence."""
+
+
+def reply_text(completion: str | list[dict[str, str]]) -> str:
+    """A completion as text: TRL passes conversational completions as a list of messages."""
+    return completion if isinstance(completion, str) else " ".join(message["content"] for message in completion)
+
+
+def correct_answer(completions: list, answer: list[str], **kwargs: Any) -> list[float]:
+    """1 when the first number of the reply is the prompt's answer, else 0."""
+    found = [NUMBER.search(reply_text(completion)) for completion in completions]
+    return [float(match is not None and match.group() == str(want)) for match, want in zip(found, answer, strict=True)]
+
+
+def number_reply(completions: list, **kwargs: Any) -> list[float]:
+    """The share of the reply's characters that are digits: a dense signal toward answering with a number."""
+    texts = [reply_text(completion).strip() for completion in completions]
+    return [sum(char.isdigit() for char in text) / len(text) if text else 0.0 for text in texts]
+
+
+# -- shipping a kernel's function ------------------------------------------------------------------
+
+
+def ship(function: Callable) -> dict[str, str]:
+    """`{name, source}` for reward.functions: a module's text that defines `function` again in a job."""
+    return {"name": _name_of(function), "source": "\n".join(_definitions(function, seen=set())) + "\n"}
+
+
+def ship_file(reference: str, cwd: Path) -> dict[str, str]:
+    """`path/to/file.py:function` as `{name, source}`: the whole file travels (checked for the function)."""
+    path_text, _, name = reference.rpartition(":")
+    path = cwd / Path(path_text).expanduser()
+    if not path.is_file():
+        raise RewardError(f"reward.functions {reference!r}: {path} does not exist")
+    source = path.read_text()
+    defined = {node.name for node in ast.parse(source).body if isinstance(node, (ast.FunctionDef, ast.Assign))}
+    if name not in defined:
+        raise RewardError(f"reward.functions {reference!r}: {path.name} defines no function {name!r}")
+    return {"name": name, "source": source}
+
+
+def _name_of(function: Callable) -> str:
+    if not isinstance(function, types.FunctionType):
+        raise RewardError(f"reward {function!r} is not a Python function; define it with def in a cell")
+    if function.__name__ == "<lambda>" or "<locals>" in function.__qualname__:
+        kind = "a lambda" if function.__name__ == "<lambda>" else f"{function.__qualname__}, defined inside a function,"
+        raise RewardError(f"reward {kind} cannot be shipped to the job; define it with def at the top level of a cell")
+    if function.__closure__:
+        names = ", ".join(function.__code__.co_freevars)
+        raise RewardError(
+            f"reward {function.__name__} closes over {names} from the kernel, which cannot be shipped to the job; "
+            "pass what it needs as constants or read it inside the function"
+        )
+    return function.__name__
+
+
+def _definitions(function: Callable, seen: set[str]) -> list[str]:
+    """The imports, constants and helper functions `function` reads from its globals, then its own source."""
+    name = _name_of(function)
+    seen.add(name)
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError):
+        raise RewardError(
+            f"reward {name} has no source Python can read (e.g. defined with exec); define it with def in a cell"
+        ) from None
+    lines: list[str] = []
+    for used in sorted(_globals_read(function.__code__)):
+        if used in seen or used not in function.__globals__:
+            continue  # a builtin, or already shipped
+        seen.add(used)
+        lines += _definition_of(used, function.__globals__[used], name, seen)
+    return [*lines, source]
+
+
+def _globals_read(code: types.CodeType) -> set[str]:
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _globals_read(constant)
+    return names
+
+
+def _definition_of(name: str, value: Any, user: str, seen: set[str]) -> list[str]:
+    """One global as the line(s) that make it again: an import, a literal, or a shipped function."""
+    if isinstance(value, types.ModuleType):
+        return [f"import {value.__name__}" if value.__name__ == name else f"import {value.__name__} as {name}"]
+    module = getattr(value, "__module__", None)
+    if callable(value) and module not in (None, "__main__") and _importable(module, value):
+        return [f"from {module} import {value.__qualname__} as {name}"]
+    if isinstance(value, types.FunctionType):
+        return _definitions(value, seen)
+    try:
+        if ast.literal_eval(repr(value)) == value:
+            return [f"{name} = {value!r}"]
+    except (ValueError, SyntaxError, RecursionError):
+        pass
+    raise RewardError(
+        f"reward {user} reads {name}, a live {type(value).__name__} object of the kernel, which cannot be shipped "
+        "to the job; build it inside the function or make it a plain constant"
+    )
+
+
+def _importable(module: str, value: Any) -> bool:
+    try:
+        found = importlib.import_module(module)
+    except ImportError:
+        return False
+    target: Any = found
+    for part in value.__qualname__.split("."):
+        target = getattr(target, part, None)
+    return target is value
+
+
+# -- loading in the job ----------------------------------------------------------------------------
+
+
+def load(reference: str | dict[str, str] | Any) -> Callable:
+    """A reward function from `module:function`, `file.py:function` or shipped `{name, source}`."""
+    if not isinstance(reference, (str, dict)):  # the spec's ShippedFunction block
+        reference = {"name": reference.name, "source": reference.source}
+    if isinstance(reference, dict):
+        namespace: dict[str, Any] = {"__name__": f"nbtoolkit_reward_{reference['name']}"}
+        exec(compile(reference["source"], f"<reward {reference['name']}>", "exec"), namespace)
+        return namespace[reference["name"]]
+    where, _, name = reference.rpartition(":")
+    if where.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(Path(where).stem, Path(where).expanduser())
+        if spec is None or spec.loader is None or not Path(where).expanduser().is_file():
+            raise RewardError(f"reward.functions {reference!r}: {where} does not exist")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            raise RewardError(f"reward.functions {reference!r}: module {where} cannot be imported ({exc})") from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise RewardError(f"reward.functions {reference!r}: {where} has no function {name!r}")
+    return function

@@ -1,0 +1,47 @@
+"""The chat template a run trains with: the model's own, a named one for a base model, or the spec's text.
+
+One tokenizer carries it from here to the end: the trainer tokenizes with it, `save_model` writes it
+beside the weights (with the generation config's end-of-turn token), and predict, merge and push read it
+back from there, so training and serving render a conversation token for token alike.
+"""
+
+from __future__ import annotations
+
+from nbtoolkit.chat_formats import NAMED_TEMPLATES, template_source
+from nbtoolkit.spec import RunSpec
+from nbtoolkit.train.errors import TrainError
+from nbtoolkit.train.models import load_tokenizer
+
+
+def chat_tokenizer(spec: RunSpec):
+    """The model's tokenizer with the run's chat template and end-of-turn token; new special tokens it needs added."""
+    tokenizer = load_tokenizer(spec.model_name)
+    name = spec.dataset.chat_template
+    if name in NAMED_TEMPLATES:
+        _, specials, end_of_turn = NAMED_TEMPLATES[name]
+        missing = [token for token in specials if token not in tokenizer.get_vocab()]
+        if missing:
+            tokenizer.add_special_tokens({"additional_special_tokens": missing})
+        if end_of_turn is not None:
+            tokenizer.eos_token = end_of_turn
+    if name is not None:
+        tokenizer.chat_template = template_source(name)
+    if not tokenizer.chat_template:
+        raise TrainError(
+            f"model '{spec.model_name}' has no chat template (a base model); set dataset.chat_template to "
+            f"{' or '.join(NAMED_TEMPLATES)}, or to a Jinja template"
+        )
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def fit_model(model, tokenizer) -> None:
+    """Embeddings for tokens the template added, and generation that stops at the template's end of turn."""
+    if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:
+        model.resize_token_embeddings(len(tokenizer))
+    model.config.eos_token_id = tokenizer.eos_token_id
+    model.config.pad_token_id = tokenizer.pad_token_id
+    if model.generation_config is not None:
+        model.generation_config.eos_token_id = tokenizer.eos_token_id
+        model.generation_config.pad_token_id = tokenizer.pad_token_id

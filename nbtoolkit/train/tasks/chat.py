@@ -1,0 +1,64 @@
+"""chat: supervised fine-tuning on conversations with TRL's SFTTrainer; loss on the assistant's turns by default.
+
+Rows in any format nbtoolkit.chat_formats knows become `messages`; the chat template (with `{% generation %}`
+markers around replies) tells TRL which tokens are the assistant's. `extra` reaches SFTConfig
+(e.g. assistant_only_loss: false, packing_strategy, loss_type).
+"""
+
+from __future__ import annotations
+
+import os
+
+from transformers import AutoModelForCausalLM
+from trl import SFTConfig, SFTTrainer
+
+from nbtoolkit.chat_formats import FormatError, as_messages, detect_format
+from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
+from nbtoolkit.train.errors import TrainError
+from nbtoolkit.train.models import load_model
+from nbtoolkit.train.tasks import TaskSetup, is_qlora
+
+
+def trl_overrides(spec) -> dict:
+    """What every TRL config needs from the spec beyond TrainingArguments' fields.
+
+    TRL's configs turn activation checkpointing on by default (and bf16, which the program sets already);
+    unset here, the spec's train.gradient_checkpointing decides as it does for every task.
+    """
+    return dict(gradient_checkpointing=None)
+
+
+def conversations(spec, dataset, split: str):
+    """The split as a `messages` column, its format detected (or checked) and said once."""
+    try:
+        fmt = detect_format(dataset.column_names, spec.dataset.format)
+    except FormatError as exc:
+        raise TrainError(f"the {split} split: {exc}") from None
+    if split == "train" and os.environ.get("RANK", "0") == "0":
+        how = "detected" if spec.dataset.format == "auto" else "as dataset.format says"
+        print(f"[nbtoolkit] dataset format: {fmt} ({how})", flush=True)
+    return dataset.map(
+        lambda row: {"messages": as_messages(row, fmt)},
+        remove_columns=[name for name in dataset.column_names if name != "messages"],
+    )
+
+
+def setup(spec, splits) -> TaskSetup:
+    tokenizer = chat_tokenizer(spec)
+    model = load_model(AutoModelForCausalLM, spec.model_name, tokenizer, quantized=is_qlora(spec))
+    fit_model(model, tokenizer)
+    return TaskSetup(
+        model=model,
+        tokenizer=tokenizer,
+        train_dataset=conversations(spec, splits["train"], "train"),
+        eval_dataset=conversations(spec, splits["eval"], "eval") if "eval" in splits else None,
+        data_collator=None,
+        trainer_class=SFTTrainer,
+        arguments_class=SFTConfig,
+        argument_overrides=dict(
+            trl_overrides(spec),
+            assistant_only_loss=True,
+            max_length=spec.dataset.max_length,
+            packing=spec.dataset.packing,
+        ),
+    )

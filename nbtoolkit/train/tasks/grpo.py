@@ -1,0 +1,82 @@
+"""grpo: reinforcement learning from reward functions with TRL's GRPOTrainer (group-relative advantages).
+
+Each prompt is sampled `reward.num_generations` times (transformers' generate; vLLM only where the spec
+asks and CUDA exists), every reward function scores every completion, and the policy moves toward the
+completions that beat their group's mean. Columns other than `prompt` reach the reward functions as
+keyword arguments (the bundled prompts carry `answer`). `extra` reaches GRPOConfig.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from transformers import AutoModelForCausalLM
+from trl import GRPOConfig, GRPOTrainer
+
+from nbtoolkit.bundled import is_bundled
+from nbtoolkit.rewards import BUNDLED_REWARDS, RewardError, load
+from nbtoolkit.spec import RewardSpec
+from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
+from nbtoolkit.train.errors import TrainError
+from nbtoolkit.train.models import load_model
+from nbtoolkit.train.tasks import TaskSetup, is_qlora
+from nbtoolkit.train.tasks.chat import trl_overrides
+
+
+def reward_functions(reward: RewardSpec) -> list:
+    try:
+        return [load(reference) for reference in reward.functions or BUNDLED_REWARDS]
+    except RewardError as exc:
+        raise TrainError(str(exc)) from None
+
+
+def prompts(dataset, split: str):
+    if "prompt" not in dataset.column_names:
+        raise TrainError(
+            f"the {split} split has no prompt column (it has {', '.join(dataset.column_names)}); grpo data needs "
+            "prompt (a text or a conversation), and any columns its reward functions read"
+        )
+    return dataset
+
+
+def reference_source(model) -> None:
+    """GRPO with a KL term builds its reference from the model's path: give a bundled model (no path) one."""
+    folder = tempfile.mkdtemp(prefix="nbtoolkit-reference-")
+    model.save_pretrained(folder)
+    model.config._name_or_path = folder
+    model.name_or_path = folder
+
+
+def setup(spec, splits) -> TaskSetup:
+    reward = spec.reward or RewardSpec()
+    tokenizer = chat_tokenizer(spec)
+    tokenizer.padding_side = "left"  # generation continues the prompt's last token
+    model = load_model(AutoModelForCausalLM, spec.model_name, tokenizer, quantized=is_qlora(spec))
+    fit_model(model, tokenizer)
+    if reward.beta > 0 and spec.adapter is None and is_bundled(spec.model_name):
+        reference_source(model)
+    functions = reward_functions(reward)
+    if os.environ.get("RANK", "0") == "0":
+        names = ", ".join(function.__name__ for function in functions)
+        print(f"[nbtoolkit] rewards: {names} | {reward.num_generations} completions per prompt", flush=True)
+    return TaskSetup(
+        model=model,
+        tokenizer=tokenizer,
+        train_dataset=prompts(splits["train"], "train"),
+        eval_dataset=prompts(splits["eval"], "eval") if "eval" in splits else None,
+        data_collator=None,
+        trainer_class=GRPOTrainer,
+        arguments_class=GRPOConfig,
+        argument_overrides=dict(
+            trl_overrides(spec),
+            num_generations=reward.num_generations,
+            max_completion_length=reward.max_completion_length,
+            temperature=reward.temperature,
+            beta=reward.beta,
+            use_vllm=reward.use_vllm,
+            reward_weights=reward.weights,
+            include_num_input_tokens_seen="no",  # GRPO's batches are prompts: the Trainer cannot count their tokens
+        ),
+        trainer_arguments={"reward_funcs": functions},
+    )

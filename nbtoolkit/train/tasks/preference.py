@@ -1,0 +1,94 @@
+"""preference: DPO (TRL's DPOTrainer), ORPO, SimPO (CPO with the SimPO loss) or KTO on prompt/chosen/rejected rows.
+
+The reference model DPO and KTO measure against: with an adapter none is loaded (TRL turns the adapters
+off to get the base's answers); in a full fine-tune a frozen copy of the starting weights, made here
+because a bundled model exists nowhere TRL could load it from again. KTO learns from unpaired rows: each
+pair becomes a desirable and an undesirable completion. `extra` reaches the method's config.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from transformers import AutoModelForCausalLM
+
+from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
+from nbtoolkit.train.errors import TrainError
+from nbtoolkit.train.models import load_model
+from nbtoolkit.train.tasks import TaskSetup, is_qlora
+from nbtoolkit.train.tasks.chat import trl_overrides
+
+COLUMNS = ("prompt", "chosen", "rejected")
+
+
+def trainer_and_config(method: str) -> tuple[type, type, dict]:
+    """TRL's trainer and config for a method, and the config fields that make the method."""
+    if method == "dpo":
+        from trl import DPOConfig, DPOTrainer
+
+        return DPOTrainer, DPOConfig, {}
+    if method == "kto":
+        from trl import KTOConfig, KTOTrainer
+
+        return KTOTrainer, KTOConfig, {}
+    if method == "orpo":
+        from trl.experimental.orpo import ORPOConfig, ORPOTrainer
+
+        return ORPOTrainer, ORPOConfig, {}
+    from trl.experimental.cpo import CPOConfig, CPOTrainer
+
+    return CPOTrainer, CPOConfig, {"loss_type": "simpo", "cpo_alpha": 0.0}
+
+
+def pairs(dataset, split: str):
+    missing = [column for column in COLUMNS if column not in dataset.column_names]
+    if missing:
+        raise TrainError(
+            f"the {split} split has no {', '.join(missing)} column(s) (it has {', '.join(dataset.column_names)}); "
+            "preference data needs prompt, chosen and rejected (texts or conversations)"
+        )
+    return dataset.select_columns(list(COLUMNS))
+
+
+def unpaired(dataset):
+    """KTO's rows: each pair as (prompt, chosen, True) and (prompt, rejected, False)."""
+
+    def split(batch):
+        count = len(batch["prompt"])
+        return {
+            "prompt": batch["prompt"] * 2,
+            "completion": batch["chosen"] + batch["rejected"],
+            "label": [True] * count + [False] * count,
+        }
+
+    return dataset.map(split, batched=True, remove_columns=list(COLUMNS))
+
+
+def setup(spec, splits) -> TaskSetup:
+    preference = spec.preference or type(spec).model_fields["preference"].annotation.__args__[0]()
+    tokenizer = chat_tokenizer(spec)
+    model = load_model(AutoModelForCausalLM, spec.model_name, tokenizer, quantized=is_qlora(spec))
+    fit_model(model, tokenizer)
+    trainer_class, config_class, method_fields = trainer_and_config(preference.method)
+    datasets = {split: pairs(dataset, split) for split, dataset in splits.items()}
+    if preference.method == "kto":
+        datasets = {split: unpaired(dataset) for split, dataset in datasets.items()}
+    overrides = dict(trl_overrides(spec), beta=preference.beta, max_length=spec.dataset.max_length, **method_fields)
+    if preference.loss_type:
+        overrides["loss_type"] = [preference.loss_type] if preference.method == "dpo" else preference.loss_type
+    arguments = {}
+    if preference.method in ("dpo", "kto") and spec.adapter is None:
+        reference = copy.deepcopy(model).eval()
+        reference.requires_grad_(False)
+        arguments["ref_model"] = reference
+    return TaskSetup(
+        model=model,
+        tokenizer=tokenizer,
+        train_dataset=datasets["train"],
+        eval_dataset=datasets.get("eval"),
+        data_collator=None,
+        trainer_class=trainer_class,
+        arguments_class=config_class,
+        argument_overrides=overrides,
+        trainer_arguments=arguments,
+    )
