@@ -12,6 +12,10 @@ from nbtoolkit.checkpoints import last_checkpoint
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import chain_records
 from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.runner import stall_watch
+from nbtoolkit.runner.checkpoint_request import CHECKPOINT_WAIT_S, checkpoint_now
+from nbtoolkit.runner.health import job_health
+from nbtoolkit.runner.stacks import take_stacks
 from nbtoolkit.runner.store import JobRecord, JobStore
 from nbtoolkit.spec import RunSpec, load_spec
 
@@ -81,6 +85,27 @@ class Job:
     def resume(self, max_steps: int | None = None, budget_usd: float | None = None) -> Job:
         """A new job that continues this one from its last checkpoint (see `resume`)."""
         return resume(self.id, max_steps=max_steps, budget_usd=budget_usd, store=self.store)
+
+    def health(self) -> dict[str, Any]:
+        """ok | slow | stalled | unknown, the reason in one sentence, and each rank's last heartbeat (see runner.health)."""
+        return job_health(self.store, self.record).to_dict()
+
+    def stacks(self):
+        """Every rank's Python stack now (py-spy), grouped by identical stacks; saved in the job's stacks/ folder."""
+        return take_stacks(self.store, self.record)
+
+    def checkpoint(self, wait: bool = True, timeout: float = CHECKPOINT_WAIT_S) -> Path | None:
+        """Ask the running job to save a checkpoint at its next step and carry on; with `wait`, the checkpoint's folder
+        once it is complete."""
+        return checkpoint_now(self.store, self.record, wait=wait, timeout=timeout)
+
+    def fork(self, checkpoint: str | Path | None = None, **changes: Any) -> Job:
+        """A new job from one of this job's checkpoints (default: its last complete one) with changed settings:
+        `learning_rate=1e-4`, `batch_size=16`, `max_steps=200`, `budget_usd=5` (train fields), or dotted spec fields
+        as `**{"train.learning_rate": 1e-4}`. Its chart continues this job's steps."""
+        from nbtoolkit.fork import fork
+
+        return fork(self.id, checkpoint=checkpoint, changes=changes, store=self.store)
 
     def merge(self, out: str | Path | None = None) -> Path:
         """The job's adapter merged into its base: a full model (default: the job's output/merged)."""
@@ -223,6 +248,7 @@ def launch(
         "hourly_price_usd": spec.hardware.instance_price_usd,
         past_pace.INFO_KEY: past_pace.setup_key(spec),
         forecast.INFO_KEY: forecast.forecast(spec, past_pace.past_pace(spec, store)),
+        stall_watch.ON_STALL_KEY: spec.train.on_stall,  # the supervisor's answer to a stall
     }
     record = job_control.submit(
         launch_, name=spec.display_name, task=spec.task, store=store, info=info, resumed_from=resumed_from

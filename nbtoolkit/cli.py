@@ -10,6 +10,8 @@ import sys
 import warnings
 from pathlib import Path
 
+import yaml
+
 from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
@@ -17,6 +19,7 @@ from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.runner import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
+from nbtoolkit.runner.health import DoctorError
 from nbtoolkit.runner.listing import format_table, listing_row
 from nbtoolkit.runner.store import STATUSES, JobStatus, StoreError
 from nbtoolkit.spec import SpecError, load_spec
@@ -126,7 +129,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     job = Job(args.job)
     record = job.record
     if args.json:
-        print(json.dumps({**record.to_dict(), "dir": str(job.dir)}, indent=2))
+        print(json.dumps({**record.to_dict(), "dir": str(job.dir), "health": job.health()}, indent=2))
         return 0
     for key, value in {
         **listing_row(record),
@@ -143,6 +146,9 @@ def cmd_show(args: argparse.Namespace) -> int:
                 f", spot saved {info['spot_savings_pct']:.0f}%" if info.get("spot_savings_pct") is not None else ""
             )
             print(f"{'billable':>10}: {info['billable_seconds']} s{savings}")
+    health = job.health()
+    if health["ranks"] or record.active:
+        print(f"{'health':>10}: {health['state']}: {health['reason']}")
     for line in describe_trackers(job.spec, job.dir):
         print(f"{'tracking':>10}: {line}")
     records = job.records()
@@ -189,6 +195,32 @@ def cmd_stop(args: argparse.Namespace) -> int:
         return 1
     print(f"job {record.id} {record.status}")
     return 0
+
+
+def cmd_stacks(args: argparse.Namespace) -> int:
+    report = Job(args.job).stacks()
+    print(report.text())
+    print(f"\nsaved in {report.path}")
+    return 0
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    job = Job(args.job)
+    saved = job.checkpoint(wait=not args.no_wait, timeout=args.timeout)
+    print(f"job {job.id}: checkpoint saved in {saved}" if saved else f"job {job.id}: checkpoint requested")
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    changes = {}
+    for item in args.set or []:
+        field, sep, value = item.partition("=")
+        if not sep or not field.strip():
+            raise SpecError(f"--set {item!r} is not FIELD=VALUE; e.g. --set train.learning_rate=1e-4")
+        changes[field.strip()] = yaml.safe_load(value)
+    job = Job(args.job).fork(args.from_, **changes)
+    started(job)
+    return follow(job) if args.follow else 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -337,6 +369,27 @@ def build_parser() -> argparse.ArgumentParser:
     stop_.add_argument("job")
     stop_.set_defaults(handler=cmd_stop)
 
+    stacks = commands.add_parser("stacks", help="every rank's Python stack now (py-spy), grouped by identical stacks")
+    stacks.add_argument("job")
+    stacks.set_defaults(handler=cmd_stacks)
+
+    checkpoint = commands.add_parser("checkpoint", help="ask a running job to save a checkpoint now and carry on")
+    checkpoint.add_argument("job")
+    checkpoint.add_argument("--no-wait", action="store_true", help="return once asked, not once saved")
+    checkpoint.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for it (default 300)")
+    checkpoint.set_defaults(handler=cmd_checkpoint)
+
+    fork = commands.add_parser("fork", help="a new job from a job's checkpoint with changed settings")
+    fork.add_argument("job")
+    fork.add_argument(
+        "--from", dest="from_", metavar="CHECKPOINT", help="a step, checkpoint-N or path (default: its last)"
+    )
+    fork.add_argument(
+        "--set", action="append", metavar="FIELD=VALUE", help="e.g. --set train.learning_rate=1e-4 (repeatable)"
+    )
+    fork.add_argument("--follow", "-f", action="store_true")
+    fork.set_defaults(handler=cmd_fork)
+
     export = commands.add_parser("export", help="write the launch files and run.sh without starting anything")
     export.add_argument("spec")
     export.add_argument("--out", help="directory to write (default ./nbtoolkit-export-NAME)")
@@ -353,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # as the Python docs advise: no traceback, and no second error when exit flushes
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (SpecError, LaunchError, JobNotFound, ModelShapeError, StoreError, TrainError) as exc:
+    except (SpecError, LaunchError, JobNotFound, ModelShapeError, StoreError, TrainError, DoctorError) as exc:
         print(f"nbtoolkit: {exc}", file=sys.stderr)
         return 2
 

@@ -2,7 +2,8 @@
 
 Light (no torch): under a job it appends one record to the job's metrics.jsonl (rank 0 only), in the
 shape nbtoolkit's own program writes; outside a job it warns once and does nothing, so the script
-still runs anywhere. Autolog (nbtoolkit.train.autolog) writes through the same path.
+still runs anywhere. Autolog (nbtoolkit.train.autolog) writes through the same path. Called on every
+rank, it also writes that rank's heartbeat (nbtoolkit.heartbeat), so the job's health sees each rank.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import warnings
 from numbers import Real
 from pathlib import Path
 
+from nbtoolkit.heartbeat import Heartbeat
 from nbtoolkit.launches import JOB_DIR_ENV
 from nbtoolkit.metrics.parse import classify
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER
 
 _warned_outside_a_job = False
+_heartbeat: Heartbeat | None = None
 
 
 def job_metrics_file() -> Path | None:
@@ -43,11 +46,16 @@ def log(step: int, **values: float) -> None:
 
     `eval_*` names make an eval record, `train_runtime` without `loss` a summary, anything else a train record.
     """
-    global _warned_outside_a_job
-    if not is_rank_zero():
-        return
+    global _warned_outside_a_job, _heartbeat
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ValueError(f"nbtoolkit.log: step must be a whole number >= 0, got {step!r}")
+    job_dir = os.environ.get(JOB_DIR_ENV)
+    if job_dir:
+        if _heartbeat is None or _heartbeat.path.parents[1] != Path(job_dir):
+            _heartbeat = Heartbeat(job_dir)
+        _heartbeat.beat(step)
+    if not is_rank_zero():
+        return
     odd = sorted(key for key, value in values.items() if isinstance(value, bool) or not isinstance(value, Real))
     if odd:
         raise ValueError(f"nbtoolkit.log: {', '.join(odd)} must be numbers (e.g. loss=loss.item())")

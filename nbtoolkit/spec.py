@@ -306,6 +306,11 @@ class TrainSpec(SpecBlock):
         description="stop with a checkpoint once training has cost this "
         "much (hardware.hourly_price_usd or the catalog's price x nodes)",
     )
+    on_stall: Literal["warn", "dump", "stop"] = Field(
+        "dump",
+        description="when no rank finishes a step for max(60 s, 10 steps): warn in the log, dump every rank's "
+        "stacks into it too, or stop the job (the stacks are saved in the job folder in every case)",
+    )
     save_total_limit: int | None = Field(2, ge=1)
     gradient_checkpointing: bool = False
     predict_with_generate: bool | None = Field(None, description="summarization; default on except on Neuron")

@@ -1,4 +1,4 @@
-"""One metric series for a chain of resumed jobs, so a chart shows a stopped run and its resumption as one line.
+"""One metric series for a chain of resumed (or forked) jobs, so a chart shows a stopped run and its resumption as one line.
 
 Each job of the chain contributes its records up to the checkpoint the next job resumed from
 (the later job redid the steps after it); every record says which job wrote it.
@@ -13,13 +13,21 @@ from nbtoolkit.checkpoints import checkpoint_step
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.runner.store import JobNotFound, JobRecord, JobStore
 
+#: the info key of a forked job that names its parent (written by nbtoolkit.fork)
+FORKED_FROM = "forked_from"
+
+
+def parent_job(record: JobRecord) -> str | None:
+    """The job this one continues: resumed from, or forked from (nbtoolkit.fork records it in the info)."""
+    return record.resumed_from or record.info.get(FORKED_FROM)
+
 
 def resume_chain(store: JobStore, job_id: str) -> list[JobRecord]:
-    """The job and the jobs it was resumed from, oldest first."""
+    """The job and the jobs it was resumed or forked from, oldest first."""
     chain = [store.get(job_id)]
-    while chain[0].resumed_from and chain[0].resumed_from not in {record.id for record in chain}:
+    while (parent := parent_job(chain[0])) and parent not in {record.id for record in chain}:
         try:
-            chain.insert(0, store.get(chain[0].resumed_from))
+            chain.insert(0, store.get(parent))
         except JobNotFound:  # the older job was deleted: the chain starts here
             break
     return chain

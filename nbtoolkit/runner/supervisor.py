@@ -36,6 +36,7 @@ from nbtoolkit.metrics import budget
 from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
 from nbtoolkit.runner.lock import SupervisorLock
+from nbtoolkit.runner.stall_watch import StallWatch
 from nbtoolkit.runner.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.runner.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.runner.watcher import start_watcher
@@ -68,6 +69,7 @@ class Supervisor:
         self.reaper_pid: int | None = None
         self.log = None  # output.log, open while the stages run
         self.budget_recorded: dict | None = None  # the budget record last put in the job's info
+        self.stall_watch = StallWatch(store, job_id)  # health in the row; stacks and train.on_stall on a stall
 
     def run(self) -> int:
         me = psutil.Process()
@@ -140,6 +142,8 @@ class Supervisor:
                     if ended.pid == process.pid and getattr(ended, "returncode", None) is not None:
                         process.returncode = ended.returncode  # psutil reaped it: its status, not Popen's 0
             log_offset = self._follow(parser, log_offset)
+            if self._watch_health(log):
+                self.stop_requested.set()  # train.on_stall: stop
         terminate_tree(process.pid, grace=STOP_GRACE_S)  # stragglers a rank left behind
         # and any that left the tree and the group (a grandchild in its own session whose parent died)
         end_processes(tagged_processes(self.job_id, self.store.home, exclude=(self.reaper_pid or 0,)), STOP_GRACE_S)
@@ -196,7 +200,7 @@ class Supervisor:
         if stop_error:  # the program said why it could not stop (a remote job it could not end)
             status, message = "failed", f"the stop did not complete: {stop_error}"
         elif self.interrupted:
-            status, message = "stopped", "stopped on request"
+            status, message = "stopped", self.stall_watch.stop_message or "stopped on request"
         elif exit_code == 0 and self._budget_stopped():
             status, message = "stopped", budget.stop_message(self.progress.budget, self.job_id)
         elif exit_code == 0:
@@ -210,6 +214,14 @@ class Supervisor:
         self._write(
             only_if_status=ACTIVE, status=status, ended=time.time(), exit_code=exit_code, message=message, stage=None
         )
+
+    def _watch_health(self, log) -> bool:
+        """The job's health (see stall_watch); True when train.on_stall says stop. Never ends the supervisor."""
+        try:
+            return self.stall_watch.check(lambda text: self._say(log, text))
+        except Exception as exc:
+            self._note(f"could not check the job's health ({exc}); checking again")
+            return False
 
     def _budget_stopped(self) -> bool:
         """The training program ended itself at train.budget_usd (with a checkpoint)."""

@@ -67,16 +67,17 @@ def add_metrics_callback(trainer) -> None:
     """MetricsCallback on this Trainer (once, also when a subclass's __init__ runs the patched one)."""
     from nbtoolkit.launches import JOB_DIR_ENV
     from nbtoolkit.report import is_rank_zero, job_metrics_file
-    from nbtoolkit.train.callbacks import MetricsCallback
+    from nbtoolkit.train.callbacks import HeartbeatCallback, MetricsCallback
 
     if os.environ.get(JOB_DIR_ENV) is None:
         return  # not a job
     args = trainer.args
     if args.include_num_input_tokens_seen == "no":  # tokens/s per window, as nbtoolkit's own program counts them;
         args.include_num_input_tokens_seen = "non_padding"  # on every rank: the count is gathered across ranks
-    if not is_rank_zero() or any(
-        isinstance(callback, MetricsCallback) for callback in trainer.callback_handler.callbacks
-    ):
+    callbacks = trainer.callback_handler.callbacks
+    if not any(isinstance(callback, HeartbeatCallback) for callback in callbacks):  # every rank beats
+        trainer.add_callback(HeartbeatCallback(os.environ[JOB_DIR_ENV]))
+    if not is_rank_zero() or any(isinstance(callback, MetricsCallback) for callback in callbacks):
         return
     path = job_metrics_file()
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size

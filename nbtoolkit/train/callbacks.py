@@ -17,6 +17,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from nbtoolkit.heartbeat import CheckpointRequests, Heartbeat
 from nbtoolkit.metrics import budget
 from nbtoolkit.metrics.parse import classify
 from nbtoolkit.metrics.throughput import steady_state
@@ -173,3 +174,38 @@ def _agreed(reached: str | None, args) -> str | None:
     furthest = torch.tensor([states.index(reached)], device=args.device)
     dist.all_reduce(furthest, op=dist.ReduceOp.MAX)
     return states[int(furthest.item())]
+
+
+class HeartbeatCallback(TrainerCallback):
+    """Every rank: its heartbeat after each step (see nbtoolkit.heartbeat), and a save when the job is asked
+    for a checkpoint now (`nbtoolkit checkpoint ID`); training then goes on."""
+
+    def __init__(self, job_dir: str | Path) -> None:
+        self.heartbeat = Heartbeat(job_dir, can_checkpoint=True)
+        self.requests = CheckpointRequests(job_dir)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.heartbeat.beat(state.global_step)
+        if self.requests.due(state.global_step):
+            control.should_save = True
+
+    def on_save(self, args, state, control, **kwargs):
+        self.requests.saved(Path(args.output_dir, f"checkpoint-{state.global_step}").resolve())
+
+
+class LearningRateCallback(TrainerCallback):
+    """A run resumed with another train.learning_rate (a fork) trains at it: the checkpoint's optimizer and
+    scheduler state carry the old rate, which the Trainer would otherwise keep. The schedule's shape stays."""
+
+    def on_train_begin(self, args, state, control, optimizer=None, lr_scheduler=None, **kwargs):
+        base_lrs = getattr(lr_scheduler, "base_lrs", None)
+        if optimizer is None or not base_lrs or math.isclose(base_lrs[0], args.learning_rate):
+            return
+        ratio = args.learning_rate / base_lrs[0]
+        lr_scheduler.base_lrs = [rate * ratio for rate in base_lrs]
+        for group in optimizer.param_groups:
+            group["lr"] *= ratio
+            if "initial_lr" in group:
+                group["initial_lr"] *= ratio
+        if state.is_world_process_zero:
+            print(f"[nbtoolkit] learning rate {base_lrs[0]:.3g} -> {args.learning_rate:.3g} from here", flush=True)

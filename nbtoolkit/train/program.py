@@ -125,7 +125,7 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     import transformers
     from transformers import Trainer
 
-    from nbtoolkit.train.callbacks import BudgetCallback, MetricsCallback
+    from nbtoolkit.train.callbacks import BudgetCallback, HeartbeatCallback, LearningRateCallback, MetricsCallback
     from nbtoolkit.train.data import load_splits
     from nbtoolkit.train.engines import engine_for
     from nbtoolkit.train.errors import TrainError
@@ -166,7 +166,11 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
         eval_dataset=task.eval_dataset,
         processing_class=task.tokenizer,
         **task.trainer_arguments,
-        callbacks=[MetricsCallback(metrics_path, samples_per_step)],
+        callbacks=[
+            MetricsCallback(metrics_path, samples_per_step),
+            HeartbeatCallback(Path(metrics_path).resolve().parent),  # the job folder: metrics.jsonl's
+            *([LearningRateCallback()] if spec.resume else []),
+        ],
     )
     watch = (
         BudgetCallback(metrics_path, spec.train.budget_usd, spec.hardware.run_price_usd)

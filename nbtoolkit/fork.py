@@ -1,0 +1,81 @@
+"""Fork a run: a new job from one of a job's checkpoints with changed settings (learning rate, batch,
+budget), while the parent runs on or after it ended. Unlike a resume (one per job, the same spec) a
+job may be forked any number of times; each fork records its lineage in its row's info (`forked_from`,
+`fork_checkpoint`, `fork_changes`) and its chart continues the parent's steps (metrics.chain).
+
+The training program carries the checkpoint's optimizer and scheduler on, at the fork's learning rate
+(train.callbacks.LearningRateCallback). A user's script takes its settings from its own arguments:
+it is resumed, not forked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nbtoolkit.api import Job, launch
+from nbtoolkit.backends import LaunchError
+from nbtoolkit.checkpoints import CHECKPOINT_DIR, is_complete, last_checkpoint
+from nbtoolkit.metrics.chain import FORKED_FROM
+from nbtoolkit.runner.store import JobStore
+from nbtoolkit.spec import TrainSpec, load_spec, merged
+
+FORK_CHECKPOINT, FORK_CHANGES = "fork_checkpoint", "fork_changes"
+
+
+def field_path(name: str) -> str:
+    """`learning_rate` -> `train.learning_rate` (a train field's bare name); a dotted path stays."""
+    return f"train.{name}" if "." not in name and name in TrainSpec.model_fields else name
+
+
+def nested(path: str, value: Any) -> dict[str, Any]:
+    """`train.learning_rate`, 1e-4 -> {"train": {"learning_rate": 1e-4}} (for spec.merged)."""
+    for block in reversed(path.split(".")):
+        value = {block: value}
+    return value
+
+
+def fork_checkpoint(job: Job, checkpoint: str | Path | None) -> Path:
+    """The checkpoint to fork from: the job's last complete one, its step (`40`, `checkpoint-40`) or a path."""
+    output = job.dir / "output"
+    if checkpoint is None:
+        found = last_checkpoint(output)
+        if found is None:
+            raise LaunchError(
+                f"job {job.id} has saved no complete checkpoint to fork from; `nbtoolkit checkpoint {job.id}` asks a "
+                "running job for one"
+            )
+        return found
+    text = str(checkpoint)
+    path = output / f"checkpoint-{text}" if text.isdigit() else output / text if CHECKPOINT_DIR.match(text) else None
+    path = path or Path(text).expanduser().resolve()
+    if not is_complete(path):
+        raise LaunchError(f"--from {text}: {path} is not a complete checkpoint of job {job.id}")
+    return path
+
+
+def fork(
+    job_id: str,
+    *,
+    checkpoint: str | Path | None = None,
+    changes: dict[str, Any] | None = None,
+    store: JobStore | None = None,
+) -> Job:
+    parent = Job(job_id, store)
+    spec = parent.spec
+    if spec.script is not None:
+        raise LaunchError(
+            f"job {parent.id} ran the script {spec.script.path}, whose settings are its own arguments: it can be "
+            f"resumed (`nbtoolkit resume {parent.id}`), not forked with new settings"
+        )
+    start = fork_checkpoint(parent, checkpoint)
+    changes = {field_path(name): value for name, value in (changes or {}).items()}
+    data = spec.model_dump(mode="json")
+    for path, value in changes.items():
+        data = merged(data, nested(path, value))
+    data["resume"] = str(start)
+    if "name" not in changes:
+        data["name"] = f"{spec.display_name}-fork"
+    child = launch(load_spec(data), store=parent.store, force=True)  # the parent's setup already ran
+    parent.store.merge_info(child.id, {FORKED_FROM: parent.id, FORK_CHECKPOINT: str(start), FORK_CHANGES: changes})
+    return child

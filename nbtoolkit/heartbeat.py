@@ -1,0 +1,181 @@
+"""What every rank of a running job writes and reads in its job folder as it steps: its heartbeat, and
+the request to save a checkpoint now. Light (no torch): the training program, autolog and
+`nbtoolkit.log` write through it; the runner and views read it.
+
+A heartbeat is `ranks/rank-N.json`: step, time of the last step, seconds per step, host, pid, memory.
+A rank's step only notes the step and its time; a thread replaces the file by an atomic rename at most
+every `BEAT_EVERY_S`, so a reader never sees half a file and a run of thousands of steps a second
+pays nothing for it.
+
+A checkpoint request is `checkpoint-request.json`. Ranks must save at the same step (a DeepSpeed save
+is a collective), and they see the file at different moments; so rank 0 alone answers a new request
+by naming the step to save at, `CHECKPOINT_LEAD_STEPS` ahead. Ranks that meet in a collective every
+step are at most one step apart, so every rank reads that step before it reaches it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+RANKS_DIR = "ranks"
+REQUEST_FILE = "checkpoint-request.json"
+#: a rank rewrites its heartbeat at most this often (a step that takes longer writes once per step)
+BEAT_EVERY_S = 0.5
+#: how many steps after rank 0 reads a checkpoint request the ranks save (with more than one rank)
+CHECKPOINT_LEAD_STEPS = 2
+
+
+def rank() -> int:
+    """This process's global rank: torchrun's and DeepSpeed's RANK, Slurm's SLURM_PROCID, else 0."""
+    return int(os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or 0)
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE") or os.environ.get("SLURM_NTASKS") or 1)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Replace `path` whole: write a temporary file beside it, then rename over it."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(json.dumps(data))
+    os.replace(temporary, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _memory() -> tuple[float | None, str]:
+    """Device memory this rank holds (CUDA tensors), else its host memory (resident set), in MiB."""
+    torch = sys.modules.get("torch")  # never imported for this: a custom loop without torch has none
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return round(torch.cuda.memory_allocated() / 2**20, 1), "device"
+    try:
+        import psutil
+
+        return round(psutil.Process().memory_info().rss / 2**20, 1), "host"
+    except Exception:
+        return None, "host"
+
+
+class Heartbeat:
+    """One rank's heartbeat: `beat(step)` after each step notes the step and its time (two assignments); a
+    daemon thread writes the file when they changed, every `every_s`, so the last step before a hang is
+    always on disk within `every_s` and the training loop never waits on a write."""
+
+    def __init__(self, job_dir: str | Path, *, can_checkpoint: bool = False, every_s: float = BEAT_EVERY_S) -> None:
+        self.rank = rank()
+        self.path = Path(job_dir) / RANKS_DIR / f"rank-{self.rank}.json"
+        self.path.parent.mkdir(exist_ok=True)
+        self.every_s = every_s
+        self.facts = {
+            "rank": self.rank,
+            "host": os.environ.get("NBTOOLKIT_HOST") or socket.gethostname(),  # as the job store names hosts
+            "pid": os.getpid(),
+            "started": time.time(),
+            "can_checkpoint": can_checkpoint,
+        }
+        self.step: int | None = None
+        self.time = 0.0
+        self._writer: threading.Thread | None = None
+
+    def beat(self, step: int) -> None:
+        self.step, self.time = step, time.time()
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write_changes, daemon=True, name="nbtoolkit-heartbeat")
+            self._writer.start()
+
+    def _write_changes(self) -> None:
+        written_step, written_time, step_time = None, 0.0, None
+        while True:
+            step, when = self.step, self.time
+            if when != written_time:
+                if written_step is not None and step is not None and step > written_step:
+                    step_time = (when - written_time) / (step - written_step)
+                memory, kind = _memory()
+                with contextlib.suppress(OSError):  # a full disk loses a heartbeat, never the run
+                    write_json(
+                        self.path,
+                        {
+                            **self.facts,
+                            "step": step,
+                            "time": when,
+                            "step_time": None if step_time is None else round(step_time, 6),
+                            "memory_mb": memory,
+                            "memory_kind": kind,
+                        },
+                    )
+                written_step, written_time = step, when
+            time.sleep(self.every_s)
+
+
+def read_heartbeats(job_dir: str | Path) -> list[dict[str, Any]]:
+    """Every rank's last heartbeat, by rank."""
+    folder = Path(job_dir) / RANKS_DIR
+    beats = [read_json(path) for path in folder.glob("rank-*.json")] if folder.is_dir() else []
+    return sorted((beat for beat in beats if beat and isinstance(beat.get("rank"), int)), key=lambda b: b["rank"])
+
+
+def request_checkpoint(job_dir: str | Path) -> str:
+    """Ask the running job to save a checkpoint at its next steps; returns the request's id."""
+    request_id = uuid.uuid4().hex[:8]
+    write_json(Path(job_dir) / REQUEST_FILE, {"id": request_id, "requested": time.time()})
+    return request_id
+
+
+def checkpoint_request(job_dir: str | Path) -> dict[str, Any] | None:
+    return read_json(Path(job_dir) / REQUEST_FILE)
+
+
+class CheckpointRequests:
+    """A rank's side of checkpoint requests: `due(step)` after each step says whether to save now."""
+
+    def __init__(self, job_dir: str | Path) -> None:
+        self.path = Path(job_dir) / REQUEST_FILE
+        self.lead = CHECKPOINT_LEAD_STEPS if world_size() > 1 else 0
+        self.is_rank_zero = rank() == 0
+        self._seen_mtime: int | None = None
+        self._request: dict[str, Any] | None = None
+        self._saved_ids: set[str] = set()
+
+    def due(self, step: int) -> bool:
+        try:
+            mtime = os.stat(self.path).st_mtime_ns  # one stat a step; the file is read only when it changed
+        except OSError:
+            return False
+        if mtime != self._seen_mtime:
+            self._seen_mtime, self._request = mtime, read_json(self.path)
+        request = self._request
+        if not request or request.get("id") in self._saved_ids:
+            return False
+        if "at_step" not in request:
+            if not self.is_rank_zero:
+                return False
+            request["at_step"] = step + self.lead
+            write_json(self.path, request)
+            self._seen_mtime = os.stat(self.path).st_mtime_ns
+        if step < request["at_step"]:
+            return False
+        self._saved_ids.add(request["id"])
+        return True
+
+    def saved(self, checkpoint: Path) -> None:
+        """Rank 0 says where the requested checkpoint is, once the Trainer has written it."""
+        request = self._request
+        if self.is_rank_zero and request and request.get("id") in self._saved_ids and "saved" not in request:
+            request.update(saved=str(checkpoint), saved_time=time.time())
+            with contextlib.suppress(OSError):
+                write_json(self.path, request)
