@@ -71,7 +71,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One job in full. */
+        /**
+         * One job in full.
+         * @description The reply carries an ETag; a request whose If-None-Match holds it is answered 304 with no body while nothing changed (the row, the metrics and the log; a running job's elapsed time at least every 30 s), so a poll of a quiet job costs the server almost nothing.
+         */
         get: {
             parameters: {
                 query?: never;
@@ -140,13 +143,15 @@ export interface paths {
         };
         /**
          * Metric records written after a cursor (incremental).
-         * @description Start with `since=0`, then pass each reply's `next` as `since` to receive only newer records. A page holds at most about 1 MiB of records; a line still being written is left for the next call.
+         * @description Start with `since=0`, then pass each reply's `next` as `since` to receive only newer records. A page holds at most about 1 MiB of records; a line still being written is left for the next call. With `points`, more than a page is answered at once, downsampled (`downsampled: true`).
          */
         get: {
             parameters: {
                 query?: {
                     /** @description byte cursor into metrics.jsonl, from a previous reply's `next` */
                     since?: number;
+                    /** @description when more than a page is new: the whole rest in about this many stretches, each giving per kind its lowest and highest loss and its last record (read time and memory bounded, whatever the file's size); 0: every record, a page at a time */
+                    points?: number;
                 };
                 header?: never;
                 path: {
@@ -516,6 +521,11 @@ export interface components {
             /** @description pass as `since` next time */
             next: number;
             status: components["schemas"]["JobStatus"];
+            /**
+             * @description the records are a few per stretch of the file (per kind: the lowest and highest loss, and the last), not every record
+             * @default false
+             */
+            downsampled: boolean;
         };
     };
     responses: never;

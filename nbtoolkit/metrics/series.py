@@ -9,6 +9,7 @@ reader downstream (progress, listings, charts, comparisons) can trust the types.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,15 +73,8 @@ class MetricsReader:
 def parse_lines(chunk: bytes, dropped: set[str] | None = None) -> list[dict[str, Any]]:
     """The records of whole lines, each with only values of the types the contract gives them;
     the names of fields left out are added to `dropped`."""
-    records = []
-    for line in chunk.splitlines():
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):  # not JSON, or nested too deep to decode
-            continue
-        if isinstance(record, dict):
-            records.append(sanitized(record, dropped if dropped is not None else set()))
-    return records
+    dropped = dropped if dropped is not None else set()
+    return [sanitized(record, dropped) for record in _raw_records(chunk)]
 
 
 def sanitized(record: dict[str, Any], dropped: set[str]) -> dict[str, Any]:
@@ -164,3 +158,119 @@ class Progress:
             if record.get("kind") in ("train", "summary"):  # a log's only figure may be the summary's average
                 self.samples_per_second = record.get("samples_per_second", self.samples_per_second)
         return before != (self.step, self.total_steps, self.loss, self.samples_per_second, self.seconds_per_step)
+
+
+#: the value whose lowest and highest a downsampled series keeps, per kind of record
+PRIMARY_VALUE = {"train": "loss", "eval": "eval_loss"}
+
+
+def complete_end(path: Path) -> int:
+    """The offset just past the file's last newline: records after it are still being written."""
+    with open(path, "rb") as handle:
+        end = handle.seek(0, 2)
+        while end > 0:
+            start = max(0, end - 64 * 1024)
+            handle.seek(start)
+            block = handle.read(end - start)
+            if b"\n" in block:
+                return start + block.rfind(b"\n") + 1
+            end = start
+    return 0
+
+
+def _whole_lines(handle, start: int, stop: int, end: int) -> bytes:
+    """The lines that start in [start, stop), whole (the last one completed past `stop`, never past `end`); a line
+    cut at `start` belongs to what comes before."""
+    at_line_start = start == 0 or _byte_before(handle, start) == b"\n"
+    handle.seek(start)
+    chunk = handle.read(min(stop, end) - start)
+    if chunk and not chunk.endswith(b"\n"):
+        chunk += handle.readline(min(MAX_LINE_BYTES, end - start - len(chunk)))
+    if not at_line_start:
+        cut = chunk.find(b"\n")
+        chunk = chunk[cut + 1 :] if cut >= 0 else b""
+    return chunk
+
+
+def tail_records(path: Path, max_bytes: int) -> list[dict[str, Any]]:
+    """The complete records in the last `max_bytes` of a metrics.jsonl (the whole file when it is smaller)."""
+    try:
+        end = complete_end(path)
+        with open(path, "rb") as handle:
+            return parse_lines(_whole_lines(handle, max(0, end - max_bytes), end, end))
+    except FileNotFoundError:
+        return []
+
+
+def _byte_before(handle, position: int) -> bytes:
+    handle.seek(position - 1)
+    return handle.read(1)
+
+
+def downsample(path: Path, since: int, buckets: int, budget_bytes: int) -> tuple[list[dict[str, Any]], int]:
+    """The records after byte `since`, at most a few per bucket of bytes: (records, the offset they end at).
+
+    The range is cut into `buckets` equal byte ranges; each keeps, per kind of record, the one with the
+    lowest and the one with the highest PRIMARY_VALUE and its last one, so spikes and the run's end show.
+    At most `budget_bytes` are read in all: a range larger than that is read in a window at the start of
+    each bucket (the last bucket: at its end, so the latest record is always there). Time and memory
+    depend on `buckets` and `budget_bytes`, never on the file's size.
+    """
+    try:
+        end = complete_end(path)
+    except FileNotFoundError:
+        return [], since
+    span = end - since
+    window = max(1, budget_bytes // buckets)
+    kept: list[tuple[int, int, dict[str, Any]]] = []  # (bucket, index among its records, record)
+    with open(path, "rb") as handle:
+        for bucket in range(buckets if span > 0 else 0):
+            low, high = since + span * bucket // buckets, since + span * (bucket + 1) // buckets
+            if high - low > window:  # read a window of it: at its start, or at the end for the last bucket
+                low = high - window if bucket == buckets - 1 else low
+                high = low + window
+            records = _raw_records(_whole_lines(handle, low, high, end)) if high > low else []
+            kept += [(bucket, index, sanitized(records[index], set())) for index in _extremes_and_last(records)]
+    kept.sort(key=lambda item: item[:2])
+    return [record for _, _, record in kept], max(end, since)
+
+
+def _raw_records(chunk: bytes) -> list[dict[str, Any]]:
+    """The JSON objects of whole lines, as written (only the ones kept are sanitized: that is most of the cost)."""
+    records = []
+    for line in chunk.splitlines():
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def _extremes_and_last(records: list[dict[str, Any]]) -> set[int]:
+    """Indexes of the records to keep: per kind, the lowest and highest primary value and the last record."""
+    chosen: set[int] = set()
+    by_kind: dict[Any, list[int]] = {}
+    for index, record in enumerate(records):
+        kind = record.get("kind")
+        by_kind.setdefault(kind if isinstance(kind, str) else None, []).append(index)
+    for kind, indexes in by_kind.items():
+        chosen.add(indexes[-1])
+        key = PRIMARY_VALUE.get(kind)
+        valued = [(value, index) for index in indexes if (value := _number(records[index].get(key))) is not None]
+        if valued:
+            chosen.add(min(valued)[1])
+            chosen.add(max(valued)[1])
+    return chosen
+
+
+def _number(value: Any) -> float | None:
+    """A finite number, also one written as text (transformers 5 prints "4.766"); else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

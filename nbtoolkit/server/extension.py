@@ -13,7 +13,15 @@ from pydantic import BaseModel, Field
 from nbtoolkit.runner.store import JobStatus
 from nbtoolkit.server import handlers
 from nbtoolkit.server.models import JobDetail, JobList, LogPage, MetricsPage
-from nbtoolkit.server.service import LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX, JobsService
+from nbtoolkit.server.service import (
+    ACTIVE_ETAG_S,
+    LIST_LIMIT_DEFAULT,
+    LIST_LIMIT_MAX,
+    LOG_LIMIT_DEFAULT,
+    LOG_LIMIT_MAX,
+    POINTS_MAX,
+    JobsService,
+)
 
 API_PREFIX = "nbtoolkit/api"
 #: anything but a slash; the service refuses what is not a job id (400) before any path is built
@@ -60,7 +68,16 @@ ROUTES = [
             Query("offset", Annotated[int, Field(ge=0)], 0),
         ),
     ),
-    Route(f"/jobs/{JOB_PARAMETER}", handlers.JobHandler, "One job in full.", JobDetail, "the job"),
+    Route(
+        f"/jobs/{JOB_PARAMETER}",
+        handlers.JobHandler,
+        "One job in full.",
+        JobDetail,
+        "the job",
+        description="The reply carries an ETag; a request whose If-None-Match holds it is answered 304 with no body "
+        "while nothing changed (the row, the metrics and the log; a running job's elapsed time at least every "
+        f"{ACTIVE_ETAG_S} s), so a poll of a quiet job costs the server almost nothing.",
+    ),
     Route(
         f"/jobs/{JOB_PARAMETER}/metrics",
         handlers.JobMetricsHandler,
@@ -69,13 +86,21 @@ ROUTES = [
         "the new records and the cursor to continue from",
         description="Start with `since=0`, then pass each reply's `next` as `since` to receive only newer records. "
         "A page holds at most about 1 MiB of records; a line still being written is left for the next "
-        "call.",
+        "call. With `points`, more than a page is answered at once, downsampled (`downsampled: true`).",
         query=(
             Query(
                 "since",
                 Annotated[int, Field(ge=0)],
                 0,
                 "byte cursor into metrics.jsonl, from a previous reply's `next`",
+            ),
+            Query(
+                "points",
+                Annotated[int, Field(ge=0, le=POINTS_MAX)],
+                0,
+                "when more than a page is new: the whole rest in about this many stretches, each giving per kind "
+                "its lowest and highest loss and its last record (read time and memory bounded, whatever the "
+                "file's size); 0: every record, a page at a time",
             ),
         ),
     ),

@@ -80,14 +80,25 @@ class JobHandler(JobsAPIHandler):
     @web.authenticated
     @authorized
     async def get(self, job_id: str) -> None:
-        await self.reply_from(self.service.get, job_id)
+        """The job, with an ETag; 304 and no body when If-None-Match holds it (nothing changed since)."""
+        known = self.request.headers.get("If-None-Match")
+        detail, etag = await asyncio.to_thread(self.service.get_if_changed, job_id, known)
+        self.set_header("ETag", etag)
+        if detail is None:
+            self.set_status(304)
+            self.finish()
+            return
+        self.set_header("Content-Type", "application/json")
+        self.finish(detail.model_dump_json())
 
 
 class JobMetricsHandler(JobsAPIHandler):
     @web.authenticated
     @authorized
     async def get(self, job_id: str) -> None:
-        await self.reply_from(self.service.metrics, job_id, since=self.int_argument("since", 0))
+        await self.reply_from(
+            self.service.metrics, job_id, since=self.int_argument("since", 0), points=self.int_argument("points", 0)
+        )
 
 
 class JobLogHandler(JobsAPIHandler):

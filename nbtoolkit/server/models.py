@@ -129,6 +129,11 @@ class MetricsPage(BaseModel):
     since: int
     next: int = Field(description="pass as `since` next time")
     status: JobStatus
+    downsampled: bool = Field(
+        False,
+        description="the records are a few per stretch of the file (per kind: the lowest and highest loss, and the "
+        "last), not every record",
+    )
 
 
 class LogPage(BaseModel):
