@@ -32,7 +32,7 @@ class StallWatch:
     def check(self, say: Callable[[str], None]) -> bool:
         """Look at the job's health (every CHECK_EVERY_S); True when the job must stop (on_stall: stop)."""
         now = time.time()
-        if now - self.checked < CHECK_EVERY_S:
+        if now - self.checked < CHECK_EVERY_S or self.stop_message:  # stopping: the stall stays the last word
             return False
         self.checked = now
         record = self.store.get(self.job_id)

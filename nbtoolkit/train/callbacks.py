@@ -207,5 +207,7 @@ class LearningRateCallback(TrainerCallback):
             group["lr"] *= ratio
             if "initial_lr" in group:
                 group["initial_lr"] *= ratio
+        if hasattr(lr_scheduler, "_last_lr"):  # what the Trainer logs for the first step
+            lr_scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
         if state.is_world_process_zero:
             print(f"[nbtoolkit] learning rate {base_lrs[0]:.3g} -> {args.learning_rate:.3g} from here", flush=True)

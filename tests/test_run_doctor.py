@@ -1,0 +1,155 @@
+"""The run doctor with real processes: a hang in a 2-rank torchrun job is caught and explained by the ranks'
+stacks, a straggler is named, a running Trainer job saves a checkpoint on request and goes on, and a fork
+from it trains on from that step at a new learning rate. The health rules themselves on hand-made heartbeats."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+from contextlib import redirect_stdout
+
+import pytest
+
+from nbtoolkit import cli
+from nbtoolkit.api import launch
+from nbtoolkit.checkpoints import checkpoint_step, is_complete
+from nbtoolkit.runner.health import DoctorError, assess
+from nbtoolkit.runner.stacks import RankStack, StacksReport, rank_range
+from tests.conftest import SCRIPTS, TESTS
+
+TIMEOUT = 180
+#: the stall rule's floor for these tests (60 s in real runs): a hang is caught within seconds
+FLOOR_S = 3.0
+OUTPUT = TESTS.parent / "test-output" / "run-doctor"
+
+
+def beat(rank: int, step: int, ago: float, step_time: float | None, now: float = 1000.0) -> dict:
+    return {"rank": rank, "step": step, "time": now - ago, "step_time": step_time, "host": "h", "pid": 10 + rank}
+
+
+def test_health_rules_on_heartbeats():
+    alive = {0: True, 1: True, 2: True}
+    ok = assess([beat(0, 50, 0.1, 0.2), beat(1, 50, 0.2, 0.21)], 1000.0, alive, floor_s=60)
+    assert ok.state == "ok" and ok.stall_after_s == 60
+    # a straggler: 0.5 s a step against the others' 0.2 s
+    slow = assess([beat(0, 50, 0.1, 0.2), beat(1, 40, 0.3, 0.5), beat(2, 50, 0.1, 0.2)], 1000.0, alive, floor_s=60)
+    assert slow.state == "slow" and [r.slow for r in slow.ranks] == [False, True, False]
+    assert "rank 1" in slow.reason and "2.5x" in slow.reason
+    # millisecond steps: 3 ms against 1 ms is jitter, not a straggler
+    assert assess([beat(0, 9, 0, 0.001), beat(1, 9, 0, 0.003)], 1000.0, alive, floor_s=60).state == "ok"
+    # stalled: no step for 70 s > max(60 s, 10 x 2 s); with 10 s steps the limit is 100 s
+    stalled = assess([beat(0, 7, 70, 2.0), beat(1, 6, 75, 2.0)], 1000.0, alive, floor_s=60)
+    assert stalled.state == "stalled" and "70 s (limit 60 s)" in stalled.reason
+    assert stalled.reason.index("rank 1 at step 6") < stalled.reason.index("rank 0 at step 7")  # the laggard first
+    assert assess([beat(0, 7, 70, 10.0), beat(1, 6, 75, 10.0)], 1000.0, alive, floor_s=60).state == "ok"
+    # every process gone, or the job over: not a stall
+    assert assess([beat(0, 7, 70, 2.0)], 1000.0, {0: False}, floor_s=60).state == "unknown"
+    assert assess([beat(0, 7, 70, 2.0)], 1000.0, alive, active=False, floor_s=60).state == "unknown"
+    assert assess([], 1000.0, {}, floor_s=60).state == "unknown"
+
+
+def test_stacks_are_grouped_by_identical_stacks():
+    reduce = [("all_reduce", "torch/distributed/distributed_c10d.py", 3252), ("step", "train.py", 40)]
+    waiting = [("wait_for_data", "train.py", 12), ("step", "train.py", 38)]
+    stacks = [RankStack(rank, 100 + rank, reduce) for rank in (0, 1, 2, 3, 4, 5, 6)] + [RankStack(7, 107, waiting)]
+    report = StacksReport("abcd1234", 0.0, stacks, [])
+    assert report.summary() == (
+        "rank 7 in wait_for_data (train.py:12); ranks 0-6 in all_reduce (torch/distributed/distributed_c10d.py:3252)"
+    )
+    assert rank_range([0, 1, 2, 5, 7, 8]) == "ranks 0-2, 5, 7-8"
+
+
+def ranks_spec(*args: str, **train) -> dict:
+    return {
+        "task": "causal-lm",
+        "script": {"path": str(SCRIPTS / "ranks.py"), "args": list(args)},
+        "hardware": {"devices": 2},
+        "train": train,
+    }
+
+
+def wait_for(condition, job, what: str, timeout: float = TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline and job.record.active, f"no {what}: {job.logs(tail=30)}"
+        time.sleep(0.25)
+    return found
+
+
+def test_a_rank_blocked_before_a_collective_is_stalled_and_its_stacks_say_where(store, monkeypatch):
+    monkeypatch.setenv("NBTOOLKIT_STALL_FLOOR_S", str(FLOOR_S))  # the supervisor inherits it
+    job = launch(
+        ranks_spec("--steps", "500", "--collective", "--block-rank", "1", "--block-at", "20", on_stall="stop"),
+        store=store,
+    )
+    assert job.wait(timeout=TIMEOUT) == "stopped", job.logs(tail=30)
+    beats = job.health()["ranks"]
+    assert [(r["rank"], r["step"]) for r in beats] == [(0, 19), (1, 19)]  # the last step before the hang, exact
+    stalled_at = store.get(job.id).info["health"]["time"]
+    last_step = max(json.loads(path.read_text())["time"] for path in (job.dir / "ranks").glob("rank-*.json"))
+    assert FLOOR_S < stalled_at - last_step < FLOOR_S + 4  # within the rule's time (+ the 2 s check interval)
+    assert job.record.message.startswith("stalled (no rank has finished a step for")
+    assert "train.on_stall: stop" in job.record.message
+    (report,) = (job.dir / "stacks").glob("stacks-*.txt")
+    text = report.read_text()
+    summary = text.splitlines()[1]
+    assert summary.startswith("rank 0 in all_reduce (torch/distributed/distributed_c10d.py:")
+    assert "rank 1 in wait_for_data (ranks.py:" in summary
+    assert "all_reduce_step (ranks.py:" in text  # the script's own frame under the collective
+    assert "stacks of every rank saved in" in job.logs()  # said in the log, the report too (on_stall: dump/stop)
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    (OUTPUT / "hang-stacks.txt").write_text(text)  # a real report, for the record
+
+
+def test_a_rank_slowed_by_a_sleep_is_a_straggler_and_stacks_show_every_rank(store):
+    job = launch(ranks_spec("--steps", "400", "--slow-rank", "1", "--slow-s", "0.25"), store=store)
+    try:
+        health = wait_for(lambda: (h := job.health())["state"] == "slow" and h, job, "straggler")
+        assert [r["slow"] for r in health["ranks"]] == [False, True]
+        assert health["reason"].startswith("rank 1 straggles: rank 1 takes 0.3")
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert cli.main(["stacks", job.id]) == 0
+        printed = out.getvalue()
+        # both ranks sleep in the loop's body: one group, both pids
+        assert re.search(r"^ranks 0-1 \(pid \d+, \d+\) in <module> \(ranks.py:\d+\)$", printed, re.MULTILINE), printed
+        assert list((job.dir / "stacks").glob("stacks-*.json"))
+        # a custom loop reports heartbeats but has no Trainer to save for it
+        with pytest.raises(DoctorError, match="cannot save on request"):
+            job.checkpoint()
+    finally:
+        job.stop()
+
+
+def test_checkpoint_now_then_fork_with_a_new_learning_rate(store):
+    job = launch(
+        {
+            "task": "text-classification",
+            "hardware": {"devices": 2},
+            "dataset": {"max_eval_samples": 16},
+            "train": {"max_steps": 400, "batch_size": 4, "learning_rate": 0.001, "logging_steps": 5, "seed": 3},
+            "extra": {"lr_scheduler_type": "constant"},  # a rate each record shows as it is
+        },
+        store=store,
+    )
+    wait_for(lambda: len(job.health()["ranks"]) == 2, job, "heartbeats from both ranks")
+    checkpoint = job.checkpoint(timeout=TIMEOUT)
+    step = checkpoint_step(checkpoint)
+    assert is_complete(checkpoint) and checkpoint.parent == job.dir / "output"
+    wait_for(lambda: job.record.step and job.record.step > step, job, "step after the checkpoint")  # it went on
+    job.stop()
+
+    fork = job.fork(str(step), learning_rate=0.01, max_steps=step + 10, **{"hardware.devices": 1})  # one rank: quicker
+    assert fork.wait(timeout=TIMEOUT) == "succeeded", fork.logs(tail=30)
+    assert fork.record.info["forked_from"] == job.id and fork.record.info["fork_checkpoint"] == str(checkpoint)
+    records = fork.records()
+    trained = [r for r in records if r.get("kind") == "train"]
+    assert step < trained[0]["step"] <= step + 5 and max(r["step"] for r in records) == step + 10
+    assert {r["learning_rate"] for r in job.records() if r.get("kind") == "train"} == {0.001}
+    assert {r["learning_rate"] for r in trained} == {0.01}  # not the checkpoint's optimizer's 0.001
+    assert "learning rate 0.001 -> 0.01 from here" in fork.logs()
+    chain = fork.records(chain=True)
+    assert chain[0]["job"] == job.id and max(r["step"] for r in chain if r["job"] == job.id) <= step
+    assert min(r["step"] for r in chain if r["job"] == fork.id) > step
