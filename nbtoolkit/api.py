@@ -8,9 +8,11 @@ from typing import Any
 
 from nbtoolkit import backends, views
 from nbtoolkit import runner as job_control
+from nbtoolkit.backends import dispatch
 from nbtoolkit.checkpoints import last_checkpoint
+from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, fork_spec
 from nbtoolkit.metrics import forecast, past_pace
-from nbtoolkit.metrics.chain import chain_records
+from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.runner import stall_watch
 from nbtoolkit.runner.checkpoint_request import CHECKPOINT_WAIT_S, checkpoint_now
@@ -103,9 +105,10 @@ class Job:
         """A new job from one of this job's checkpoints (default: its last complete one) with changed settings:
         `learning_rate=1e-4`, `batch_size=16`, `max_steps=200`, `budget_usd=5` (train fields), or dotted spec fields
         as `**{"train.learning_rate": 1e-4}`. Its chart continues this job's steps."""
-        from nbtoolkit.fork import fork
-
-        return fork(self.id, checkpoint=checkpoint, changes=changes, store=self.store)
+        spec, start, paths = fork_spec(self.id, self.spec, self.dir / "output", checkpoint, changes)
+        child = launch(spec, store=self.store, force=True)  # the parent's setup already ran
+        self.store.merge_info(child.id, {FORKED_FROM: self.id, FORK_CHECKPOINT: str(start), FORK_CHANGES: paths})
+        return child
 
     def merge(self, out: str | Path | None = None) -> Path:
         """The job's adapter merged into its base: a full model (default: the job's output/merged)."""
@@ -241,8 +244,8 @@ def launch(
     """
     spec = load_spec(spec)
     check_fit(spec, force=force)
-    backends.preflight(spec)
-    launch_ = backends.render(spec)
+    dispatch.preflight(spec)
+    launch_ = dispatch.render(spec)
     store = store or JobStore()
     info = {
         "hourly_price_usd": spec.hardware.instance_price_usd,

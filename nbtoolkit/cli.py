@@ -224,11 +224,11 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from nbtoolkit import backends
+    from nbtoolkit.backends import dispatch
     from nbtoolkit.runner import write_launch_files
 
     spec = load_spec(args.spec)
-    launch_ = backends.render(spec)
+    launch_ = dispatch.render(spec)
     out = Path(args.out or f"nbtoolkit-export-{spec.display_name}")
     written = write_launch_files(launch_, out)
     print(f"# {launch_.backend} launch of {spec.display_name}")

@@ -13,12 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.checkpoints import CHECKPOINT_DIR, is_complete, last_checkpoint
-from nbtoolkit.metrics.chain import FORKED_FROM
-from nbtoolkit.runner.store import JobStore
-from nbtoolkit.spec import TrainSpec, load_spec, merged
+from nbtoolkit.spec import RunSpec, TrainSpec, load_spec, merged
 
 FORK_CHECKPOINT, FORK_CHANGES = "fork_checkpoint", "fork_changes"
 
@@ -35,14 +32,14 @@ def nested(path: str, value: Any) -> dict[str, Any]:
     return value
 
 
-def fork_checkpoint(job: Job, checkpoint: str | Path | None) -> Path:
-    """The checkpoint to fork from: the job's last complete one, its step (`40`, `checkpoint-40`) or a path."""
-    output = job.dir / "output"
+def fork_checkpoint(job_id: str, output: Path, checkpoint: str | Path | None) -> Path:
+    """The checkpoint to fork from: the job's last complete one in its `output` folder, its step (`40`,
+    `checkpoint-40`) or a path."""
     if checkpoint is None:
         found = last_checkpoint(output)
         if found is None:
             raise LaunchError(
-                f"job {job.id} has saved no complete checkpoint to fork from; `nbtoolkit checkpoint {job.id}` asks a "
+                f"job {job_id} has saved no complete checkpoint to fork from; `nbtoolkit checkpoint {job_id}` asks a "
                 "running job for one"
             )
         return found
@@ -50,32 +47,26 @@ def fork_checkpoint(job: Job, checkpoint: str | Path | None) -> Path:
     path = output / f"checkpoint-{text}" if text.isdigit() else output / text if CHECKPOINT_DIR.match(text) else None
     path = path or Path(text).expanduser().resolve()
     if not is_complete(path):
-        raise LaunchError(f"--from {text}: {path} is not a complete checkpoint of job {job.id}")
+        raise LaunchError(f"--from {text}: {path} is not a complete checkpoint of job {job_id}")
     return path
 
 
-def fork(
-    job_id: str,
-    *,
-    checkpoint: str | Path | None = None,
-    changes: dict[str, Any] | None = None,
-    store: JobStore | None = None,
-) -> Job:
-    parent = Job(job_id, store)
-    spec = parent.spec
+def fork_spec(
+    job_id: str, spec: RunSpec, output: Path, checkpoint: str | Path | None, changes: dict[str, Any]
+) -> tuple[RunSpec, Path, dict[str, Any]]:
+    """The fork's spec (resuming from the checkpoint, with the changes), the checkpoint, and the changes by field
+    path; `Job.fork` launches it and records the lineage."""
     if spec.script is not None:
         raise LaunchError(
-            f"job {parent.id} ran the script {spec.script.path}, whose settings are its own arguments: it can be "
-            f"resumed (`nbtoolkit resume {parent.id}`), not forked with new settings"
+            f"job {job_id} ran the script {spec.script.path}, whose settings are its own arguments: it can be "
+            f"resumed (`nbtoolkit resume {job_id}`), not forked with new settings"
         )
-    start = fork_checkpoint(parent, checkpoint)
-    changes = {field_path(name): value for name, value in (changes or {}).items()}
+    start = fork_checkpoint(job_id, output, checkpoint)
+    changes = {field_path(name): value for name, value in changes.items()}
     data = spec.model_dump(mode="json")
     for path, value in changes.items():
         data = merged(data, nested(path, value))
     data["resume"] = str(start)
     if "name" not in changes:
         data["name"] = f"{spec.display_name}-fork"
-    child = launch(load_spec(data), store=parent.store, force=True)  # the parent's setup already ran
-    parent.store.merge_info(child.id, {FORKED_FROM: parent.id, FORK_CHECKPOINT: str(start), FORK_CHANGES: changes})
-    return child
+    return load_spec(data), start, changes

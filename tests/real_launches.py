@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from nbtoolkit import backends
+from nbtoolkit.backends import dispatch
 from nbtoolkit.spec import RunSpec, load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ def _placeholders(text: str) -> str:
 
 def golden_files(spec: RunSpec) -> dict[str, str]:
     """File name -> text, as a reviewer reads the real launch."""
-    launch = backends.render(spec)
+    launch = dispatch.render(spec)
     files = {"run.sh": launch.run_sh(), "launch.json": launch.to_json() + "\n"}
     files.update(launch.files)
     return {name: _placeholders(text) for name, text in files.items()}
@@ -56,13 +56,13 @@ def write_goldens() -> None:
 
 def launched_processes(spec: RunSpec) -> int:
     """How many training processes the rendered launch starts on all nodes, read from its argv."""
-    argv = backends.render(spec).main_stage.argv
+    argv = dispatch.render(spec).main_stage.argv
     options = dict(item.split("=", 1) for item in argv if item.startswith("--") and "=" in item)
     if "--num_gpus" in options:  # DeepSpeed's launcher: per node, nodes from the hostfile
         return int(options["--num_gpus"]) * spec.hardware.nodes
     if "--nproc_per_node" in options:
         return int(options["--nproc_per_node"]) * int(options["--nnodes"])
-    job = json.loads(backends.render(spec).files.get("sagemaker/job.json", "{}"))
+    job = json.loads(dispatch.render(spec).files.get("sagemaker/job.json", "{}"))
     return (job.get("processes_per_node") or 1) * job.get("instance_count", 1) if job else 1
 
 

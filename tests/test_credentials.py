@@ -8,7 +8,8 @@ import stat
 import pytest
 
 from nbtoolkit.api import launch
-from nbtoolkit.backends import LaunchError, render
+from nbtoolkit.backends import LaunchError
+from nbtoolkit.backends.dispatch import render
 from nbtoolkit.backends.sagemaker.job import JOB_FILE
 from nbtoolkit.credentials import is_credential, redact_args
 from nbtoolkit.runner.store import LOG_FILE

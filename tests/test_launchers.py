@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nbtoolkit import backends
-from nbtoolkit.backends import LaunchError
+from nbtoolkit.backends import LaunchError, dispatch
 from nbtoolkit.launches import Launch
 from nbtoolkit.spec import SpecError, load_spec
 from tests.conftest import PYTHON, TESTS
@@ -23,7 +23,7 @@ TASK = {"task": "text-classification"}
 
 
 def render(data: dict) -> Launch:
-    return backends.render(load_spec({**TASK, **data}))
+    return dispatch.render(load_spec({**TASK, **data}))
 
 
 def option(argv: list[str], name: str) -> str:

@@ -1,10 +1,12 @@
 """The house's layering, read from the source: the core imports no backend and no view, a backend
-imports no view and no other backend's insides, and the training program knows only the spec and
-the runtime contract. Every import counts, also those inside functions."""
+imports no view and no other backend's insides, the training program knows only the spec and
+the runtime contract, and no nbtoolkit modules import each other in a circle. Every import counts,
+also those inside functions; for the circles, not those under `if TYPE_CHECKING:` (never run)."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,11 +26,13 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported(path: Path, source: str | None = None) -> set[str]:
-    """Every nbtoolkit module `path` imports: `from a.b import c` counts as a.b.c when c is a module, else a.b."""
+def imported(path: Path, source: str | None = None, *, run_time_only: bool = False) -> set[str]:
+    """Every nbtoolkit module `path` imports: `from a.b import c` counts as a.b.c when c is a module, else a.b.
+    `run_time_only`: without the imports under `if TYPE_CHECKING:` (annotations only)."""
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text() if source is None else source)):
+    tree = ast.parse(path.read_text() if source is None else source)
+    for node in run_time_nodes(tree) if run_time_only else ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -40,6 +44,17 @@ def imported(path: Path, source: str | None = None) -> set[str]:
                 candidate = f"{base}.{alias.name}"
                 found.add(candidate if is_module(candidate) else base)
     return {name for name in found if name == "nbtoolkit" or name.startswith("nbtoolkit.")}
+
+
+def run_time_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of the tree but the bodies of `if TYPE_CHECKING:` blocks."""
+    yield tree
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, ast.If) and ast.unparse(child.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            for other in child.orelse:
+                yield from run_time_nodes(other)
+        else:
+            yield from run_time_nodes(child)
 
 
 def is_module(name: str) -> bool:
@@ -64,6 +79,7 @@ def is_package(name: str) -> bool:
 
 
 MODULES = {module_name(path): imported(path) for path in sorted(PACKAGE.rglob("*.py"))}
+RUN_TIME_IMPORTS = {module_name(path): imported(path, run_time_only=True) for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def problems(rule) -> list[str]:
@@ -159,3 +175,75 @@ def test_the_training_program_knows_no_launcher_no_store_and_no_view():
 )
 def test_imports_are_found_also_inside_functions_and_relative(source, found):
     assert imported(PACKAGE / "metrics" / "series.py", source) == found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle of imports through each group of modules that reach each other (Tarjan's strongly
+    connected components), as a path that ends where it starts; a module importing itself is one too."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in order:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], order[target])
+        if low[module] == order[module]:
+            group = set()
+            while not group or module not in group:
+                group.add(stack.pop())
+            if len(group) > 1 or module in graph.get(module, ()):
+                groups.append(group)
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return [circle_through(graph, group) for group in groups]
+
+
+def circle_through(graph: dict[str, set[str]], group: set[str]) -> list[str]:
+    """The shortest circle from the group's first module back to itself, inside the group (breadth first)."""
+    start = min(group)
+    paths = {target: [start, target] for target in sorted(graph[start]) if target in group}
+    while start not in paths:
+        paths = {
+            target: [*path, target]
+            for path in paths.values()
+            for target in sorted(graph[path[-1]])
+            if target in group and target not in path[1:]
+        } | paths
+    return paths[start]
+
+
+def test_no_nbtoolkit_modules_import_each_other_in_a_circle():
+    found = cycles(RUN_TIME_IMPORTS)
+    assert found == [], "import circles (break them by design: one way between modules):\n" + "\n".join(
+        " -> ".join(circle) for circle in found
+    )
+
+
+@pytest.mark.parametrize(
+    "graph, found",
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c", "a"]]),
+        ({"a": {"a"}}, [["a", "a"]]),
+        ({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}}, [["a", "b", "a"], ["c", "d", "c"]]),
+    ],
+)
+def test_circles_are_found_and_named(graph, found):
+    assert sorted(cycles(graph)) == found
+
+
+def test_an_import_under_type_checking_is_no_circle_but_one_in_a_function_is():
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from nbtoolkit.spec import RunSpec\n"
+    assert imported(PACKAGE / "metrics" / "series.py", source, run_time_only=True) == set()
+    assert imported(PACKAGE / "metrics" / "series.py", source) == {"nbtoolkit.spec"}
+    later = "def later():\n    from nbtoolkit.spec import RunSpec\n"
+    assert imported(PACKAGE / "metrics" / "series.py", later, run_time_only=True) == {"nbtoolkit.spec"}

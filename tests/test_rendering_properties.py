@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from nbtoolkit.backends import LaunchError, render
+from nbtoolkit.backends import LaunchError
+from nbtoolkit.backends.dispatch import render
 from nbtoolkit.backends.sagemaker.export import export_files
 from nbtoolkit.backends.sagemaker.job import NEURON_CACHE, SageMakerSetupError, training_job
 from nbtoolkit.spec import SpecError, load_spec

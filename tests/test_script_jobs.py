@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nbtoolkit.api import launch
-from nbtoolkit.backends import render
+from nbtoolkit.backends.dispatch import render
 from nbtoolkit.backends.program import AUTOLOG_BOOT
 from nbtoolkit.bundled import ASSETS, TOKENIZERS
 from nbtoolkit.metrics.parse import classify

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nbtoolkit import backends, catalog
+from nbtoolkit.backends import dispatch
 from nbtoolkit.backends.sagemaker.job import training_job
 from nbtoolkit.planner import plan
 from nbtoolkit.spec import load_spec
@@ -49,7 +50,7 @@ def test_a_local_instance_type_starts_one_process_per_device_on_every_node(name)
     assert spec.hardware.accelerator == instance.device.kind
     assert spec.world_size == instance.devices * NODES
     assert plan(spec).devices_per_node * plan(spec).nodes == spec.world_size
-    assert launched_processes(backends.render(spec).main_stage.argv) == spec.world_size
+    assert launched_processes(dispatch.render(spec).main_stage.argv) == spec.world_size
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,13 @@ no processes, no network). Packages register through the entry-point group `nbto
 (nbtoolkit's own in its pyproject.toml), so another distribution can add one without touching
 nbtoolkit; the core reaches backends only through this module.
 
-This module and every backend's package `__init__` stay light (no spec import at module level):
-the spec gathers the backends' blocks while it is itself being imported.
+This module and every backend's package `__init__` stay light (no spec import at run time): the
+spec gathers the backends' blocks while it is itself being imported. What needs a RunSpec to work,
+a spec's launch and this machine's checks of it, is `nbtoolkit.backends.dispatch` (render, preflight).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import warnings
 from dataclasses import dataclass
@@ -35,10 +35,8 @@ __all__ = [
     "backend_name",
     "get_backend",
     "names",
-    "preflight",
     "problem",
     "registered",
-    "render",
     "select",
     "serving",
     "targets",
@@ -185,44 +183,14 @@ def problem(spec: RunSpec) -> str | None:
         *(
             backend
             for backend in registered().values()
-            if backend is not chosen and backend.block is not None and _sets_block(spec, backend)
+            if backend is not chosen and _sets_block(spec, backend)
         ),
     ]
     return next((found for backend in asked if (found := backend.validate(spec))), None)
 
 
 def _sets_block(spec: RunSpec, backend: Backend) -> bool:
+    if backend.block is None:  # it owns no block of the spec
+        return False
     given = getattr(spec, backend.name)
     return given is not None and given != backend.block()
-
-
-def render(spec: RunSpec) -> Launch:
-    """The spec's launch; its relative paths are taken from the caller's working directory (a job runs in its own)
-    and credential values are redacted (a job gets them from the environment)."""
-    from nbtoolkit.credentials import redact_spec
-    from nbtoolkit.runtime import SPEC_FILE
-    from nbtoolkit.spec_paths import absolute_paths
-
-    shown = redact_spec(absolute_paths(spec))
-    launch = select(spec).render(shown)
-    # every job folder keeps its spec in full (defaults included): it reruns the same if defaults change
-    return dataclasses.replace(launch, files={SPEC_FILE: shown.model_dump_json(indent=2), **launch.files})
-
-
-def preflight(spec: RunSpec) -> None:
-    """Raise LaunchError if this machine cannot start the spec (checked at submit, not at export)."""
-    from pathlib import Path
-
-    from nbtoolkit.adapters import missing_package
-    from nbtoolkit.credentials import credential_problem
-    from nbtoolkit.trackers import check_installed
-
-    problem_here = credential_problem(spec)
-    if problem_here:
-        raise LaunchError(problem_here)
-    if spec.script is not None and not Path(spec.script.path).expanduser().is_file():
-        raise LaunchError(f"script.path {spec.script.path} does not exist; give the path of your training script")
-    missing = missing_package(spec) or check_installed(spec)
-    if missing:
-        raise LaunchError(missing)
-    select(spec).preflight(spec)

@@ -593,14 +593,14 @@ class SpecForm(widgets.VBox):
 
     def export(self) -> Path | None:
         """Write run.sh, launch.json and the launch's files, to run this spec outside Jupyter."""
-        from nbtoolkit import backends
+        from nbtoolkit.backends import dispatch
         from nbtoolkit.runner import write_launch_files
 
         if self.spec is None:
             return None
         directory = Path(self.export_dir.value.strip() or f"nbtoolkit-export-{self.spec.display_name}")
         try:
-            written = write_launch_files(backends.render(self.spec), directory)
+            written = write_launch_files(dispatch.render(self.spec), directory)
         except LaunchError as exc:
             self._say(str(exc), error=True)
             return None

@@ -11,7 +11,7 @@ import warnings
 from dataclasses import dataclass
 
 from nbtoolkit import backends
-from nbtoolkit.backends import LaunchError
+from nbtoolkit.backends import LaunchError, dispatch
 from nbtoolkit.launches import Launch
 from nbtoolkit.spec import RunSpec, SpecWarning, load_spec, spec_warnings
 
@@ -32,7 +32,7 @@ def checks(spec: RunSpec) -> list[str]:
     except (ModelShapeError, CatalogError) as exc:
         found.append(f"no plan: {exc.args[0] if exc.args else exc}")
     try:
-        backends.preflight(spec)
+        dispatch.preflight(spec)
     except LaunchError as exc:
         found.append(f"cannot launch here: {exc}")
     else:
@@ -92,7 +92,7 @@ class Preview:
 
 def preview(spec: RunSpec) -> Preview:
     try:
-        launch, error = backends.render(spec), None
+        launch, error = dispatch.render(spec), None
     except LaunchError as exc:
         launch, error = None, str(exc)
     return Preview(spec=spec, launch=launch, launch_error=error, checks=checks(spec))

@@ -86,22 +86,6 @@ def check_adapter(spec: RunSpec, config) -> None:
         )
 
 
-def quantized_loading() -> dict:
-    """from_pretrained options of QLoRA: 4-bit NF4 weights, double quantization, bf16 compute (the QLoRA paper's)."""
-    import torch
-    from transformers import BitsAndBytesConfig
-
-    return {
-        "quantization_config": BitsAndBytesConfig(
-            load_in_4bit=True,
-            bnb_4bit_quant_type="nf4",
-            bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16,
-        ),
-        "dtype": torch.bfloat16,
-    }
-
-
 def wrap(model, spec: RunSpec):
     """The model with the spec's adapters: base weights frozen, adapters (and a new task head) trainable."""
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training

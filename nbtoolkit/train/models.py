@@ -61,8 +61,6 @@ def load_model(
     if is_bundled(name):
         return auto_class.from_config(tiny_config(name, tokenizer, **config_overrides))
     if quantized:
-        from nbtoolkit.train.adapters import quantized_loading
-
         config_overrides = {**config_overrides, **quantized_loading()}
     return auto_class.from_pretrained(model_source(name), **config_overrides)
 
@@ -74,3 +72,19 @@ def model_source(name: str) -> str:
         return str(path)
     packaged = packaged_model_path(name)
     return str(packaged) if packaged else name
+def quantized_loading() -> dict:
+    """from_pretrained options of QLoRA: 4-bit NF4 weights, double quantization, bf16 compute (the QLoRA paper's)."""
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    return {
+        "quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16,
+        ),
+        "dtype": torch.bfloat16,
+    }
+
+

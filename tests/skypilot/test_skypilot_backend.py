@@ -22,6 +22,7 @@ import yaml
 
 from nbtoolkit import backends
 from nbtoolkit.api import attach, launch
+from nbtoolkit.backends import dispatch
 from nbtoolkit.planner import plan
 from nbtoolkit.spec import SpecError, load_spec
 from tests.real_launches import golden_files
@@ -132,7 +133,7 @@ def test_a_bad_skypilot_setting_is_one_sentence_naming_its_field(changes, senten
 
 def test_a_catalog_instance_gives_the_accelerators_and_the_planner_its_shape_and_price():
     spec = skypilot_spec(hardware={"target": "skypilot", "instance_type": "p4d.24xlarge", "nodes": 2}, skypilot={})
-    task = yaml.safe_load(backends.render(spec).files["skypilot/task.yaml"])
+    task = yaml.safe_load(dispatch.render(spec).files["skypilot/task.yaml"])
     assert task["resources"] == {"use_spot": False, "accelerators": "A100:8", "instance_type": "p4d.24xlarge"}
     result = plan(spec, alternatives=False)
     assert (result.devices_per_node, result.nodes, result.accelerator) == (8, 2, "A100-40GB")
@@ -155,14 +156,14 @@ def test_the_form_offers_skypilot_says_its_blocks_problem_and_keeps_a_prefilled_
     assert form.spec is None and form.error.startswith("skypilot.accelerators is missing;")
     prefilled = SpecForm(skypilot_spec(skypilot={"accelerators": "T4:1", "use_spot": True}))
     assert prefilled.spec.skypilot.model_dump(exclude_defaults=True) == {"accelerators": "T4:1", "use_spot": True}
-    assert "skypilot/task.yaml" in backends.render(prefilled.spec).files
+    assert "skypilot/task.yaml" in dispatch.render(prefilled.spec).files
 
 
 # -- the task YAML and what each node runs -------------------------------------------------------
 
 
 def test_the_task_has_resources_with_ordered_fallbacks_nodes_the_bucket_setup_and_run():
-    launch_ = backends.render(load_spec(GOLDEN_SPEC.read_text()))
+    launch_ = dispatch.render(load_spec(GOLDEN_SPEC.read_text()))
     task = yaml.safe_load(launch_.files["skypilot/task.yaml"])
     assert task["resources"] == {
         "use_spot": True,
@@ -178,9 +179,9 @@ def test_the_task_has_resources_with_ordered_fallbacks_nodes_the_bucket_setup_an
     assert node["resume"] == "latest" and node["hardware"]["target"] == "local" and "skypilot" not in node
     assert launch_.main_stage.stop_grace_s and launch_.main_stage.metrics_from_log
     assert not any("restarts from step 0" in note for note in launch_.notes)
-    single = backends.render(skypilot_spec())  # one node, one GPU, no bucket: plain python, and a warning
+    single = dispatch.render(skypilot_spec())  # one node, one GPU, no bucket: plain python, and a warning
     tracked = yaml.safe_load(
-        backends.render(skypilot_spec(report_to=["wandb", "tensorboard"])).files["skypilot/task.yaml"]
+        dispatch.render(skypilot_spec(report_to=["wandb", "tensorboard"])).files["skypilot/task.yaml"]
     )
     assert tracked["setup"].splitlines()[1:] == [
         "pip install nbtoolkit-finetune==0.1.0",
@@ -219,7 +220,7 @@ def test_each_node_runs_torchrun_with_skypilots_rank_master_and_gpus(tmp_path):
         parallelism={"strategy": "ddp"},
         skypilot={"accelerators": "A10G:4"},
     )
-    launch_ = backends.render(spec)
+    launch_ = dispatch.render(spec)
     head, worker = run_node(launch_, tmp_path, 0), run_node(launch_, tmp_path, 1)
     assert head[:1] == ["-m"] and "torch.distributed.run" in head
     for argv, rank in ((head, 0), (worker, 1)):
@@ -235,7 +236,7 @@ def test_each_node_runs_torchrun_with_skypilots_rank_master_and_gpus(tmp_path):
 
 def test_each_node_runs_deepspeeds_launcher_with_skypilots_rank_master_and_gpus(tmp_path):
     spec = load_spec(GOLDEN_SPEC.read_text())
-    argv = run_node(backends.render(spec), tmp_path, 1)
+    argv = run_node(dispatch.render(spec), tmp_path, 1)
     assert argv[:2] == ["-m", "deepspeed.launcher.runner"]
     assert {
         "--hostfile=hostfile",
@@ -286,7 +287,7 @@ def test_two_nodes_started_by_skypilots_run_train_as_one_job_and_a_recovered_one
         parallelism={"strategy": "ddp"},
         train={"max_steps": 4, "save_steps": 2, "logging_steps": 1},
     )
-    launch_ = backends.render(spec)
+    launch_ = dispatch.render(spec)
     folder = write_files(launch_.files, tmp_path) / "skypilot" / "workdir"
     logs = "".join(start_nodes(launch_, folder, "first"))
     assert "[rank0]:[nbtoolkit] step 4/4" in logs and "[rank1]:[nbtoolkit] step 4/4" in logs
@@ -319,7 +320,7 @@ def skypilot_python() -> str:
 
 
 def test_skypilots_own_loader_reads_the_task(tmp_path, skypilot_python):
-    folder = write_files(backends.render(load_spec(GOLDEN_SPEC.read_text())).files, tmp_path)
+    folder = write_files(dispatch.render(load_spec(GOLDEN_SPEC.read_text())).files, tmp_path)
     check = (
         "import sky, json; t = sky.Task.from_yaml('skypilot/task.yaml'); "
         "print(json.dumps([t.name, t.num_nodes, sorted(str(r.accelerators) for r in t.resources), "
@@ -382,7 +383,7 @@ def test_preflight_refuses_without_skypilot(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None if name == "sky" else real(name, *args))
     with pytest.raises(backends.LaunchError, match=r"^SkyPilot is not installed here; install it with pip install "):
-        backends.preflight(skypilot_spec())
+        dispatch.preflight(skypilot_spec())
 
 
 @pytest.mark.parametrize(
@@ -402,7 +403,7 @@ def test_preflight_refuses_without_skypilot(monkeypatch):
 def test_preflight_refuses_without_an_enabled_cloud(fake_sky, monkeypatch, clouds, block, sentence):
     monkeypatch.setenv("FAKE_SKY_CLOUDS", clouds)
     with pytest.raises(backends.LaunchError) as raised:
-        backends.preflight(skypilot_spec(skypilot={"accelerators": "T4:1", **block}))
+        dispatch.preflight(skypilot_spec(skypilot={"accelerators": "T4:1", **block}))
     assert str(raised.value) == sentence
 
 

@@ -11,8 +11,8 @@ import psutil
 import pytest
 import yaml
 
-from nbtoolkit import backends
 from nbtoolkit.api import Job, launch
+from nbtoolkit.backends import dispatch
 from nbtoolkit.checkpoints import last_checkpoint
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.runner.tree import tagged_processes
@@ -44,7 +44,7 @@ def slurm_processes(slurm_job_id: str) -> list[psutil.Process]:
 
 def test_the_rendered_batch_script_passes_slurms_own_check(slurm_cluster, tmp_path):
     spec = load_spec({**SPEC, "slurm": {"partition": PARTITION, "time_limit": "00:10:00"}})
-    (tmp_path / "sbatch.sh").write_text(backends.render(spec).files["sbatch.sh"])
+    (tmp_path / "sbatch.sh").write_text(dispatch.render(spec).files["sbatch.sh"])
     checked = subprocess.run(["sbatch", "--test-only", "sbatch.sh"], cwd=tmp_path, capture_output=True, text=True)
     assert checked.returncode == 0 and "to start at" in checked.stderr, checked.stderr
 

@@ -6,8 +6,8 @@ import shlex
 
 import pytest
 
-from nbtoolkit import backends
-from nbtoolkit.backends import LaunchError, backend_name, preflight
+from nbtoolkit.backends import LaunchError, backend_name, dispatch
+from nbtoolkit.backends.dispatch import preflight
 from nbtoolkit.planner import plan
 from nbtoolkit.spec import SpecError, load_spec
 from tests.slurm.cluster import missing_programs
@@ -97,7 +97,7 @@ def test_a_slurm_spec_renders_in_the_slurm_backend_whatever_its_launcher():
     for launcher in ("auto", "torchrun", "deepspeed"):
         spec = load_spec(TINY + f"launcher: {launcher}\nparallelism: {{strategy: deepspeed}}")
         assert backend_name(spec) == "slurm"
-        assert backends.render(spec).backend == "slurm"
+        assert dispatch.render(spec).backend == "slurm"
 
 
 def test_the_realistic_slurm_launch_is_the_reviewed_golden():
@@ -142,7 +142,7 @@ def test_deepspeeds_own_launcher_gets_the_allocations_master_too():
     spec = load_spec(SPEC.read_text())
     data = spec.model_dump(mode="json")
     data["launcher"] = "deepspeed"
-    node = backends.render(load_spec(data)).files["node.sh"]
+    node = dispatch.render(load_spec(data)).files["node.sh"]
     assert (
         '--node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" --num_gpus=8 --master_port="$MASTER_PORT" '
         "--module nbtoolkit.train"
@@ -160,7 +160,7 @@ def test_user_text_reaches_the_scripts_quoted(tmp_path):
             "script": {"path": str(script), "args": ["--note", "$(touch /tmp/pwned)", "--nnodes=7"]},
         }
     )
-    files = backends.render(spec).files
+    files = dispatch.render(spec).files
     node = files["node.sh"]
     assert shlex.quote(str(script)) in node and "'$(touch /tmp/pwned)'" in node
     assert " --nnodes=7" in node, "the script's own arguments are not the launcher's"
@@ -170,19 +170,19 @@ def test_user_text_reaches_the_scripts_quoted(tmp_path):
 
 def test_requeue_resumes_from_the_last_checkpoint_and_can_be_turned_off():
     spec = load_spec(TINY + "train: {save_steps: 5}")
-    launch = backends.render(spec)
+    launch = dispatch.render(spec)
     assert '"resume": "latest"' in launch.files["spec.json"] and "#SBATCH --requeue\n" in launch.files["sbatch.sh"]
     assert "a requeued job resumes from its last checkpoint in output/" in launch.notes
-    off = backends.render(load_spec(TINY + "slurm: {requeue: false}")).files
+    off = dispatch.render(load_spec(TINY + "slurm: {requeue: false}")).files
     assert '"resume": null' in off["spec.json"] and "#SBATCH --no-requeue\n" in off["sbatch.sh"]
-    no_saves = backends.render(load_spec(TINY)).notes
+    no_saves = dispatch.render(load_spec(TINY)).notes
     assert "requeue without train.save_steps: a requeued job restarts from step 0 (it has no checkpoint)" in no_saves
 
 
 def test_rendering_a_slurm_spec_binds_no_port_here():
-    launch = backends.render(load_spec(TINY))
+    launch = dispatch.render(load_spec(TINY))
     assert "MASTER_PORT=$(( 20000 + SLURM_JOB_ID % 20000 ))" in launch.files["sbatch.sh"]
-    given = backends.render(
+    given = dispatch.render(
         load_spec("task: text-classification\nhardware: {target: slurm, devices: 2, master_port: 29777}")
     ).files["sbatch.sh"]
     assert "MASTER_PORT=29777\n" in given

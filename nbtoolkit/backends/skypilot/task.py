@@ -19,7 +19,8 @@ import yaml
 
 import nbtoolkit
 from nbtoolkit import catalog
-from nbtoolkit.backends import LOCAL, render
+from nbtoolkit.backends import LOCAL
+from nbtoolkit.backends.dispatch import render
 from nbtoolkit.backends.skypilot.settings import SkyPilotSpec
 from nbtoolkit.backends.torchrun.render import MULTI_NODE_PORT
 from nbtoolkit.launches import Launch
