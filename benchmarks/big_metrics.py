@@ -4,7 +4,7 @@ Writes an ended job whose metrics.jsonl holds `--mb` megabytes of train records 
 steps), starts a real Jupyter server with the nbtoolkit extension, and times what the panel asks when
 a user opens the job: the detail (GET /jobs/ID), the chart's first read (metrics?since=0&points=500,
 downsampled) and a poll after it (since=next), each a few times, with the server's RSS before and
-after. `--running` leaves the job running instead (its supervisor: this process), as a chart's polls
+after, and the server's CPU time per request (wall time depends on what else the machine runs). `--running` leaves the job running instead (its supervisor: this process), as a chart's polls
 see it. Issue 24 measured 13.2 s and +2.9 GB for the detail of a 285 MiB file before these reads.
 
     .venv/bin/python benchmarks/big_metrics.py [--mb 300] [--repeat 5]
@@ -95,22 +95,26 @@ def main() -> int:
             base = f"/nbtoolkit/api/jobs/{job_id}"
             first = timed(connection, f"{base}/metrics?since=0&points=500", token)[1]
             slowest = 0.0
-            print(f"{'request':46} {'first ms':>9} {'median ms':>10} {'max ms':>8} {'reply KB':>9}")
+            print(
+                f"{'request':46} {'first ms':>9} {'median ms':>10} {'max ms':>8} {'server CPU ms':>14} {'reply KB':>9}"
+            )
             for label, path in [
                 ("GET /jobs/ID (the detail view)", base),
                 ("GET metrics?since=0&points=500 (chart opens)", f"{base}/metrics?since=0&points=500"),
                 ("GET metrics?since=next&points=500 (a poll)", f"{base}/metrics?since={first['next']}&points=500"),
             ]:
                 samples, reply = [], b""
+                cpu_before = sum(process.cpu_times()[:2])
                 for _ in range(args.repeat):
                     start = time.perf_counter()
                     connection.request("GET", path, headers={"Authorization": f"token {token}"})
                     reply = connection.getresponse().read()
                     samples.append(time.perf_counter() - start)
+                cpu_ms = (sum(process.cpu_times()[:2]) - cpu_before) / args.repeat * 1000
                 slowest = max(slowest, *samples)
                 print(
                     f"{label:46} {samples[0] * 1000:>9.1f} {statistics.median(samples) * 1000:>10.1f} "
-                    f"{max(samples) * 1000:>8.1f} {len(reply) / 1000:>9.1f}"
+                    f"{max(samples) * 1000:>8.1f} {cpu_ms:>14.1f} {len(reply) / 1000:>9.1f}"
                 )
             growth = process.memory_info().rss / 1e6 - rss_before
             print(

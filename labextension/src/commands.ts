@@ -52,7 +52,7 @@ export function addCommands(
       app.shell.activateById(open.id);
       return;
     }
-    const follower = new JobFollower(api, args.id, model.settings);
+    const follower = JobFollower.acquire(api, args.id, model.settings);
     const widget = new MainAreaWidget({
       content: new JobView(follower, charts)
     });
@@ -63,7 +63,6 @@ export function addCommands(
     views.set(key, widget);
     app.shell.add(widget, 'main');
     app.shell.activateById(widget.id);
-    follower.start();
   };
 
   app.commands.addCommand(CommandIDs.open, {

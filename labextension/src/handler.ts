@@ -24,8 +24,10 @@ export type IListOptions = NonNullable<
 /** What the panel needs from the server; the panel's tests give it a fake. */
 export interface IJobsAPI {
   listJobs(options?: IListOptions): Promise<IJobList>;
+  /** The job; the very object returned last time when the server says it has not changed (304). */
   getJob(id: string): Promise<IJobDetail>;
-  metrics(id: string, since: number): Promise<IMetricsPage>;
+  /** Records after cursor `since`; with `points`, a long rest comes downsampled to about that many. */
+  metrics(id: string, since: number, points?: number): Promise<IMetricsPage>;
   log(id: string, offset: number, limit?: number): Promise<ILogPage>;
   stop(id: string): Promise<IJobDetail>;
 }
@@ -46,6 +48,15 @@ export async function requestAPI<T>(
   init: RequestInit = {},
   settings: ServerConnection.ISettings = ServerConnection.makeSettings()
 ): Promise<T> {
+  return (await fetchAPI<T>(endPoint, init, settings)).body as T;
+}
+
+/** requestAPI's call, with the response's status and ETag; a 304 (Not Modified) has no body. */
+async function fetchAPI<T>(
+  endPoint: string,
+  init: RequestInit,
+  settings: ServerConnection.ISettings
+): Promise<{ body: T | null; status: number; etag: string | null }> {
   const url = URLExt.join(settings.baseUrl, 'nbtoolkit', 'api', endPoint);
   let response: Response;
   try {
@@ -60,14 +71,18 @@ export async function requestAPI<T>(
   } catch {
     body = null;
   }
-  if (!response.ok) {
+  if (!response.ok && response.status !== 304) {
     const reason = body?.message || `${response.status} ${response.statusText}`;
     throw new APIError(
       `the job API answered ${response.status}: ${reason}`,
       response.status
     );
   }
-  return body as T;
+  return {
+    body: body as T | null,
+    status: response.status,
+    etag: response.headers.get('ETag')
+  };
 }
 
 export class JobsClient implements IJobsAPI {
@@ -87,14 +102,30 @@ export class JobsClient implements IJobsAPI {
     return this.get<IJobList>('jobs', query);
   }
 
-  getJob(id: string): Promise<IJobDetail> {
-    return this.get<IJobDetail>(jobPath(id));
+  /** Asks with the last reply's ETag: a job that did not change costs the server no body (304). */
+  async getJob(id: string): Promise<IJobDetail> {
+    const known = this._jobs.get(id);
+    const reply = await fetchAPI<IJobDetail>(
+      jobPath(id),
+      known ? { headers: { 'If-None-Match': known.etag } } : {},
+      this.settings
+    );
+    if (reply.status === 304 && known) {
+      return known.job;
+    }
+    const job = reply.body as IJobDetail;
+    if (reply.etag) {
+      this._jobs.set(id, { etag: reply.etag, job });
+    }
+    return job;
   }
 
-  metrics(id: string, since: number): Promise<IMetricsPage> {
-    return this.get<IMetricsPage>(jobPath(id, 'metrics'), {
-      since: String(since)
-    });
+  metrics(id: string, since: number, points?: number): Promise<IMetricsPage> {
+    const query: { [key: string]: string } = { since: String(since) };
+    if (points !== undefined) {
+      query.points = String(points);
+    }
+    return this.get<IMetricsPage>(jobPath(id, 'metrics'), query);
   }
 
   log(id: string, offset: number, limit?: number): Promise<ILogPage> {
@@ -112,6 +143,9 @@ export class JobsClient implements IJobsAPI {
       this.settings
     );
   }
+
+  /** The last reply per job, with its ETag (one small object per job viewed). */
+  private readonly _jobs = new Map<string, { etag: string; job: IJobDetail }>();
 
   private get<T>(
     path: string,

@@ -20,6 +20,8 @@ export const DEFAULT_REFRESH: IRefreshSettings = {
 };
 /** Jobs the panel lists (newest first). */
 export const LIST_LIMIT = 100;
+/** A chart's first read of a long run asks for about this many points (the server downsamples the rest). */
+export const CHART_POINTS = 500;
 /** The detail view starts its log this many bytes before the end. */
 export const LOG_TAIL_BYTES = 64 * 1024;
 /** ...and keeps at most this many characters of it. */
@@ -101,7 +103,12 @@ export abstract class ServerState<T extends { error: string | null }> {
     this._changed.emit();
   }
 
+  get isDisposed(): boolean {
+    return this._disposed;
+  }
+
   dispose(): void {
+    this._disposed = true;
     this.poll?.dispose();
     this.poll = null;
     Signal.clearData(this);
@@ -134,6 +141,7 @@ export abstract class ServerState<T extends { error: string | null }> {
 
   protected poll: Poll | null = null;
   private _changed = new Signal<this, void>(this);
+  private _disposed = false;
 }
 
 type IFrequency = { interval: number; backoff: boolean; max: number };
@@ -224,6 +232,14 @@ export class JobsModel extends ServerState<IJobListState> {
   private _visible = true;
 }
 
+/** What must differ for a followed job to count as changed (the server's elapsed time and cost do not count). */
+function progressPrint(job: IJobDetail): string {
+  return `${job.status}:${job.stage}:${job.step}:${job.message}`;
+}
+
+/** Followers per API and job id: every view of a job (its detail view, chart outputs) shares one. */
+const sharedFollowers = new WeakMap<IJobsAPI, Map<string, JobFollower>>();
+
 export interface IFollowedJob {
   job: IJobDetail | null;
   records: IMetricRecord[];
@@ -233,47 +249,118 @@ export interface IFollowedJob {
   done: boolean;
 }
 
-/** One job followed for its detail view: the job, its metric records, and its log tail. */
+/**
+ * One job followed for its views: the job, its metric records, and its log tail. Views share one follower
+ * per job (`acquire`/`release`), so one poll serves them all. It polls at the base interval while the job
+ * makes progress and backs off while nothing changes; it stands by while the page is hidden.
+ */
 export class JobFollower extends ServerState<IFollowedJob> {
   constructor(
     readonly api: IJobsAPI,
     readonly id: string,
     private readonly _settings: IRefreshSettings = DEFAULT_REFRESH,
     /** Follow the log too (the detail view), or only the job and its metrics (a notebook chart). */
-    private readonly _withLog = true
+    private _withLog = true
   ) {
     super({ job: null, records: [], log: '', error: null, done: false });
+    this._interval = _settings.interval;
+  }
+
+  /**
+   * The follower of this job that every view shares (made on first use), started; each `acquire` needs one
+   * `release`. `withLog`: this view shows the log, so the shared follower reads it from now on.
+   */
+  static acquire(
+    api: IJobsAPI,
+    id: string,
+    settings: IRefreshSettings = DEFAULT_REFRESH,
+    withLog = true
+  ): JobFollower {
+    let followers = sharedFollowers.get(api);
+    if (!followers) {
+      followers = new Map();
+      sharedFollowers.set(api, followers);
+    }
+    let follower = followers.get(id);
+    if (!follower) {
+      follower = new JobFollower(api, id, settings, withLog);
+      followers.set(id, follower);
+    } else if (withLog) {
+      follower._followLog();
+    }
+    follower._holders += 1;
+    follower.start();
+    return follower;
+  }
+
+  /** A view no longer shows the job: the last one to go stops the poll. */
+  release(): void {
+    this._holders -= 1;
+    if (this._holders <= 0) {
+      sharedFollowers.get(this.api)?.delete(this.id);
+      this.dispose();
+    }
+  }
+
+  /** The current wait between polls, in milliseconds. */
+  get interval(): number {
+    return this._interval;
   }
 
   async refresh(): Promise<void> {
     await super.refresh();
-    if (this.state.done && this.poll) {
-      this.poll.frequency = {
-        interval: Poll.NEVER,
-        backoff: false,
-        max: Poll.NEVER
-      };
+    if (this.poll) {
+      this.poll.frequency = this.state.done
+        ? { interval: Poll.NEVER, backoff: false, max: Poll.NEVER }
+        : this._frequency();
     }
   }
 
   start(): void {
-    const frequency = {
-      interval: this._settings.interval,
-      backoff: true,
-      max: longestWait(this._settings)
-    };
-    this.startPolling(`nbtoolkit:job-${this.id}`, frequency, 'when-hidden');
+    this.startPolling(
+      `nbtoolkit:job-${this.id}`,
+      this._frequency(),
+      'when-hidden'
+    );
   }
 
-  /** Only what is new: metric records after the cursor, log text after the offset. */
+  /**
+   * Only what is new: metric records after the cursor (a long run's first read comes downsampled), log text
+   * after the offset. The job comes from the client's cache when the server says it did not change (304): then
+   * nothing was written either, and a running job costs one request.
+   */
   protected async read(state: IFollowedJob): Promise<IFollowedJob> {
     const job = await this.api.getJob(this.id);
-    const metrics = await this.api.metrics(this.id, this._metricsCursor);
+    if (job === state.job && job.active) {
+      this._interval = nextInterval(
+        this._interval,
+        this._settings,
+        false,
+        false
+      );
+      return { ...state, error: null };
+    }
+    const metrics = await this.api.metrics(
+      this.id,
+      this._metricsCursor,
+      CHART_POINTS
+    );
     const log = this._withLog
       ? await this.api.log(this.id, this._logOffset ?? -LOG_TAIL_BYTES)
       : null;
     this._metricsCursor = metrics.next;
     this._logOffset = log?.next ?? null;
+    const changed =
+      state.job === null ||
+      progressPrint(job) !== progressPrint(state.job) ||
+      metrics.records.length > 0 ||
+      Boolean(log?.text);
+    this._interval = nextInterval(
+      this._interval,
+      this._settings,
+      false,
+      changed
+    );
     return {
       job,
       records: metrics.records.length
@@ -285,6 +372,29 @@ export class JobFollower extends ServerState<IFollowedJob> {
     };
   }
 
+  /** A view that shows the log joined: read it from its tail at the next poll, which comes now. */
+  private _followLog(): void {
+    if (this._withLog) {
+      return;
+    }
+    this._withLog = true;
+    this._interval = this._settings.interval;
+    if (this.poll) {
+      this.poll.frequency = this._frequency();
+      void this.poll.refresh();
+    }
+  }
+
+  private _frequency(): IFrequency {
+    return {
+      interval: this._interval,
+      backoff: true,
+      max: longestWait(this._settings)
+    };
+  }
+
+  private _holders = 0;
+  private _interval: number;
   private _metricsCursor = 0;
   private _logOffset: number | null = null;
 }

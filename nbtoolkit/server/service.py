@@ -28,7 +28,7 @@ LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX = 64 * 1024, 1024 * 1024
 METRICS_PAGE_BYTES = 1024 * 1024
 #: the most a downsampled read reads (every byte of a range up to this size: exact extremes; beyond, a window
 #: per stretch): about 0.1 s of parsing on a quiet core
-DOWNSAMPLE_READ_BYTES = 4 * 1024 * 1024
+DOWNSAMPLE_READ_BYTES = 2 * 1024 * 1024
 #: the most points a downsampled series asks for (per kind: a bucket keeps up to three records)
 POINTS_MAX = 5000
 #: what an ended job's forecast comparison reads: the end of its metrics (the summary, the steady pace)

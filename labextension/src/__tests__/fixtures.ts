@@ -78,8 +78,14 @@ export class FakeAPI implements IJobsAPI {
     this.calls.push(`job ${id}`);
     return this.details.length > 1 ? this.details.shift()! : this.details[0];
   }
-  async metrics(id: string, since: number): Promise<IMetricsPage> {
-    this.calls.push(`metrics ${id} since ${since}`);
+  async metrics(
+    id: string,
+    since: number,
+    points?: number
+  ): Promise<IMetricsPage> {
+    this.calls.push(
+      `metrics ${id} since ${since}${points ? ` points ${points}` : ''}`
+    );
     return this.metricPages.shift()!;
   }
   async log(id: string, offset: number): Promise<ILogPage> {

@@ -44,6 +44,45 @@ describe('JobsClient', () => {
     ]);
   });
 
+  it('asks for a job with its last ETag and keeps the job the server says did not change (304)', async () => {
+    const requests: Request[] = [];
+    const answers = [
+      new Response(JSON.stringify({ id: '0a1b2c3d', step: 5 }), {
+        status: 200,
+        headers: { ETag: '"v1"' }
+      }),
+      new Response(null, { status: 304, headers: { ETag: '"v1"' } })
+    ];
+    const settings = ServerConnection.makeSettings({
+      baseUrl: 'http://lab.test/base/',
+      fetch: async (request: RequestInfo) => {
+        requests.push(request as Request);
+        return answers.shift()!;
+      }
+    });
+    const client = new JobsClient(settings);
+    const first = await client.getJob('0a1b2c3d');
+    const second = await client.getJob('0a1b2c3d');
+    expect(second).toBe(first);
+    expect(requests.map(r => r.headers.get('If-None-Match'))).toEqual([
+      null,
+      '"v1"'
+    ]);
+  });
+
+  it('asks for a downsampled first read with points', async () => {
+    const { client, requests } = clientAnswering(200, {
+      records: [],
+      since: 0,
+      next: 0,
+      status: 'running'
+    });
+    await client.metrics('0a1b2c3d', 0, 500);
+    expect(urlOf(requests[0])).toBe(
+      'http://lab.test/base/nbtoolkit/api/jobs/0a1b2c3d/metrics?since=0&points=500'
+    );
+  });
+
   it('never puts a raw id into the path', async () => {
     const { client, requests } = clientAnswering(400, {
       message: 'not a job id'

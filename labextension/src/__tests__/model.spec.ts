@@ -136,9 +136,9 @@ describe('JobFollower', () => {
     await follower.refresh();
     expect(api.calls).toEqual([
       'job 0a1b2c3d',
-      'metrics 0a1b2c3d since 0',
+      'metrics 0a1b2c3d since 0 points 500',
       'job 0a1b2c3d',
-      'metrics 0a1b2c3d since 50'
+      'metrics 0a1b2c3d since 50 points 500'
     ]);
     expect(follower.state.done).toBe(true);
     expect(follower.state.records.map(r => r.step)).toEqual([10]);
@@ -146,7 +146,7 @@ describe('JobFollower', () => {
 
   it('reads metrics and log incrementally, starting the log at its tail', async () => {
     const api = new FakeAPI();
-    api.details = [detail()];
+    api.details = [detail(), detail({ step: 40 })];
     api.metricPages = [
       {
         records: [{ kind: 'train', step: 10, loss: 2 }],
@@ -170,10 +170,10 @@ describe('JobFollower', () => {
     await follower.refresh();
     expect(api.calls).toEqual([
       'job 0a1b2c3d',
-      'metrics 0a1b2c3d since 0',
+      'metrics 0a1b2c3d since 0 points 500',
       'log 0a1b2c3d offset -65536',
       'job 0a1b2c3d',
-      'metrics 0a1b2c3d since 50',
+      'metrics 0a1b2c3d since 50 points 500',
       'log 0a1b2c3d offset 2'
     ]);
     expect(follower.state.records.map(r => r.step)).toEqual([10, 20]);
@@ -202,5 +202,55 @@ describe('JobFollower', () => {
     expect(follower.state.done).toBe(false);
     await follower.refresh();
     expect(follower.state.done).toBe(true);
+  });
+
+  it('asks nothing more while the server says the job did not change, and backs off', async () => {
+    const api = new FakeAPI();
+    api.details = [detail()]; // the same object each time: what the client returns for a 304
+    api.metricPages = [
+      {
+        records: [{ kind: 'train', step: 10, loss: 2 }],
+        since: 0,
+        next: 50,
+        status: 'running'
+      }
+    ];
+    api.logPages = [
+      { text: 'a\n', offset: 0, next: 2, size: 2, status: 'running' }
+    ];
+    const follower = new JobFollower(api, '0a1b2c3d');
+    const waits: number[] = [];
+    for (let poll = 0; poll < 4; poll++) {
+      await follower.refresh();
+      waits.push(follower.interval);
+    }
+    expect(api.calls).toEqual([
+      'job 0a1b2c3d',
+      'metrics 0a1b2c3d since 0 points 500',
+      'log 0a1b2c3d offset -65536',
+      'job 0a1b2c3d',
+      'job 0a1b2c3d',
+      'job 0a1b2c3d'
+    ]);
+    expect(waits).toEqual([2000, 4000, 8000, 16000]);
+    expect(follower.state.records.map(r => r.step)).toEqual([10]);
+  });
+
+  it('is shared by every view of a job, and ends with the last view', () => {
+    const api = new FakeAPI();
+    api.details = [detail()];
+    const chart = JobFollower.acquire(api, '0a1b2c3d', undefined, false);
+    const view = JobFollower.acquire(api, '0a1b2c3d');
+    expect(view).toBe(chart);
+    const other = JobFollower.acquire(api, '99999999');
+    expect(other).not.toBe(chart);
+    other.release();
+    chart.release();
+    expect(view.isDisposed).toBe(false);
+    view.release();
+    expect(view.isDisposed).toBe(true);
+    const again = JobFollower.acquire(api, '0a1b2c3d');
+    expect(again).not.toBe(view);
+    again.release();
   });
 });

@@ -53,12 +53,11 @@ export class JobChartRenderer
     const reference = model.data[JOB_MIME] as unknown as IJobReference;
     if (this._followers.length === 0) {
       this._options = chartOptions(reference);
-      this._followers = reference.job_ids.map(
-        id => new JobFollower(this._api, id, undefined, false)
+      this._followers = reference.job_ids.map(id =>
+        JobFollower.acquire(this._api, id, undefined, false)
       );
       for (const follower of this._followers) {
-        follower.changed.connect(() => this.update());
-        follower.start();
+        follower.changed.connect(this._onChanged, this);
       }
     }
     this.update();
@@ -82,9 +81,14 @@ export class JobChartRenderer
 
   dispose(): void {
     for (const follower of this._followers) {
-      follower.dispose();
+      follower.changed.disconnect(this._onChanged, this);
+      follower.release();
     }
     super.dispose();
+  }
+
+  private _onChanged(): void {
+    this.update();
   }
 
   private _followers: JobFollower[] = [];

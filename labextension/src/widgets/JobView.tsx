@@ -25,7 +25,7 @@ export class JobView extends ReactWidget {
   }
 
   dispose(): void {
-    this.follower.dispose();
+    this.follower.release();
     super.dispose();
   }
 }
