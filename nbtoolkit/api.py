@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from nbtoolkit import backends, views
 from nbtoolkit import runner as job_control
 from nbtoolkit.backends import dispatch
-from nbtoolkit.checkpoints import last_checkpoint
+from nbtoolkit.backends.program import script_resume_arg
+from nbtoolkit.checkpoints import is_complete, last_checkpoint
 from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, fork_spec
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.runner import stall_watch
 from nbtoolkit.runner.checkpoint_request import CHECKPOINT_WAIT_S, checkpoint_now
+from nbtoolkit.runner.control import job_launch
 from nbtoolkit.runner.health import job_health
 from nbtoolkit.runner.stacks import take_stacks
-from nbtoolkit.runner.store import JobRecord, JobStore
+from nbtoolkit.runner.store import AlreadyResumed, JobRecord, JobStore
 from nbtoolkit.spec import RunSpec, load_spec
 
 #: how long `resume` gives an ended job's supervisor to exit (it records the end, then leaves)
@@ -236,16 +239,20 @@ def launch(
     store: JobStore | None = None,
     force: bool = False,
     resumed_from: str | None = None,
+    workdir: str | None = None,
 ) -> Job:
     """Check the spec, render its launch, and start it as a job that outlives this process.
 
     A spec the planner is sure will not fit in device (or host) memory is refused with a
-    LaunchError unless `force=True` (then it only warns).
+    LaunchError unless `force=True` (then it only warns). `workdir`: where a user's script runs
+    (default this process's directory; a resume gives the original job's).
     """
     spec = load_spec(spec)
     check_fit(spec, force=force)
     dispatch.preflight(spec)
     launch_ = dispatch.render(spec)
+    if workdir is not None and launch_.workdir is not None:
+        launch_ = replace(launch_, workdir=workdir)
     store = store or JobStore()
     info = {
         "hourly_price_usd": spec.hardware.instance_price_usd,
@@ -268,9 +275,16 @@ def resume(
     checkpoint, so the global step, optimizer and scheduler carry on from there (to
     `max_steps` if given). `Job.records(chain=True)` reads both as one series. `budget_usd`
     sets the new job's train.budget_usd (each job's budget counts what that job spends).
+
+    A job is resumed once: the store claims its resume atomically, and a second (or concurrent)
+    resume answers with the job the first started. A user's script resumes if it takes a
+    checkpoint (`--resume_from_checkpoint`, or `script.resume_arg`), in the original job's
+    working directory, so its relative arguments mean what they meant.
     """
     old = Job(job_id, store)
     record = old.record
+    if record.resumed_by:
+        return Job(record.resumed_by, old.store)
     if record.active:
         raise backends.LaunchError(f"job {record.id} is still {record.status}; stop it before resuming it")
     leftovers = job_control.leftover_processes(record, old.store, settle=ENDING_S)
@@ -280,20 +294,33 @@ def resume(
             f"run (pids {', '.join(str(p.pid) for p in leftovers)}); `nbtoolkit stop "
             f"{record.id}` ends them, then resume"
         )
-    checkpoint = last_checkpoint(old.dir / "output")
+    old_spec = old.spec
+    # a resumed job that saved none of its own (it failed at once) resumes from where it started
+    started_from = old_spec.resume if old_spec.resume not in (None, "latest") and is_complete(old_spec.resume) else None
+    checkpoint = last_checkpoint(old.dir / "output") or (Path(started_from) if started_from else None)
     if checkpoint is None:
-        raise backends.LaunchError(
-            f"job {record.id} saved no complete checkpoint to resume from; "
-            "set train.save_steps so that jobs save checkpoints"
+        where = (
+            "let the script write its checkpoints into the job folder (--output_dir $NBTOOLKIT_JOB_DIR/output)"
+            if old_spec.script is not None
+            else "set train.save_steps so that jobs save checkpoints"
         )
-    spec = old.spec.model_dump(mode="json")
+        raise backends.LaunchError(f"job {record.id} saved no complete checkpoint to resume from; {where}")
+    if old_spec.script is not None and script_resume_arg(old_spec.script) is None:
+        raise backends.LaunchError(
+            f"job {record.id} ran {old_spec.script.path}, which takes no checkpoint to resume from (its source "
+            "never reads resume_from_checkpoint); set script.resume_arg to the option it takes one with"
+        )
+    spec = old_spec.model_dump(mode="json")
     spec["resume"] = str(checkpoint)
     if max_steps is not None:
         spec["train"]["max_steps"] = max_steps
     if budget_usd is not None:
         spec["train"]["budget_usd"] = budget_usd
-    # the same spec already ran: the planner's fit check had its say at the first launch
-    return launch(spec, store=old.store, force=True, resumed_from=record.id)
+    workdir = job_launch(old.dir).workdir
+    try:  # the same spec already ran: the planner's fit check had its say at the first launch
+        return launch(spec, store=old.store, force=True, resumed_from=record.id, workdir=workdir)
+    except AlreadyResumed as claimed:  # another resume of it got there first
+        return Job(claimed.job_id, old.store)
 
 
 def check_fit(spec: RunSpec, *, force: bool = False) -> None:

@@ -390,6 +390,12 @@ class ScriptSpec(SpecBlock):
     path: LocalPath
     args: list[str] = Field(default_factory=list)
     source_dir: LocalPath | None = Field(None, description="directory shipped with the script (SageMaker)")
+    resume_arg: str | None = Field(
+        None,
+        pattern=r"^-",
+        description="the option the script takes a checkpoint folder with, for `nbtoolkit resume`; default "
+        "--resume_from_checkpoint when the script's source reads resume_from_checkpoint",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from nbtoolkit.runtime import SPEC_FILE
-from nbtoolkit.spec import RunSpec
+from nbtoolkit.spec import RunSpec, ScriptSpec
 
 #: env every training process gets: unbuffered logs, no telemetry, no tokenizer fork warnings
 BASE_ENV = {
@@ -15,6 +15,9 @@ BASE_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
 }
 
+
+#: the Trainer's option for a checkpoint to continue from (a TrainingArguments field: HfArgumentParser scripts take it)
+TRAINER_RESUME_ARG = "--resume_from_checkpoint"
 
 #: holds the sitecustomize.py that adds nbtoolkit's metrics callback to every Trainer a user's script creates
 AUTOLOG_BOOT = Path(__file__).resolve().parent.parent / "train" / "autolog_boot"
@@ -40,10 +43,26 @@ def run_dir(spec: RunSpec) -> str | None:
 
 
 def program_args(spec: RunSpec, spec_file: str = SPEC_FILE) -> list[str]:
-    """Arguments after the interpreter (or launcher): `-m nbtoolkit.train --spec spec.json` or the script."""
+    """Arguments after the interpreter (or launcher): `-m nbtoolkit.train --spec spec.json` or the script,
+    with the checkpoint to resume from when the spec names one (`latest`: the script finds its own)."""
     if spec.script is None:
         return ["-m", "nbtoolkit.train", "--spec", spec_file]
-    return [str(Path(spec.script.path).expanduser().resolve()), *spec.script.args]
+    resume = (
+        [] if spec.resume in (None, "latest") else [script_resume_arg(spec.script) or TRAINER_RESUME_ARG, spec.resume]
+    )
+    return [str(Path(spec.script.path).expanduser().resolve()), *spec.script.args, *resume]
+
+
+def script_resume_arg(script: ScriptSpec) -> str | None:
+    """The option a user's script takes a checkpoint with: `script.resume_arg`, else the Trainer's own when the
+    script's source reads it (HfArgumentParser scripts such as run_glue.py); None: it has no way to resume."""
+    if script.resume_arg:
+        return script.resume_arg
+    try:
+        source = Path(script.path).expanduser().read_text(errors="replace")
+    except OSError:
+        return None
+    return TRAINER_RESUME_ARG if TRAINER_RESUME_ARG.lstrip("-") in source else None
 
 
 def writes_own_metrics(spec: RunSpec) -> bool:

@@ -88,17 +88,18 @@ CREATE TABLE IF NOT EXISTS jobs (
     resumed_from TEXT,
     info TEXT NOT NULL DEFAULT '{}',
     stop_requested REAL,
-    seconds_per_step REAL
+    seconds_per_step REAL,
+    resumed_by TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
 """
 _JSON_COLUMNS = ("stages", "info")
-#: PRAGMA user_version of the schema above (1: stop_requested, 2: seconds_per_step); a newer store is refused,
-#: an older upgraded
-SCHEMA_VERSION = 2
+#: PRAGMA user_version of the schema above (1: stop_requested, 2: seconds_per_step, 3: resumed_by); a newer store
+#: is refused, an older upgraded
+SCHEMA_VERSION = 3
 #: columns added since the first schema, each with its type: an older store gains them
-ADDED_COLUMNS = {"stop_requested": "REAL", "seconds_per_step": "REAL"}
+ADDED_COLUMNS = {"stop_requested": "REAL", "seconds_per_step": "REAL", "resumed_by": "TEXT"}
 
 
 class StoreError(RuntimeError):
@@ -107,6 +108,14 @@ class StoreError(RuntimeError):
 
 class JobNotFound(LookupError):
     """No job with that id (or id prefix) in the store."""
+
+
+class AlreadyResumed(RuntimeError):
+    """The job was resumed already (one resume per job); `job_id` is the job that resumed it."""
+
+    def __init__(self, resumed: str, job_id: str) -> None:
+        super().__init__(f"job {resumed} was resumed already, as job {job_id}")
+        self.job_id = job_id
 
 
 @dataclass
@@ -141,6 +150,8 @@ class JobRecord:
     stop_requested: float | None = None
     #: the measured steady pace (wall seconds per step after the first logging window), while it trains
     seconds_per_step: float | None = None
+    #: the job that resumed this one (at most one: a second resume answers with it)
+    resumed_by: str | None = None
 
     @property
     def active(self) -> bool:
@@ -228,6 +239,8 @@ class JobStore:
     def create(
         self, *, name: str, task: str, backend: str, resumed_from: str | None = None, info: dict[str, Any] | None = None
     ) -> JobRecord:
+        """A new queued job; with `resumed_from`, the one resume of that job, claimed in the same transaction
+        (AlreadyResumed names the job that claimed it first)."""
         record = JobRecord(
             id=secrets.token_hex(4),
             name=name,
@@ -242,7 +255,9 @@ class JobStore:
         row = record.to_dict()
         for column in _JSON_COLUMNS:
             row[column] = json.dumps(row[column])
-        with self._connect() as conn:
+        with self._connect() as conn, _transaction(conn):
+            if resumed_from is not None:
+                _claim_resume(conn, resumed_from, record.id)
             conn.execute(
                 f"INSERT INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values())
             )
@@ -351,6 +366,28 @@ class JobStore:
             record.status, record.message, record.ended = JobStatus.LOST, message, ended
             return record
         return self.get(record.id)
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, taken at once (BEGIN IMMEDIATE): what it reads no other writer changes before
+    it commits."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _claim_resume(conn: sqlite3.Connection, resumed: str, by: str) -> None:
+    """Record `by` as the one job that resumes `resumed`; AlreadyResumed if another did first."""
+    if conn.execute("UPDATE jobs SET resumed_by = ? WHERE id = ? AND resumed_by IS NULL", (by, resumed)).rowcount:
+        return
+    row = conn.execute("SELECT resumed_by FROM jobs WHERE id = ?", (resumed,)).fetchone()
+    if row is not None:  # a job of another store (or none) is not claimed here
+        raise AlreadyResumed(resumed, row["resumed_by"])
 
 
 def supervisor_process(record: JobRecord) -> psutil.Process | None:
