@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 UV := $(BIN)/uv
 LOCK := requirements.lock
 LOCK_INPUTS := pyproject.toml constraints.txt tools/skypilot-requirements.in
-LOCK_INPUTS_SHA = $(firstword $(shell cat $(LOCK_INPUTS) | sha256sum))
+# of pyproject.toml only what names packages counts ([project], [build-system]): its tool settings change none
+LOCK_INPUTS_SHA = $(shell $(PYTHON) tools/lock_inputs_sha.py)
 # torch's CPU wheel: it lies on disk on this project's machines, elsewhere PyTorch's CPU index has it
 TORCH_WHEELS ?= $(if $(wildcard /opt/wheels/torch-*+cpu-*.whl),/opt/wheels,https://download.pytorch.org/whl/cpu/torch/)
 UV_INTO_VENV := --python $(BIN)/python --find-links $(TORCH_WHEELS)
@@ -34,7 +35,7 @@ SETUP_SECONDS := $(VENV)/.setup-seconds
 SKY_VENV := .venv-skypilot
 SKY_LOCK := requirements-skypilot.lock
 
-.PHONY: lock lock-check install deepspeed demo lab notebooks api-types test-setup test clean
+.PHONY: lock lock-check install deepspeed demo lab notebooks api-types lint docs docs-build test-setup test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -126,16 +127,37 @@ demo: install
 lab: install
 	$(BIN)/jupyter lab notebooks/quickstart.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# the house rules, first in `make test` (about 15 s): ruff's lint and format check, mypy on the core
+# ([tool.mypy] files in pyproject.toml), and the panel's eslint, prettier and stylelint (`jlpm lint:check`).
+# It needs only the locked packages and the panel's node packages, not the rest of the set-up
+PY_SOURCES := nbtoolkit tests benchmarks tools
+lint: $(PACKAGES_STAMP) $(NODE_STAMP)
+	$(BIN)/ruff check $(PY_SOURCES)
+	$(BIN)/ruff format --check $(PY_SOURCES)
+	$(BIN)/mypy
+	cd $(LAB) && $(WITH_VENV) jlpm lint:check
+
+# the docs site (MkDocs Material, mkdocs.yml): built strict, so a broken link, a page missing from the nav or
+# a reference page that no longer matches the code fails; `make docs` serves it at http://127.0.0.1:8000
+docs-build: | $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet --site-dir build/docs
+
+docs: | $(STAMP)
+	$(BIN)/mkdocs serve
+
 # everything the tests need, set up side by side (`make test` runs this with -j)
 test-setup: install $(LAB_BUILT) $(CHROMIUM) $(SBATCH) $(SKY_VENV)/.installed
 
-# the set-up is timed (its seconds in .venv/.setup-seconds, printed at the end). Two test workers, a
+# The house rules (`lint`) run first, beside the rest of the set-up as soon as the locked and the node packages
+# are in, and stop the run on a finding; the docs build strict once the set-up is done.
+# The set-up is timed (its seconds in .venv/.setup-seconds, printed at the end). Two test workers, a
 # file each at a time (a file's fixtures are built once); most tests wait on one training process,
 # so two keep both cores busy. Browser tests run apart: Playwright's sync API cannot share
 # pytest-jupyter's event loop
 test: lock-check
-	start=$$(date +%s) && $(MAKE) --no-print-directory -j4 test-setup && echo $$(( $$(date +%s) - start )) > $(SETUP_SECONDS)
+	start=$$(date +%s) && $(MAKE) --no-print-directory -j4 lint test-setup && echo $$(( $$(date +%s) - start )) > $(SETUP_SECONDS)
 	$(BIN)/python -m pip check
+	$(MAKE) --no-print-directory docs-build
 	cd $(LAB) && $(WITH_VENV) jlpm test
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 	$(BIN)/python -m pytest -p no:asyncio tests/ui

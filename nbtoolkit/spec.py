@@ -11,7 +11,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import yaml
 from pydantic import (
@@ -31,7 +31,11 @@ from nbtoolkit.chat_formats import NAMED_TEMPLATES, ChatFormat
 from nbtoolkit.spec_block import SpecBlock
 from nbtoolkit.tasks import TASK_NAMES, TASKS, TRL_TASKS
 
-Task = Literal[TASK_NAMES]
+if TYPE_CHECKING:  # the names are data (tasks.py, deepspeed_configs): a checker sees text
+    Task = str
+    DeepSpeedConfigName = str
+else:
+    Task = Literal[TASK_NAMES]
 Strategy = Literal["none", "ddp", "deepspeed", "smddp", "smp", "xla"]
 Precision = Literal["fp32", "bf16", "fp16"]
 Compile = Literal["none", "torch", "neuron"]
@@ -62,7 +66,8 @@ DEEPSPEED_TUTORIAL_CONFIGS: dict[str, Offload] = {
     "ds_flan_t5_z3_offload": "cpu",
     "ds_flan_t5_z3_offload_bf16": "cpu",
 }
-DeepSpeedConfigName = Literal[tuple(DEEPSPEED_TUTORIAL_CONFIGS)]
+if not TYPE_CHECKING:
+    DeepSpeedConfigName = Literal[tuple(DEEPSPEED_TUTORIAL_CONFIGS)]
 
 #: what a spec's `name` may be: it becomes folder and file names
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -560,12 +565,13 @@ class RunSpecCore(SpecBlock):
             )
         if self.resume is not None and self.resume != "latest" and not self.resume.strip():
             raise ValueError("resume must be 'latest' or a checkpoint directory")
-        found = backends.problem(self)
+        spec = cast("RunSpec", self)  # the rules run on RunSpec: this core with the backends' blocks
+        found = backends.problem(spec)
         if found:
             raise ValueError(found)
-        for message in spec_warnings(self):
+        for message in spec_warnings(spec):
             warnings.warn(message, SpecWarning, stacklevel=2)
-        return self
+        return spec
 
     # -- convenience -------------------------------------------------------------------------
 
@@ -621,7 +627,15 @@ def _with_backend_blocks() -> type[RunSpecCore]:
     return create_model("RunSpec", __base__=RunSpecCore, __module__=__name__, __doc__=RunSpecCore.__doc__, **blocks)
 
 
-RunSpec = _with_backend_blocks()
+if TYPE_CHECKING:
+
+    class RunSpec(RunSpecCore):
+        """What a type checker sees: the core's fields, and the backends' blocks by name (known only at run time)."""
+
+        def __getattr__(self, block: str) -> Any: ...
+
+else:
+    RunSpec = _with_backend_blocks()
 
 
 def _offload(value: Any) -> Any:

@@ -4,7 +4,6 @@ version the project's pins allow, each with hashes, and `make` must refuse a loc
 from __future__ import annotations
 
 import functools
-import hashlib
 import operator
 import re
 import shutil
@@ -16,6 +15,8 @@ import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+
+from tools.lock_inputs_sha import inputs_sha
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements.lock"
@@ -72,14 +73,13 @@ def test_sagemaker_storage_stack_is_current():
 
 
 def test_lock_records_the_inputs_it_was_made_from():
-    inputs = b"".join((ROOT / name).read_bytes() for name in INPUTS)
-    assert LOCK.read_text().startswith(f"# inputs-sha256: {hashlib.sha256(inputs).hexdigest()} ")
+    assert LOCK.read_text().startswith(f"# inputs-sha256: {inputs_sha()} ")
 
 
 @pytest.fixture
 def checkout(tmp_path) -> Path:
     """The files `make` reads to decide whether the lock is current, in a folder of their own."""
-    for name in ("Makefile", *INPUTS, "requirements.lock"):
+    for name in ("Makefile", *INPUTS, "requirements.lock", "tools/lock_inputs_sha.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     return tmp_path
@@ -96,12 +96,28 @@ def test_a_current_lock_passes_the_check(checkout):
     assert (done.returncode, done.stderr) == (0, "")
 
 
+#: an edit of each input that changes what the lock resolves: a package pyproject.toml asks for, a line of the others
+PACKAGE_EDITS = {
+    "pyproject.toml": lambda text: text.replace("dependencies = [", 'dependencies = ["added-after-the-lock",', 1),
+    "constraints.txt": lambda text: text + "added-after-the-lock<2\n",
+    "tools/skypilot-requirements.in": lambda text: text + "added-after-the-lock\n",
+}
+
+
 @pytest.mark.parametrize("changed", INPUTS)
 @pytest.mark.parametrize("target", ["lock-check", "install", "test"])
 def test_a_stale_lock_stops_make_with_one_sentence(checkout, changed, target):
-    with open(checkout / changed, "a") as edited:
-        edited.write("# edited after the lock was made\n")
+    edited = checkout / changed
+    edited.write_text(PACKAGE_EDITS[changed](edited.read_text()))
     done = make(checkout, target)
     assert done.returncode != 0
     assert done.stderr.splitlines()[0] == STALE
     assert not (checkout / ".venv").exists()  # stopped before setting anything up
+
+
+def test_a_tool_setting_in_pyproject_leaves_the_lock_current(checkout):
+    """A lint rule or a pytest option changes no package: `make` must not ask for a new lock."""
+    with open(checkout / "pyproject.toml", "a") as edited:
+        edited.write('\n[tool.edited-after-the-lock]\nrule = "new"\n')
+    done = make(checkout, "lock-check")
+    assert (done.returncode, done.stderr) == (0, "")

@@ -180,11 +180,7 @@ def problem(spec: RunSpec) -> str | None:
     chosen = select(spec)
     asked = [
         chosen,
-        *(
-            backend
-            for backend in registered().values()
-            if backend is not chosen and _sets_block(spec, backend)
-        ),
+        *(backend for backend in registered().values() if backend is not chosen and _sets_block(spec, backend)),
     ]
     return next((found for backend in asked if (found := backend.validate(spec))), None)
 

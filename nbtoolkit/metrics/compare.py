@@ -125,7 +125,9 @@ def compare(
     """
     import pandas as pd
 
-    items = list(runs.items()) if isinstance(runs, Mapping) else [(None, run) for run in runs]
+    items: list[tuple[str | None, Any]] = (
+        list(runs.items()) if isinstance(runs, Mapping) else [(None, run) for run in runs]
+    )
     if not items:
         raise ValueError("compare needs at least one run; give jobs, job ids or captured series")
     loaded = _unique_labels([run_metrics(run, label, store) for label, run in items])
@@ -163,7 +165,7 @@ def run_summary(run: RunMetrics, warmup_steps: int | None = None) -> dict[str, A
     records = run.records
     train = [record for record in records if record.get("kind") == "train"]
     evals = [record for record in records if record.get("kind") == "eval"]
-    summary = next((record for record in reversed(records) if record.get("kind") == "summary"), {})
+    summary: dict[str, Any] = next((record for record in reversed(records) if record.get("kind") == "summary"), {})
     throughput = steady_state(records, warmup_steps)
     losses = [record["loss"] for record in train if _number(record.get("loss")) is not None]
     eval_losses = [record["eval_loss"] for record in evals if _number(record.get("eval_loss")) is not None]

@@ -46,7 +46,7 @@ def forecast(spec, past: PastPace | None = None) -> dict[str, float | str | None
 
 def measured(record: JobRecord, records: list[dict[str, Any]]) -> dict[str, float | None]:
     """The same quantities from the job itself: rank 0's peak device memory, steady samples/s, wall time, cost."""
-    summary = next((item for item in reversed(records) if item.get("kind") == "summary"), {})
+    summary: dict[str, Any] = next((item for item in reversed(records) if item.get("kind") == "summary"), {})
     device_mb = summary.get("peak_device_memory_mb")
     return {
         "device_memory_gib": device_mb * 2**20 / GiB if device_mb else None,

@@ -217,7 +217,8 @@ class LogParser:
         """The Trainer's training bar has no description (`Map:`, `Writing model shards:` have one). Once a train
         record was printed under it, it keeps its total and never goes back (an evaluation bar of the same total
         starts at 0); until then the latest bar without a description is the candidate."""
-        if not BAR_LEAD.fullmatch(before[LINE_PREFIX.match(before).end() :]):
+        prefix = LINE_PREFIX.match(before).end()  # type: ignore[union-attr]  # `(...)*` matches every text
+        if not BAR_LEAD.fullmatch(before[prefix:]):
             return False
         if self._total is None or not self._confirmed:
             return True
@@ -236,7 +237,7 @@ class LogParser:
             self._read_progress(before)
         values = parse_dict_line(segment)
         kind = classify(values) if values else None
-        if kind is None:
+        if values is None or kind is None:
             return None, True
         own_step = values.pop("step", None)  # a custom loop's own count: the truth, as a whole number
         if own_step is not None and math.isfinite(own_step) and own_step == int(own_step):

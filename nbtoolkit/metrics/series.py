@@ -258,6 +258,8 @@ def _extremes_and_last(records: list[dict[str, Any]]) -> set[int]:
     for kind, indexes in by_kind.items():
         chosen.add(indexes[-1])
         key = PRIMARY_VALUE.get(kind)
+        if key is None:  # a kind without a primary value keeps its last record only
+            continue
         valued = [(value, index) for index in indexes if (value := _number(records[index].get(key))) is not None]
         if valued:
             chosen.add(min(valued)[1])

@@ -16,7 +16,7 @@ from nbtoolkit import catalog
 from nbtoolkit.adapters import default_target_modules
 from nbtoolkit.planner import memory, timing
 from nbtoolkit.planner.shapes import ModelShape, model_shape, train_samples
-from nbtoolkit.spec import RunSpec, load_spec
+from nbtoolkit.spec import Offload, Precision, RunSpec, load_spec
 
 GiB = 2**30
 #: allocator fragmentation and short-lived buffers, as a fraction of what is estimated
@@ -37,11 +37,11 @@ class Setup:
     device: catalog.Accelerator | None
     devices_per_node: int
     nodes: int
-    precision: str
+    precision: Precision
     deepspeed: bool
     zero_stage: int
-    offload_optimizer: str
-    offload_params: str
+    offload_optimizer: Offload
+    offload_params: Offload
     checkpointing: bool
     batch_size: int
     grad_accum: int
@@ -264,7 +264,8 @@ class Plan(Estimate):
         elif self.price_unknown:
             lines.append(f"cost: unknown ({self.price_unknown})")
         lines.extend(f"problem: {problem}" for problem in self.problems)
-        better, seen = [], set()
+        better: list[Estimate] = []
+        seen: set[tuple[str | None, int]] = set()
         for alt in self.alternatives:  # the best setup of each instance type and count
             where = (alt.instance_type, alt.nodes)
             cheaper = not self.fits or self.cost_usd is None or (alt.cost_usd or math.inf) < self.cost_usd
@@ -283,17 +284,19 @@ class Plan(Estimate):
         """One sentence for a launch that will not fit (None when it fits or the plan is unsure)."""
         if not self.confident or self.fits is not False:
             return None
-        if self.device_fits is False:
+        if self.device_fits is False and self.device_memory_bytes:
             problem = (
                 f"predicted {self.per_device_bytes / GiB:.1f} GiB per device for {self.model} "
                 f"({self.description}) exceeds the {self.device_memory_bytes / GiB:.1f} GiB of one "
                 f"{self.accelerator}"
             )
-        else:
+        elif self.host_memory_bytes:  # the devices fit: the host is what is short
             problem = (
                 f"predicted {self.host_bytes / GiB:.0f} GiB of host memory per node for {self.model} "
                 f"exceeds the {self.host_memory_bytes / GiB:.0f} GiB of one {self.instance_type}"
             )
+        else:  # a fit is judged only against a known memory
+            return None
         hints = []
         here = self.best_on_same_hardware()
         if here is not None:
@@ -401,7 +404,7 @@ def estimate(setup: Setup, work: Workload, *, measured: float | None = None) -> 
         step_seconds = global_batch / measured
     elif setup.device:
         step = timing.step_time(
-            hardware=_hardware(setup),
+            hardware=_hardware(setup, setup.device),
             flops_per_micro_batch=flops * setup.batch_size,
             grad_accum=setup.grad_accum,
             utilisation=work.utilisation,
@@ -461,10 +464,10 @@ def estimate(setup: Setup, work: Workload, *, measured: float | None = None) -> 
     )
 
 
-def _hardware(setup: Setup) -> timing.Hardware:
+def _hardware(setup: Setup, device: catalog.Accelerator) -> timing.Hardware:
     instance = setup.instance
     return timing.Hardware(
-        peak_flops=setup.device.peak_flops(setup.precision),
+        peak_flops=device.peak_flops(setup.precision),
         devices_per_node=setup.devices_per_node,
         nodes=setup.nodes,
         device_link_gbs=instance.device_link_gbs if instance else None,
@@ -658,16 +661,16 @@ def alternative_setups(current: Setup, shape: ModelShape) -> list[Setup]:
     return [setup for setup in setups if setup != current]
 
 
-def _precisions(device: catalog.Accelerator, shape: ModelShape) -> list[str]:
-    found = ["fp32", "bf16"] if device.bf16 else ["fp32"]
+def _precisions(device: catalog.Accelerator, shape: ModelShape) -> list[Precision]:
+    found: list[Precision] = ["fp32", "bf16"] if device.bf16 else ["fp32"]
     if not device.bf16 and shape.model_type not in ("t5", "mt5", "umt5"):
         found.append("fp16")
     return found
 
 
-def _strategies(neuron: bool) -> list[tuple[bool, int, str, str]]:
+def _strategies(neuron: bool) -> list[tuple[bool, int, Offload, Offload]]:
     """(deepspeed, zero stage, offload optimizer, offload weights); DeepSpeed does not run on Neuron."""
-    found = [(False, 0, "none", "none")]
+    found: list[tuple[bool, int, Offload, Offload]] = [(False, 0, "none", "none")]
     if not neuron:
         found += [(True, stage, "none", "none") for stage in (1, 2, 3)]
         found += [(True, stage, "cpu", "none") for stage in (2, 3)]

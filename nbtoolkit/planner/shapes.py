@@ -79,7 +79,8 @@ class ModelShape(BaseModel):
     @property
     def logits_on(self) -> Literal["input", "target"] | None:
         """Which sequence the vocabulary logits cover (none for encoders: a small head)."""
-        return {"encoder-decoder": "target", "decoder": "input"}.get(self.architecture)
+        covered: dict[str, Literal["input", "target"]] = {"encoder-decoder": "target", "decoder": "input"}
+        return covered.get(self.architecture)
 
 
 # -- parameter counts from config fields ---------------------------------------------------------

@@ -134,11 +134,12 @@ def assess(
         )
     if slow:
         worst = max(slow, key=lambda r: r.step_time or 0)
+        seconds = worst.step_time or 0.0  # a slow rank has timed its steps
         typical = statistics.median(o.step_time for o in ranks if o is not worst and o.step_time is not None)
         return Health(
             "slow",
-            f"rank {', '.join(str(r.rank) for r in slow)} straggles: rank {worst.rank} takes {worst.step_time:.3g} s "
-            f"a step, {worst.step_time / typical:.1f}x the others' median {typical:.3g} s",
+            f"rank {', '.join(str(r.rank) for r in slow)} straggles: rank {worst.rank} takes {seconds:.3g} s "
+            f"a step, {seconds / typical:.1f}x the others' median {typical:.3g} s",
             ranks,
             limit,
         )

@@ -319,7 +319,7 @@ class JobStore:
 
     def list(self, statuses: Iterable[str] | None = None, limit: int = 100, offset: int = 0) -> list[JobRecord]:
         """Newest first, optionally only some statuses."""
-        query, params = "SELECT * FROM jobs", []
+        query, params = "SELECT * FROM jobs", list[str]()
         if statuses:
             wanted = tuple(statuses)
             query += f" WHERE status IN ({', '.join('?' * len(wanted))})"
@@ -330,7 +330,7 @@ class JobStore:
         return [self._checked(_record(row)) for row in rows]
 
     def count(self, statuses: Iterable[str] | None = None) -> int:
-        query, params = "SELECT COUNT(*) FROM jobs", ()
+        query, params = "SELECT COUNT(*) FROM jobs", tuple[str, ...]()
         if statuses:
             params = tuple(statuses)
             query += f" WHERE status IN ({', '.join('?' * len(params))})"

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import psutil
 
@@ -67,7 +68,7 @@ class Supervisor:
         self.stop_offset: int | None = None  # where the log stood when the stop came
         self.interrupted = False  # a stop ended a stage or kept one from starting (not one that had ended already)
         self.reaper_pid: int | None = None
-        self.log = None  # output.log, open while the stages run
+        self.log: IO[bytes] | None = None  # output.log, open while the stages run
         self.budget_recorded: dict | None = None  # the budget record last put in the job's info
         self.stall_watch = StallWatch(store, job_id)  # health in the row; stacks and train.on_stall on a stall
 
@@ -139,8 +140,8 @@ class Supervisor:
                 stopped_here = True
                 self._say(log, f"stop requested: ending stage {stage.name} and all its processes")
                 for ended in terminate_tree(process.pid, grace=stage_grace(stage)):
-                    if ended.pid == process.pid and getattr(ended, "returncode", None) is not None:
-                        process.returncode = ended.returncode  # psutil reaped it: its status, not Popen's 0
+                    if ended.pid == process.pid and (code := getattr(ended, "returncode", None)) is not None:
+                        process.returncode = code  # psutil reaped it: its status, not Popen's 0
             log_offset = self._follow(parser, log_offset)
             if self._watch_health(log):
                 self.stop_requested.set()  # train.on_stall: stop
@@ -202,7 +203,7 @@ class Supervisor:
         elif self.interrupted:
             status, message = "stopped", self.stall_watch.stop_message or "stopped on request"
         elif exit_code == 0 and self._budget_stopped():
-            status, message = "stopped", budget.stop_message(self.progress.budget, self.job_id)
+            status, message = "stopped", budget.stop_message(self.progress.budget or {}, self.job_id)
         elif exit_code == 0:
             status, message = "succeeded", None
         else:

@@ -40,14 +40,14 @@ def job_processes(pid: int) -> list[psutil.Process]:
 
 def tagged_processes(job_id: str, home: Path, exclude: tuple[int, ...] = ()) -> list[psutil.Process]:
     """The live processes on this host whose environment names this job of this store."""
-    home = os.path.realpath(home)
+    real_home = os.path.realpath(home)
     skip = {os.getpid(), *exclude}
     found = []
     for process in psutil.process_iter(["environ"], ad_value=None):
         environ = process.info["environ"] or {}
         if process.pid in skip or environ.get(JOB_ID_ENV) != job_id or not environ.get(HOME_ENV):
             continue
-        if os.path.realpath(environ[HOME_ENV]) == home:
+        if os.path.realpath(environ[HOME_ENV]) == real_home:
             found.append(process)
     return found
 

@@ -88,9 +88,11 @@ class JobSummary(BaseModel):
 def budget_state(record: JobRecord) -> Budget | None:
     """The job's latest budget record with its summary in words (the panel shows that sentence)."""
     latest = record.info.get(budget.INFO_KEY)
+    if latest is None:
+        return None
     try:
         return Budget(**latest, summary=budget.summary(latest))
-    except (TypeError, KeyError, ValueError, ZeroDivisionError):  # none, or a bad stored value: no budget shown
+    except (TypeError, KeyError, ValueError, ZeroDivisionError):  # a bad stored value: no budget shown
         return None
 
 

@@ -72,6 +72,8 @@ def model_source(name: str) -> str:
         return str(path)
     packaged = packaged_model_path(name)
     return str(packaged) if packaged else name
+
+
 def quantized_loading() -> dict:
     """from_pretrained options of QLoRA: 4-bit NF4 weights, double quantization, bf16 compute (the QLoRA paper's)."""
     import torch
@@ -86,5 +88,3 @@ def quantized_loading() -> dict:
         ),
         "dtype": torch.bfloat16,
     }
-
-

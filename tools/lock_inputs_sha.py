@@ -1,0 +1,29 @@
+"""The sha256 of what requirements.lock is resolved from (`make lock` records it, `make lock-check` compares).
+
+Of pyproject.toml only the [project] and [build-system] tables count: a lint rule or a pytest option in its
+[tool.*] tables changes no package, so it must not make the lock look stale. constraints.txt and the SkyPilot
+requirements count whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+INPUTS = ("pyproject.toml", "constraints.txt", "tools/skypilot-requirements.in")
+
+
+def inputs_sha(root: Path = ROOT) -> str:
+    pyproject = tomllib.loads((root / INPUTS[0]).read_text())
+    packages = {table: pyproject.get(table) for table in ("project", "build-system")}
+    text = json.dumps(packages, sort_keys=True) + "".join((root / name).read_text() for name in INPUTS[1:])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+if __name__ == "__main__":
+    sys.exit(print(inputs_sha()))
