@@ -251,7 +251,7 @@ def test_a_corrupt_or_newer_store_is_one_sentence_not_a_traceback(home):
         conn.execute("PRAGMA user_version = 99")
     refused = nbtoolkit("jobs", check=False)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert "was written by a newer nbtoolkit (store version 99; this one reads up to 2)" in refused.stderr
+    assert "was written by a newer nbtoolkit (store version 99; this one reads up to 3)" in refused.stderr
 
 
 def test_a_server_over_a_corrupt_store_says_so_in_one_line_and_runs_on(home):
