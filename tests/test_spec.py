@@ -166,7 +166,10 @@ INVALID = [
     ),
     ("task: [causal-lm", "the spec is not valid YAML at line 1: expected ',' or ']', but got '<stream end>'"),
     ("- task: causal-lm", "the spec must be a mapping with at least a 'task' key, e.g. task: text-classification"),
-    ("task: causal-lm\nscript: 5", "script: 5 is not valid; expected a mapping with the fields path, args, source_dir, resume_arg"),
+    (
+        "task: causal-lm\nscript: 5",
+        "script: 5 is not valid; expected a mapping with the fields path, args, source_dir, resume_arg",
+    ),
     (
         "task: causal-lm\nhardware: gpu",
         (
