@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, fork_spec
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.rewards import with_rewards
 from nbtoolkit.runner import stall_watch
 from nbtoolkit.runner.checkpoint_request import CHECKPOINT_WAIT_S, checkpoint_now
 from nbtoolkit.runner.control import job_launch
@@ -128,7 +130,8 @@ class Job:
         import json
         import tempfile
 
-        single = not isinstance(inputs, list)
+        # a chat job's one conversation is a list of messages too
+        single = not isinstance(inputs, list) or bool(inputs and isinstance(inputs[0], dict) and "role" in inputs[0])
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
             json.dump([inputs] if single else inputs, handle)
         try:
@@ -238,6 +241,7 @@ def launch(
     *,
     store: JobStore | None = None,
     force: bool = False,
+    rewards: list[Callable] | None = None,
     resumed_from: str | None = None,
     workdir: str | None = None,
 ) -> Job:
@@ -248,6 +252,8 @@ def launch(
     (default this process's directory; a resume gives the original job's).
     """
     spec = load_spec(spec)
+    if rewards:  # functions of this kernel, carried as their source in the spec (task grpo)
+        spec = with_rewards(spec, rewards)
     check_fit(spec, force=force)
     dispatch.preflight(spec)
     launch_ = dispatch.render(spec)

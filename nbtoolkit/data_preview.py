@@ -12,12 +12,13 @@ import math
 import statistics
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nbtoolkit import views
+from nbtoolkit.chat_preview import Rendered, chat_sample
 from nbtoolkit.spec import RunSpec, load_spec
-from nbtoolkit.tasks import columns_used
+from nbtoolkit.tasks import TRL_TASKS, columns_used
 from nbtoolkit.train.errors import TrainError
 
 #: examples read from the training split (the first ones): enough for a histogram, quick to tokenize
@@ -88,6 +89,8 @@ class DataPreview:
     lengths: list[TokenLengths]
     model: str  # whose tokenizer counted the tokens
     note: str | None = None
+    data_format: str | None = None  # chat, preference, grpo: the detected format (or the columns read)
+    rendered: list[Rendered] = field(default_factory=list)  # ... the first rows through the chat template
 
     def lines(self) -> list[str]:
         found = [
@@ -97,6 +100,9 @@ class DataPreview:
             f"first {len(self.rows)} rows:",
         ]
         found += ["  " + clip(" | ".join(f"{key}: {value}" for key, value in row.items()), 160) for row in self.rows]
+        if self.data_format:
+            found.append(f"format: {self.data_format}; as trained through the chat template ([[loss tokens]]):")
+            found += ["  " + example.marked().replace("\n", "\n  ") for example in self.rendered]
         if self.label_counts is not None:
             found.append("label counts: " + ", ".join(f"{label} {count}" for label, count in self.label_counts.items()))
         for side in self.lengths:
@@ -138,6 +144,8 @@ def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPr
         sample = load_sample(spec, rows)
     if len(sample) == 0:
         raise TrainError(f"the dataset's '{spec.dataset.train_split}' split has no examples")
+    if spec.task in TRL_TASKS:
+        return chat_preview(spec, sample)
     used = {field: column(spec, sample, field) for field in columns_used(spec.task, spec.dataset)}
     tokenizer = load_tokenizer(spec.model_name)
     ensure_pad_token(tokenizer)
@@ -153,6 +161,25 @@ def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPr
         lengths=token_lengths(spec, sample, used, tokenizer),
         model=spec.model_name,
         note=NOTES.get(spec.task, "").format(data=spec.dataset) or None,
+    )
+
+
+def chat_preview(spec: RunSpec, sample) -> DataPreview:
+    """Chat, preference and grpo data: the format, the first rows as trained, token lengths after templating."""
+    fmt, rendered = chat_sample(spec, sample)
+    limit = spec.dataset.max_length
+    return DataPreview(
+        task=spec.task,
+        origin=origin(spec),
+        columns=list(sample.column_names),
+        used={},
+        rows=[sample[index] for index in range(min(SHOWN_ROWS, len(sample)))],
+        sample_size=len(sample),
+        label_counts=None,
+        lengths=[lengths_of("source", "dataset.max_length", [example.tokens for example in rendered], limit, None)],
+        model=spec.model_name,
+        data_format=fmt,
+        rendered=rendered[:SHOWN_ROWS],
     )
 
 

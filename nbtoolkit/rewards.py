@@ -21,12 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nbtoolkit.spec import SpecError
+
 #: what a grpo run on the bundled prompts scores when the spec names no reward
 BUNDLED_REWARDS = ("nbtoolkit.rewards:correct_answer", "nbtoolkit.rewards:number_reply")
 NUMBER = re.compile(r"-?\d+")
 
 
-class RewardError(ValueError):
+class RewardError(SpecError):
     """A reward function that cannot be shipped or loaded; the message is one sentence."""
 
 
@@ -99,7 +101,8 @@ def _definitions(function: Callable, seen: set[str]) -> list[str]:
             continue  # a builtin, or already shipped
         seen.add(used)
         lines += _definition_of(used, function.__globals__[used], name, seen)
-    return [*lines, source]
+    imports = [line for line in lines if line.startswith(("import ", "from "))]  # first: constants may use them
+    return [*imports, *(line for line in lines if line not in imports), source]
 
 
 def _globals_read(code: types.CodeType) -> set[str]:
@@ -168,3 +171,37 @@ def load(reference: str | dict[str, str] | Any) -> Callable:
     if not callable(function):
         raise RewardError(f"reward.functions {reference!r}: {where} has no function {name!r}")
     return function
+
+
+def with_rewards(spec, functions: list[Callable]):
+    """The spec with these kernel functions added to reward.functions, as shipped source (task grpo only)."""
+    from nbtoolkit.spec import RewardSpec
+
+    if spec.task != "grpo":
+        raise SpecError(f"rewards apply to task grpo (task is '{spec.task}'); remove them or set task: grpo")
+    shipped = [ship(function) for function in functions]
+    reward = spec.reward or RewardSpec()
+    kept = [ref for ref in reward.functions if isinstance(ref, str) or ref.name not in {s["name"] for s in shipped}]
+    functions = [*kept, *shipped]
+    return spec.model_copy(
+        update={"reward": RewardSpec.model_validate({**reward.model_dump(), "functions": functions})}
+    )
+
+
+def kernel_rewards(data: dict, namespace: dict[str, Any]) -> dict:
+    """A `%%finetune` spec whose reward.functions name functions of the kernel (a bare name, no ':'),
+    with those shipped as source; other entries stay as they are."""
+    reward = data.get("reward") if isinstance(data, dict) else None
+    if not isinstance(reward, dict) or not isinstance(reward.get("functions"), list):
+        return data
+    functions = []
+    for ref in reward["functions"]:
+        if isinstance(ref, str) and ":" not in ref:
+            if not callable(namespace.get(ref)):
+                raise SpecError(
+                    f"reward.functions {ref!r} is no function of this kernel; define it in a cell first, "
+                    "or write module:function or path/to/file.py:function"
+                )
+            ref = ship(namespace[ref])
+        functions.append(ref)
+    return {**data, "reward": {**reward, "functions": functions}}

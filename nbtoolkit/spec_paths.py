@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nbtoolkit.spec import RunSpec
+from nbtoolkit.rewards import ship_file
+from nbtoolkit.spec import RunSpec, ShippedFunction
 
 
 def absolute(path: str, cwd: Path) -> str:
@@ -40,8 +41,19 @@ def absolute_paths(spec: RunSpec, cwd: Path | None = None) -> RunSpec:
         )
     if spec.resume not in (None, "latest"):
         updates["resume"] = absolute(spec.resume, cwd)
+    if spec.reward is not None and any(_reward_file(ref) for ref in spec.reward.functions):
+        # a reward file travels inside the spec, as a notebook's function does: every backend carries it
+        functions = [
+            ShippedFunction(**ship_file(ref, cwd)) if _reward_file(ref) else ref for ref in spec.reward.functions
+        ]
+        updates["reward"] = spec.reward.model_copy(update={"functions": functions})
     if spec.parallelism.nvme_path:
         updates["parallelism"] = spec.parallelism.model_copy(
             update={"nvme_path": absolute(spec.parallelism.nvme_path, cwd)}
         )
     return spec.model_copy(update=updates)
+
+
+def _reward_file(ref) -> bool:
+    """reward.functions entry `path/to/file.py:function` (not a module's, not shipped source)."""
+    return isinstance(ref, str) and ref.rpartition(":")[0].endswith(".py")

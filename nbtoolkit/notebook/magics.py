@@ -20,6 +20,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
+from nbtoolkit.rewards import kernel_rewards
 from nbtoolkit.runner.store import STATUSES, JobStatus
 from nbtoolkit.spec import SpecError, load_spec, merged
 from nbtoolkit.tasks import TASK_NAMES
@@ -231,7 +232,7 @@ class FinetuneMagics(Magics):
 
         args = parse_argstring(self.finetune, line)
         try:
-            data = spec_data(args, base_spec(args.spec, cell))
+            data = kernel_rewards(spec_data(args, base_spec(args.spec, cell)), self.shell.user_ns)
             if args.form:
                 from nbtoolkit.notebook.form import SpecForm
 

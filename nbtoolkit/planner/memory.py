@@ -235,6 +235,21 @@ def logits_bytes(shape: ModelShape, input_length: int, target_length: int, e: in
     return tokens * shape.vocab_size * (e + 8 if shape.loss_upcasts_logits else e)
 
 
+def reference_model_bytes(params: float, weight_bytes: int, shards: int) -> float:
+    """A frozen copy of the starting weights (DPO's and KTO's reference, GRPO's with a KL term): weights only,
+    no gradients or optimizer states; ZeRO-3 partitions it like the policy (`shards` devices), else it is whole."""
+    return weight_bytes * params / shards
+
+
+def kv_cache_bytes(shape: ModelShape, tokens: int, e: int) -> float:
+    """Generation's key/value cache for one sequence of `tokens` (prompt + completion), every layer.
+
+    Keys and values at the full attention width: an upper bound for grouped-query models, whose config
+    the shape does not keep the key/value heads of.
+    """
+    return 2 * shape.layers * shape.attention_dim * tokens * e
+
+
 def activation_bytes(
     shape: ModelShape, *, input_length: int, target_length: int, activation_bytes: int, checkpointing: bool
 ) -> float:

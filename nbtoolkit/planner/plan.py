@@ -16,7 +16,7 @@ from nbtoolkit import catalog
 from nbtoolkit.adapters import default_target_modules
 from nbtoolkit.planner import memory, timing
 from nbtoolkit.planner.shapes import ModelShape, model_shape, train_samples
-from nbtoolkit.spec import Offload, Precision, RunSpec, load_spec
+from nbtoolkit.spec import Offload, Precision, RewardSpec, RunSpec, load_spec
 
 GiB = 2**30
 #: allocator fragmentation and short-lived buffers, as a fraction of what is estimated
@@ -94,6 +94,12 @@ class Workload:
     trainable_params: int | None = None  # with an adapter: the adapters' parameters
     #: the instance's catalog (cloud) price applies; not on a cluster whose nodes the catalog does not price (Slurm)
     catalog_price: bool = True
+    #: sequences each sample trains on (preference: chosen and rejected)
+    sequences_per_sample: int = 1
+    #: a frozen reference copy of the model is kept (DPO/KTO full fine-tune, GRPO with a KL term)
+    reference_model: bool = False
+    #: GRPO: the tokens (prompt + completion) of each sampled completion, whose KV cache generation holds
+    generated_tokens: int = 0
 
     @property
     def trained_params(self) -> int:
@@ -335,6 +341,17 @@ def _model_states(setup: Setup, work: Workload) -> memory.ModelStates:
             quantized=work.adapter == "qlora",
             devices_per_node=setup.devices_per_node,
         )
+    states = _policy_states(setup, work)
+    if not work.reference_model:
+        return states
+    shards = setup.devices if setup.deepspeed and setup.zero_stage == 3 else 1
+    reference = memory.reference_model_bytes(shape.params, setup.weight_bytes if setup.deepspeed else 4, shards)
+    return replace(states, weights=states.weights + reference, ideal=states.ideal + reference)
+
+
+def _policy_states(setup: Setup, work: Workload) -> memory.ModelStates:
+    """The trained model's weights, gradients and optimizer states (full fine-tune)."""
+    shape = work.shape
     if not setup.deepspeed and setup.precision == "bf16" and setup.device and setup.device.kind == "neuron":
         return memory.full_bf16_model_states(shape.params, setup.devices_per_node)  # the launch sets XLA_USE_BF16
     if not setup.deepspeed:
@@ -358,13 +375,16 @@ def _per_device(states_bytes: float, activations: float) -> tuple[int, int]:
 
 
 def _activation_per_sample(setup: Setup, work: Workload) -> float:
-    return memory.activation_bytes(
+    """Activations kept for backward, for each sequence of a sample, plus a completion's KV cache (GRPO)."""
+    kept = memory.activation_bytes(
         work.shape,
         input_length=work.input_length,
         target_length=work.target_length,
         activation_bytes=setup.activation_bytes,
         checkpointing=setup.checkpointing,
     )
+    cache = memory.kv_cache_bytes(work.shape, work.generated_tokens, setup.activation_bytes)
+    return kept * work.sequences_per_sample + cache
 
 
 def _max_batch(states_bytes: float, per_sample: float, capacity: int) -> int:
@@ -546,9 +566,14 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
     is_seq2seq = shape.architecture == "encoder-decoder"
     adapter = spec.adapter
     modules = (adapter.target_modules or default_target_modules(shape.model_type) or ("q", "v")) if adapter else ()
+    reward = spec.reward or RewardSpec()
+    grpo = spec.task == "grpo"
+    with_reference = (
+        spec.task == "preference" and (spec.preference is None or spec.preference.method in ("dpo", "kto"))
+    ) or (grpo and reward.beta > 0)
     return Workload(
         shape=shape,
-        input_length=spec.dataset.max_length,
+        input_length=spec.dataset.max_length + (reward.max_completion_length if grpo else 0),
         target_length=spec.dataset.max_target_length if is_seq2seq else 0,
         samples=samples,
         epochs=spec.train.epochs,
@@ -558,6 +583,9 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
         adapter=adapter.type if adapter else "none",
         trainable_params=memory.lora_params(shape, adapter.r, modules) if adapter else None,
         catalog_price=spec.hardware.priced_by_catalog,
+        sequences_per_sample=2 if spec.task == "preference" else 1,
+        reference_model=with_reference and adapter is None,  # with an adapter the reference is the base, adapters off
+        generated_tokens=spec.dataset.max_length + reward.max_completion_length if grpo else 0,
     )
 
 
@@ -775,6 +803,12 @@ def formula(setup: Setup, work: Workload) -> str:
         + " + logits (e + 8)·s·V"
     )
     why = "6 + 2 for the recomputed forward" if k == 8 else "forward 2 + backward 4"
+    if work.reference_model:
+        states += f" + reference model {w if setup.deepspeed else 4}Ψ (frozen weights, no gradients or optimizer)"
+    if work.sequences_per_sample > 1:
+        activations += f", x{work.sequences_per_sample} sequences per sample (chosen and rejected)"
+    if work.generated_tokens:
+        activations += " + generation KV cache 2·layers·h·(s_prompt + s_completion)·e per completion"
     return (
         f"per device = (model states + batch x activations) x {1 + FRAGMENTATION:.2f} + "
         f"{RUNTIME_RESERVE_BYTES / GiB:.0f} GiB; model states = {states}; activations = {activations}; "

@@ -14,6 +14,7 @@ from pathlib import Path
 from nbtoolkit.adapters import default_target_modules, missing_package
 from nbtoolkit.bundled import is_bundled
 from nbtoolkit.spec import AdapterSpec, RunSpec
+from nbtoolkit.tasks import TRL_TASKS
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import model_source
 
@@ -24,6 +25,7 @@ TASK_MODELS: dict[str, tuple[str, str]] = {
     "summarization": ("SEQ_2_SEQ_LM", "AutoModelForSeq2SeqLM"),
     "causal-lm": ("CAUSAL_LM", "AutoModelForCausalLM"),
 }
+TASK_MODELS.update(dict.fromkeys(TRL_TASKS, TASK_MODELS["causal-lm"]))  # chat, preference, grpo train a causal LM
 #: beside the adapter in the model directory: the base model's config, and its weights when bundled
 BASE_DIR = "base"
 

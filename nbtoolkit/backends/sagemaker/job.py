@@ -242,7 +242,7 @@ def code_files(spec: RunSpec) -> dict[str, str]:
     files = {
         f"{CODE_DIR}/{SPEC_FILE}": shipped.model_dump_json(indent=2),
         f"{CODE_DIR}/{ENTRY_SCRIPT}": ENTRY_SOURCE,
-        f"{CODE_DIR}/{REQUIREMENTS}": CONTAINER_REQUIREMENTS,
+        f"{CODE_DIR}/{REQUIREMENTS}": CONTAINER_REQUIREMENTS + "".join(f"{line}\n" for line in trl_requirement(spec)),
     }
     if accelerator_of(spec.hardware.instance_type or "") == "neuron" and spec.neuron.precompile:
         files[f"{CODE_DIR}/{PRECOMPILE_SPEC_FILE}"] = precompile_spec(shipped).model_dump_json(indent=2)
@@ -555,3 +555,14 @@ sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__))
 #: What the container must add to a Hugging Face image for nbtoolkit's program (the image has torch,
 #: transformers, datasets and accelerate)
 CONTAINER_REQUIREMENTS = "pydantic>=2.6\npyyaml>=6\npsutil>=5.9\nplatformdirs>=3\n"
+
+
+def trl_requirement(spec: RunSpec) -> list[str]:
+    """The chat, preference and grpo tasks train on TRL: its requirement as the distribution's `chat` extra pins it."""
+    import importlib.metadata
+
+    if "chat" not in spec.extras_used:
+        return []
+    marker = re.compile(r"""^(.*?);\s*extra\s*==\s*["']chat["']$""")
+    found = (marker.match(line) for line in importlib.metadata.requires("nbtoolkit-finetune") or [])
+    return [match.group(1).strip() for match in found if match]

@@ -1,0 +1,81 @@
+"""The data preview of chat, preference and grpo runs: rows rendered through the run's chat template,
+token by token as the trainer sees them, with the tokens that carry loss marked.
+
+Uses the training program's own tokenizer set-up (nbtoolkit.train.chat_template) and the same
+`apply_chat_template(..., return_assistant_tokens_mask=True)` call TRL's SFT trainer makes, so what is
+shown is what is trained; heavy libraries load inside `chat_sample` only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nbtoolkit.chat_formats import FormatError, as_messages, as_turns, detect_format
+from nbtoolkit.spec import RunSpec
+from nbtoolkit.train.errors import TrainError
+
+#: what each task reads, when it is not one of the chat formats
+TASK_COLUMNS = {"preference": ("prompt", "chosen", "rejected"), "grpo": ("prompt",)}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One example as the model reads it: (text, carries loss) pieces in order, and its token count."""
+
+    pieces: list[tuple[str, bool]]
+    tokens: int
+
+    def marked(self) -> str:
+        """The text with the loss-carrying pieces in [[ ]] (the CLI's view)."""
+        return "".join(f"[[{text}]]" if loss else text for text, loss in self.pieces)
+
+
+def data_format(spec: RunSpec, columns: list[str]) -> str:
+    """The detected chat format (chat), or the columns a preference/grpo run reads, checked."""
+    if spec.task == "chat":
+        try:
+            return detect_format(columns, spec.dataset.format)
+        except FormatError as exc:
+            raise TrainError(str(exc)) from None
+    wanted = TASK_COLUMNS[spec.task]
+    missing = [column for column in wanted if column not in columns]
+    if missing:
+        raise TrainError(
+            f"{spec.task} data needs the column(s) {', '.join(wanted)}; this data lacks {', '.join(missing)} "
+            f"(it has {', '.join(columns)})"
+        )
+    return "/".join(wanted)
+
+
+def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered]]:
+    """The sample's format and every row rendered through the run's template (first rows first)."""
+    from nbtoolkit.train.chat_template import chat_tokenizer
+
+    fmt = data_format(spec, list(sample.column_names))
+    tokenizer = chat_tokenizer(spec)
+    return fmt, [render(tokenizer, spec.task, fmt, row) for row in sample]
+
+
+def render(tokenizer, task: str, fmt: str, row: dict) -> Rendered:
+    if task == "chat":
+        messages, prompt_only = as_messages(row, fmt), False
+    elif task == "preference":  # the chosen reply is what the policy is pulled toward
+        messages, prompt_only = as_turns(row["prompt"], "user") + as_turns(row["chosen"], "assistant"), False
+    else:  # grpo: the prompt the completions continue; no token of it carries loss
+        messages, prompt_only = as_turns(row["prompt"], "user"), True
+    encoded = tokenizer.apply_chat_template(
+        messages,
+        tokenize=True,
+        return_dict=True,
+        return_assistant_tokens_mask=not prompt_only,
+        add_generation_prompt=prompt_only,
+    )
+    ids = list(encoded["input_ids"])
+    mask = list(encoded.get("assistant_masks") or [0] * len(ids))
+    pieces: list[tuple[str, bool]] = []
+    start = 0
+    for end in range(1, len(ids) + 1):
+        if end == len(ids) or mask[end] != mask[start]:
+            pieces.append((tokenizer.decode(ids[start:end]), bool(mask[start])))
+            start = end
+    return Rendered(pieces, len(ids))

@@ -1,0 +1,187 @@
+"""Chat, preference and grpo without training: data formats, the data preview, shipping reward functions,
+the plan's reference model and generations, and what the remote backends install."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nbtoolkit.chat_formats import FormatError, as_messages, detect_format
+from nbtoolkit.planner import plan
+from nbtoolkit.rewards import RewardError, kernel_rewards, load, ship, with_rewards
+from nbtoolkit.spec import SpecError, load_spec
+
+ROWS = {
+    "messages": {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]},
+    "sharegpt": {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]},
+    "alpaca": {"instruction": "greet", "input": "in French", "output": "bonjour"},
+    "prompt-completion": {"prompt": "hi", "completion": "hello"},
+}
+
+
+@pytest.mark.parametrize("fmt", ROWS)
+def test_each_format_is_detected_and_becomes_a_conversation(fmt):
+    row = ROWS[fmt]
+    assert detect_format(row) == fmt
+    messages = as_messages(row, fmt)
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[-1]["content"] in ("hello", "bonjour")
+    if fmt == "alpaca":
+        assert messages[0]["content"] == "greet\n\nin French"
+
+
+def test_data_in_no_format_gets_one_sentence_naming_the_columns():
+    with pytest.raises(FormatError) as found:
+        detect_format(["text", "label"])
+    message = str(found.value)
+    assert "\n" not in message and "label, text" in message
+    for needed in ("messages", "conversations", "instruction + output", "prompt + completion"):
+        assert needed in message
+    with pytest.raises(FormatError, match="dataset.format 'sharegpt' needs the column"):
+        detect_format(["messages"], "sharegpt")
+
+
+def test_data_preview_renders_as_trained_with_the_loss_tokens_marked(tmp_path):
+    from nbtoolkit.data_preview import preview_data
+
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps(ROWS["sharegpt"]) + "\n" + json.dumps(ROWS["sharegpt"]) + "\n")
+    preview = preview_data({"task": "chat", "dataset": {"files": {"train": str(path)}}})
+    assert preview.data_format == "sharegpt"
+    assert (
+        preview.rendered[0].marked() == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n[[hello<|im_end|>]]\n"
+    )
+    assert preview.lengths[0].cut_at == 128 and preview.lengths[0].lengths == [preview.rendered[0].tokens] * 2
+    text = str(preview)
+    assert "format: sharegpt" in text and "[[hello<|im_end|>]]" in text
+
+    path.write_text(json.dumps({"text": "x", "label": 1}) + "\n")
+    from nbtoolkit.train.errors import TrainError
+
+    with pytest.raises(TrainError, match="in no chat format"):
+        preview_data({"task": "chat", "dataset": {"files": {"train": str(path)}}})
+
+
+def counts_words(completions, **kwargs):
+    return [float(len(str(c).split())) for c in completions]
+
+
+def test_a_shipped_reward_runs_from_its_source_alone():
+    shipped = ship(counts_words)
+    assert load(shipped)(["a b c", "d"]) == [3.0, 1.0]
+    spec = with_rewards(load_spec({"task": "grpo"}), [counts_words])
+    assert spec.reward.functions[0].name == "counts_words"
+
+
+def test_what_cannot_be_shipped_is_refused_in_one_sentence():
+    factor = 2.0
+
+    def scaled(completions, **kwargs):
+        return [factor for _ in completions]
+
+    for function, words in [
+        (scaled, "defined inside a function"),
+        (lambda completions, **kwargs: [0.0], "a lambda"),
+        (len, "is not a Python function"),
+    ]:
+        with pytest.raises(RewardError) as found:
+            ship(function)
+        assert words in str(found.value) and "\n" not in str(found.value)
+    with pytest.raises(SpecError, match="rewards apply to task grpo"):
+        with_rewards(load_spec({"task": "chat"}), [counts_words])
+
+
+def test_a_reward_defined_in_a_notebook_cell_is_shipped_by_name(shell):
+    """The function, the imports and constants it reads, and the kernel helpers it calls travel; a live object not."""
+    shell.run_cell(
+        "import math\nimport re\nSCALE = 0.5\nPATTERN = re.compile(r'\\d+')\n"
+        "def _size(text):\n    return math.log1p(len(text))\n"
+        "def length_reward(completions, **kwargs):\n    return [SCALE * _size(str(c)) for c in completions]\n"
+        "def digits_reward(completions, **kwargs):\n    return [float(bool(PATTERN.search(str(c)))) for c in completions]\n"
+    )
+    data = kernel_rewards({"task": "grpo", "reward": {"functions": ["length_reward"]}}, shell.user_ns)
+    shipped = data["reward"]["functions"][0]
+    assert shipped["source"].startswith("import math\nSCALE = 0.5\ndef _size(text):")
+    assert load(shipped)(["abc"]) == pytest.approx([0.5 * 1.3862943611198906])
+    assert load_spec(data).reward.functions[0].name == "length_reward"
+    with pytest.raises(SpecError, match="digits_reward reads PATTERN, a live Pattern object of the kernel"):
+        kernel_rewards({"task": "grpo", "reward": {"functions": ["digits_reward"]}}, shell.user_ns)
+    with pytest.raises(SpecError, match="'nothing' is no function of this kernel"):
+        kernel_rewards({"task": "grpo", "reward": {"functions": ["nothing"]}}, shell.user_ns)
+
+
+def test_reward_files_travel_inside_the_spec(tmp_path):
+    from nbtoolkit.spec_paths import absolute_paths
+
+    (tmp_path / "my_rewards.py").write_text("def short(completions, **kwargs):\n    return [1.0] * len(completions)\n")
+    spec = load_spec(
+        {"task": "grpo", "reward": {"functions": ["my_rewards.py:short", "nbtoolkit.rewards:number_reply"]}}
+    )
+    shipped = absolute_paths(spec, tmp_path).reward.functions
+    assert shipped[0].name == "short" and "def short" in shipped[0].source
+    assert shipped[1] == "nbtoolkit.rewards:number_reply"
+    with pytest.raises(SpecError, match="defines no function 'long'"):
+        absolute_paths(load_spec({"task": "grpo", "reward": {"functions": ["my_rewards.py:long"]}}), tmp_path)
+
+
+QWEN = {
+    "model": "Qwen/Qwen2.5-0.5B-Instruct",
+    "hardware": {"accelerator": "cuda", "instance_type": "g5.xlarge"},
+    "precision": "bf16",
+    "dataset": {"max_length": 512},
+    "train": {"batch_size": 2, "max_steps": 100},
+}
+
+
+def test_plan_of_full_dpo_counts_the_reference_model_and_lora_does_not():
+    chat, dpo = plan({**QWEN, "task": "chat"}), plan({**QWEN, "task": "preference"})
+    reference = 4 * chat.params  # frozen fp32 weights: no gradients, no optimizer states
+    assert dpo.memory.weights - chat.memory.weights == reference
+    assert dpo.memory.gradients == chat.memory.gradients and dpo.memory.optimizer == chat.memory.optimizer
+    assert dpo.memory.activations == 2 * chat.memory.activations  # chosen and rejected
+    assert "reference model" in dpo.formula and "reference model" not in chat.formula
+    lora = {"adapter": {"r": 16}}
+    chat_lora, dpo_lora = plan({**QWEN, **lora, "task": "chat"}), plan({**QWEN, **lora, "task": "preference"})
+    assert dpo_lora.memory.weights == chat_lora.memory.weights and "reference model" not in dpo_lora.formula
+
+
+def test_plan_of_grpo_holds_the_generations_and_a_reference_only_with_its_kl_term():
+    chat = plan({**QWEN, "task": "chat", "dataset": {"max_length": 544}})
+    grpo = plan({**QWEN, "task": "grpo", "reward": GRPO_REWARD})
+    assert grpo.memory.weights == chat.memory.weights
+    assert grpo.memory.activations > chat.memory.activations  # + the completions' KV cache
+    assert "KV cache" in grpo.formula
+    with_kl = plan({**QWEN, "task": "grpo", "reward": {**GRPO_REWARD, "beta": 0.04}})
+    assert with_kl.memory.weights - grpo.memory.weights == 4 * grpo.params
+
+
+GRPO_REWARD = {"functions": ["nbtoolkit.rewards:number_reply"], "max_completion_length": 32}
+
+
+def test_remote_backends_install_trl_for_these_tasks():
+    from nbtoolkit.backends.sagemaker.job import code_files
+    from nbtoolkit.backends.skypilot.task import requirement
+
+    chat = load_spec({"task": "chat"})
+    assert chat.extras_used == ("chat",) and "[chat]" in requirement(chat)
+    sagemaker = {
+        "hardware": {"target": "sagemaker", "instance_type": "ml.g5.xlarge"},
+        "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm"},
+    }
+    files = code_files(load_spec({"task": "preference", **sagemaker}))
+    assert "trl>=1.16" in next(text for name, text in files.items() if name.endswith("requirements.txt"))
+
+
+def test_spec_rules_of_the_new_blocks_are_one_sentence():
+    for data, words in [
+        ({"task": "chat", "preference": {}}, "the preference block applies to task preference"),
+        ({"task": "grpo", "dataset": {"files": {"train": "x.jsonl"}}}, "task grpo on your own data needs reward"),
+        ({"task": "grpo", "reward": {"functions": ["nocolon"]}}, "names no function"),
+        ({"task": "grpo", "reward": {"use_vllm": True}}, "reward.use_vllm needs a cuda accelerator"),
+        ({"task": "chat", "dataset": {"chat_template": "llama9"}}, "neither a Jinja template nor a named one"),
+        ({"task": "preference", "preference": {"method": "ppo"}}, "preference.method"),
+    ]:
+        with pytest.raises(SpecError) as found:
+            load_spec(data)
+        assert words in str(found.value), str(found.value)

@@ -1,0 +1,121 @@
+"""Chat, preference and grpo on TRL's trainers: real jobs of the bundled tiny chat model, all started at once.
+
+chat on 1 rank (and the template parity: trained == saved == predicted, token for token), grpo on 1 rank
+(its reward over the arithmetic prompts rises), DPO on 2 ranks (torchrun, with a reference copy), chat
+with LoRA on 2 ranks, and DPO under DeepSpeed ZeRO-3 on 2 CPU ranks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nbtoolkit.api import Job, launch
+from nbtoolkit.runner import JobStore
+
+pytestmark = pytest.mark.heavy  # real multi-process training: run first under pytest -n (tests/conftest.py)
+
+STEPS = {"max_steps": 4, "batch_size": 4, "logging_steps": 1, "learning_rate": 1.0e-3}
+TWO_RANKS = {"hardware": {"devices": 2}, "parallelism": {"strategy": "ddp"}}
+RUNS = {
+    "chat": {"task": "chat", "train": {**STEPS, "max_steps": 6, "learning_rate": 3.0e-3}},
+    # 16 completions a step (4 prompts x 4); a high rate moves a random model's first tokens within 10 steps
+    "grpo": {
+        "task": "grpo",
+        "dataset": {"eval_split": None},
+        "reward": {"num_generations": 4, "max_completion_length": 8},
+        "train": {"max_steps": 10, "batch_size": 16, "logging_steps": 1, "learning_rate": 5.0e-2},
+    },
+    "dpo-ddp": {"task": "preference", **TWO_RANKS, "train": STEPS},
+    "chat-lora-ddp": {"task": "chat", "adapter": {"r": 8}, **TWO_RANKS, "train": {**STEPS, "learning_rate": 1.0e-2}},
+    "dpo-zero3": {
+        "task": "preference",
+        "hardware": {"devices": 2},
+        "parallelism": {"strategy": "deepspeed", "zero_stage": 3},
+        "dataset": {"eval_split": None},
+        "train": STEPS,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory) -> dict[str, Job]:
+    store = JobStore(tmp_path_factory.mktemp("nbhome"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", "1")
+        started = {name: launch(spec, store=store) for name, spec in RUNS.items()}
+    for job in started.values():
+        job.wait(timeout=400)
+    return started
+
+
+def train_records(job: Job) -> list[dict]:
+    assert job.record.status == "succeeded", job.logs(tail=40)
+    return [record for record in job.records() if record["kind"] == "train"]
+
+
+def test_chat_trains_on_the_assistant_turns(jobs):
+    records = train_records(jobs["chat"])
+    losses = [record["loss"] for record in records]
+    assert len(losses) == 6 and losses[-1] < losses[0] - 0.2, losses
+    assert "dataset format: messages (detected)" in jobs["chat"].logs()
+
+
+def test_template_parity_trained_saved_predicted(jobs):
+    """The template the trainer rendered with, the one saved beside the model, and the one predict renders
+    with are the same, token for token; the saved generation config stops at the template's end of turn."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    from nbtoolkit.chat_formats import CHATML
+    from nbtoolkit.train.chat_template import chat_tokenizer
+
+    job = jobs["chat"]
+    model_dir = job.dir / "output" / "model"
+    trained, saved = chat_tokenizer(job.spec), AutoTokenizer.from_pretrained(model_dir)
+    assert trained.chat_template == saved.chat_template == CHATML
+    conversation = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "What is 2 + 3?"},
+        {"role": "assistant", "content": "2 + 3 = 5. The answer is 5."},
+        {"role": "user", "content": "What is 7 - 4?"},
+    ]
+    as_trained = trained.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)["input_ids"]
+    as_saved = saved.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)["input_ids"]
+    assert list(as_trained) == list(as_saved)
+    answer, short = job.predict([conversation, "What is 1 + 1?"])  # a conversation, and a text as one user turn
+    assert saved(answer["prompt"], add_special_tokens=False)["input_ids"] == list(as_trained)
+    assert isinstance(answer["reply"], str) and short["prompt"].endswith(
+        "What is 1 + 1?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert GenerationConfig.from_pretrained(model_dir).eos_token_id == saved.convert_tokens_to_ids("<|im_end|>")
+
+
+def test_grpo_reward_rises_on_the_arithmetic_prompts(jobs):
+    records = train_records(jobs["grpo"])
+    rewards = [record["reward"] for record in records]
+    assert len(rewards) == 10
+    assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.1, rewards
+    for name in ("correct_answer", "number_reply"):  # each function's own series reaches metrics.jsonl
+        assert all(f"rewards/{name}/mean" in record for record in records)
+    assert all(record["completions/mean_length"] <= 8 for record in records)
+
+
+@pytest.mark.parametrize("name", ["dpo-ddp", "dpo-zero3"])
+def test_dpo_on_two_ranks_logs_its_rewards(jobs, name):
+    records = train_records(jobs[name])
+    assert len(records) == 4
+    for key in ("rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies"):
+        assert all(key in record for record in records), key
+    assert records[0]["loss"] == pytest.approx(0.6931, abs=1e-3)  # log 2: the policy starts as its reference
+    assert records[-1]["rewards/margins"] > 0
+    assert "2 process(es)" in jobs[name].logs()
+
+
+def test_chat_lora_on_two_ranks_saves_the_adapter_alone(jobs):
+    from safetensors.torch import load_file
+
+    job = jobs["chat-lora-ddp"]
+    losses = [record["loss"] for record in train_records(job)]
+    assert losses[-1] < losses[0], losses
+    saved = load_file(job.dir / "output" / "model" / "adapter_model.safetensors")
+    assert saved and all("lora_" in name for name in saved)
+    assert "2 process(es)" in job.logs()
