@@ -4,17 +4,24 @@ A JupyterLab server (tests/ui's) and headless Chromium show a notebook whose cel
 (`jobs()[0].chart()`: drawn by the browser, which polls the REST API). Jobs alternate in ABBA order
 (plain, charted, charted, plain, ...) in the server's job store, so machine load drifts evenly over both;
 a plain job runs with the same page open and no chart cell run. Each job's speed is its steady-state
-samples/s from its own metrics. Printed per pair: both speeds, their ratio, and the kernel's CPU share
+samples/s from its own metrics. Printed per pair: both speeds, their ratio, the kernel's CPU share
 while the charted job ran (psutil: the kernel process's CPU seconds / wall seconds, from the chart cell's
-end to the job's end); then the median ratio (goal >= 0.99) and the median share (goal < 1% of one core).
-`--kernel-chart-runs N` adds N charted jobs drawn by the kernel (`live="kernel"`) for comparison.
+end to the job's end) and the Jupyter server's share while each job ran; then the median ratio (goal >= 0.99)
+and the median kernel share (goal < 1% of one core). `--kernel-chart-runs N` adds N charted jobs drawn by the
+kernel (`live="kernel"`) for comparison.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/monitoring_overhead.py [--pairs 6] [--steps 12000]
+On a training host the browser runs on the user's laptop, not beside the job: by default (`--pin browser`)
+Chromium runs on the machine's last core(s) and everything else (the job, the Jupyter server, the kernel) on
+the others, so the figure is the server's and the kernel's cost, not the browser's. `--pin browser+server`
+moves the server there too; `--pin none` shares every core. A machine of one core pins nothing.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/monitoring_overhead.py [--pairs 6] [--steps 12000] [--pin browser]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -52,6 +59,29 @@ class Run:
     wall_s: float
     #: the kernel's CPU seconds per wall second while the job ran (None for a plain run)
     kernel_share: float | None
+    #: the Jupyter server's CPU seconds per wall second while the job ran
+    server_share: float
+
+
+def split_cores(pin: str) -> tuple[set[int], set[int], set[int]]:
+    """(the job's cores, the browser's, the server's): the browser (and with `browser+server` the server) on the
+    last quarter of this process's cores (at least one), the job on the rest; all shared with `none` or one core."""
+    cores = sorted(os.sched_getaffinity(0))
+    if pin == "none" or len(cores) < 2:
+        return set(cores), set(cores), set(cores)
+    watching = set(cores[-max(1, len(cores) // 4) :])
+    job = set(cores) - watching
+    return job, watching, watching if pin == "browser+server" else job
+
+
+def lab_process(lab: Lab) -> psutil.Process:
+    """The Jupyter server's process (serving lab.url's port)."""
+    port = int(lab.url.rstrip("/").rsplit(":", 1)[1])
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "jupyterlab" in process.cmdline() and f"--port={port}" in process.cmdline():
+                return process
+    raise RuntimeError(f"no Jupyter server process on port {port}")
 
 
 def kernel_of(lab: Lab) -> psutil.Process:
@@ -81,19 +111,23 @@ def run_cell(page: Page, index: int) -> None:
     expect(prompt).to_have_text(re.compile(r"\[\d+\]"), timeout=60_000)
 
 
-def run_job(spec: dict, store: JobStore, page: Page, kernel: psutil.Process, chart_cell: int | None) -> Run:
+def run_job(
+    spec: dict, store: JobStore, page: Page, kernel: psutil.Process, server: psutil.Process, chart_cell: int | None
+) -> Run:
     """One job, charted by the notebook's cell `chart_cell` (or not charted)."""
     job: Job = launch(spec, store=store)
     share = None
     if chart_cell is not None:
         run_cell(page, chart_cell)
-        cpu, started = cpu_seconds(kernel), time.monotonic()
+    cpu, server_cpu, started = cpu_seconds(kernel), cpu_seconds(server), time.monotonic()
     status = job.wait()
+    wall = time.monotonic() - started
     if chart_cell is not None:
-        share = (cpu_seconds(kernel) - cpu) / (time.monotonic() - started)
+        share = (cpu_seconds(kernel) - cpu) / wall
     if status != "succeeded":
         raise SystemExit(f"job {job.id} {status}: {job.record.message}")
-    return Run(steady_state(job.records()).samples_per_second, job.record.elapsed, share)
+    server_share = (cpu_seconds(server) - server_cpu) / wall
+    return Run(steady_state(job.records()).samples_per_second, job.record.elapsed, share, server_share)
 
 
 def main() -> None:
@@ -101,22 +135,36 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--steps", type=int, default=12000, help="steps per job (a minute or more each)")
     parser.add_argument("--kernel-chart-runs", type=int, default=1)
+    parser.add_argument("--pin", choices=("browser", "browser+server", "none"), default="browser")
     args = parser.parse_args()
     spec = tiny_spec(args.steps)
     base = Path(tempfile.mkdtemp(prefix="nbtoolkit-bench-"))
-    with lab_server(base / "lab") as lab, chromium(base / "chromium") as browser:
+    job_cores, browser_cores, server_cores = split_cores(args.pin)
+    with contextlib.ExitStack() as started:
+        # each process takes the cores of the process that starts it: this one's, set just before
+        os.sched_setaffinity(0, server_cores)
+        lab = started.enter_context(lab_server(base / "lab"))
+        os.sched_setaffinity(0, browser_cores)
+        browser = started.enter_context(chromium(base / "chromium"))
+        os.sched_setaffinity(0, job_cores)  # the jobs' supervisors and ranks
         store = JobStore(lab.home)
+        server = lab_process(lab)
         write_notebook(lab.root_dir / "bench.ipynb", *CELLS)
         page = browser.new_page()
         page.set_default_timeout(60_000)
         page.goto(lab.tree("bench.ipynb"))
         run_first_cell(page)
         kernel = kernel_of(lab)
-        print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at the start", flush=True)
+        print(
+            f"{os.cpu_count()} cores; the job on {sorted(job_cores)}, the server and its kernel on "
+            f"{sorted(server_cores)}, the browser on {sorted(browser_cores)} (--pin {args.pin}); load average "
+            f"{os.getloadavg()[0]:.2f} at the start",
+            flush=True,
+        )
         ratios, shares = [], []
         for pair in range(args.pairs):
             order = (None, BROWSER) if pair % 2 == 0 else (BROWSER, None)
-            runs = {cell: run_job(spec, store, page, kernel, cell) for cell in order}
+            runs = {cell: run_job(spec, store, page, kernel, server, cell) for cell in order}
             plain, charted = runs[None], runs[BROWSER]
             ratios.append(charted.samples_per_second / plain.samples_per_second)
             shares.append(charted.kernel_share)
@@ -124,6 +172,7 @@ def main() -> None:
                 f"pair {pair + 1}: plain {plain.samples_per_second:7.1f} samples/s ({plain.wall_s:.0f} s) | "
                 f"charted {charted.samples_per_second:7.1f} samples/s ({charted.wall_s:.0f} s) | "
                 f"ratio {ratios[-1]:.3f} | kernel CPU {100 * charted.kernel_share:.2f}% of a core | "
+                f"server CPU {100 * plain.server_share:.2f}% plain, {100 * charted.server_share:.2f}% charted | "
                 f"load {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
@@ -135,7 +184,7 @@ def main() -> None:
                 flush=True,
             )
         for number in range(args.kernel_chart_runs):
-            run = run_job(spec, store, page, kernel, KERNEL)
+            run = run_job(spec, store, page, kernel, server, KERNEL)
             print(
                 f"kernel-drawn chart {number + 1}: {run.samples_per_second:.1f} samples/s ({run.wall_s:.0f} s); "
                 f"kernel CPU {100 * run.kernel_share:.2f}% of a core",
