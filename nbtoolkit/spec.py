@@ -319,6 +319,9 @@ class TrainSpec(SpecBlock):
     save_total_limit: int | None = Field(2, ge=1)
     gradient_checkpointing: bool = False
     predict_with_generate: bool | None = Field(None, description="summarization; default on except on Neuron")
+    from_config: bool = Field(
+        False, description="random weights from the model's config, not its pretrained ones (run_clm's --model_type)"
+    )
 
 
 class AdapterSpec(SpecBlock):

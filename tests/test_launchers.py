@@ -263,8 +263,9 @@ def test_neuron_commands_and_env_follow_the_tutorials():
     precompile, train, predict = launch.stages
     # seed 002: `torchrun --nproc_per_node=2 ...` on a trn1.2xlarge's 2 NeuronCores
     assert train.argv[:3] == ["torchrun", "--nnodes=1", "--nproc_per_node=2"]
-    # seed 000: `XLA_USE_BF16=1` for bf16; `neuron_parallel_compile <the same command>` with fewer steps
-    assert launch.env["XLA_USE_BF16"] == "1"
+    # seed 000's XLA_USE_BF16=1 ended with Neuron 2.24: the model cast to bf16 with stochastic rounding replaces it;
+    # `neuron_parallel_compile <the same command>` with fewer steps
+    assert launch.env["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "1" and "XLA_USE_BF16" not in launch.env
     assert precompile.argv[0] == "neuron_parallel_compile" and precompile.argv[1:-5] == train.argv[:-1]
     assert precompile.argv[-5:] == [
         "precompile/spec.json",
@@ -275,13 +276,13 @@ def test_neuron_commands_and_env_follow_the_tutorials():
     ]
     short = json.loads(launch.files["precompile/spec.json"])
     assert short["train"]["max_steps"] == 10 and short["train"]["predict_with_generate"] is False
-    # seed 000: predict with generate on CPU, NEURON_NUM_DEVICES=0
-    assert predict.env == {"NEURON_NUM_DEVICES": "0"}
+    # seed 000: predict with generate on CPU, NEURON_NUM_DEVICES=0, on the trn1.2xlarge's 4 cores (not one thread)
+    assert predict.env == {"NEURON_NUM_DEVICES": "0", "OMP_NUM_THREADS": "4"}
     assert predict.argv == ["python3", "-m", "nbtoolkit.train.predict", "--spec", "spec.json"]
     assert launch.env["NEURON_CC_FLAGS"] == "--cache_dir=/var/tmp/neuron-compile-cache"
     run_sh = launch.run_sh()
     assert "\nneuron_parallel_compile torchrun --nnodes=1 --nproc_per_node=2 " in run_sh
-    assert "\nNEURON_NUM_DEVICES=0 python3 -m nbtoolkit.train.predict --spec spec.json\n" in run_sh
+    assert "\nNEURON_NUM_DEVICES=0 OMP_NUM_THREADS=4 python3 -m nbtoolkit.train.predict --spec spec.json\n" in run_sh
 
 
 def test_neuron_workers_per_instance_type():
@@ -294,7 +295,7 @@ def test_neuron_workers_per_instance_type():
     plain = render(
         {**NEURON, "precision": "fp32", "neuron": {"precompile": False, "cc_flags": "--model-type=transformer"}}
     )
-    assert [stage.name for stage in plain.stages] == ["train"] and "XLA_USE_BF16" not in plain.env
+    assert [stage.name for stage in plain.stages] == ["train"] and "NEURON_RT_STOCHASTIC_ROUNDING_EN" not in plain.env
     assert plain.env["NEURON_CC_FLAGS"] == "--cache_dir=/var/tmp/neuron-compile-cache --model-type=transformer"
 
 

@@ -52,13 +52,20 @@ def test_the_flan_t5_launch_is_the_tutorials():
 
 def test_the_bert_emotion_launch_is_the_tutorials():
     """Seed 002: `torchrun --nproc_per_node=2 run_glue.py ... --bf16 True --per_device_train_batch_size 16
-    --learning_rate 5e-5 --num_train_epochs 3` on a trn1.2xlarge, no separate precompile."""
+    --learning_rate 5e-5 --num_train_epochs 3` on a trn1.2xlarge, no separate precompile; run_glue's defaults for
+    the rest: eval batch 8, a log line every 500 steps, one evaluation after training."""
     golden = GOLDEN / "bert-emotion-trainium"
     run_sh = (golden / "run.sh").read_text()
-    assert "torchrun --nnodes=1 --nproc_per_node=2 " in run_sh and "export XLA_USE_BF16=1" in run_sh
+    assert "torchrun --nnodes=1 --nproc_per_node=2 " in run_sh and "export NEURON_RT_STOCHASTIC_ROUNDING_EN=1" in run_sh
+    assert "XLA_USE_BF16" not in run_sh  # ended with Neuron 2.24
     assert "neuron_parallel_compile" not in run_sh and run_sh.count("# stage: ") == 1
     spec = json.loads((golden / "spec.json").read_text())
     assert (spec["train"]["batch_size"], spec["train"]["learning_rate"], spec["train"]["epochs"]) == (16, 5e-5, 3)
+    assert (spec["train"]["eval_batch_size"], spec["train"]["logging_steps"], spec["extra"]) == (
+        8,
+        500,
+        {"eval_strategy": "no"},
+    )
     assert spec["dataset"]["name"] == "philschmid/emotion" and spec["precision"] == "bf16"
 
 
@@ -93,17 +100,39 @@ def test_the_bert_qa_launch_is_the_tutorials():
 
 
 @pytest.mark.parametrize(
-    ("name", "workers", "model"), [("t5-small-trainium", 2, "t5-small"), ("t5-large-trainium", 32, "t5-large")]
+    ("name", "workers", "model", "batch", "accum", "cores"),
+    [("t5-small-trainium", 2, "t5-small", 32, 32, 4), ("t5-large-trainium", 32, "t5-large", 4, 11, 64)],
 )
-def test_the_t5_trainium_launches_are_the_tutorials(name, workers, model):
-    """Seed 000: precompile, then torchrun with one worker per NeuronCore in full bf16 (batch 4: "Total train batch
-    size" 8 on 2 workers), then predict_with_generate
-    on CPU (NEURON_NUM_DEVICES=0) over the test split; t5-large on a trn1.32xlarge's 32 workers."""
+def test_the_t5_trainium_launches_are_the_tutorials(name, workers, model, batch, accum, cores):
+    """Seed 000 and its scripts (run_2w.sh, run_32w.sh): precompile on the same command cut to --max_steps 100
+    --max_eval_samples 100, then torchrun with one worker per NeuronCore at the scripts' batch and gradient
+    accumulation, eval on validation once, in full bf16 by the pinned SDK's mechanism (XLA_USE_BF16 ended with 2.24);
+    then predict_with_generate on CPU (NEURON_NUM_DEVICES=0) over the test split on every core, not one."""
     run_sh = (GOLDEN / name / "run.sh").read_text()
     stages = [line.removeprefix("# stage: ") for line in run_sh.splitlines() if line.startswith("# stage: ")]
-    assert stages == ["precompile", "train", "predict"] and "export XLA_USE_BF16=1" in run_sh
+    assert stages == ["precompile", "train", "predict"] and "export NEURON_RT_STOCHASTIC_ROUNDING_EN=1" in run_sh
+    assert "XLA_USE_BF16" not in run_sh
     assert f"neuron_parallel_compile torchrun --nnodes=1 --nproc_per_node={workers} " in run_sh
-    assert "NEURON_NUM_DEVICES=0 python3 -m nbtoolkit.train.predict --spec spec.json" in run_sh
+    assert f"NEURON_NUM_DEVICES=0 OMP_NUM_THREADS={cores} python3 -m nbtoolkit.train.predict --spec spec.json" in run_sh
     spec = json.loads((GOLDEN / name / "spec.json").read_text())
-    assert spec["model"] == model and spec["dataset"]["eval_split"] == "test"
-    assert (spec["train"]["batch_size"], spec["train"]["grad_accum"], spec["train"]["epochs"]) == (4, 1, 3)
+    assert spec["model"] == model and spec["dataset"]["eval_split"] == "validation"
+    assert spec["extra"]["eval_strategy"] == "no" and spec["neuron"]["predict_split"] == "test"
+    assert (spec["train"]["batch_size"], spec["train"]["grad_accum"], spec["train"]["eval_batch_size"]) == (
+        batch,
+        accum,
+        4,
+    )
+    trial = json.loads((GOLDEN / name / "precompile" / "spec.json").read_text())
+    assert trial["train"]["max_steps"] == 100 and trial["dataset"]["max_eval_samples"] == 100
+    assert spec["extra"]["dataloader_drop_last"]  # a last partial batch would be a graph no trial traced
+    for section in ("train", "dataset", "extra", "precision"):  # otherwise the very run it traces
+        differs = (
+            {
+                key
+                for key in set(trial[section]) | set(spec[section])
+                if (trial[section] or {}).get(key) != (spec[section] or {}).get(key)
+            }
+            if isinstance(spec[section], dict)
+            else ({section} if trial[section] != spec[section] else set())
+        )
+        assert differs <= {"max_steps", "save_steps", "predict_with_generate", "max_eval_samples"}, differs

@@ -129,7 +129,8 @@ def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cac
     job = training_job(spec)
     assert job.distributed and job.processes_per_node == 2 and job.precompile  # one worker per NeuronCore
     assert job.image_uri.startswith("763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:")
-    assert job.environment["NEURON_CC_FLAGS"] == "--cache_dir={neuron_cache}" and job.environment["XLA_USE_BF16"] == "1"
+    assert job.environment["NEURON_CC_FLAGS"] == "--cache_dir={neuron_cache}"
+    assert job.environment["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "1"  # full bf16 on SDK 2.26 (XLA_USE_BF16 ended)
     precompile = job.for_phase("precompile")
     assert precompile.environment["RUN_NEURON_PARALLEL_COMPILE"] == "1" and precompile.metric_definitions == []
     assert precompile.environment["NBTOOLKIT_SPEC_FILE"] == "precompile.json"

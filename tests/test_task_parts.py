@@ -84,7 +84,7 @@ def test_summarization_prompt_keeps_the_template_whole_and_pads_labels_with_minu
     )
     labels = setup.train_dataset[0]["labels"]
     assert len(labels) == 48 and labels[-1] == -100 and tokenizer.pad_token_id not in labels
-    assert rouge(["Work begins in May."], ["Work begins in May."])["rougeLsum"] == pytest.approx(1.0)
+    assert rouge(["Work begins in May."], ["Work begins in May."])["rougeLsum"] == pytest.approx(100.0)  # x100
     assert rouge(["Shares rise."], ["Council votes."])["rouge1"] == 0.0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -9,11 +10,15 @@ from datasets import Dataset, DatasetDict, load_dataset
 from datasets.exceptions import DatasetNotFoundError
 
 from nbtoolkit.bundled import bundled_files
+from nbtoolkit.catalog import CatalogError
+from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.errors import TrainError
 
 FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+#: below this many rows per worker, starting map workers costs more than it saves
+ROWS_PER_MAP_WORKER = 1000
 
 
 def load_splits(spec: RunSpec) -> DatasetDict:
@@ -91,3 +96,15 @@ def column(spec: RunSpec, dataset: Dataset, field: str) -> str:
             f"dataset.{field} '{name}' is not a column of the data; its columns are {', '.join(dataset.column_names)}"
         )
     return name
+
+
+def map_workers(spec: RunSpec, rows: int) -> int | None:
+    """`num_proc` for tokenizing `rows` examples: the instance's vCPUs (only the node's first process maps;
+    the others read its cache, see program.prepared_once_per_node), never more than this machine has (a
+    rehearsal here of a 96-vCPU run), nor workers with under ROWS_PER_MAP_WORKER rows each. None: in-process."""
+    try:
+        vcpus = catalog_instance(str(spec.hardware.instance_type)).vcpus
+    except CatalogError:
+        vcpus = os.cpu_count() or 1
+    workers = min(vcpus, os.cpu_count() or 1, rows // ROWS_PER_MAP_WORKER)
+    return workers if workers > 1 else None

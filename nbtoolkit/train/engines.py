@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,8 @@ class Engine:
     trainer_class: type | None = None  # default: the task's, else transformers.Trainer
     arguments_class: type | None = None  # default: transformers.TrainingArguments
     arguments: dict[str, Any] = field(default_factory=dict)
+    #: applied to the model before the Trainer gets it (e.g. the cast of a full-bf16 Neuron run)
+    prepare_model: Callable[[Any], Any] | None = None
 
 
 def is_local_main() -> bool:
@@ -30,17 +33,32 @@ def engine_for(spec: RunSpec) -> Engine:
             announce_op_builds(DEEPSPEED_CONFIG_FILE)
         return Engine(arguments={"deepspeed": DEEPSPEED_CONFIG_FILE})
     if spec.hardware.accelerator == "neuron":
-        return neuron_engine()
+        return neuron_engine(spec)
     return Engine()
 
 
-def neuron_engine() -> Engine:
+def neuron_engine(spec: RunSpec) -> Engine:
     """optimum-neuron's NeuronTrainer when installed (the BERT-on-trn1 tutorial's, with bf16 from the
-    arguments); else the plain Trainer on XLA, where XLA_USE_BF16=1 casts to bf16 (the T5 tutorial's)."""
+    arguments); else the plain Trainer on XLA (the T5 tutorial's).
+
+    Full bf16 on the plain Trainer is the pinned SDK's documented mechanism: the model cast to bfloat16, with
+    stochastic rounding on (the backend sets NEURON_RT_STOCHASTIC_ROUNDING_EN=1); XLA_USE_BF16, which the
+    tutorial used, ended with Neuron 2.24. The Trainer's own bf16 (CUDA/CPU autocast) stays off.
+    """
     try:
         from optimum.neuron import NeuronTrainer, NeuronTrainingArguments
     except ImportError:
-        return Engine(arguments={"bf16": False})
+        cast = spec.precision == "bf16"
+        return Engine(
+            arguments={"bf16": False},
+            prepare_model=bf16_model if cast else None,
+        )
     if is_local_main():
         print("[nbtoolkit] optimum-neuron is installed: training with its NeuronTrainer", flush=True)
     return Engine(trainer_class=NeuronTrainer, arguments_class=NeuronTrainingArguments)
+
+
+def bf16_model(model: Any) -> Any:
+    import torch
+
+    return model.to(torch.bfloat16)

@@ -52,14 +52,26 @@ def ensure_pad_token(tokenizer: PreTrainedTokenizerBase) -> None:
 
 
 def load_model(
-    auto_class, name: str, tokenizer: PreTrainedTokenizerBase, *, quantized: bool = False, **config_overrides
+    auto_class,
+    name: str,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    quantized: bool = False,
+    from_config: bool = False,
+    **config_overrides,
 ):
     """`auto_class` (e.g. AutoModelForSequenceClassification) from the hub/a path, or built tiny.
 
     `quantized`: 4-bit weights for QLoRA (pretrained models only; the adapter check says so first).
+    `from_config`: the model's architecture with random weights (training from scratch, train.from_config).
     """
     if is_bundled(name):
         return auto_class.from_config(tiny_config(name, tokenizer, **config_overrides))
+    if from_config:
+        config = model_config(name)
+        for key, value in config_overrides.items():
+            setattr(config, key, value)
+        return auto_class.from_config(config)
     if quantized:
         config_overrides = {**config_overrides, **quantized_loading()}
     return auto_class.from_pretrained(model_source(name), **config_overrides)

@@ -90,7 +90,11 @@ def predict(spec: RunSpec, metrics_path: str, output_dir: str) -> dict:
     if not (model_dir / "config.json").is_file() and not (model_dir / "adapter_config.json").is_file():
         raise TrainError(f"there is no trained model in {model_dir} to predict with; the train stage saves it there")
     model_dir = full_model(model_dir, spec)
-    metrics = evaluate_model(cpu_spec(spec, model_dir), Path(output_dir) / "predict", needs="neuron.predict")
+    # the tutorial's --do_predict split (test), not the split training evaluated on (validation)
+    predicted = spec.model_copy(
+        update={"dataset": spec.dataset.model_copy(update={"eval_split": spec.neuron.predict_split})}
+    )
+    metrics = evaluate_model(cpu_spec(predicted, model_dir), Path(output_dir) / "predict", needs="neuron.predict")
     steps = [record["step"] for record in read_metrics(metrics_path) if record.get("kind") == "train"]
     record = {
         "time": time.time(),

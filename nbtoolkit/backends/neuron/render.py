@@ -9,6 +9,8 @@ from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.neuron.settings import NEURON_WORKERS, NeuronSpec
 from nbtoolkit.backends.program import program_args
 from nbtoolkit.backends.torchrun.render import rendezvous_port, torchrun_argv, torchrun_launch, train_stage
+from nbtoolkit.catalog import CatalogError
+from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.launches import Launch, Stage
 from nbtoolkit.spec import RunSpec
 
@@ -19,25 +21,52 @@ TORCHRUN_ON_PATH = ["torchrun"]
 PYTHON = "python3"
 PRECOMPILE_DIR = "precompile"
 PREDICT_ENV = {"NEURON_NUM_DEVICES": "0"}
+STOCHASTIC_ROUNDING = "NEURON_RT_STOCHASTIC_ROUNDING_EN"
+#: trn1 instances run two hardware threads per core (128 vCPUs = 64 cores on a trn1.32xlarge)
+THREADS_PER_CORE = 2
 
 
 def neuron_env(spec: RunSpec) -> dict[str, str]:
-    """The tutorials' environment: the persistent compile cache, full bf16 casting for bf16 runs."""
+    """The persistent compile cache; for bf16 runs, the pinned SDK's full-bf16 mechanism.
+
+    XLA_USE_BF16 (the T5 tutorial's) ended with Neuron 2.24; its documented replacement is the model cast to
+    bfloat16 (the training program does it) with stochastic rounding on
+    (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/appnotes/torch-neuronx/migration-from-xla-downcast-bf16.html).
+    """
     flags = [f"--cache_dir={spec.neuron.cache_dir}", *([spec.neuron.cc_flags] if spec.neuron.cc_flags else [])]
     env = {"NEURON_CC_FLAGS": " ".join(flags)}
     if spec.precision == "bf16":
-        env["XLA_USE_BF16"] = "1"
+        env[STOCHASTIC_ROUNDING] = "1"
     return env
 
 
+#: the tutorial scripts' precompile trial: `--max_steps 100 --max_eval_samples 100` on the real command
+PRECOMPILE_EVAL_SAMPLES = 100
+
+
 def precompile_spec(spec: RunSpec) -> RunSpec:
-    """The same run for a few steps, enough to trace every graph: no generation, no checkpoints,
-    one eval batch per worker."""
+    """The real run, cut short as the tutorial's precompile trial is (`--max_steps 100 --max_eval_samples 100` on
+    the same command), nothing else changed: same batch, gradient accumulation, lengths, eval split and schedule,
+    so the graphs it traces are the ones the real run uses. No generation (it cannot trace under
+    neuron_parallel_compile), no checkpoints."""
     data = spec.model_dump(mode="json")
     data["train"].update(max_steps=spec.neuron.precompile_steps, save_steps=None, predict_with_generate=False)
-    eval_batch = (spec.train.eval_batch_size or spec.train.batch_size) * spec.world_size
-    data["dataset"]["max_eval_samples"] = min(spec.dataset.max_eval_samples or eval_batch, eval_batch)
+    data["dataset"]["max_eval_samples"] = min(
+        spec.dataset.max_eval_samples or PRECOMPILE_EVAL_SAMPLES, PRECOMPILE_EVAL_SAMPLES
+    )
     return RunSpec.model_validate(data)
+
+
+def predict_env(spec: RunSpec) -> dict[str, str]:
+    """No Neuron devices, and every core of the instance for generation on CPU (the training stages keep one
+    thread per worker; the tutorial's predict runs with torch's default, one thread per physical core)."""
+    env = dict(PREDICT_ENV)
+    try:
+        vcpus = catalog_instance(str(spec.hardware.instance_type)).vcpus
+    except CatalogError:
+        return env
+    env["OMP_NUM_THREADS"] = str(max(vcpus // THREADS_PER_CORE, 1))
+    return env
 
 
 def precompile_stage(spec: RunSpec, port: int) -> Stage:
@@ -67,7 +96,9 @@ def render(spec: RunSpec) -> Launch:
     if spec.neuron.predict:
         stages.append(
             Stage(
-                name="predict", argv=[PYTHON, "-m", "nbtoolkit.train.predict", "--spec", "spec.json"], env=PREDICT_ENV
+                name="predict",
+                argv=[PYTHON, "-m", "nbtoolkit.train.predict", "--spec", "spec.json"],
+                env=predict_env(spec),
             )
         )
     notes = ["run inside the Neuron virtualenv (e.g. source ~/aws_neuron_venv_pytorch/bin/activate)"]

@@ -20,5 +20,6 @@ class NeuronSpec(SpecBlock):
     precompile: bool = Field(True, description="neuron_parallel_compile the same command for a few steps first")
     precompile_steps: int = Field(10, ge=1, description="training steps of the precompile run")
     predict: bool = Field(False, description="evaluate the trained model on CPU afterwards (NEURON_NUM_DEVICES=0)")
+    predict_split: str = Field("test", description="the split predict generates for (the tutorial's --do_predict)")
     cache_dir: str = Field("/var/tmp/neuron-compile-cache", description="persistent compile cache (a path or s3://)")
     cc_flags: str | None = Field(None, description="more NEURON_CC_FLAGS, e.g. --model-type=transformer")

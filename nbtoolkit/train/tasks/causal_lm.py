@@ -12,7 +12,7 @@ from itertools import chain
 
 from transformers import AutoModelForCausalLM, Trainer, default_data_collator
 
-from nbtoolkit.train.data import column
+from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import ensure_pad_token, load_model, load_tokenizer
 from nbtoolkit.train.tasks import TaskSetup, is_qlora
@@ -38,7 +38,9 @@ def setup(spec, splits) -> TaskSetup:
     text = column(spec, train, "text_column")
     tokenizer = load_tokenizer(spec.model_name)
     ensure_pad_token(tokenizer)
-    model = load_model(AutoModelForCausalLM, spec.model_name, tokenizer, quantized=is_qlora(spec))
+    model = load_model(
+        AutoModelForCausalLM, spec.model_name, tokenizer, quantized=is_qlora(spec), from_config=spec.train.from_config
+    )
     block = block_size(spec, tokenizer, model.config)
 
     def pack(batch):
@@ -51,8 +53,11 @@ def setup(spec, splits) -> TaskSetup:
         }
 
     def prepare(dataset, split: str):
-        lines = dataset.filter(lambda batch: [bool(line and line.strip()) for line in batch[text]], batched=True)
-        packed = lines.map(pack, batched=True, remove_columns=dataset.column_names)
+        workers = map_workers(spec, len(dataset))
+        lines = dataset.filter(
+            lambda batch: [bool(line and line.strip()) for line in batch[text]], batched=True, num_proc=workers
+        )
+        packed = lines.map(pack, batched=True, remove_columns=dataset.column_names, num_proc=workers)
         if len(packed) == 0:
             raise TrainError(
                 f"the {split} split holds less than one block of {block} tokens; "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding
 
-from nbtoolkit.train.data import column
+from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.models import ensure_pad_token, load_model, load_tokenizer
 from nbtoolkit.train.tasks import TaskSetup, is_qlora
 
@@ -60,13 +60,16 @@ def setup(spec, splits) -> TaskSetup:
             from nbtoolkit.train.errors import TrainError
 
             raise TrainError(f"the eval split has labels the train split lacks: {', '.join(sorted(unknown))}")
-        return dataset.map(encode, batched=True, remove_columns=dataset.column_names)
+        return dataset.map(
+            encode, batched=True, remove_columns=dataset.column_names, num_proc=map_workers(spec, len(dataset))
+        )
 
     model = load_model(
         AutoModelForSequenceClassification,
         spec.model_name,
         tokenizer,
         quantized=is_qlora(spec),
+        from_config=spec.train.from_config,
         num_labels=len(names),
         id2label=dict(enumerate(names)),
         label2id=label2id,

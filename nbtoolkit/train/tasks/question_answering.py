@@ -16,7 +16,7 @@ import string
 import numpy as np
 from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
 
-from nbtoolkit.train.data import column
+from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model, load_tokenizer
 from nbtoolkit.train.tasks import TaskSetup, is_qlora
@@ -143,7 +143,13 @@ def setup(spec, splits) -> TaskSetup:
         return encoded
 
     def prepare(dataset, keep_for_eval: bool):
-        prepared = dataset.map(features, batched=True, with_indices=True, remove_columns=dataset.column_names)
+        prepared = dataset.map(
+            features,
+            batched=True,
+            with_indices=True,
+            remove_columns=dataset.column_names,
+            num_proc=map_workers(spec, len(dataset)),
+        )
         return prepared if keep_for_eval else prepared.remove_columns(["offset_mapping", "example_id"])
 
     eval_examples = splits.get("eval")
@@ -165,7 +171,13 @@ def setup(spec, splits) -> TaskSetup:
         return {"exact_match": float(scores[:, 0].mean()), "f1": float(scores[:, 1].mean())}
 
     return TaskSetup(
-        model=load_model(AutoModelForQuestionAnswering, spec.model_name, tokenizer, quantized=is_qlora(spec)),
+        model=load_model(
+            AutoModelForQuestionAnswering,
+            spec.model_name,
+            tokenizer,
+            quantized=is_qlora(spec),
+            from_config=spec.train.from_config,
+        ),
         tokenizer=tokenizer,
         train_dataset=prepare(train, keep_for_eval=False),
         eval_dataset=eval_features,

@@ -13,7 +13,7 @@ import re
 import numpy as np
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-from nbtoolkit.train.data import column
+from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model, load_tokenizer
 from nbtoolkit.train.tasks import TaskSetup, is_qlora
@@ -41,7 +41,8 @@ def prompted(tokenizer, texts: list[str], template: str | None, max_length: int)
 
 
 def rouge(predictions: list[str], references: list[str]) -> dict[str, float]:
-    """Mean ROUGE F-measures (0-1), stemmed; rougeLsum sees one sentence per line, as it expects."""
+    """Mean ROUGE F-measures on 0-100, as the summarization tutorials and HF's run_summarization report them,
+    stemmed; rougeLsum sees one sentence per line, as it expects."""
     from rouge_score import rouge_scorer
 
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
@@ -53,7 +54,7 @@ def rouge(predictions: list[str], references: list[str]) -> dict[str, float]:
         for kind in ROUGE_TYPES:
             totals[kind] += scores[kind].fmeasure
     count = max(len(predictions), 1)
-    return {kind: total / count for kind, total in totals.items()}
+    return {kind: round(100 * total / count, 4) for kind, total in totals.items()}
 
 
 def setup(spec, splits) -> TaskSetup:
@@ -84,9 +85,13 @@ def setup(spec, splits) -> TaskSetup:
         return encoded
 
     def prepare(dataset):
-        return dataset.map(encode, batched=True, remove_columns=dataset.column_names)
+        return dataset.map(
+            encode, batched=True, remove_columns=dataset.column_names, num_proc=map_workers(spec, len(dataset))
+        )
 
-    model = load_model(AutoModelForSeq2SeqLM, spec.model_name, tokenizer, quantized=is_qlora(spec))
+    model = load_model(
+        AutoModelForSeq2SeqLM, spec.model_name, tokenizer, quantized=is_qlora(spec), from_config=spec.train.from_config
+    )
     generate = predict_with_generate(spec)
 
     def compute_metrics(prediction):

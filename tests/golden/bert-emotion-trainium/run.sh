@@ -5,11 +5,11 @@ cd "$(dirname "$0")"
 # run inside the Neuron virtualenv (e.g. source ~/aws_neuron_venv_pytorch/bin/activate)
 export HF_HUB_DISABLE_TELEMETRY=1
 export NEURON_CC_FLAGS=--cache_dir=/var/tmp/neuron-compile-cache
+export NEURON_RT_STOCHASTIC_ROUNDING_EN=1
 export OMP_NUM_THREADS=1
 export PYTHONUNBUFFERED=1
 export TOKENIZERS_PARALLELISM=false
 export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]:'
-export XLA_USE_BF16=1
 
 # stage: train
-torchrun --nnodes=1 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-df2927f147e0 --log_dir=logs --tee=3 -m nbtoolkit.train --spec spec.json
+torchrun --nnodes=1 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-7121d080cf1c --log_dir=logs --tee=3 -m nbtoolkit.train --spec spec.json

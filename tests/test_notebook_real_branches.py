@@ -1,0 +1,149 @@
+"""Each example notebook's real branch, executed with its one marked cell switched to real mode, launches only
+reviewed goldens (tests/golden/, rendered from notebooks/specs/) and runs to its end. Nothing reaches AWS or a
+GPU: SageMaker jobs go to the local stand-in (nbtoolkit.backends.sagemaker.standin, requests only), Neuron's
+tools are the fakes in tests/fakes/bin, and a launch for hardware this machine lacks is a dry run (its job runs
+a no-op in place of each stage). A real cell that fails, or a launch that is not a golden, fails the test."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+from nbtoolkit.spec import load_spec
+from tests.notebook_runner import execute
+from tests.real_launches import GOLDEN, ROOT, golden_files
+
+pytestmark = pytest.mark.heavy  # a kernel per notebook: run first under pytest -n (tests/conftest.py)
+
+NOTEBOOKS = ROOT / "notebooks"
+FAKE_TOOLS = ROOT / "tests" / "fakes" / "bin"
+#: what the reviewed specs hold where a user puts their own AWS account's values (the notebooks' marked cell)
+REVIEWED_USER_FIELDS = {
+    "role": "arn:aws:iam::111122223333:role/SageMakerExecutionRole",
+    "region": "us-east-1",
+    "bucket": None,
+}
+
+#: runs in the kernel right after the marked cell: records every launch, then sends it where it can go here
+HARNESS = """
+import dataclasses as _dc, json as _json, sys as _sys
+import nbtoolkit.api as _api
+from nbtoolkit.launches import Stage as _Stage
+from nbtoolkit.spec import load_spec as _load_spec
+
+_STANDIN = None
+if {standin!r}:
+    from pathlib import Path as _Path
+    import os as _os, tempfile as _tempfile
+    from nbtoolkit.backends.sagemaker import standin as _local_aws
+    _STANDIN = _local_aws.SageMakerStandIn(_Path(_tempfile.mkdtemp()) / "standin")
+    _STANDIN.start()
+    _STANDIN.run_containers = False  # requests only: nothing trains
+    _os.environ.update(_STANDIN.env)
+
+
+def _recorded_launch(spec, **options):
+    spec = _load_spec(spec)
+    with open({record!r}, "a") as out:
+        out.write(spec.model_dump_json() + "\\n")
+    if _STANDIN is not None and spec.hardware.target == "sagemaker":
+        return _real_launch(spec, **options)
+    _api.check_fit(spec, force=options.get("force", False))
+    launch = _api.dispatch.render(spec)
+    noop = [_sys.executable, "-c", "print('[dry run] stands in for the rendered stage')"]
+    dry = _dc.replace(launch, stages=[_dc.replace(stage, argv=noop, env={{}}) for stage in launch.stages])
+    record = _api.job_control.submit(dry, name=spec.display_name, task=spec.task)
+    return _api.Job(record.id)
+
+
+_real_launch = _api.launch
+_api.launch = _recorded_launch
+"""
+
+
+def real_branch(name: str, marked: dict[str, str], tmp_path: Path, standin: bool = False) -> list:
+    """Execute the notebook with the marked cell's settings replaced; the specs it launched."""
+    notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    index = next(
+        i
+        for i, cell in enumerate(notebook.cells)
+        if cell.cell_type == "code" and any(key in cell.source for key in marked)
+    )
+    source = notebook.cells[index].source
+    for old, new in marked.items():
+        assert old in source, f"{name}: the marked cell no longer says {old!r}"
+        source = source.replace(old, new)
+    notebook.cells[index].source = source
+    record = tmp_path / "launched.jsonl"
+    notebook.cells.insert(index + 1, new_code_cell(HARNESS.format(record=str(record), standin=standin)))
+    if standin:
+        notebook.cells.append(new_code_cell("_STANDIN.close()"))
+    execute(notebook, NOTEBOOKS, timeout=600)  # raises on the first cell that fails
+    return [load_spec(json.loads(line)) for line in record.read_text().splitlines()] if record.exists() else []
+
+
+def as_reviewed(spec):
+    """The spec with what a user fills in the marked cell (role, region, bucket) as the reviewed specs hold it."""
+    if spec.sagemaker is None:
+        return spec
+    return spec.model_copy(update={"sagemaker": spec.sagemaker.model_copy(update=REVIEWED_USER_FIELDS)})
+
+
+def goldens() -> dict[str, dict[str, str]]:
+    return {
+        folder.name: {
+            path.relative_to(folder).as_posix(): path.read_text() for path in folder.rglob("*") if path.is_file()
+        }
+        for folder in GOLDEN.iterdir()
+    }
+
+
+def assert_only_goldens(launched: list, expected: list[str]) -> None:
+    kept = goldens()
+    matched = []
+    for spec in launched:
+        rendered = golden_files(as_reviewed(spec))
+        found = [name for name, files in kept.items() if files == rendered]
+        assert found, f"{spec.display_name} is launched for real, and its launch is none of the goldens"
+        matched += found
+    assert matched == expected
+
+
+@pytest.fixture
+def neuron_tools(monkeypatch):
+    monkeypatch.setenv("PATH", f"{FAKE_TOOLS}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_t5_real_branch_launches_its_golden(home, tmp_path, neuron_tools):
+    launched = real_branch("t5-summarization-trainium", {"SMOKE = True": "SMOKE = False"}, tmp_path)
+    assert_only_goldens(launched, ["t5-small-trainium"])
+
+
+def test_bert_emotion_real_branch_launches_its_golden(home, tmp_path, neuron_tools):
+    launched = real_branch("bert-emotion-trainium", {"SMOKE = True": "SMOKE = False"}, tmp_path)
+    assert_only_goldens(launched, ["bert-emotion-trainium"])
+
+
+def test_flan_t5_real_branch_launches_its_golden(home, tmp_path):
+    launched = real_branch("flan-t5-deepspeed-plan", {"REAL = False": "REAL = True"}, tmp_path)
+    assert_only_goldens(launched, ["flan-t5-xxl"])
+
+
+def test_bert_qa_real_branch_launches_only_the_tutorials_data_parallel_run(home, tmp_path):
+    """Before: three jobs on 2 x ml.p4d.24xlarge, none of them the reviewed spec, then a spot cell refused by the
+    fit check with the jobs left billing. The role and bucket a user fills in reach the launch."""
+    from nbtoolkit.backends.sagemaker import standin
+
+    mine = {
+        "LIVE = False": "LIVE = True",
+        'ROLE = "arn:aws:iam::111122223333:role/SageMakerExecutionRole"': f"ROLE = {standin.ROLE!r}",
+        "BUCKET = None": f"BUCKET = {standin.BUCKET!r}",
+    }
+    launched = real_branch("bert-qa-sagemaker", mine, tmp_path, standin=True)
+    assert [(spec.sagemaker.role, spec.sagemaker.bucket) for spec in launched] == [(standin.ROLE, standin.BUCKET)]
+    assert_only_goldens(launched, ["bert-qa-sagemaker"])
