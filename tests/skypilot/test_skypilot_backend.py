@@ -319,19 +319,33 @@ def skypilot_python() -> str:
     return str(python)
 
 
-def test_skypilots_own_loader_reads_the_task(tmp_path, skypilot_python):
-    folder = write_files(dispatch.render(load_spec(GOLDEN_SPEC.read_text())).files, tmp_path)
+def test_skypilots_own_loader_reads_the_task_and_takes_a_token_only_at_launch(tmp_path, skypilot_python):
+    """The golden task as SkyPilot reads it; and with `extra.hub_token: $HF_TOKEN`, a task that names HF_TOKEN as a
+    secret without its value, which SkyPilot's loader takes as the follower gives it (`--secret HF_TOKEN`)."""
+    write_files(dispatch.render(load_spec(GOLDEN_SPEC.read_text())).files, tmp_path / "golden")
+    files = dispatch.render(skypilot_spec(extra={"hub_token": "$HF_TOKEN"})).files
+    assert yaml.safe_load(files["skypilot/task.yaml"])["secrets"] == {"HF_TOKEN": None}
+    write_files(files, tmp_path / "token")
     check = (
-        "import sky, json; t = sky.Task.from_yaml('skypilot/task.yaml'); "
+        "import json, os, sky, yaml; t = sky.Task.from_yaml('golden/skypilot/task.yaml'); "
         "print(json.dumps([t.name, t.num_nodes, sorted(str(r.accelerators) for r in t.resources), "
-        "[r.use_spot for r in t.resources], sorted(t.storage_mounts), t.run]))"
+        "[r.use_spot for r in t.resources], sorted(t.storage_mounts), t.run])); "
+        "config = yaml.safe_load(open('token/skypilot/task.yaml')); "
+        "s = sky.Task.from_yaml_config(config, secrets_overrides=[('HF_TOKEN', os.environ['HF_TOKEN'])]); "
+        "print(json.dumps([s.secrets['HF_TOKEN'].get_secret_value() == os.environ['HF_TOKEN'], "
+        "len(s.managed_secret_refs)]))"
     )
-    done = subprocess.run([skypilot_python, "-c", check], cwd=folder, capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "HF_TOKEN": "hf_NODESECRET12345"}
+    done = subprocess.run(
+        [skypilot_python, "-c", check], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
-    name, nodes, accelerators, spot, mounts, run = json.loads(done.stdout.splitlines()[-1])
+    name, nodes, accelerators, spot, mounts, run = json.loads(done.stdout.splitlines()[-2])
     assert (name, nodes, spot) == ("flan-t5-xl-skypilot", 2, [True, True, True])
     assert accelerators == ["{'A100': 8}", "{'A10G': 8}", "{'L4': 8}"] and len(mounts) == 1
     assert 'bash run.sh "$SKYPILOT_NODE_RANK"' in run
+    assert json.loads(done.stdout.splitlines()[-1]) == [True, 0]  # the value reached the task, as no reference
+    assert "hf_NODESECRET12345" not in "".join(files.values())
 
 
 def test_the_stand_in_has_skypilots_signatures(tmp_path, skypilot_python):
@@ -340,7 +354,7 @@ def test_the_stand_in_has_skypilots_signatures(tmp_path, skypilot_python):
         "get",
         "client.sdk.get",
         "client.sdk.enabled_clouds",
-        "Task.from_yaml",
+        "Task.from_yaml_config",
         "jobs.launch",
         "jobs.cancel",
         "jobs.tail_logs",
@@ -435,6 +449,15 @@ def test_the_follower_launches_the_task_streams_rank_zeros_metrics_and_succeeds(
     losses = [record["loss"] for record in job.records() if record["kind"] == "train" and "loss" in record]
     assert losses == [4.766, 3.5]
     assert "\n[node1]: {'loss': '8.888'" in job.logs() and "managed job 7 succeeded" in job.logs()
+
+
+def test_the_follower_gives_the_tasks_secrets_their_values_at_launch(fake_sky, store, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_NODESECRET12345")
+    (fake_sky / "log.txt").write_text(LOG)
+    job = launch(skypilot_spec(extra={"hub_token": "$HF_TOKEN"}), store=store)
+    assert job.wait(timeout=120) == "succeeded", job.logs()
+    launched = next(call for call in calls(fake_sky) if call["call"] == "launch")
+    assert launched["secrets"] == {"HF_TOKEN": len("hf_NODESECRET12345")}  # the stand-in records lengths only
 
 
 def test_a_failed_managed_job_fails_the_job_with_one_sentence(fake_sky, store, monkeypatch):

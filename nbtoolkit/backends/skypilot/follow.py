@@ -84,10 +84,18 @@ def record(job_id: int) -> None:
 
 
 def launch(task_file: Path) -> int:
-    """Launch the task as a managed job; its id."""
+    """Launch the task as a managed job; its id. The task's null `secrets` get their values from this
+    environment, as `sky jobs launch --secret NAME` gives them: they reach the nodes, not a file."""
     import sky
+    import yaml
 
-    task = sky.Task.from_yaml(str(task_file))
+    config = yaml.safe_load(task_file.read_text())
+    given = [
+        (name, os.environ[name])
+        for name, value in (config.get("secrets") or {}).items()
+        if value is None and name in os.environ
+    ]
+    task = sky.Task.from_yaml_config(config, secrets_overrides=given or None)
     say(f"launching managed job {task.name} ({task.num_nodes} node(s))")
     job_ids, _ = sky.get(sky.jobs.launch(task, name=task.name))
     say(f"managed job {job_ids[0]} launched; sky jobs queue shows it, sky jobs logs {job_ids[0]} follows it too")

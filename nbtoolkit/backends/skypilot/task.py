@@ -23,6 +23,7 @@ from nbtoolkit.backends import LOCAL
 from nbtoolkit.backends.dispatch import render
 from nbtoolkit.backends.skypilot.settings import SkyPilotSpec
 from nbtoolkit.backends.torchrun.render import MULTI_NODE_PORT
+from nbtoolkit.credentials import references
 from nbtoolkit.launches import Launch
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.trackers import PACKAGES
@@ -109,6 +110,9 @@ def task(spec: RunSpec, block: SkyPilotSpec) -> dict[str, Any]:
         "resources": resources(spec, block),
         "num_nodes": spec.hardware.nodes,
     }
+    secrets = references([], spec.extra)  # `$HF_TOKEN` in extra: the node's program reads it from its environment
+    if secrets:  # null: a value SkyPilot takes at launch (the follower's, as `--secret NAME`), never written here
+        found["secrets"] = dict.fromkeys(secrets)
     if block.bucket:
         found["file_mounts"] = {NODE_OUTPUT: {"source": block.bucket, "mode": block.bucket_mode}}
     found["setup"] = setup(spec)

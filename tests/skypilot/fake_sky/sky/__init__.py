@@ -12,8 +12,6 @@ import json
 import os
 from pathlib import Path
 
-import yaml
-
 
 def _calls_file() -> Path:
     return Path(os.environ["FAKE_SKY_DIR"]) / "calls.jsonl"
@@ -25,14 +23,15 @@ def record_call(call: str, **values) -> None:
 
 
 class Task:
-    def __init__(self, config: dict) -> None:
+    def __init__(self, config: dict, secrets: dict | None = None) -> None:
         self.config = config
         self.name = config.get("name")
         self.num_nodes = config.get("num_nodes", 1)
+        self.secrets = secrets or {}  # the values given at launch (SkyPilot keeps them apart from the YAML too)
 
     @staticmethod
-    def from_yaml(yaml_path: str) -> Task:
-        return Task(yaml.safe_load(Path(yaml_path).read_text()))
+    def from_yaml_config(config, env_overrides=None, secrets_overrides=None) -> Task:
+        return Task(config, dict(secrets_overrides or []))
 
 
 from sky import jobs as jobs  # noqa: E402  (re-exported, as SkyPilot's package does)

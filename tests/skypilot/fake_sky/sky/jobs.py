@@ -18,7 +18,9 @@ def _dir() -> Path:
 
 
 def launch(task, name=None, pool=None, num_jobs=None, job_group=None, _need_confirmation=False):
-    record_call("launch", name=name, task=task.config, cwd=os.getcwd())
+    # the secrets' names and lengths only: the calls file is a file, which holds no secret
+    secrets = {key: len(value) for key, value in task.secrets.items()}
+    record_call("launch", name=name, task=task.config, secrets=secrets, cwd=os.getcwd())
     workdir = task.config.get("workdir")  # as SkyPilot's launch validates it (Task.expand_and_validate_workdir)
     if workdir is not None and not os.path.isdir(os.path.abspath(os.path.expanduser(workdir))):
         raise ValueError(f"Workdir must be a valid directory (or a symlink to a directory). {workdir} not found.")
