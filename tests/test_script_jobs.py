@@ -62,6 +62,8 @@ def clm_spec(devices: int) -> dict:
         "log_history.json",
         "--seed",
         0,
+        "--include_num_input_tokens_seen",  # the script counts tokens (autolog turns nothing on): tokens/s
+        "non_padding",
     ]
     return {
         "task": "causal-lm",

@@ -4,8 +4,10 @@ A script launch puts autolog_boot/ first on PYTHONPATH; its sitecustomize.py cal
 every Python process of the job. Nothing happens until the script imports `transformers.trainer`:
 then `Trainer.__init__` (subclasses such as Seq2SeqTrainer or TRL's included) ends by adding
 MetricsCallback, which writes the records nbtoolkit's own program writes (true step, windows'
-samples/s and tokens/s, eval metrics, peak memory) on rank 0. It turns on the Trainer's count of
-non-padding input tokens when the script left it off (its logs then show `num_input_tokens_seen`). Never breaks a script: a failure
+samples/s and tokens/s, eval metrics, peak memory) on rank 0. It changes none of the script's
+TrainingArguments: tokens/s comes only where the script counts input tokens itself
+(`include_num_input_tokens_seen`); switching the count on cost a gather across ranks per step, and a
+warning per step for a model whose batches lack its `main_input_name`. Never breaks a script: a failure
 here is one line in the log and the job's log parser stays on.
 """
 
@@ -72,8 +74,6 @@ def add_metrics_callback(trainer) -> None:
     if os.environ.get(JOB_DIR_ENV) is None:
         return  # not a job
     args = trainer.args
-    if args.include_num_input_tokens_seen == "no":  # tokens/s per window, as nbtoolkit's own program counts them;
-        args.include_num_input_tokens_seen = "non_padding"  # on every rank: the count is gathered across ranks
     callbacks = trainer.callback_handler.callbacks
     if not any(isinstance(callback, HeartbeatCallback) for callback in callbacks):  # every rank beats
         trainer.add_callback(HeartbeatCallback(os.environ[JOB_DIR_ENV]))

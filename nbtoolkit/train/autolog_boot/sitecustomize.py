@@ -30,5 +30,6 @@ try:
     from nbtoolkit.train.autolog import install
 
     install()
-except Exception as exc:
-    print(f"[nbtoolkit] metrics autolog is off for this script ({type(exc).__name__}: {exc})", file=sys.stderr)
+except Exception as exc:  # an interpreter without nbtoolkit (a tool's own Python, a build step) has nothing to patch
+    if not (isinstance(exc, ModuleNotFoundError) and exc.name == "nbtoolkit"):
+        print(f"[nbtoolkit] metrics autolog is off for this script ({type(exc).__name__}: {exc})", file=sys.stderr)
