@@ -6,6 +6,8 @@ ran, not what was meant to. Light: no model library.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -23,19 +25,29 @@ PIPELINE_TAGS = {
 }
 
 
+#: a Hub repository id (`gpt2`, `google/flan-t5-xl`); anything else a spec names is a local path
+HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?\Z")
+
+
+def hub_id(name: str) -> str | None:
+    """`name` if it is a Hub id, None for a local path: a published card names no folder of this machine."""
+    return name if HUB_ID.match(name) and not name.startswith(".") and not Path(name).exists() else None
+
+
 def model_card(spec: RunSpec, record: JobRecord, records: list[dict[str, Any]]) -> str:
     adapter = spec.adapter
     data = spec.dataset
     source = data.name or (
-        ", ".join(f"{split}: {path}" for split, path in data.files.items())
+        "local files (" + ", ".join(f"{split}: {Path(path).name}" for split, path in data.files.items()) + ")"
         if data.files
         else "the nbtoolkit bundled sample"
     )
+    base_model = hub_id(spec.model_name)
     header = {
         "library_name": "peft" if adapter else "transformers",
         "pipeline_tag": PIPELINE_TAGS[spec.task],
         "tags": ["nbtoolkit", *([adapter.type] if adapter else [])],
-        **({"base_model": spec.model_name} if spec.model else {}),
+        **({"base_model": base_model} if spec.model and base_model else {}),
         **({"datasets": [data.name]} if data.name else {}),
     }
     train = spec.train
@@ -79,7 +91,7 @@ def model_card(spec: RunSpec, record: JobRecord, records: list[dict[str, Any]]) 
         "",
         (
             f"{'A ' + adapter.type.replace('q', 'Q').replace('lora', 'LoRA') + ' adapter for' if adapter else 'A fine-tune of'} "
-            f"{spec.model_name}, task {spec.task}, trained with nbtoolkit (job {record.id})."
+            f"{base_model or 'a local model'}, task {spec.task}, trained with nbtoolkit (job {record.id})."
         ),
         "",
         "## Data",
