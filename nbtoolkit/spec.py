@@ -686,6 +686,25 @@ def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+class SpecLoader(yaml.SafeLoader):
+    """YAML as a spec is read: only true/false are booleans (YAML 1.2's core schema), so `args: [--save_strategy,
+    no]` keeps `no` (YAML 1.1 reads no/yes/on/off as booleans, and the script got `false`)."""
+
+
+SpecLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def read_yaml(text: str) -> Any:
+    """A spec's YAML text (a file, a %%finetune body, a --set value) as data, booleans per YAML 1.2."""
+    return yaml.load(text, Loader=SpecLoader)
+
+
 def load_spec(source: RunSpec | dict[str, Any] | str | Path) -> RunSpec:
     """Build a RunSpec from a dict, a YAML/JSON text, or a path to a .yaml/.json file.
 
@@ -701,7 +720,7 @@ def load_spec(source: RunSpec | dict[str, Any] | str | Path) -> RunSpec:
         data = path.read_text()
     if isinstance(data, str):
         try:
-            data = yaml.safe_load(data)  # JSON is YAML too
+            data = read_yaml(data)  # JSON is YAML too
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark else ""

@@ -22,7 +22,7 @@ from IPython.display import display
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
 from nbtoolkit.rewards import kernel_rewards
 from nbtoolkit.runner.store import STATUSES, JobStatus
-from nbtoolkit.spec import SpecError, load_spec, merged
+from nbtoolkit.spec import SpecError, load_spec, merged, read_yaml
 from nbtoolkit.tasks import TASK_NAMES
 from nbtoolkit.trackers import describe as describe_trackers
 
@@ -101,7 +101,7 @@ def spec_data(args: Any, base: dict[str, Any] | None = None) -> dict[str, Any]:
         field, sep, value = item.partition("=")
         if not sep or not field:
             raise SpecError(f"--set {item!r} is not FIELD=VALUE; e.g. --set dataset.max_length=256")
-        set_value(data, field.strip(), yaml.safe_load(value))
+        set_value(data, field.strip(), read_yaml(value))
     return data
 
 
@@ -115,7 +115,7 @@ def base_spec(path: str | None, cell: str | None) -> dict[str, Any]:
 
 def _yaml_mapping(text: str) -> dict[str, Any]:
     try:
-        body = yaml.safe_load(text)
+        body = read_yaml(text)
     except yaml.YAMLError:
         body = None
     if not isinstance(body, dict):

@@ -51,8 +51,8 @@ ACTIVE = (JobStatus.QUEUED, JobStatus.RUNNING)
 FINAL = tuple(status for status in JobStatus if status not in ACTIVE)
 STATUSES = tuple(JobStatus)
 LOG_FILE = "output.log"
-JOB_ID = re.compile(r"^[0-9a-f]{8}$")
-JOB_ID_PREFIX = re.compile(r"^[0-9a-f]{1,8}$")
+JOB_ID = re.compile(r"^[0-9a-f]{8}\Z")
+JOB_ID_PREFIX = re.compile(r"^[0-9a-f]{1,8}\Z")
 #: a queued job whose supervisor has not reported within this many seconds is lost
 QUEUED_GRACE_S = 60.0
 #: how long a write waits for another writer before SQLite says "database is locked"

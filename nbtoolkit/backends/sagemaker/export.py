@@ -18,6 +18,7 @@ from nbtoolkit.backends.sagemaker.job import (
     SMP_IMAGE,
     TrainingJob,
 )
+from nbtoolkit.backends.sagemaker.settings import REGION_PLACEHOLDER
 from nbtoolkit.metrics.parse import pair_pattern
 from nbtoolkit.rendering import comment, python_replace
 
@@ -64,7 +65,7 @@ def _session_lines(job: TrainingJob, session_class: str) -> list[str]:
 
 def _image_lines(job: TrainingJob, retrieve: str) -> list[str]:
     if job.image_uri:
-        return [f"training_image = {python_replace(job.image_uri, '{region}', 'boto_session.region_name')}"]
+        return [f"training_image = {python_replace(job.image_uri, REGION_PLACEHOLDER, 'boto_session.region_name')}"]
     arguments = ", ".join(f"{key}={value!r}" for key, value in job.image_lookup.items())
     return [f"training_image = {retrieve}(region=boto_session.region_name, {arguments})"]
 

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from nbtoolkit.spec_block import SpecBlock
+
+#: the one placeholder an image URI may hold: the job's region, put in by submit and by the exported scripts alike
+REGION_PLACEHOLDER = "{region}"
+
+
+def region_image(image_uri: str, region: str) -> str:
+    """The image URI for `region` (plain replacement: no other brace is read)."""
+    return image_uri.replace(REGION_PLACEHOLDER, region)
 
 
 class SageMakerSpec(SpecBlock):
@@ -32,6 +40,16 @@ class SageMakerSpec(SpecBlock):
     )
     checkpoint_s3_uri: str | None = Field(None, title="Checkpoint S3 URI")
     environment: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("image_uri")
+    @classmethod
+    def _only_the_region_placeholder(cls, image_uri: str | None) -> str | None:
+        if image_uri is not None and {"{", "}"} & set(image_uri.replace(REGION_PLACEHOLDER, "")):
+            raise ValueError(
+                f"sagemaker.image_uri '{image_uri}' holds a brace other than {REGION_PLACEHOLDER}; an image URI may "
+                f"name the job's region as {REGION_PLACEHOLDER} and has no other placeholder"
+            )
+        return image_uri
 
     @model_validator(mode="after")
     def _spot_rules(self) -> SageMakerSpec:

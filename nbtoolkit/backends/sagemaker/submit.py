@@ -12,6 +12,7 @@ from pathlib import Path
 
 from nbtoolkit.backends.sagemaker.aws_errors import NO_REGION, explain
 from nbtoolkit.backends.sagemaker.job import CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE, TrainingJob
+from nbtoolkit.backends.sagemaker.settings import region_image
 
 
 class SubmitError(RuntimeError):
@@ -46,7 +47,7 @@ def boto_session(region: str | None):
 def image_uri(job: TrainingJob, region: str) -> str:
     """The training image: the spec's (or the Trainium default) as given, else looked up in the SDK's tables."""
     if job.image_uri:
-        return job.image_uri.format(region=region)
+        return region_image(job.image_uri, region)
     from sagemaker.core import image_uris
 
     try:
