@@ -139,11 +139,12 @@ lint: $(PACKAGES_STAMP) $(NODE_STAMP)
 
 # the docs site (MkDocs Material, mkdocs.yml): built strict, so a broken link, a page missing from the nav or
 # a reference page that no longer matches the code fails; `make docs` serves it at http://127.0.0.1:8000
+# (NO_MKDOCS_2_WARNING: Material's banner about its successor, printed on every build)
 docs-build: | $(STAMP)
-	$(BIN)/mkdocs build --strict --quiet --site-dir build/docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/docs
 
 docs: | $(STAMP)
-	$(BIN)/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 # everything the tests need, set up side by side (`make test` runs this with -j)
 test-setup: install $(LAB_BUILT) $(CHROMIUM) $(SBATCH) $(SKY_VENV)/.installed

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NAME = "nbtoolkit-finetune"
 SHOWN = [
     "README.md",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")),
     "binder/postBuild",
     "tools/check_wheel_without_node.sh",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.ipynb")),

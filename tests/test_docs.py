@@ -1,0 +1,80 @@
+"""The docs site: its reference pages list what the code defines (every field of every spec block, the
+command's help) and its nav names every page in docs/. `make docs-build` builds it strict in `make test`."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from nbtoolkit.spec import RunSpec
+from tools.docs_reference import cli_reference, spec_reference
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def sections(page: str) -> dict[str, set[str]]:
+    """Each `## heading` of a reference page -> the field names of its table's rows."""
+    found: dict[str, set[str]] = {}
+    heading = None
+    for line in page.splitlines():
+        if line.startswith("## "):
+            heading = line[3:].strip()
+            found[heading] = set()
+        elif heading is not None and (row := re.match(r"\| `([^`]+)` \|", line)):
+            found[heading].add(row.group(1))
+    return found
+
+
+def test_the_spec_reference_lists_every_field_of_every_block_the_schema_has():
+    """Read apart from the generator, from pydantic's JSON schema: the spec's own fields and each block's
+    (a backend's included) are the rows of one section of the page."""
+    schema = RunSpec.model_json_schema()
+    models = {"RunSpec": schema, **schema["$defs"]}
+    listed = sections(spec_reference())
+    assert listed["Top level"] == set(schema["properties"])
+    for name, model in models.items():
+        if "properties" in model:
+            assert set(model["properties"]) in listed.values(), f"{name}'s fields are missing from the spec reference"
+    for block in ("dataset", "train", "sagemaker", "slurm", "skypilot", "skypilot.fallbacks"):
+        assert f"`{block}:`" in listed
+
+
+def test_the_cli_reference_is_the_commands_own_help():
+    """`nbtoolkit --help` and a command's help, as the command prints them, are on the page."""
+    env = {**os.environ, "COLUMNS": "100"}
+    page = cli_reference()
+    for argv in ([], ["run"]):
+        shown = subprocess.run(
+            [sys.executable, "-m", "nbtoolkit.cli", *argv, "--help"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.rstrip() in page
+    for name in ("run", "plan", "jobs", "show", "logs", "stop", "export", "resume", "fork"):
+        assert f"\n## nbtoolkit {name}\n" in page
+
+
+def test_the_nav_names_every_page_and_only_pages_that_exist():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text().replace("!!python", "#"))
+
+    def pages(entries) -> list[str]:
+        found = []
+        for entry in entries:
+            value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+            found += pages(value) if isinstance(value, list) else [value]
+        return found
+
+    named = pages(config["nav"])
+    generated = {"reference/spec.md", "reference/cli.md"}
+    on_disk = {str(path.relative_to(DOCS)) for path in DOCS.rglob("*.md")}
+    assert on_disk - set(named) == set(), "add these pages to the nav of mkdocs.yml"
+    assert set(named) - on_disk - generated == set()
