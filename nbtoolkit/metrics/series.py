@@ -202,6 +202,13 @@ def tail_records(path: Path, max_bytes: int) -> list[dict[str, Any]]:
         return []
 
 
+def _line_start(handle, position: int) -> int:
+    """Where the line holding byte `position` starts (looking back at most MAX_LINE_BYTES)."""
+    start = max(0, position - MAX_LINE_BYTES)
+    handle.seek(start)
+    return start + handle.read(position - start).rfind(b"\n") + 1
+
+
 def _byte_before(handle, position: int) -> bytes:
     handle.seek(position - 1)
     return handle.read(1)
@@ -226,9 +233,10 @@ def downsample(path: Path, since: int, buckets: int, budget_bytes: int) -> tuple
     with open(path, "rb") as handle:
         for bucket in range(buckets if span > 0 else 0):
             low, high = since + span * bucket // buckets, since + span * (bucket + 1) // buckets
-            if high - low > window:  # read a window of it: at its start, or at the end for the last bucket
-                low = high - window if bucket == buckets - 1 else low
-                high = low + window
+            if high - low > window:  # read a window of it: at its start, or for the last bucket its end
+                last = bucket == buckets - 1  # (at least the whole last line: the latest record always shows)
+                low = max(low, min(high - window, _line_start(handle, end - 1))) if last else low
+                high = high if last else low + window
             records = _raw_records(_whole_lines(handle, low, high, end)) if high > low else []
             kept += [(bucket, index, sanitized(records[index], set())) for index in _extremes_and_last(records)]
     kept.sort(key=lambda item: item[:2])
