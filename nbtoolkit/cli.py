@@ -10,8 +10,6 @@ import sys
 import warnings
 from pathlib import Path
 
-import yaml
-
 from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
@@ -212,13 +210,9 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
-    changes = {}
-    for item in args.set or []:
-        field, sep, value = item.partition("=")
-        if not sep or not field.strip():
-            raise SpecError(f"--set {item!r} is not FIELD=VALUE; e.g. --set train.learning_rate=1e-4")
-        changes[field.strip()] = yaml.safe_load(value)
-    job = Job(args.job).fork(args.from_, **changes)
+    from nbtoolkit.fork import parse_settings
+
+    job = Job(args.job).fork(args.from_, **parse_settings(args.set or []))
     started(job)
     return follow(job) if args.follow else 0
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.checkpoints import CHECKPOINT_DIR, is_complete, last_checkpoint
-from nbtoolkit.spec import RunSpec, TrainSpec, load_spec, merged
+from nbtoolkit.spec import RunSpec, SpecError, TrainSpec, load_spec, merged
 
 FORK_CHECKPOINT, FORK_CHANGES = "fork_checkpoint", "fork_changes"
 
@@ -23,6 +25,17 @@ FORK_CHECKPOINT, FORK_CHANGES = "fork_checkpoint", "fork_changes"
 def field_path(name: str) -> str:
     """`learning_rate` -> `train.learning_rate` (a train field's bare name); a dotted path stays."""
     return f"train.{name}" if "." not in name and name in TrainSpec.model_fields else name
+
+
+def parse_settings(items: list[str]) -> dict[str, Any]:
+    """`["train.learning_rate=1e-4", "max_steps=200"]` -> changes (values read as YAML: numbers, booleans)."""
+    changes = {}
+    for item in items:
+        field, sep, value = item.partition("=")
+        if not sep or not field.strip():
+            raise SpecError(f"--set {item[:60]!r} is not FIELD=VALUE; e.g. --set train.learning_rate=1e-4")
+        changes[field.strip()] = yaml.safe_load(value)
+    return changes
 
 
 def nested(path: str, value: Any) -> dict[str, Any]:

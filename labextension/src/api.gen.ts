@@ -350,6 +350,285 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/jobs/{id}/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a job id, 8 hex digits (anything else is refused with 400) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** A running job's health from its ranks' heartbeats: ok, slow, stalled or unknown, and every rank. */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description a job id, 8 hex digits (anything else is refused with 400) */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the health and the per-rank table */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["JobHealth"];
+                    };
+                };
+                /** @description a parameter the API cannot take (not a job id, a status, a number out of range) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorMessage"];
+                    };
+                };
+                /** @description no authenticated user, or one the server's Authorizer refuses */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description no job with that id */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorMessage"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/jobs/{id}/stacks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a job id, 8 hex digits (anything else is refused with 400) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dump every rank's Python stack now (py-spy), grouped by identical stacks; saved in the job folder.
+         * @description A job not running, or with no process on this host, is refused with a 400 saying why.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description a job id, 8 hex digits (anything else is refused with 400) */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the grouped report */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["StacksReply"];
+                    };
+                };
+                /** @description a parameter the API cannot take (not a job id, a status, a number out of range) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorMessage"];
+                    };
+                };
+                /** @description no authenticated user, or one the server's Authorizer refuses */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description no job with that id */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorMessage"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/jobs/{id}/checkpoint": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a job id, 8 hex digits (anything else is refused with 400) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask the running job to save a checkpoint at its next steps and carry on.
+         * @description Refused with a 400 where the run cannot save on request (no nbtoolkit Trainer callback in it, not running, no step reported yet).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description a job id, 8 hex digits (anything else is refused with 400) */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the request accepted */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["CheckpointReply"];
+                    };
+                };
+                /** @description a parameter the API cannot take (not a job id, a status, a number out of range) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorMessage"];
+                    };
+                };
+                /** @description no authenticated user, or one the server's Authorizer refuses */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description no job with that id */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorMessage"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/jobs/{id}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a job id, 8 hex digits (anything else is refused with 400) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start a new job from one of this job's checkpoints with changed settings; its chart continues this job's. */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description a step, checkpoint-N or path (default: the job's last complete one) */
+                    checkpoint?: string;
+                    /** @description FIELD=VALUE, e.g. train.learning_rate=1e-4 (repeat the parameter) */
+                    set?: string[];
+                };
+                header?: never;
+                path: {
+                    /** @description a job id, 8 hex digits (anything else is refused with 400) */
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the new job */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ForkReply"];
+                    };
+                };
+                /** @description a parameter the API cannot take (not a job id, a status, a number out of range) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorMessage"];
+                    };
+                };
+                /** @description no authenticated user, or one the server's Authorizer refuses */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description no job with that id */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ErrorMessage"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -371,10 +650,26 @@ export interface components {
             summary: string;
         };
         /**
+         * CheckpointReply
+         * @description A checkpoint request a running job accepted: its ranks save at their next steps and carry on.
+         */
+        CheckpointReply: {
+            message: string;
+        };
+        /**
          * ErrorMessage
          * @description A request the API refuses: one sentence that says what is wrong and what would be valid.
          */
         ErrorMessage: {
+            message: string;
+        };
+        /**
+         * ForkReply
+         * @description The job a fork started.
+         */
+        ForkReply: {
+            id: string;
+            name: string;
             message: string;
         };
         /**
@@ -434,6 +729,19 @@ export interface components {
             planned: string[];
             /** @description the run name and where each experiment tracker writes */
             tracking: string[];
+        };
+        /**
+         * JobHealth
+         * @description A running job's health: ok, slow (a straggler), stalled (no rank steps), or unknown (not running, no report).
+         */
+        JobHealth: {
+            /** @enum {string} */
+            state: "ok" | "slow" | "stalled" | "unknown";
+            /** @description why, in one sentence */
+            reason: string;
+            ranks: components["schemas"]["RankHealth"][];
+            /** @description seconds without a step after which the job counts as stalled */
+            stall_after_s: number | null;
         };
         /**
          * JobList
@@ -526,6 +834,42 @@ export interface components {
              * @default false
              */
             downsampled: boolean;
+        };
+        /**
+         * RankHealth
+         * @description One rank's last heartbeat, as the run doctor reads it (nbtoolkit.runner.health).
+         */
+        RankHealth: {
+            rank: number;
+            step: number | null;
+            /** @description seconds since the rank last finished a step */
+            last_step_ago: number | null;
+            /** @description seconds per step over its recent steps */
+            step_time: number | null;
+            host: string | null;
+            pid: number | null;
+            /** @description device memory the rank holds, or its host memory off GPU */
+            memory_mb: number | null;
+            /** @description device or host */
+            memory_kind: string | null;
+            /** @description whether its process lives (null: on another host) */
+            alive: boolean | null;
+            /** @description a straggler: its step time well above the others' */
+            slow: boolean;
+            /** @description no step for longer than the stall limit */
+            stalled: boolean;
+        };
+        /**
+         * StacksReply
+         * @description Every rank's Python stack, grouped by identical stacks, as `nbtoolkit stacks` prints it.
+         */
+        StacksReply: {
+            /** @description `rank 7 in wait_for_data (...); ranks 0-6 in all_reduce (...)` */
+            summary: string;
+            /** @description the whole report, main threads, innermost frame first */
+            text: string;
+            /** @description where the report is saved in the job folder */
+            path: string;
         };
     };
     responses: never;

@@ -12,7 +12,16 @@ from pydantic import BaseModel, Field
 
 from nbtoolkit.runner.store import JobStatus
 from nbtoolkit.server import handlers
-from nbtoolkit.server.models import JobDetail, JobList, LogPage, MetricsPage
+from nbtoolkit.server.models import (
+    CheckpointReply,
+    ForkReply,
+    JobDetail,
+    JobHealth,
+    JobList,
+    LogPage,
+    MetricsPage,
+    StacksReply,
+)
 from nbtoolkit.server.service import (
     ACTIVE_ETAG_S,
     LIST_LIMIT_DEFAULT,
@@ -129,6 +138,41 @@ ROUTES = [
         JobDetail,
         "the job after stopping",
         description="Returns once its processes are gone. A job that already ended is returned unchanged.",
+    ),
+    Route(
+        f"/jobs/{JOB_PARAMETER}/health",
+        handlers.JobHealthHandler,
+        "A running job's health from its ranks' heartbeats: ok, slow, stalled or unknown, and every rank.",
+        JobHealth,
+        "the health and the per-rank table",
+    ),
+    Route(
+        f"/jobs/{JOB_PARAMETER}/stacks",
+        handlers.JobStacksHandler,
+        "Dump every rank's Python stack now (py-spy), grouped by identical stacks; saved in the job folder.",
+        StacksReply,
+        "the grouped report",
+        description="A job not running, or with no process on this host, is refused with a 400 saying why.",
+    ),
+    Route(
+        f"/jobs/{JOB_PARAMETER}/checkpoint",
+        handlers.JobCheckpointHandler,
+        "Ask the running job to save a checkpoint at its next steps and carry on.",
+        CheckpointReply,
+        "the request accepted",
+        description="Refused with a 400 where the run cannot save on request (no nbtoolkit Trainer callback in it, "
+        "not running, no step reported yet).",
+    ),
+    Route(
+        f"/jobs/{JOB_PARAMETER}/fork",
+        handlers.JobForkHandler,
+        "Start a new job from one of this job's checkpoints with changed settings; its chart continues this job's.",
+        ForkReply,
+        "the new job",
+        query=(
+            Query("checkpoint", str, None, "a step, checkpoint-N or path (default: the job's last complete one)"),
+            Query("set", list[str], None, "FIELD=VALUE, e.g. train.learning_rate=1e-4 (repeat the parameter)"),
+        ),
     ),
 ]
 

@@ -12,6 +12,7 @@ from tornado import web
 
 from nbtoolkit.runner.store import JobNotFound
 from nbtoolkit.server.models import ErrorMessage
+from nbtoolkit.server.run_doctor import DoctorService
 from nbtoolkit.server.service import LIST_LIMIT_DEFAULT, LOG_LIMIT_DEFAULT, InvalidRequest, JobsService
 
 #: what a jupyter_server Authorizer is asked about for every nbtoolkit API call
@@ -118,3 +119,41 @@ class JobStopHandler(JobsAPIHandler):
     @authorized
     async def post(self, job_id: str) -> None:
         await self.reply_from(self.service.stop, job_id)  # waits for the job's processes to end
+
+
+class RunDoctorHandler(JobsAPIHandler):
+    """The run doctor's calls (health, stacks, checkpoint now, fork) over the same store as the service."""
+
+    @property
+    def doctor(self) -> DoctorService:
+        return DoctorService(self.service.store)
+
+
+class JobHealthHandler(RunDoctorHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, job_id: str) -> None:
+        await self.reply_from(self.doctor.health, job_id)
+
+
+class JobStacksHandler(RunDoctorHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, job_id: str) -> None:
+        await self.reply_from(self.doctor.stacks, job_id)
+
+
+class JobCheckpointHandler(RunDoctorHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, job_id: str) -> None:
+        await self.reply_from(self.doctor.checkpoint, job_id)
+
+
+class JobForkHandler(RunDoctorHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, job_id: str) -> None:
+        await self.reply_from(
+            self.doctor.fork, job_id, self.get_argument("checkpoint", None), self.get_arguments("set")
+        )

@@ -4,7 +4,7 @@ generated from them (`make api-types`)."""
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, Field
 
@@ -151,4 +151,51 @@ class LogPage(BaseModel):
 class ErrorMessage(BaseModel):
     """A request the API refuses: one sentence that says what is wrong and what would be valid."""
 
+    message: str
+
+
+class RankHealth(BaseModel):
+    """One rank's last heartbeat, as the run doctor reads it (nbtoolkit.runner.health)."""
+
+    rank: int
+    step: int | None
+    last_step_ago: float | None = Field(description="seconds since the rank last finished a step")
+    step_time: float | None = Field(description="seconds per step over its recent steps")
+    host: str | None
+    pid: int | None
+    memory_mb: float | None = Field(description="device memory the rank holds, or its host memory off GPU")
+    memory_kind: str | None = Field(description="device or host")
+    alive: bool | None = Field(description="whether its process lives (null: on another host)")
+    slow: bool = Field(description="a straggler: its step time well above the others'")
+    stalled: bool = Field(description="no step for longer than the stall limit")
+
+
+class JobHealth(BaseModel):
+    """A running job's health: ok, slow (a straggler), stalled (no rank steps), or unknown (not running, no report)."""
+
+    state: Literal["ok", "slow", "stalled", "unknown"]
+    reason: str = Field(description="why, in one sentence")
+    ranks: list[RankHealth]
+    stall_after_s: float | None = Field(description="seconds without a step after which the job counts as stalled")
+
+
+class StacksReply(BaseModel):
+    """Every rank's Python stack, grouped by identical stacks, as `nbtoolkit stacks` prints it."""
+
+    summary: str = Field(description="`rank 7 in wait_for_data (...); ranks 0-6 in all_reduce (...)`")
+    text: str = Field(description="the whole report, main threads, innermost frame first")
+    path: str = Field(description="where the report is saved in the job folder")
+
+
+class CheckpointReply(BaseModel):
+    """A checkpoint request a running job accepted: its ranks save at their next steps and carry on."""
+
+    message: str
+
+
+class ForkReply(BaseModel):
+    """The job a fork started."""
+
+    id: str
+    name: str
     message: str

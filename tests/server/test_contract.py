@@ -52,6 +52,10 @@ def test_every_route_is_in_the_document_with_its_verb():
         ("get", "/jobs/{id}/metrics"),
         ("get", "/jobs/{id}/log"),
         ("post", "/jobs/{id}/stop"),
+        ("get", "/jobs/{id}/health"),
+        ("post", "/jobs/{id}/stacks"),
+        ("post", "/jobs/{id}/checkpoint"),
+        ("post", "/jobs/{id}/fork"),
     }
 
 

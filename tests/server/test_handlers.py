@@ -69,6 +69,10 @@ ENDPOINTS = [
     ("GET", "jobs/{id}/metrics"),
     ("GET", "jobs/{id}/log"),
     ("POST", "jobs/{id}/stop"),
+    ("GET", "jobs/{id}/health"),
+    ("POST", "jobs/{id}/stacks"),
+    ("POST", "jobs/{id}/checkpoint"),
+    ("POST", "jobs/{id}/fork"),
 ]
 
 
