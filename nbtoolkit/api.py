@@ -261,7 +261,7 @@ def launch(
         launch_ = replace(launch_, workdir=workdir)
     store = store or JobStore()
     info = {
-        "hourly_price_usd": spec.hardware.instance_price_usd,
+        "hourly_price_usd": spec.hardware.run_price_usd,  # the whole run's (x nodes), as the budget counts it
         past_pace.INFO_KEY: past_pace.setup_key(spec),
         forecast.INFO_KEY: forecast.forecast(spec, past_pace.past_pace(spec, store)),
         stall_watch.ON_STALL_KEY: spec.train.on_stall,  # the supervisor's answer to a stall

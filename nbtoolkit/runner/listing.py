@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from nbtoolkit.metrics import cost
 from nbtoolkit.runner.store import JobRecord
 
 
@@ -28,15 +29,17 @@ def remaining_seconds(record: JobRecord) -> float | None:
     return pace * max(record.total_steps - record.step, 0)
 
 
+def billable_seconds(record: JobRecord) -> float | None:
+    """What the job is billed for: a remote job's own report (SageMaker's billable seconds, spot discount
+    included), else the wall time since its supervisor started it (the instance bills start-up too)."""
+    if record.info.get("billable_seconds") is not None:
+        return float(record.info["billable_seconds"])
+    return record.elapsed
+
+
 def cost_usd(record: JobRecord) -> float | None:
-    """Cost so far: what a remote job reported (`info.cost_usd`, from billable time), else hourly price x
-    elapsed time."""
-    if record.info.get("cost_usd") is not None:
-        return float(record.info["cost_usd"])
-    price = record.info.get("hourly_price_usd")
-    if price is None or record.elapsed is None:
-        return None
-    return float(price) * record.elapsed / 3600
+    """The job's cost so far, the one figure every view shows (`metrics.cost`)."""
+    return cost.cost_usd(record.info.get("hourly_price_usd"), billable_seconds(record))
 
 
 def billed_hourly_usd(record: JobRecord) -> float | None:

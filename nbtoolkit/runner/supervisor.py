@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
@@ -33,9 +34,10 @@ import psutil
 
 from nbtoolkit.credentials import redact_args, resolve_args
 from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
-from nbtoolkit.metrics import budget
+from nbtoolkit.metrics import budget, cost
 from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
+from nbtoolkit.runner.listing import cost_usd
 from nbtoolkit.runner.lock import SupervisorLock
 from nbtoolkit.runner.stall_watch import StallWatch
 from nbtoolkit.runner.store import ACTIVE, LOG_FILE, JobStore, this_host
@@ -70,15 +72,17 @@ class Supervisor:
         self.reaper_pid: int | None = None
         self.log: IO[bytes] | None = None  # output.log, open while the stages run
         self.budget_recorded: dict | None = None  # the budget record last put in the job's info
+        self.started = 0.0  # when the job began (and began to be billed)
         self.stall_watch = StallWatch(store, job_id)  # health in the row; stacks and train.on_stall on a stall
 
     def run(self) -> int:
         me = psutil.Process()
+        self.started = time.time()
         if not self._write(
             only_if_status=("queued",),
             status="running",
             host=this_host(),
-            started=time.time(),
+            started=self.started,
             supervisor_pid=me.pid,
             supervisor_started=me.create_time(),
             stages=self.stages,
@@ -105,6 +109,7 @@ class Supervisor:
         self._say(log, f"stage {stage.name}: {shlex.join(redact_args(stage.argv))}")
         self._set_stage(index, status="running", started=time.time())
         env = {**os.environ, **self.launch.env, **stage.env, JOB_ID_ENV: self.job_id, JOB_DIR_ENV: str(self.dir)}
+        env[cost.BILLED_SINCE_ENV] = repr(self.started)  # the budget counts from where the listing does
         argv = [expand_job_dir(item, str(self.dir)) for item in stage.argv]
         try:
             process = subprocess.Popen(
@@ -197,13 +202,14 @@ class Supervisor:
         return log_offset
 
     def _finish(self, exit_code: int, log) -> None:
+        ended = time.time()
         stop_error = self.stop_offset is not None and program_error(self.dir / LOG_FILE, self.stop_offset)
         if stop_error:  # the program said why it could not stop (a remote job it could not end)
             status, message = "failed", f"the stop did not complete: {stop_error}"
         elif self.interrupted:
             status, message = "stopped", self.stall_watch.stop_message or "stopped on request"
         elif exit_code == 0 and self._budget_stopped():
-            status, message = "stopped", budget.stop_message(self.progress.budget or {}, self.job_id)
+            status, message = "stopped", budget.stop_message(self._final_budget(ended), self.job_id)
         elif exit_code == 0:
             status, message = "succeeded", None
         else:
@@ -212,9 +218,7 @@ class Supervisor:
             if shutil.disk_usage(self.dir).free < DISK_FULL_BYTES:
                 message += f"; the disk holding {self.dir} is full"
         self._say(log, f"job {status}")
-        self._write(
-            only_if_status=ACTIVE, status=status, ended=time.time(), exit_code=exit_code, message=message, stage=None
-        )
+        self._write(only_if_status=ACTIVE, status=status, ended=ended, exit_code=exit_code, message=message, stage=None)
 
     def _watch_health(self, log) -> bool:
         """The job's health (see stall_watch); True when train.on_stall says stop. Never ends the supervisor."""
@@ -223,6 +227,17 @@ class Supervisor:
         except Exception as exc:
             self._note(f"could not check the job's health ({exc}); checking again")
             return False
+
+    def _final_budget(self, ended: float) -> dict:
+        """The stop record with what the job cost in all (checkpoint and exit included), the figure every
+        listing shows from now on; the panel reads the record from the job's info."""
+        stopped = dict(self.progress.budget or {})
+        with contextlib.suppress(sqlite3.Error):
+            spent = cost_usd(replace(self.store.get(self.job_id), ended=ended))
+            if spent is not None:
+                stopped["cost_usd"] = spent
+                self.store.set_info(self.job_id, budget.INFO_KEY, stopped)
+        return stopped
 
     def _budget_stopped(self) -> bool:
         """The training program ended itself at train.budget_usd (with a checkpoint)."""

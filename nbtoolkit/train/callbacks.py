@@ -18,7 +18,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from nbtoolkit.heartbeat import CheckpointRequests, Heartbeat
-from nbtoolkit.metrics import budget
+from nbtoolkit.metrics import budget, cost
 from nbtoolkit.metrics.parse import classify
 from nbtoolkit.metrics.throughput import steady_state
 
@@ -132,7 +132,8 @@ def progress_line(record: dict, elapsed: float) -> str:
 
 
 class BudgetCallback(TrainerCallback):
-    """train.budget_usd: cost so far = wall time since the trainer was built x the run's hourly price.
+    """train.budget_usd: cost so far by `metrics.cost`, billed from the job's start (start-up included), as
+    the listing counts it.
 
     At 90% rank 0 warns in the log and writes a budget record; at 100% training saves a checkpoint and
     stops (every rank: the decision is agreed over the process group, so no rank waits on the others).
@@ -140,13 +141,13 @@ class BudgetCallback(TrainerCallback):
 
     def __init__(self, path: str | Path, budget_usd: float, hourly_price_usd: float) -> None:
         self.path, self.budget_usd, self.hourly_price_usd = Path(path), budget_usd, hourly_price_usd
-        self.start = time.time()
+        self.start = cost.billed_since(default=time.time())
         self.warned = self.stopped = False
 
     def on_step_end(self, args, state, control, **kwargs):
         now = time.time()
-        cost = self.hourly_price_usd * (now - self.start) / 3600
-        reached = _agreed(budget.reached(cost, self.budget_usd), args)
+        spent = cost.cost_usd(self.hourly_price_usd, now - self.start)
+        reached = _agreed(budget.reached(spent, self.budget_usd), args)
         if reached is None or (reached == "warning" and self.warned):
             return
         self.warned = True
@@ -155,7 +156,7 @@ class BudgetCallback(TrainerCallback):
             control.should_save = control.should_training_stop = control.should_log = True
         if state.is_world_process_zero:
             record = budget.budget_record(
-                time=now, step=state.global_step, cost_usd=cost, budget_usd=self.budget_usd, state=reached
+                time=now, step=state.global_step, cost_usd=spent, budget_usd=self.budget_usd, state=reached
             )
             with open(self.path, "a") as handle:
                 handle.write(json.dumps(record) + "\n")

@@ -27,6 +27,7 @@ from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_sig
 from nbtoolkit.backends.sagemaker.aws_errors import explain
 from nbtoolkit.backends.sagemaker.job import TrainingJob
 from nbtoolkit.catalog import hourly_price
+from nbtoolkit.metrics.cost import cost_usd
 from nbtoolkit.runner.tree import JOB_ID_ENV
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -79,9 +80,9 @@ def cost_facts(described: dict[str, Any], instance_price: float | None, now: flo
         billable = max(0, int(end - started.timestamp())) if isinstance(started, datetime) else 0  # not yet training
     facts.update(billable_seconds=billable, training_seconds=training, cost_estimated=estimated)
     if instance_price is not None and billable is not None:
-        facts["cost_usd"] = round(instance_price * count * billable / 3600, 4)
+        facts["cost_usd"] = cost_usd(facts["hourly_price_usd"], billable)  # what every view shows
         if training and described.get("EnableManagedSpotTraining") and not estimated:
-            facts["on_demand_cost_usd"] = round(instance_price * count * training / 3600, 4)
+            facts["on_demand_cost_usd"] = cost_usd(facts["hourly_price_usd"], training)
             facts["spot_savings_pct"] = round(100 * (1 - billable / training), 1)
     return facts
 
