@@ -13,6 +13,7 @@ from pathlib import Path
 from nbtoolkit.api import Job, attach, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
+from nbtoolkit.metrics.console import ConsoleView
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
@@ -24,6 +25,8 @@ from nbtoolkit.spec import SpecError, load_spec
 from nbtoolkit.trackers import describe as describe_trackers
 from nbtoolkit.train.errors import TrainError
 
+#: what `--raw` does to a log shown in the console
+RAW_HELP = "the program's own output as written (else one line per logging step, values as numbers)"
 #: `nbtoolkit logs` writes the log in pieces of at most this size
 LOG_CHUNK_BYTES = 1024 * 1024
 DEMO_SPEC = {
@@ -47,12 +50,25 @@ REAL_DEMO_SPEC = {
 }
 
 
-def follow(job: Job) -> int:
+def console_view(job: Job, raw: bool = False) -> ConsoleView | None:
+    """How the console shows the job's log: one line per logging step (None: `--raw`, as the program wrote it)."""
+    if raw:
+        return None
+    try:
+        own_program = job.spec.script is None
+    except (OSError, ValueError):  # a job attached from elsewhere may have no spec of ours
+        own_program = False
+    return ConsoleView(own_program)
+
+
+def follow(job: Job, raw: bool = False) -> int:
     """Print the job's log as it grows; Ctrl-C detaches without stopping the job."""
+    view = console_view(job, raw)
     try:
         for text in follow_log(job.id, store=job.store):
-            sys.stdout.write(text)
+            sys.stdout.write(view.feed(text) if view else text)
             sys.stdout.flush()
+        sys.stdout.write(view.flush() if view else "")
     except KeyboardInterrupt:
         print(f"\ndetached; job {job.id} keeps running (`nbtoolkit stop {job.id}` ends it)")
         return 130
@@ -73,7 +89,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for warning in caught:
         print(f"nbtoolkit: warning: {warning.message}", file=sys.stderr)
     started(job)
-    return follow(job) if args.follow else 0
+    return follow(job, args.raw) if args.follow else 0
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
@@ -171,16 +187,19 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     job = Job(args.job)
     if args.follow:
-        return follow(job)
+        return follow(job, args.raw)
+    view = console_view(job, args.raw)
     if args.lines is not None:
-        print(log_tail(job.id, args.lines, store=job.store))
+        tail = log_tail(job.id, args.lines, store=job.store)
+        print((view.feed(tail + "\n") + view.flush()).rstrip("\n") if view else tail)
         return 0
     offset = 0
     while True:  # the whole log, a bounded piece at a time
         text, offset = read_log(job.id, store=job.store, offset=offset, limit=LOG_CHUNK_BYTES)
         if not text:
+            sys.stdout.write(view.flush() if view else "")
             return 0
-        sys.stdout.write(text)
+        sys.stdout.write(view.feed(text) if view else text)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -270,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="start a job from a spec file")
     run.add_argument("spec", help="spec.yaml or spec.json")
     run.add_argument("--follow", "-f", action="store_true", help="print the log until the job ends")
+    run.add_argument("--raw", action="store_true", help=RAW_HELP)
     run.add_argument("--force", action="store_true", help="launch even if the planner predicts it will not fit")
     run.set_defaults(handler=cmd_run)
 
@@ -356,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs = commands.add_parser("logs", help="a job's log")
     logs.add_argument("job")
     logs.add_argument("--follow", "-f", action="store_true")
+    logs.add_argument("--raw", action="store_true", help=RAW_HELP)
     logs.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines (read from the end)")
     logs.set_defaults(handler=cmd_logs)
 

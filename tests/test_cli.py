@@ -41,6 +41,12 @@ def test_run_follow_then_jobs_show_logs(tmp_path, home):
     spec_path.write_text(json.dumps(SPEC))
     result = nbtoolkit("run", str(spec_path), "--follow")
     assert "[nbtoolkit] step 20/20 (100%)" in result.stdout
+    # one line per logging step: nbtoolkit's, not also the Trainer's dict; its evaluation as numbers
+    assert [line.split(" (")[0] for line in result.stdout.splitlines() if line.startswith("[nbtoolkit] step")] == [
+        "[nbtoolkit] step 10/20",
+        "[nbtoolkit] step 20/20",
+    ]
+    assert "{'loss'" not in result.stdout and "[nbtoolkit] eval at epoch " in result.stdout
     job_id = result.stdout.split()[1]
     assert result.stdout.rstrip().endswith(f"job {job_id} succeeded")
     listing = nbtoolkit("jobs").stdout
@@ -51,6 +57,7 @@ def test_run_follow_then_jobs_show_logs(tmp_path, home):
     shown = nbtoolkit("show", job_id[:4]).stdout
     assert "last eval: eval_loss" in shown and "eval_accuracy" in shown
     assert "stage train succeeded" in nbtoolkit("logs", job_id).stdout
+    assert "{'loss': '" in nbtoolkit("logs", job_id, "--raw").stdout  # the program's own output, as written
     assert json.loads(nbtoolkit("show", job_id, "--json").stdout)["exit_code"] == 0
 
 

@@ -1,0 +1,36 @@
+"""The console's view of a log: one line per logging step, values as numbers, the same in any chunking."""
+
+from __future__ import annotations
+
+from nbtoolkit.metrics.console import ConsoleView
+from tests.conftest import DATA
+
+
+def shown(text: str, own_program: bool, chunk: int | None = None) -> str:
+    view = ConsoleView(own_program)
+    pieces = [text] if chunk is None else [text[i : i + chunk] for i in range(0, len(text), chunk)]
+    return "".join(view.feed(piece) for piece in pieces) + view.flush()
+
+
+def test_a_users_trainer_log_shows_each_dict_as_one_line_of_numbers():
+    """transformers 5 prints strings (`'loss': '1.785'`); the console shows the numbers, one line per dict."""
+    text = (DATA / "trainer_v5_plain.log").read_text()
+    lines = shown(text, own_program=False).splitlines()
+    assert lines.count("[nbtoolkit] train at epoch 0.25 | loss 1.785 | grad_norm 0.3514 | learning_rate 0.0024") == 1
+    assert "'" not in "".join(line for line in lines if line.startswith("[nbtoolkit]"))
+    assert sum(line.startswith("[nbtoolkit] eval at epoch") for line in lines) == 2
+    assert shown(text, own_program=False, chunk=5) == shown(text, own_program=False)
+
+
+def test_nbtoolkits_own_program_keeps_its_line_and_drops_the_trainers_dict():
+    text = (
+        "{'loss': '1.532', 'grad_norm': '0.5', 'learning_rate': '4e-05', 'epoch': '0.2'}\n"
+        "[nbtoolkit] step 20/150 (13%) | loss 1.5320 | lr 4.00e-05 | 12.5 samples/s\n"
+        "{'eval_loss': '1.4', 'eval_accuracy': '0.5', 'epoch': '0.2'}\n"
+        "a warning the program printed"
+    )
+    assert shown(text, own_program=True) == (
+        "[nbtoolkit] step 20/150 (13%) | loss 1.5320 | lr 4.00e-05 | 12.5 samples/s\n"
+        "[nbtoolkit] eval at epoch 0.2 | eval_loss 1.4 | eval_accuracy 0.5\n"
+        "a warning the program printed"
+    )
