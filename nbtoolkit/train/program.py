@@ -103,6 +103,9 @@ def hide_unused_integrations(spec: RunSpec) -> None:
         "deepspeed": "deepspeed" in spec.extras_used,
         "peft": "adapters" in spec.extras_used,
         "mlflow": "mlflow" in spec.report_to,
+        # imported by transformers' object-detection losses whenever a model is: no task here uses those (nor
+        # datasets' .mat reader, nor torch's ILP checkpointing solver): about 1 s of CPU in every rank
+        "scipy": False,
     }
     for package, needed in used.items():
         if not needed:

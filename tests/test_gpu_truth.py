@@ -1,0 +1,42 @@
+"""benchmarks/gpu_truth.py stays working: its tiny stand-ins run on CPU and fill the table it writes for a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_truth.py"
+
+
+@pytest.fixture(scope="module")
+def gpu_truth():
+    spec = importlib.util.spec_from_file_location("gpu_truth", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_truth"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["gpu_truth"]
+
+
+def test_tiny_cases_on_cpu_write_a_row_each_with_prediction_and_measurement(gpu_truth, tmp_path, capsys):
+    out = tmp_path / "gpu-truth.md"
+    argv = ["--tiny", "--device", "cpu", "--variants", "fp32", "--cases", "BERT-base,LoRA", "--steps", "1"]
+    assert gpu_truth.main([*argv, "--warmup", "1", "--out", str(out)]) == 0
+    rows = [line.split(" | ") for line in out.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row[0] for row in rows] == ["| case", "| BERT-base classification", "| Qwen2-0.5B-like chat, LoRA r=16"]
+    for row in rows[1:]:
+        assert row[1] == "fp32" and float(row[2]) > 0 and float(row[7].replace(",", "")) > 0  # predicted GiB, samples/s
+        assert row[-1].strip() == "|"  # no note: nothing failed
+    assert "on CPU (torch " in out.read_text()
+
+
+def test_without_a_gpu_it_says_so_in_one_sentence(gpu_truth, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert gpu_truth.main([]) == 2
+    assert "no CUDA device here; run with --device cpu (and --tiny)" in capsys.readouterr().err
