@@ -15,6 +15,7 @@ import pytest
 from nbtoolkit import cli
 from nbtoolkit.api import launch
 from nbtoolkit.checkpoints import checkpoint_step, is_complete
+from nbtoolkit.notebook.job_view import health_html
 from nbtoolkit.runner.health import DoctorError, assess
 from nbtoolkit.runner.stacks import RankStack, StacksReport, rank_range
 from tests.conftest import SCRIPTS, TESTS
@@ -48,6 +49,16 @@ def test_health_rules_on_heartbeats():
     assert assess([beat(0, 7, 70, 2.0)], 1000.0, {0: False}, floor_s=60).state == "unknown"
     assert assess([beat(0, 7, 70, 2.0)], 1000.0, alive, active=False, floor_s=60).state == "unknown"
     assert assess([], 1000.0, {}, floor_s=60).state == "unknown"
+
+
+def test_the_notebook_table_marks_the_straggler():
+    slow = assess([beat(0, 50, 0.1, 0.2), beat(1, 40, 0.3, 0.5)], 1000.0, {0: True, 1: False}, floor_s=60)
+    page = health_html(slow.to_dict())
+    assert page.startswith("<p><b style='color: #ef6c00'>slow</b>: rank 1 straggles")
+    rows = page.split("<tr")[2:]
+    assert rows[0].startswith("><td>0</td><td>50</td><td>0.1 s</td><td>0.2 s</td>")
+    assert rows[1].startswith(" style='color: #ef6c00; font-weight: bold'><td>1</td><td>40</td>")
+    assert "<td>slow</td>" in rows[1]
 
 
 def test_stacks_are_grouped_by_identical_stacks():

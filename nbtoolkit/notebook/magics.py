@@ -17,11 +17,11 @@ import yaml
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import display
 
+from nbtoolkit.notebook.job_view import show_job
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
 from nbtoolkit.rewards import kernel_rewards
-from nbtoolkit.runner.store import STATUSES, JobStatus
+from nbtoolkit.runner.store import STATUSES
 from nbtoolkit.spec import SpecError, load_spec, merged, read_yaml
 from nbtoolkit.tasks import TASK_NAMES
 from nbtoolkit.trackers import describe as describe_trackers
@@ -299,9 +299,7 @@ class FinetuneMagics(Magics):
         print("\n".join(comparison_lines(job.record, job.records())))
         for tracked in describe_trackers(job.spec, job.dir):
             print(f"tracking: {tracked}")
-        job.chart(log_scale=args.log_scale)
-        if job.status == JobStatus.SUCCEEDED:
-            display(job.try_it())
+        show_job(job, log_scale=args.log_scale)
         print(f"--- last {args.tail} lines of {job.dir / 'output.log'}\n{job.logs(tail=args.tail)}")
 
     @line_magic
