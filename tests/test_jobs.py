@@ -193,7 +193,7 @@ def test_a_lost_jobs_surviving_processes_block_resume_and_stop_ends_them(store):
     child = int(wait_for(lambda: re.search(r"^child (\d+)$", job.logs(), re.MULTILINE)).group(1))
     record = job.record
     supervisor = psutil.Process(record.supervisor_pid)
-    # the supervisor dies and so does its reaper (kill -9 of both): the program and its child survive
+    # the supervisor dies and so does its watcher (kill -9 of both): the program and its child survive
     for process in [child for child in supervisor.children() if child.pid != record.pgid] + [supervisor]:
         process.kill()
     assert wait_for(lambda: job.status == "lost", timeout=10)

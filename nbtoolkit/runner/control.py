@@ -125,7 +125,7 @@ def leftover_processes(record: JobRecord, store: JobStore, settle: float = 0.0) 
     """Processes of an ended job still alive on this host (a rank its dead supervisor left behind).
 
     `settle`: seconds to give them to end first: just after a job records its end, its supervisor
-    and reaper (which carry its tag too) are still on their way out.
+    and watcher (which carry its tag too) are still on their way out.
     """
     found = tagged_processes(record.id, store.home) if record.host == this_host() else []
     if found and settle:
