@@ -44,7 +44,7 @@ class ConsoleView:
     def _line(self, line: str) -> str | None:
         values = parse_dict_line(line) if "{" in line else None
         kind = classify(values) if values else None
-        if kind is None:
+        if values is None or kind is None:
             return line
         before = line[: line.find("{")]
         if kind == "train" and self.own_program:  # nbtoolkit's own line says it, with numbers
