@@ -6,6 +6,10 @@ so spec.json, launch.json, run.sh, the log's command line, SageMaker hyperparame
 exports never hold it. The way to pass one is the environment: a value `$HF_TOKEN` (or
 `${HF_TOKEN}`) is written as that reference and resolved from the submitting environment when
 the program starts (the supervisor inherits it), so the value is only ever in a process's memory.
+
+What a program does with a value once it has it (a launcher that logs its command line, a script
+that echoes its arguments in an error) is caught by the `Scrubber`: the supervisor knows every value
+it resolves and every credential-named variable of its environment, and all it writes passes through it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from nbtoolkit.spec import RunSpec
@@ -23,8 +27,13 @@ CREDENTIAL_NAME = re.compile(
     r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|SECRET_KEY|PRIVATE_KEY|SESSION_TOKEN|CREDENTIALS?)($|_)"
 )
 REDACTED = "***"
+#: values shorter than this are not taken for secrets (a `..._TOKEN=1` switch would blank every digit 1)
+MIN_SECRET_CHARS = 8
+#: TrainingArguments fields that hold a credential -> the variable that gives it to the Trainer instead
+#: (TrainingArguments is pickled into every checkpoint's training_args.bin; the Hub client reads HF_TOKEN)
+TRAINER_CREDENTIALS = {"hub_token": "HF_TOKEN"}
 #: a value that names an environment variable instead of holding the credential
-ENV_REFERENCE = re.compile(r"^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))$")
+ENV_REFERENCE = re.compile(r"^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))\Z")
 
 
 def is_credential(name: str) -> bool:
@@ -148,3 +157,72 @@ def credential_problem(spec: RunSpec, environ: Mapping[str, str] | None = None) 
             "handed to the job's processes, never written)"
         )
     return None
+
+
+def trainer_credentials(extra: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> tuple[dict, dict]:
+    """`extra` without the credentials TrainingArguments would pickle, and the environment that gives them
+    to the Trainer instead (`hub_token: $HF_TOKEN` -> HF_TOKEN); a reference to an unset variable gives none."""
+    resolved = resolve_mapping(extra, environ)
+    kept = {key: value for key, value in resolved.items() if key not in TRAINER_CREDENTIALS}
+    given = {
+        TRAINER_CREDENTIALS[key]: value
+        for key, value in resolved.items()
+        if key in TRAINER_CREDENTIALS and isinstance(value, str) and value != REDACTED and not env_reference(value)
+    }
+    return kept, given
+
+
+def secret_values(environ: Mapping[str, str], names: Iterable[str] = ()) -> set[str]:
+    """The values a job must never write: those of credential-named variables, and of the variables `names`
+    (what its `$NAME` references resolve to)."""
+    chosen = {name for name in environ if is_credential(name)} | {name for name in names if name in environ}
+    return {environ[name] for name in chosen if len(environ[name]) >= MIN_SECRET_CHARS}
+
+
+class Scrubber:
+    """Every known secret value replaced by `***`, in text, bytes, and a byte stream cut anywhere.
+
+    The one filter for what a job writes or serves: its log (fed as a stream), its messages, its metrics.
+    """
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        found = sorted(
+            {secret.encode() for secret in secrets if len(secret) >= MIN_SECRET_CHARS}, key=len, reverse=True
+        )
+        self.secrets = found
+        self.pattern = re.compile(b"|".join(re.escape(secret) for secret in found)) if found else None
+        self.pending = b""  # the stream's tail that may be the start of a secret
+
+    def __bool__(self) -> bool:
+        return self.pattern is not None
+
+    def bytes(self, data: bytes) -> bytes:
+        return self.pattern.sub(REDACTED.encode(), data) if self.pattern is not None else data
+
+    def text(self, text: str) -> str:
+        return self.bytes(text.encode()).decode() if self.pattern is not None else text
+
+    def value(self, value: Any) -> Any:
+        """A string, or the strings in a list or mapping (a job row's values), scrubbed."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.value(item) for key, item in value.items()}
+        return value
+
+    def feed(self, chunk: bytes) -> bytes:
+        """What of a stream can be written now: scrubbed, less a tail that may begin a secret the next chunk ends."""
+        data = self.bytes(self.pending + chunk)
+        held = max(
+            (size for secret in self.secrets for size in range(1, len(secret)) if data.endswith(secret[:size])),
+            default=0,
+        )
+        self.pending = data[len(data) - held :] if held else b""
+        return data[: len(data) - held]
+
+    def flush(self) -> bytes:
+        """The stream's end: the tail held back (it began no secret)."""
+        rest, self.pending = self.pending, b""
+        return rest

@@ -94,7 +94,7 @@ def test_a_token_from_the_environment_reaches_the_run_but_no_file(store, monkeyp
         }
     )
     assert job.wait(timeout=120) == "succeeded", job.logs()
-    assert f"token seen: {SECRET}" in job.logs()  # the program got the value ...
+    assert f"token seen: *** reversed {SECRET[::-1]}" in job.logs()  # the program got the value, the log not
     assert "stage train:" in job.logs() and "--echo-token '$HF_TOKEN'" in job.logs()  # ... the log line the name
     for name in ("spec.json", "launch.json", "run.sh"):
         assert SECRET not in (job.dir / name).read_text()
@@ -120,7 +120,7 @@ def test_job_folders_files_and_the_store_are_private(store):
     job.wait(timeout=120)
     mode = lambda path: stat.S_IMODE(path.stat().st_mode)  # noqa: E731
     assert mode(job.dir) == 0o700 and mode(store.jobs_root) == 0o700 and mode(store.db_path) == 0o600
-    for name in ("spec.json", "launch.json", LOG_FILE, "metrics.jsonl"):
+    for name in ("spec.json", "launch.json", LOG_FILE, "metrics.jsonl", "supervisor.log"):
         assert mode(job.dir / name) == 0o600, name
     assert mode(job.dir / "run.sh") == 0o700
 

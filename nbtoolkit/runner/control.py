@@ -62,6 +62,7 @@ def submit(
     (directory / METRICS_FILE).touch(mode=PRIVATE_FILE)
     (directory / "output").mkdir(mode=PRIVATE_DIR)
     env = {**os.environ, HOME_ENV: str(store.home), JOB_ID_ENV: record.id}  # the tag every process of it carries
+    (directory / "supervisor.log").touch(mode=PRIVATE_FILE)  # private like the job's other files
     with open(directory / "supervisor.log", "wb") as supervisor_log:  # the child keeps its own copy
         process = subprocess.Popen(
             [sys.executable, "-m", "nbtoolkit.runner.supervisor", record.id],

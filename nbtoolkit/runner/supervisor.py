@@ -1,8 +1,10 @@
 """The detached supervisor: runs a job's stages, records its lifecycle, ends all of it on stop.
 
 Started by `submit` in a new session, so it outlives the kernel or shell that started it.
-Each stage runs in its own process group with stdout/stderr appended to output.log; the
-supervisor never sits in the data path of the training program's output.
+Each stage runs in its own process group; its stdout/stderr reach output.log through one pipe the
+supervisor copies through its `Scrubber`, which knows every secret value the job was given: what a
+launcher echoes (DeepSpeed logs its whole command line) or a script prints never lands in a file.
+Per-rank log files the launcher writes itself are scrubbed as each stage ends.
 
 It holds the job's lock (`lock`) while it lives, and starts a watcher that ends the job's
 processes if it dies (`watcher`). It polls its row for a stop request, so a stop works from any
@@ -32,7 +34,7 @@ from typing import IO
 
 import psutil
 
-from nbtoolkit.credentials import redact_args, resolve_args
+from nbtoolkit.credentials import Scrubber, redact_args, references, resolve_args, secret_values
 from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
 from nbtoolkit.metrics import budget, cost
 from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
@@ -54,6 +56,9 @@ STOP_GRACE_S = 5.0
 STORE_RETRY_S = 600.0
 #: below this many free bytes, a failure is put down to the full disk
 DISK_FULL_BYTES = 1 << 20
+#: files a job's processes write beside output.log that are scrubbed when a stage ends (per-rank logs, error files)
+SCRUBBED_SUFFIXES = (".log", ".txt", ".json", ".jsonl")
+SCRUBBED_MAX_BYTES = 64 << 20
 
 
 class Supervisor:
@@ -72,8 +77,23 @@ class Supervisor:
         self.reaper_pid: int | None = None
         self.log: IO[bytes] | None = None  # output.log, open while the stages run
         self.budget_recorded: dict | None = None  # the budget record last put in the job's info
-        self.started = 0.0  # when the job began (and began to be billed)
         self.stall_watch = StallWatch(store, job_id)  # health in the row; stacks and train.on_stall on a stall
+        self.started = 0.0  # when the job began (and began to be billed)
+        self.scrubber = Scrubber(secret_values(self._environment(), self._referenced_names()))
+
+    def _environment(self) -> dict[str, str]:
+        return {**os.environ, **self.launch.env, **{k: v for stage in self.launch.stages for k, v in stage.env.items()}}
+
+    def _referenced_names(self) -> list[str]:
+        """The variables the job's `$NAME` credential references name: in its stages' argv, and in the spec's
+        script args and extra (which the training program resolves itself)."""
+        names = [name for stage in self.launch.stages for name in references(stage.argv, {})]
+        try:
+            spec = json.loads((self.dir / "spec.json").read_text())
+        except (OSError, ValueError):  # a launch without a spec (an attached remote job)
+            return names
+        script = spec.get("script") or {}
+        return names + references(list(script.get("args") or []), spec.get("extra") or {})
 
     def run(self) -> int:
         me = psutil.Process()
@@ -117,7 +137,7 @@ class Supervisor:
                 cwd=self.launch.workdir or self.dir,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
@@ -127,6 +147,8 @@ class Supervisor:
             self._write(message=f"stage {stage.name} could not start: {exc.strerror or exc}")
             return 127
         self._write(must=False, pgid=process.pid, stage=stage.name)
+        pump = threading.Thread(target=self._pump, args=(process.stdout, log), daemon=True, name="nbtoolkit-log")
+        pump.start()
         parser = LogParser() if stage.metrics_from_log else None
         log_offset = (self.dir / LOG_FILE).stat().st_size
         stopped_here = False
@@ -153,12 +175,55 @@ class Supervisor:
         terminate_tree(process.pid, grace=STOP_GRACE_S)  # stragglers a rank left behind
         # and any that left the tree and the group (a grandchild in its own session whose parent died)
         end_processes(tagged_processes(self.job_id, self.store.home, exclude=(self.reaper_pid or 0,)), STOP_GRACE_S)
+        pump.join(timeout=STOP_GRACE_S)  # the output still in the pipe; a process outside the job may hold it open
+        self._scrub_files()
         self._follow(parser, log_offset, final=True)
         self.interrupted = stopped_here
         status = "stopped" if self.interrupted else "succeeded" if exit_code == 0 else "failed"
         self._set_stage(index, status=status, ended=time.time(), exit_code=exit_code)
         self._say(log, f"stage {stage.name} {status} (exit code {exit_code})")
         return exit_code
+
+    def _pump(self, output, log) -> None:
+        """Copy a stage's output into the log through the scrubber, as it comes."""
+        with output:
+            while chunk := os.read(output.fileno(), 1 << 16):
+                self._append(log, self.scrubber.feed(chunk))
+            self._append(log, self.scrubber.flush())
+
+    def _append(self, log, data: bytes) -> None:
+        """All of `data`: a full disk holds it until there is room (the program waits on its pipe meanwhile,
+        as on a slow disk), so no line is lost and the metrics parsed from the log miss no step."""
+        while data:
+            try:
+                data = data[log.write(data) :]
+            except OSError as exc:
+                self._note(f"could not write the program's output to the log ({exc}); retrying until there is room")
+                time.sleep(POLL_S)
+
+    def _scrub_files(self) -> None:
+        """Secret values out of the text files the stage's processes wrote in the job folder themselves
+        (a launcher's per-rank logs, error files); the outputs (checkpoints, models) are the program's."""
+        if not self.scrubber:
+            return
+        for path in self.dir.rglob("*"):
+            if (
+                path.suffix not in SCRUBBED_SUFFIXES
+                or path.name == LOG_FILE
+                or path.is_relative_to(self.dir / "output")
+                or not path.is_file()
+                or path.is_symlink()
+            ):
+                continue
+            try:
+                if path.stat().st_size > SCRUBBED_MAX_BYTES:
+                    continue
+                data = path.read_bytes()
+                scrubbed = self.scrubber.bytes(data)
+                if scrubbed != data:
+                    path.write_bytes(scrubbed)
+            except OSError as exc:
+                self._note(f"could not scrub {path.relative_to(self.dir)} ({exc})")
 
     def _follow(self, parser: LogParser | None, log_offset: int, final: bool = False) -> int:
         """Parse new log text into metrics (if the program writes none) and refresh the row's progress.
@@ -178,7 +243,7 @@ class Supervisor:
                 if final:
                     self.unwritten += parser.flush()
             if self.unwritten:
-                append_records(self.dir / METRICS_FILE, self.unwritten)
+                append_records(self.dir / METRICS_FILE, self.scrubber.value(self.unwritten))
                 self.unwritten = []
             changed = self.progress.update(self.metrics.read_new())
             for note in self.metrics.notes:
@@ -220,14 +285,6 @@ class Supervisor:
         self._say(log, f"job {status}")
         self._write(only_if_status=ACTIVE, status=status, ended=ended, exit_code=exit_code, message=message, stage=None)
 
-    def _watch_health(self, log) -> bool:
-        """The job's health (see stall_watch); True when train.on_stall says stop. Never ends the supervisor."""
-        try:
-            return self.stall_watch.check(lambda text: self._say(log, text))
-        except Exception as exc:
-            self._note(f"could not check the job's health ({exc}); checking again")
-            return False
-
     def _final_budget(self, ended: float) -> dict:
         """The stop record with what the job cost in all (checkpoint and exit included), the figure every
         listing shows from now on; the panel reads the record from the job's info."""
@@ -238,6 +295,14 @@ class Supervisor:
                 stopped["cost_usd"] = spent
                 self.store.set_info(self.job_id, budget.INFO_KEY, stopped)
         return stopped
+
+    def _watch_health(self, log) -> bool:
+        """The job's health (see stall_watch); True when train.on_stall says stop. Never ends the supervisor."""
+        try:
+            return self.stall_watch.check(lambda text: self._say(log, text))
+        except Exception as exc:
+            self._note(f"could not check the job's health ({exc}); checking again")
+            return False
 
     def _budget_stopped(self) -> bool:
         """The training program ended itself at train.budget_usd (with a checkpoint)."""
@@ -261,6 +326,7 @@ class Supervisor:
 
     def _write(self, *, must: bool = True, only_if_status=None, **values) -> bool:
         """Update the job's row. A busy store is retried (`must`: until it answers), never fatal."""
+        values = {key: self.scrubber.value(value) for key, value in values.items()}  # a message may quote a secret
         deadline = time.monotonic() + STORE_RETRY_S
         while True:
             try:
@@ -281,10 +347,9 @@ class Supervisor:
             self.noted.add(text)
             self._say(self.log, text)
 
-    @staticmethod
-    def _say(log, text: str) -> None:
+    def _say(self, log, text: str) -> None:
         """A line of our own in the log; a full disk loses the line, never the job."""
-        line = f"{LOG_PREFIX} {time.strftime('%H:%M:%S')} {text}\n"
+        line = self.scrubber.text(f"{LOG_PREFIX} {time.strftime('%H:%M:%S')} {text}\n")
         try:
             if log is None:
                 raise OSError("log not open")

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from nbtoolkit.credentials import resolve_mapping
+from nbtoolkit.credentials import trainer_credentials
 from nbtoolkit.runtime import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 from nbtoolkit.trackers import environment, run_name
@@ -58,7 +58,9 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments
         renamed = "activation_checkpointing" in TrainingArguments.__dataclass_fields__
         kwargs["activation_checkpointing" if renamed else "gradient_checkpointing"] = True
     kwargs.update(overrides)
-    kwargs.update(resolve_mapping(spec.extra))  # a credential's `$NAME` from the job's environment
+    extra, credentials = trainer_credentials(spec.extra)  # a credential's `$NAME` from the job's environment ...
+    os.environ.update(credentials)  # ... reaches the Trainer as HF_TOKEN: TrainingArguments is pickled in checkpoints
+    kwargs.update(extra)
     return (arguments_class or TrainingArguments)(**kwargs)
 
 

@@ -2,7 +2,7 @@
 
 `--child` starts a grandchild in its own session that sleeps (the orphan a dead supervisor would
 leave); `--own-metrics` writes records to metrics.jsonl itself instead (with odd values among
-them, as a user's script might); `--echo-token` prints the token it got; `--refuse-stop` answers SIGTERM as a program that could not
+them, as a user's script might); `--echo-token` prints the token it got (and reversed, which no scrubber knows); `--refuse-stop` answers SIGTERM as a program that could not
 stop what it runs: one `[nbtoolkit] error:` sentence, exit 2.
 """
 
@@ -22,7 +22,7 @@ parser.add_argument("--refuse-stop", action="store_true")
 parser.add_argument("--echo-token", help="print the token it was given (tests of credentials from the environment)")
 args = parser.parse_args()
 if args.echo_token:
-    print(f"token seen: {args.echo_token}", flush=True)
+    print(f"token seen: {args.echo_token} reversed {args.echo_token[::-1]}", flush=True)  # the log scrubs the first
 
 if args.refuse_stop:
 

@@ -1,0 +1,143 @@
+"""Secrets a job was given are in no file and no answer: what a launcher echoes, what a script prints or
+fails with, the Trainer's pickled arguments, per-rank logs, the store, the REST service. Real jobs on the
+local, torchrun and DeepSpeed launchers (CPU, a tiny BERT, one step); the scrubber's stream cut anywhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbtoolkit.api import launch
+from nbtoolkit.credentials import REDACTED, Scrubber, secret_values
+from nbtoolkit.server.service import LOG_LIMIT_MAX, JobsService
+from nbtoolkit.spec import load_spec
+from tests.conftest import SCRIPTS
+
+pytestmark = pytest.mark.heavy  # a DeepSpeed and a torchrun job: run first under pytest -n
+
+SECRET = "hf_SECRETVALUE24abcdef"
+ONE_STEP = {"max_steps": 1, "save_steps": 1, "batch_size": 4, "logging_steps": 1}
+TOKEN_IN_EXTRA = {"extra": {"hub_token": "$HF_TOKEN"}, "train": ONE_STEP}
+CASES = {
+    # nbtoolkit's program: extra.hub_token reaches the Trainer; checkpoints pickle its TrainingArguments
+    "local-program-extra": ({"task": "text-classification", **TOKEN_IN_EXTRA}, "succeeded"),
+    # two ranks print the token they were given: torchrun tees it into output.log and its per-rank log files
+    "torchrun-script-args": (
+        {
+            "task": "text-classification",
+            "hardware": {"devices": 2},
+            "script": {"path": str(SCRIPTS / "paced.py"), "args": ["--steps", "1", "--echo-token", "$HF_TOKEN"]},
+        },
+        "succeeded",
+    ),
+    # the DeepSpeed launcher logs its whole command line; the script echoes its arguments and saves a model
+    "deepspeed-script-args": (
+        {
+            "task": "text-classification",
+            "launcher": "deepspeed",
+            "hardware": {"devices": 2},
+            "parallelism": {"strategy": "deepspeed", "zero_stage": 2},
+            "script": {
+                "path": str(SCRIPTS / "token_trainer.py"),
+                "args": ["--hf_token", "$HF_TOKEN", "--deepspeed", "$NBTOOLKIT_JOB_DIR/ds_config.json", "--use_cpu"],
+            },
+        },
+        "succeeded",
+    ),
+    # argparse quotes what it refuses: "unrecognized arguments: --hf-token <value>", the job's message
+    "local-script-refusing-the-token": (
+        {
+            "task": "text-classification",
+            "script": {"path": str(SCRIPTS / "paced.py"), "args": ["--steps", "1", "--hf-token", "$HF_TOKEN"]},
+        },
+        "failed",
+    ),
+}
+
+
+def files_holding(secret: str, root: Path) -> list[str]:
+    """Every file under `root` whose bytes hold `secret`, the members of zip files (torch.save) read too."""
+    needle = secret.encode()
+    found = []
+    for path in root.rglob("*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        data = path.read_bytes()
+        inside = zipfile.is_zipfile(path) and any(
+            needle in zipfile.ZipFile(path).read(name) for name in zipfile.ZipFile(path).namelist()
+        )
+        if needle in data or inside:
+            found.append(str(path.relative_to(root)))
+    return found
+
+
+def rest_answers(store, job_id: str) -> str:
+    """What the REST API serves for the job (its service layer; the handlers add only HTTP)."""
+    service = JobsService(store)
+    answers = [service.list(), service.get(job_id), service.log(job_id, limit=LOG_LIMIT_MAX), service.metrics(job_id)]
+    return "".join(answer.model_dump_json() for answer in answers)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_token_given_each_way_is_in_no_file_and_no_answer(case, home, store, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    spec, status = CASES[case]
+    job = launch(spec, store=store)
+    assert job.wait(timeout=300) == status, job.logs(tail=40)
+    assert files_holding(SECRET, home) == []
+    assert SECRET not in rest_answers(store, job.id)
+    output = job.dir / "output"
+    if case.endswith("-extra"):  # the Trainer's pickled arguments were written, and hold no token
+        assert (output / "checkpoint-1" / "training_args.bin").is_file() and (output / "model").is_dir()
+    elif case == "torchrun-script-args":  # each rank got the value; the logs hold what no scrubber knows of it
+        assert job.logs().count(f"token seen: *** reversed {SECRET[::-1]}") == 2
+        assert len([path for path in (job.dir / "logs").rglob("*.log") if "reversed" in path.read_text()]) == 2
+    elif case == "deepspeed-script-args":
+        assert "--hf_token ***" in job.logs() and "arguments: [" in job.logs()  # the launcher and the script echoed
+        assert (output / "training_args.bin").is_file()
+    else:
+        assert "unrecognized arguments: --hf-token ***" in job.record.message
+
+
+def test_the_trainer_gets_a_token_from_the_environment_not_its_pickled_arguments(monkeypatch):
+    from nbtoolkit.train.program import training_arguments
+
+    monkeypatch.setenv("MY_HUB_SECRET", SECRET)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    spec = load_spec(
+        {"task": "text-classification", "extra": {"hub_token": "$MY_HUB_SECRET", "lr_scheduler_type": "cosine"}}
+    )
+    args = training_arguments(spec, "unused", has_eval=False)
+    assert args.hub_token is None and args.lr_scheduler_type == "cosine"
+    assert os.environ["HF_TOKEN"] == SECRET  # where huggingface_hub looks for it
+
+
+def test_secret_values_are_credential_named_variables_and_resolved_references():
+    environ = {"HF_TOKEN": SECRET, "MY_VAR": "valueofmyvar", "TOKENIZERS_PARALLELISM": "false", "X_TOKEN": "1"}
+    assert secret_values(environ) == {SECRET}  # a short switch is not a secret; a tokenizer setting not a token
+    assert secret_values(environ, ["MY_VAR", "UNSET"]) == {SECRET, "valueofmyvar"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=st.text(max_size=40),
+    after=st.text(max_size=40),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=8),
+)
+def test_a_stream_cut_anywhere_is_scrubbed_like_the_whole(before, after, cuts):
+    secrets = [SECRET, "another-secret-99"]
+    data = f"{before}{SECRET}{after}--hf_token {SECRET[:9]}{secrets[1]}{SECRET}".encode()
+    scrubber = Scrubber(secrets)
+    edges = sorted({0, len(data), *(cut for cut in cuts if cut < len(data))})
+    streamed = b"".join(scrubber.feed(data[start:end]) for start, end in itertools.pairwise(edges))
+    streamed += scrubber.flush()
+    assert streamed == Scrubber(secrets).bytes(data)
+    assert SECRET.encode() not in streamed and secrets[1].encode() not in streamed
+    assert streamed.count(REDACTED.encode()) >= 3
