@@ -185,3 +185,12 @@ def test_spec_rules_of_the_new_blocks_are_one_sentence():
         with pytest.raises(SpecError) as found:
             load_spec(data)
         assert words in str(found.value), str(found.value)
+
+
+def test_the_chat_what_fits_doc_is_the_planners():
+    from pathlib import Path
+
+    from nbtoolkit.planner.chat_report import document
+
+    committed = Path(__file__).resolve().parent.parent / "docs" / "chat-what-fits-where.md"
+    assert committed.read_text() == document(), "python -m nbtoolkit.planner.chat_report --out " + str(committed)

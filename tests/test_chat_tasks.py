@@ -1,7 +1,7 @@
 """Chat, preference and grpo on TRL's trainers: real jobs of the bundled tiny chat model, all started at once.
 
 chat on 1 rank (and the template parity: trained == saved == predicted, token for token), grpo on 1 rank
-(its reward over the arithmetic prompts rises), DPO on 2 ranks (torchrun, with a reference copy), chat
+(its reward over the arithmetic prompts rises; one reward named by module, one shipped from here), DPO on 2 ranks (torchrun, with a reference copy), chat
 with LoRA on 2 ranks, and DPO under DeepSpeed ZeRO-3 on 2 CPU ranks.
 """
 
@@ -22,7 +22,7 @@ RUNS = {
     "grpo": {
         "task": "grpo",
         "dataset": {"eval_split": None},
-        "reward": {"num_generations": 4, "max_completion_length": 8},
+        "reward": {"functions": ["nbtoolkit.rewards:correct_answer"], "num_generations": 4, "max_completion_length": 8},
         "train": {"max_steps": 10, "batch_size": 16, "logging_steps": 1, "learning_rate": 5.0e-2},
     },
     "dpo-ddp": {"task": "preference", **TWO_RANKS, "train": STEPS},
@@ -37,12 +37,24 @@ RUNS = {
 }
 
 
+DIGITS = "0123456789"
+
+
+def digit_share(completions, **kwargs):
+    """A reward defined here, not in an importable place the job could reach: it travels as its source."""
+    texts = [completion[0]["content"].strip() for completion in completions]
+    return [sum(char in DIGITS for char in text) / max(len(text), 1) for text in texts]
+
+
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory) -> dict[str, Job]:
     store = JobStore(tmp_path_factory.mktemp("nbhome"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OMP_NUM_THREADS", "1")
-        started = {name: launch(spec, store=store) for name, spec in RUNS.items()}
+        started = {
+            name: launch(spec, store=store, rewards=[digit_share] if name == "grpo" else None)
+            for name, spec in RUNS.items()
+        }
     for job in started.values():
         job.wait(timeout=400)
     return started
@@ -62,10 +74,12 @@ def test_chat_trains_on_the_assistant_turns(jobs):
 
 def test_template_parity_trained_saved_predicted(jobs):
     """The template the trainer rendered with, the one saved beside the model, and the one predict renders
-    with are the same, token for token; the saved generation config stops at the template's end of turn."""
+    with (from the Try-it chat, with its history) are the same, token for token; the saved generation config
+    stops at the template's end of turn."""
     from transformers import AutoTokenizer, GenerationConfig
 
     from nbtoolkit.chat_formats import CHATML
+    from nbtoolkit.notebook.try_it import TryIt
     from nbtoolkit.train.chat_template import chat_tokenizer
 
     job = jobs["chat"]
@@ -81,11 +95,16 @@ def test_template_parity_trained_saved_predicted(jobs):
     as_trained = trained.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)["input_ids"]
     as_saved = saved.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)["input_ids"]
     assert list(as_trained) == list(as_saved)
-    answer, short = job.predict([conversation, "What is 1 + 1?"])  # a conversation, and a text as one user turn
+    # predict as the Try-it chat calls it: the history so far and the new message
+    chat = TryIt(job)
+    chat.history, chat.text.value = conversation[:-1], conversation[-1]["content"]
+    answer = chat.ask()
     assert saved(answer["prompt"], add_special_tokens=False)["input_ids"] == list(as_trained)
-    assert isinstance(answer["reply"], str) and short["prompt"].endswith(
-        "What is 1 + 1?<|im_end|>\n<|im_start|>assistant\n"
-    )
+    assert [m["role"] for m in chat.history] == ["system", "user", "assistant", "user", "assistant"]
+    assert chat.history[-1]["content"] == answer["reply"] and chat.text.value == ""
+    assert chat.answer.value.count("<b>you:</b>") == 2 and chat.answer.value.count("<b>model:</b>") == 2
+    chat.restart()
+    assert chat.history == [] and chat.answer.value == ""
     assert GenerationConfig.from_pretrained(model_dir).eos_token_id == saved.convert_tokens_to_ids("<|im_end|>")
 
 
@@ -94,7 +113,7 @@ def test_grpo_reward_rises_on_the_arithmetic_prompts(jobs):
     rewards = [record["reward"] for record in records]
     assert len(rewards) == 10
     assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3 + 0.1, rewards
-    for name in ("correct_answer", "number_reply"):  # each function's own series reaches metrics.jsonl
+    for name in ("correct_answer", "digit_share"):  # each function's own series reaches metrics.jsonl
         assert all(f"rewards/{name}/mean" in record for record in records)
     assert all(record["completions/mean_length"] <= 8 for record in records)
 
@@ -119,3 +138,18 @@ def test_chat_lora_on_two_ranks_saves_the_adapter_alone(jobs):
     saved = load_file(job.dir / "output" / "model" / "adapter_model.safetensors")
     assert saved and all("lora_" in name for name in saved)
     assert "2 process(es)" in job.logs()
+
+
+@pytest.mark.parametrize(
+    ("name", "series"),
+    [("dpo-ddp", {"chosen", "rejected", "margin", "accuracy"}), ("grpo", {"correct_answer", "digit_share", "total"})],
+)
+def test_the_live_chart_shows_the_rewards_next_to_loss(jobs, name, series):
+    from nbtoolkit.notebook.charts import ChartFigure
+
+    figure = ChartFigure()
+    image = figure.draw(jobs[name].records(), name)
+    assert image.startswith(b"\x89PNG")
+    assert set(figure.reward_lines) == series and figure.rate.get_title() == "Rewards"
+    assert all(len(line.get_xdata()) == len(train_records(jobs[name])) for line in figure.reward_lines.values())
+    assert bool(figure.lengths) == (name == "grpo")  # GRPO's completion length on the right axis

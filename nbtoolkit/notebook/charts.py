@@ -297,6 +297,10 @@ class ChartFigure:
         self.rate.set(title="Learning rate", xlabel="step")
         self.speed.set_xlabel("step")
         self.rate.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+        #: reward runs: one line per series, the spread band, and a right axis of completion length (GRPO)
+        self.reward_lines: dict[str, Any] = {}
+        self.reward_bands: list[Any] = []
+        self.lengths: list[Any] = []
         self.empty = {
             axes: axes.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=axes.transAxes, color="gray")
             for axes in (self.loss, self.rate, self.speed)
@@ -315,8 +319,9 @@ class ChartFigure:
         if self.log_scale and losses and self.loss.get_yscale() != "log":
             self.loss.set_yscale("log")
         self.rate_line.set_data(*points(records, "learning_rate", "train"))
+        self._draw_rewards(records)
         self._draw_throughput(records, steady_state(records).samples_per_second)
-        for axes in (self.loss, self.rate, self.speed, self.tokens):
+        for axes in (self.loss, self.rate, self.speed, self.tokens, *self.lengths[:1]):
             axes.relim()
             axes.autoscale_view()
         shown = [line for line in (self.loss_line, self.eval_line) if len(line.get_xdata())]
@@ -328,6 +333,39 @@ class ChartFigure:
         for axes, note in self.empty.items():
             note.set_visible(not any(len(line.get_xdata()) for line in axes.lines if line is not self.steady_line))
         return png(self.figure)
+
+    def _draw_rewards(self, records: list[dict[str, Any]]) -> None:
+        """A run with rewards (DPO, GRPO) shows them in the middle panel instead of the learning rate: DPO's
+        chosen, rejected, margin and accuracy; GRPO's reward per function, the total's spread (±1 std) and
+        the completions' mean length on the right axis."""
+        from nbtoolkit.metrics.plots import points
+        from nbtoolkit.metrics.rewards import COMPLETION_LENGTH, SPREAD, TOTAL, reward_keys
+
+        keys = reward_keys(records)
+        if not keys:
+            return
+        self.rate_line.set_data([], [])
+        self.rate.set(title="Rewards", ylabel="")
+        for label, key in keys.items():
+            if label not in self.reward_lines:
+                (self.reward_lines[label],) = self.rate.plot([], [], label=label, linewidth=2 if key == TOTAL else 1)
+            self.reward_lines[label].set_data(*points(records, key, "train"))
+        for band in self.reward_bands:
+            band.remove()
+        steps, totals = points(records, TOTAL, "train")
+        _, spreads = points(records, SPREAD, "train")
+        if steps and len(spreads) == len(totals):
+            low = [total - spread for total, spread in zip(totals, spreads, strict=True)]
+            high = [total + spread for total, spread in zip(totals, spreads, strict=True)]
+            self.reward_bands = [self.rate.fill_between(steps, low, high, alpha=0.15, color="gray")]
+        length_steps, lengths = points(records, COMPLETION_LENGTH, "train")
+        if length_steps:
+            if not self.lengths:
+                self.lengths.append(self.rate.twinx())
+                self.lengths[0].set_ylabel("completion tokens", color="gray")
+                self.lengths[0].plot([], [], ":", color="gray")
+            self.lengths[0].lines[0].set_data(length_steps, lengths)
+        self.rate.legend(fontsize=7, loc="upper left")
 
     def _draw_throughput(self, records: list[dict[str, Any]], steady: float | None) -> None:
         """samples/s (left) and tokens/s (right); steps/s for parsed logs that give only that."""

@@ -14,6 +14,7 @@ import ipywidgets as widgets
 
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.notebook.data_view import bars
+from nbtoolkit.tasks import TRL_TASKS
 
 ERROR_COLOR = "var(--jp-error-color1, #d32f2f)"
 CHOSEN_COLOR = "var(--jp-success-color1, #388e3c)"
@@ -23,6 +24,7 @@ PROMPTS = {
     "summarization": "an article to summarize",
     "question-answering": "the context the answer is in",
     "causal-lm": "the start of a text to continue",
+    **dict.fromkeys(TRL_TASKS, "your message to the model"),
 }
 
 
@@ -43,10 +45,24 @@ class TryIt(widgets.VBox):
         self.answer = widgets.HTML()
         self.last: dict[str, Any] | None = None
         self.button.on_click(lambda _: self.ask())
+        #: chat, preference and grpo models chat: the conversation so far goes with every message
+        self.history: list[dict[str, str]] = []
+        self.new_chat = widgets.Button(description="New chat", icon="refresh")
+        self.new_chat.on_click(lambda _: self.restart())
+        buttons = widgets.HBox([self.button, self.new_chat]) if self.is_chat else self.button
         model = f"checkpoint {checkpoint}" if checkpoint else "the final model"
         heading = widgets.HTML(f"<b>Try it</b>: {html.escape(model)} of job {html.escape(job.id)}")
-        super().__init__([heading, *([self.question] if self.is_qa else []), self.text, self.button, self.answer])
+        super().__init__([heading, *([self.question] if self.is_qa else []), self.text, buttons, self.answer])
         self.add_class("nbtoolkit-try-it")
+
+    @property
+    def is_chat(self) -> bool:
+        return self.task in TRL_TASKS
+
+    def restart(self) -> None:
+        """Forget the conversation (the model keeps none: each message sends the history so far)."""
+        self.history = []
+        self.answer.value = ""
 
     @property
     def is_qa(self) -> bool:
@@ -63,15 +79,21 @@ class TryIt(widgets.VBox):
             self.answer.value = say("type a question and a context first" if self.is_qa else "type a text first")
             return None
         self.button.disabled = True
-        self.answer.value = "<i>the model is answering ...</i>"
+        asked = [*self.history, {"role": "user", "content": given}] if self.is_chat else given
+        self.answer.value = (chat_html(asked) if self.is_chat else "") + "<i>the model is answering ...</i>"
         try:
-            self.last = self.job.predict(given, checkpoint=self.checkpoint)
+            self.last = self.job.predict(asked, checkpoint=self.checkpoint)
         except LaunchError as exc:
             self.answer.value = say(str(exc))
             return None
         finally:
             self.button.disabled = False
-        self.answer.value = answer_html(self.task, given, self.last)
+        if self.is_chat:
+            self.history = [*asked, {"role": "assistant", "content": self.last["reply"]}]
+            self.text.value = ""
+            self.answer.value = chat_html(self.history)
+        else:
+            self.answer.value = answer_html(self.task, given, self.last)
         return self.last
 
 
@@ -89,6 +111,20 @@ def answer_html(task: str, given: str | dict[str, str], answer: dict[str, Any]) 
     if task == "question-answering":
         return f"<p>answer: <b>{html.escape(answer['answer']) or '(none)'}</b> (score {answer['score']:.3f})</p>"
     return f"<p>{html.escape(given)}<b>{html.escape(answer['continuation'])}</b></p>"
+
+
+def chat_html(messages: list[dict[str, str]]) -> str:
+    """The conversation as alternating turns, the model's on the right."""
+    styles = {
+        "user": ("you", "text-align: left"),
+        "assistant": ("model", "text-align: right; color: var(--jp-brand-color1, #1976d2)"),
+    }
+    turns = []
+    for message in messages:
+        who, style = styles.get(message["role"], (message["role"], "color: gray"))
+        text = html.escape(message["content"]) or "<i>(empty reply)</i>"
+        turns.append(f"<p class='nbtoolkit-chat-{who}' style='{style}'><b>{who}:</b> {text}</p>")
+    return "".join(turns)
 
 
 def say(text: str) -> str:
