@@ -63,7 +63,7 @@ def zero_paper_bytes(
 
 
 def full_bf16_model_states(params: float, devices_per_node: int) -> ModelStates:
-    """Neuron with XLA_USE_BF16=1: every float tensor is cast to bf16, weights, gradients and AdamW's two
+    """Neuron in full bf16 (the model cast to bf16, as XLA_USE_BF16=1 did): weights, gradients and AdamW's two
     moments included (2 bytes each), with no fp32 master copy."""
     return ModelStates(
         weights=2 * params,

@@ -353,7 +353,7 @@ def _policy_states(setup: Setup, work: Workload) -> memory.ModelStates:
     """The trained model's weights, gradients and optimizer states (full fine-tune)."""
     shape = work.shape
     if not setup.deepspeed and setup.precision == "bf16" and setup.device and setup.device.kind == "neuron":
-        return memory.full_bf16_model_states(shape.params, setup.devices_per_node)  # the launch sets XLA_USE_BF16
+        return memory.full_bf16_model_states(shape.params, setup.devices_per_node)  # the program casts to bf16
     if not setup.deepspeed:
         return memory.torch_model_states(shape.params, setup.devices_per_node)
     return memory.deepspeed_model_states(
