@@ -51,7 +51,8 @@ def test_a_job_stops_at_its_budget_with_a_checkpoint_and_resume_continues_it(sto
         f"{first.id} --budget-usd AMOUNT` continues it with a new budget"
     )
     assert record.info["budget"]["reached"] == "stopped"  # the panel reads it from the job's info
-    assert record.seconds_per_step > 0  # the supervisor measured its steady pace while it ran
+    if len([record for record in first.records() if record["kind"] == "train"]) > 2:  # past the first window
+        assert record.seconds_per_step > 0  # the supervisor measured its steady pace while it ran
     assert listing_row(record)["status"] == "stopped" and listing_row(record)["cost"].startswith("$")
     checkpoint = last_checkpoint(first.dir / "output")
     assert checkpoint is not None and checkpoint_step(checkpoint) == stop["step"]

@@ -44,10 +44,11 @@ import sys
 from nbtoolkit.spec import load_spec
 from nbtoolkit.train.program import hide_unused_integrations
 hide_unused_integrations(load_spec(sys.argv[1]))
-from accelerate.utils import is_mlflow_available
+from accelerate.utils import is_boto3_available, is_mlflow_available
 from transformers.integrations.deepspeed import is_deepspeed_available
-from transformers.utils import is_peft_available
-available = {"deepspeed": is_deepspeed_available(), "peft": is_peft_available(), "mlflow": is_mlflow_available()}
+from transformers.utils import is_peft_available, is_scipy_available
+available = {"deepspeed": is_deepspeed_available(), "peft": is_peft_available(), "mlflow": is_mlflow_available(),
+             "scipy": is_scipy_available(), "boto3": is_boto3_available()}
 print(sorted(name for name, yes in available.items() if yes))
 """
 
@@ -57,11 +58,12 @@ print(sorted(name for name, yes in available.items() if yes))
     [
         ("task: text-classification", []),
         ("task: text-classification\nparallelism: {strategy: deepspeed, zero_stage: 2}", ["deepspeed"]),
-        ("task: text-classification\nadapter: {type: lora}\nreport_to: [mlflow]", ["mlflow", "peft"]),
+        ("task: text-classification\nadapter: {type: lora}\nreport_to: [mlflow]", ["boto3", "mlflow", "peft"]),
     ],
 )
 def test_the_training_program_sees_only_the_integrations_its_run_uses(spec, available, tmp_path):
-    """Checking for DeepSpeed, PEFT or MLflow imports it when installed: 2.5 s of CPU in every rank of a run without them."""
+    """Checking for DeepSpeed, PEFT or MLflow imports it when installed: 2.5 s of CPU in every rank of a run without them
+    (SciPy, which no task uses, about 1 s more; boto3, which only MLflow's S3 store needs, a few tenths)."""
     path = tmp_path / "spec.yaml"
     path.write_text(spec)
     result = subprocess.run(

@@ -108,6 +108,9 @@ def hide_unused_integrations(spec: RunSpec) -> None:
         # imported by transformers' object-detection losses whenever a model is: no task here uses those (nor
         # datasets' .mat reader, nor torch's ILP checkpointing solver): about 1 s of CPU in every rank
         "scipy": False,
+        # accelerate's SageMaker config imports it (with botocore) whenever it is installed; only MLflow's S3
+        # artifact store uses it in a run
+        "boto3": "mlflow" in spec.report_to,
     }
     for package, needed in used.items():
         if not needed:
