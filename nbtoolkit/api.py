@@ -244,12 +244,14 @@ def launch(
     rewards: list[Callable] | None = None,
     resumed_from: str | None = None,
     workdir: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> Job:
     """Check the spec, render its launch, and start it as a job that outlives this process.
 
     A spec the planner is sure will not fit in device (or host) memory is refused with a
     LaunchError unless `force=True` (then it only warns). `workdir`: where a user's script runs
-    (default this process's directory; a resume gives the original job's).
+    (default this process's directory; a resume gives the original job's). `env`: variables the
+    launch adds (a rehearsal's offline switches), written in launch.json and run.sh like its own.
     """
     spec = load_spec(spec)
     if rewards:  # functions of this kernel, carried as their source in the spec (task grpo)
@@ -259,6 +261,8 @@ def launch(
     launch_ = dispatch.render(spec)
     if workdir is not None and launch_.workdir is not None:
         launch_ = replace(launch_, workdir=workdir)
+    if env:
+        launch_ = replace(launch_, env={**launch_.env, **env})
     store = store or JobStore()
     info = {
         "hourly_price_usd": spec.hardware.run_price_usd,  # the whole run's (x nodes), as the budget counts it

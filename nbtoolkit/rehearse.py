@@ -6,12 +6,19 @@ offload, task, columns, prompt and lengths, with a tiny model of the same archit
 config with its sizes scaled down) on a sample of the data, for a few steps and a save at the
 end. A run wider than this machine holds is rehearsed narrower, in the same shape, and says so.
 `rehearse(spec)` builds the tiny model, runs the rehearsal as jobs and reports each stage.
+
+A rehearsal reaches nothing outside this machine, by construction: it keeps the spec's core fields
+(no backend's block: no bucket, no cluster) and, of `extra`, only the TrainingArguments that shape
+training here (`REHEARSED_EXTRA`); everything else (push_to_hub and hub_*, report_to, paths, what a
+newer transformers adds) is dropped and named in the report. Trackers write into the job's folder,
+and its processes run with the Hugging Face libraries offline.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -23,7 +30,7 @@ from typing import Any
 from nbtoolkit import backends
 from nbtoolkit.bundled import TINY_MODELS, bundled_files
 from nbtoolkit.planner.shapes import BERT_LIKE, T5_LIKE, ModelShapeError, model_config_fields
-from nbtoolkit.spec import RunSpec, SpecError, load_spec, safe_name
+from nbtoolkit.spec import RunSpec, RunSpecCore, SpecError, load_spec, safe_name
 from nbtoolkit.tasks import TASKS, columns_used
 
 #: ranks this machine runs at once (gloo on CPU): wider runs are rehearsed narrower, in the same shape
@@ -37,6 +44,83 @@ SAMPLE_ROWS = {"train": 64, "validation": 16}
 #: token packs into at least one block
 CHARS_PER_TOKEN_BOUND = 8
 MODEL_DIR = "model"
+#: a rehearsal's processes run with the Hugging Face libraries offline: its model, tokenizer and data are local
+#: files, and nothing may reach the Hub (datasets' json loader otherwise pings S3 to count a download)
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+#: what a rehearsal keeps of `extra`: TrainingArguments that change how training runs on this machine and send
+#: nothing anywhere. An allow-list: a key not named here (a push, a tracker, a destination, the real run's
+#: schedule, which the rehearsal's own few steps replace) is dropped and said
+REHEARSED_EXTRA = frozenset(
+    {
+        # optimization
+        "optim",
+        "optim_args",
+        "optim_target_modules",
+        "adam_beta1",
+        "adam_beta2",
+        "adam_epsilon",
+        "learning_rate",
+        "weight_decay",
+        "max_grad_norm",
+        "warmup_steps",
+        "lr_scheduler_type",
+        "lr_scheduler_kwargs",
+        "label_smoothing_factor",
+        "neftune_noise_alpha",
+        "seed",
+        "data_seed",
+        "full_determinism",
+        # memory and speed
+        "gradient_checkpointing",
+        "gradient_checkpointing_kwargs",
+        "activation_checkpointing",
+        "activation_checkpointing_kwargs",
+        "auto_find_batch_size",
+        "torch_compile_backend",
+        "torch_compile_mode",
+        "torch_empty_cache_steps",
+        "tf32",
+        "bf16_full_eval",
+        "fp16_full_eval",
+        "use_liger_kernel",
+        "liger_kernel_config",
+        "use_cache",
+        # data
+        "train_sampling_strategy",
+        "length_column_name",
+        "remove_unused_columns",
+        "label_names",
+        "dataloader_drop_last",
+        "dataloader_num_workers",
+        "dataloader_pin_memory",
+        "dataloader_persistent_workers",
+        "dataloader_prefetch_factor",
+        "dataloader_in_order",
+        "include_num_input_tokens_seen",
+        "average_tokens_across_devices",
+        # distribution
+        "ddp_backend",
+        "ddp_find_unused_parameters",
+        "ddp_bucket_cap_mb",
+        "ddp_broadcast_buffers",
+        "ddp_static_graph",
+        "ddp_timeout",
+        "fsdp",
+        "fsdp_config",
+        "accelerator_config",
+        # evaluation
+        "eval_accumulation_steps",
+        "eval_do_concat_batches",
+        "batch_eval_metrics",
+        "include_for_metrics",
+        "prediction_loss_only",
+        "metric_for_best_model",
+        "greater_is_better",
+        "load_best_model_at_end",
+        "generation_max_length",
+        "generation_num_beams",
+    }
+)
 #: a tiny model per family: the sizes that replace the real ones (everything else in the config stays)
 TINY_SIZES: dict[str, dict[str, int]] = {
     "t5": dict(d_model=64, d_kv=16, d_ff=160, num_heads=4, num_layers=2, num_decoder_layers=2),
@@ -135,13 +219,11 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
             "arguments at a tiny model and sample data; rehearse the same spec without script:"
         )
     notes: list[str] = []
-    data = spec.model_dump(mode="json")
+    # the core fields only: no backend's block (a bucket, a cluster, a remote engine's or Trainium's settings)
+    data = {key: value for key, value in spec.model_dump(mode="json").items() if key in RunSpecCore.model_fields}
     data["name"] = safe_name(f"rehearse-{spec.display_name}", 60)
     hardware, parallelism = _topology(spec, max_ranks, notes)
     data["hardware"], data["parallelism"] = hardware, parallelism
-    for backend in backends.registered().values():  # rehearsed here: no remote engine's or Trainium's settings
-        if backend.block is not None:
-            data.pop(backend.name, None)
     data["launcher"] = spec.launcher if spec.launcher in ("auto", "torchrun", "deepspeed") else "auto"
     if spec.hardware.accelerator == "neuron" or spec.compile == "neuron":
         data["compile"] = "none"
@@ -173,13 +255,18 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
         "eval_batch_size": eval_batch,
     }
     data["resume"] = None
-    # the rehearsal's own schedule (a few steps, one eval and one save at the end) replaces the real one
-    data["extra"] = {
-        key: value
-        for key, value in spec.extra.items()
-        if key not in ("output_dir", "logging_dir", "max_steps", "num_train_epochs")
-        and not key.endswith(("_strategy", "_steps"))
-    }
+    data["extra"] = {key: value for key, value in spec.extra.items() if key in REHEARSED_EXTRA}
+    dropped = [f"extra.{key}" for key in spec.extra if key not in REHEARSED_EXTRA]
+    if dropped:
+        notes.append(
+            f"not rehearsed: {', '.join(dropped)} (a rehearsal keeps only the extra settings that shape training "
+            "here; it pushes, uploads and reports nowhere, and runs its own few steps)"
+        )
+    if spec.report_to:
+        notes.append(
+            f"{', '.join(spec.report_to)} write(s) into the rehearsal job's folder (wandb offline, MLflow's local "
+            "store): nothing is sent"
+        )
     nodes = hardware["nodes"]
     specs = [{**data, "hardware": {**hardware, "node_rank": rank}} for rank in range(nodes)]
     return Rehearsal(
@@ -372,6 +459,7 @@ def prepare(rehearsal_: Rehearsal, workdir: Path) -> list[dict[str, Any]]:
         ],
         capture_output=True,
         text=True,
+        env={**os.environ, **OFFLINE_ENV},
     )
     if built.returncode != 0:
         reason = (built.stderr.strip().splitlines() or ["no output"])[-1]
@@ -396,7 +484,7 @@ def rehearse(
     plan_ = rehearsal(spec, max_ranks=max_ranks)
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="nbtoolkit-rehearsal-"))
     node_specs = prepare(plan_, workdir)
-    jobs = [launch(node_spec, store=store, force=True) for node_spec in node_specs]
+    jobs = [launch(node_spec, store=store, force=True, env=OFFLINE_ENV) for node_spec in node_specs]
     for job in jobs:
         job.wait(timeout=max(timeout - (time.monotonic() - started), 1))
     stages = [result for node, job in enumerate(jobs) for result in _stage_results(node, job)]
