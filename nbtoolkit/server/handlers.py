@@ -17,6 +17,9 @@ from nbtoolkit.server.service import LIST_LIMIT_DEFAULT, LOG_LIMIT_DEFAULT, Inva
 
 #: what a jupyter_server Authorizer is asked about for every nbtoolkit API call
 AUTH_RESOURCE = "nbtoolkit"
+#: the largest integer argument (offsets, counts): what the panel's JavaScript numbers hold exactly; a larger one
+#: overflowed SQLite and seek() (a 500)
+MAX_INTEGER = 2**53 - 1
 
 
 class JobsAPIHandler(APIHandler):
@@ -37,9 +40,14 @@ class JobsAPIHandler(APIHandler):
         if value is None:
             return default
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
             raise web.HTTPError(400, f"{name} '{value[:40]}' is not a whole number") from None
+        if abs(number) > MAX_INTEGER:
+            raise web.HTTPError(
+                400, f"{name} '{value[:40]}' is too large; use a whole number from -{MAX_INTEGER} to {MAX_INTEGER}"
+            )
+        return number
 
     async def reply_from(self, call: Callable[..., BaseModel], *args, **kwargs) -> None:
         """Reply with what `call` returns, run off the event loop (SQLite, files and process scans block)."""
