@@ -92,21 +92,29 @@ class DatasetSpec(SpecBlock):
     name: str | None = Field(None, description="hub dataset id, e.g. philschmid/emotion")
     config: str | None = Field(None, description="hub dataset config, e.g. 3.0.0 for cnn_dailymail")
     files: dict[str, LocalPath] | None = Field(None, description="split -> local json/jsonl/csv/parquet file")
-    train_split: str = "train"
-    eval_split: str | None = "validation"
-    text_column: str | None = None
-    text_pair_column: str | None = None
-    label_column: str | None = None
-    question_column: str | None = None
-    context_column: str | None = None
-    answer_column: str | None = None
-    summary_column: str | None = None
+    train_split: str = Field("train", description="the split trained on")
+    eval_split: str | None = Field("validation", description="the split evaluated; null: no evaluation")
+    text_column: str | None = Field(
+        None, description="the input text; default the task's (text, or article for summarization)"
+    )
+    text_pair_column: str | None = Field(
+        None, description="text-classification: a second text, classified as a pair with the first"
+    )
+    label_column: str | None = Field(None, description="text-classification: the label; default label")
+    question_column: str | None = Field(None, description="question-answering: the question; default question")
+    context_column: str | None = Field(None, description="question-answering: the passage; default context")
+    answer_column: str | None = Field(
+        None, description="question-answering: {text, answer_start} as SQuAD has it; default answers"
+    )
+    summary_column: str | None = Field(None, description="summarization: the target summary; default highlights")
     prompt_template: str | None = Field(None, description="e.g. 'Summarize: {input}'; {input} is the text")
     max_length: int = Field(128, ge=8, le=65536, description="max source tokens (block size for causal-lm)")
-    max_target_length: int = Field(64, ge=1, le=65536)
-    doc_stride: int = Field(32, ge=1)
-    max_train_samples: int | None = Field(None, ge=1)
-    max_eval_samples: int | None = Field(None, ge=1)
+    max_target_length: int = Field(64, ge=1, le=65536, description="summarization: max target tokens")
+    doc_stride: int = Field(
+        32, ge=1, description="question-answering: tokens shared by the windows a long context is cut into"
+    )
+    max_train_samples: int | None = Field(None, ge=1, description="train on at most this many examples")
+    max_eval_samples: int | None = Field(None, ge=1, description="evaluate on at most this many examples")
     pad_to_max_length: bool = Field(False, description="fixed shapes (compiled and Neuron runs need them)")
     format: ChatFormat = Field("auto", description="chat: messages, sharegpt, alpaca or prompt-completion rows")
     chat_template: str | None = Field(
@@ -142,11 +150,15 @@ class HardwareSpec(SpecBlock):
     target: str = Field(
         "local", description="'local' (this machine, or others by run.sh) or a remote engine's backend, e.g. sagemaker"
     )
-    accelerator: Literal["cpu", "cuda", "neuron"] = "cpu"
+    accelerator: Literal["cpu", "cuda", "neuron"] = Field("cpu", description="the device kind every process uses")
     devices: int = Field(1, ge=1, le=1024, description="processes (devices) per node")
-    nodes: int = Field(1, ge=1, le=4096)
-    node_rank: int = Field(0, ge=0)
-    master_addr: str = "127.0.0.1"
+    nodes: int = Field(1, ge=1, le=4096, description="machines the run spans")
+    node_rank: int = Field(
+        0, ge=0, description="this machine's place among the nodes (0: the first), for a multi-node run started by hand"
+    )
+    master_addr: str = Field(
+        "127.0.0.1", description="the first node's address, where the nodes meet (multi-node runs)"
+    )
     master_port: int | None = Field(None, ge=1, le=65535, description="chosen free when omitted")
     instance_type: str | None = Field(None, description="e.g. ml.p4d.24xlarge, trn1.2xlarge")
     hourly_price_usd: float | None = Field(None, ge=0, description="overrides the catalog price")
@@ -226,11 +238,20 @@ class HardwareSpec(SpecBlock):
 class ParallelismSpec(SpecBlock):
     """How work is split across devices."""
 
-    strategy: Strategy = "none"
-    zero_stage: int = Field(0, ge=0, le=3)
-    offload_optimizer: Offload = "none"
-    offload_params: Offload = "none"
-    nvme_path: LocalPath | None = None
+    strategy: Strategy = Field(
+        "none",
+        description="how the processes share the work: data parallel (ddp, smddp), DeepSpeed, model parallel (smp) or xla",
+    )
+    zero_stage: int = Field(
+        0, ge=0, le=3, description="DeepSpeed ZeRO: 1 shards optimizer states, 2 also gradients, 3 also weights"
+    )
+    offload_optimizer: Offload = Field(
+        "none", description="DeepSpeed: keep the optimizer states in host memory (cpu) or on NVMe"
+    )
+    offload_params: Offload = Field(
+        "none", description="DeepSpeed ZeRO-3: keep the weights in host memory (cpu) or on NVMe"
+    )
+    nvme_path: LocalPath | None = Field(None, description="the folder offloading to nvme writes to")
     deepspeed_config: DeepSpeedConfigName | None = Field(
         None, description="a FLAN-T5 tutorial config by name; default: generated from zero_stage and offload"
     )
@@ -291,19 +312,19 @@ class ParallelismSpec(SpecBlock):
 class TrainSpec(SpecBlock):
     """Hyperparameters handed to the HF Trainer."""
 
-    epochs: float = Field(3.0, gt=0)
+    epochs: float = Field(3.0, gt=0, description="passes over the training data")
     max_steps: int | None = Field(None, ge=1, description="overrides epochs when set")
     batch_size: int = Field(8, ge=1, description="per device")
-    eval_batch_size: int | None = Field(None, ge=1)
-    grad_accum: int = Field(1, ge=1)
-    learning_rate: float = Field(5e-5, gt=0, lt=1)
+    eval_batch_size: int | None = Field(None, ge=1, description="per device; default batch_size")
+    grad_accum: int = Field(1, ge=1, description="steps whose gradients add up before one optimizer step")
+    learning_rate: float = Field(5e-5, gt=0, lt=1, description="AdamW's peak learning rate")
     warmup: float = Field(0.0, ge=0, description="steps (>= 1) or a ratio of all steps (< 1)")
-    weight_decay: float = Field(0.0, ge=0)
-    max_grad_norm: float = Field(1.0, ge=0)
+    weight_decay: float = Field(0.0, ge=0, description="AdamW's weight decay")
+    max_grad_norm: float = Field(1.0, ge=0, description="gradients are clipped to this norm; 0: no clipping")
     seed: int = Field(42, ge=0, le=2**32 - 1, description="numpy and torch take seeds of 0 to 2**32-1")
-    logging_steps: int = Field(10, ge=1)
+    logging_steps: int = Field(10, ge=1, description="a metrics record every N steps")
     eval_steps: int | None = Field(None, ge=1, description="evaluate every N steps; default once per epoch")
-    eval_on_start: bool = False
+    eval_on_start: bool = Field(False, description="evaluate once before the first step too")
     save_steps: int | None = Field(None, ge=1, description="checkpoint every N steps; default no checkpoints")
     budget_usd: float | None = Field(
         None,
@@ -316,8 +337,10 @@ class TrainSpec(SpecBlock):
         description="when no rank finishes a step for max(60 s, 10 steps): warn in the log, dump every rank's "
         "stacks into it too, or stop the job (the stacks are saved in the job folder in every case)",
     )
-    save_total_limit: int | None = Field(2, ge=1)
-    gradient_checkpointing: bool = False
+    save_total_limit: int | None = Field(2, ge=1, description="checkpoints kept; older ones are deleted")
+    gradient_checkpointing: bool = Field(
+        False, description="recompute activations in the backward pass: less memory, about a third more compute"
+    )
     predict_with_generate: bool | None = Field(None, description="summarization; default on except on Neuron")
     from_config: bool = Field(
         False, description="random weights from the model's config, not its pretrained ones (run_clm's --model_type)"
@@ -327,10 +350,12 @@ class TrainSpec(SpecBlock):
 class AdapterSpec(SpecBlock):
     """Train small low-rank adapters (PEFT) instead of every weight; QLoRA also loads the base in 4 bits."""
 
-    type: Literal["lora", "qlora"] = "lora"
+    type: Literal["lora", "qlora"] = Field(
+        "lora", description="qlora also loads the base in 4 bits (bitsandbytes, cuda)"
+    )
     r: int = Field(8, ge=1, le=4096, description="rank of the low-rank update")
     alpha: float = Field(16, gt=0, description="scaling: the update is multiplied by alpha / r")
-    dropout: float = Field(0.05, ge=0, lt=1)
+    dropout: float = Field(0.05, ge=0, lt=1, description="dropout on the adapter's input")
     target_modules: list[str] | None = Field(None, description="module names to wrap; default per model family")
 
     @field_validator("target_modules")
@@ -347,7 +372,9 @@ class AdapterSpec(SpecBlock):
 class PreferenceSpec(SpecBlock):
     """Preference tuning on prompt/chosen/rejected data (TRL's DPO, ORPO, CPO-SimPO and KTO trainers)."""
 
-    method: Literal["dpo", "orpo", "simpo", "kto"] = "dpo"
+    method: Literal["dpo", "orpo", "simpo", "kto"] = Field(
+        "dpo", description="the TRL trainer: DPO, ORPO, CPO-SimPO or KTO"
+    )
     beta: float = Field(0.1, gt=0, description="how far from the reference (dpo, kto) or the odds-ratio weight")
     loss_type: str | None = Field(None, description="dpo: sigmoid (default), ipo, hinge, ...; the trainer's own")
 
@@ -368,8 +395,8 @@ class RewardSpec(SpecBlock):
     )
     weights: list[float] | None = Field(None, description="one per function; default all 1")
     num_generations: int = Field(4, ge=2, description="completions sampled per prompt (the group)")
-    max_completion_length: int = Field(32, ge=1, le=65536)
-    temperature: float = Field(1.0, gt=0)
+    max_completion_length: int = Field(32, ge=1, le=65536, description="tokens sampled per completion")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature of the completions")
     beta: float = Field(0.0, ge=0, description="KL weight; > 0 keeps a reference model")
     use_vllm: bool = Field(False, description="generate with vLLM (cuda only); default transformers")
 
@@ -396,7 +423,9 @@ class ScriptSpec(SpecBlock):
     """A user's own training script, run under the chosen launcher instead of nbtoolkit.train."""
 
     path: LocalPath
-    args: list[str] = Field(default_factory=list)
+    args: list[str] = Field(
+        default_factory=list, description="its command-line arguments (numbers and booleans become text)"
+    )
     source_dir: LocalPath | None = Field(None, description="directory shipped with the script (SageMaker)")
     resume_arg: str | None = Field(
         None,
@@ -426,19 +455,21 @@ class ScriptSpec(SpecBlock):
 class RunSpecCore(SpecBlock):
     """A fine-tuning run: what to train, on what data, where, and how (RunSpec adds the backends' blocks)."""
 
-    name: str | None = Field(None, max_length=80)
-    task: Task
+    name: str | None = Field(None, max_length=80, description="the job's name in listings; default <task>-<model>")
+    task: Task = Field(description="what the model learns; the data columns and metrics follow from it")
     model: LocalPath | None = Field(None, description="hub id or local path; omitted -> bundled tiny model")
-    dataset: DatasetSpec = Field(default_factory=DatasetSpec)
-    hardware: HardwareSpec = Field(default_factory=HardwareSpec)
-    parallelism: ParallelismSpec = Field(default_factory=ParallelismSpec)
-    precision: Precision = "fp32"
-    compile: Compile = "none"
+    dataset: DatasetSpec = Field(default_factory=DatasetSpec, description="where the examples come from")
+    hardware: HardwareSpec = Field(default_factory=HardwareSpec, description="where the run executes, on which devices")
+    parallelism: ParallelismSpec = Field(
+        default_factory=ParallelismSpec, description="how several devices share the work"
+    )
+    precision: Precision = Field("fp32", description="the training precision; bf16 needs a device that has it")
+    compile: Compile = Field("none", description="torch: torch.compile the model; neuron: compile for Trainium")
     launcher: str = Field(
         "auto", description="the backend that starts the run; auto: chosen from target, accelerator and parallelism"
     )
-    train: TrainSpec = Field(default_factory=TrainSpec)
-    script: ScriptSpec | None = None
+    train: TrainSpec = Field(default_factory=TrainSpec, description="the Trainer's hyperparameters")
+    script: ScriptSpec | None = Field(None, description="your own training script, run instead of nbtoolkit's program")
     resume: LocalPath | None = Field(None, description="'latest' or a checkpoint directory")
     extra: dict[str, Any] = Field(default_factory=dict, description="passed through to TrainingArguments")
     adapter: AdapterSpec | None = Field(None, description="LoRA/QLoRA adapters instead of a full fine-tune")
