@@ -713,6 +713,8 @@ export interface components {
             message: string | null;
             /** @description train loss over the run (4 significant digits), thinned to a sparkline's points */
             loss_series: number[];
+            /** @description while running: the run doctor's last word on its ranks (the supervisor's check every 2 s) */
+            health_state: ("ok" | "slow" | "stalled" | "unknown") | null;
             host: string;
             exit_code: number | null;
             /** @description the job's stages (e.g. compile, train) with their status and times */
@@ -801,6 +803,8 @@ export interface components {
             message: string | null;
             /** @description train loss over the run (4 significant digits), thinned to a sparkline's points */
             loss_series: number[];
+            /** @description while running: the run doctor's last word on its ranks (the supervisor's check every 2 s) */
+            health_state: ("ok" | "slow" | "stalled" | "unknown") | null;
         };
         /**
          * LogPage

@@ -7,13 +7,14 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { addCommands, CommandIDs } from './commands';
 import { JobsClient } from './handler';
 import { DEFAULT_REFRESH, JobsModel } from './model';
+import { watchJobs } from './notifications';
 import { JobsPanel } from './widgets/JobsPanel';
 
 const PLUGIN_ID = 'nbtoolkit:plugin';
@@ -39,6 +40,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const api = new JobsClient();
     const model = new JobsModel(api);
     const panel = new JobsPanel(model, addCommands(app, api, model, tracker));
+    watchJobs(model, Notification, job =>
+      app.commands.execute(CommandIDs.open, { id: job.id, name: job.name })
+    );
     app.shell.add(panel, 'left', { rank: 600 });
     restorer?.add(panel, panel.id);
     palette?.addItem({ command: CommandIDs.refresh, category: 'nbtoolkit' });

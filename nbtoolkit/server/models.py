@@ -9,6 +9,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, Field
 
 from nbtoolkit.metrics import budget
+from nbtoolkit.runner import stall_watch
 from nbtoolkit.runner.listing import cost_usd, listing_row, projected_cost_usd, remaining_seconds
 from nbtoolkit.runner.store import ACTIVE, JobRecord, JobStatus
 
@@ -65,6 +66,9 @@ class JobSummary(BaseModel):
     loss_series: list[float] = Field(
         description="train loss over the run (4 significant digits), thinned to a sparkline's points"
     )
+    health_state: Literal["ok", "slow", "stalled", "unknown"] | None = Field(
+        description="while running: the run doctor's last word on its ranks (the supervisor's check every 2 s)"
+    )
 
     @classmethod
     def of(cls, record: JobRecord, loss_series: list[float], **facts: Any) -> Self:
@@ -81,6 +85,7 @@ class JobSummary(BaseModel):
             projected_cost_usd=projected_cost_usd(record),
             budget=budget_state(record),
             loss_series=loss_series,
+            health_state=(record.info.get(stall_watch.INFO_KEY) or {}).get("state") if record.active else None,
             **facts,
         )
 

@@ -4,13 +4,17 @@
 import React, { useEffect, useRef } from 'react';
 
 import { DEFAULT_SMOOTHING } from '../chart';
+import { IDoctorAPI } from '../doctor';
 import { IFollowedJob } from '../model';
 import { chartJob, JobCharts } from './JobChart';
 import { BudgetWarning, rowFacts } from './JobRow';
+import { RunDoctor } from './RunDoctor';
 
 export interface IJobDetailProps extends IFollowedJob {
   /** Charts and facts too, or only the log. */
   charts: boolean;
+  /** The run doctor's calls: with them, a running job shows its ranks and the Stacks, Checkpoint now, Fork buttons. */
+  doctor?: IDoctorAPI;
 }
 
 /** A log that stays scrolled to its end while the reader has not scrolled up. */
@@ -38,7 +42,7 @@ export function LogTail(props: { text: string }): JSX.Element {
 }
 
 export function JobDetail(props: IJobDetailProps): JSX.Element {
-  const { job, records, log, error, charts } = props;
+  const { job, records, log, error, charts, doctor } = props;
   return (
     <div className="nbt-JobDetail">
       {error && (
@@ -66,6 +70,9 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
             <div className="nbt-JobRow-message">{job.message}</div>
           )}
         </header>
+      )}
+      {charts && job?.active && doctor && (
+        <RunDoctor jobId={job.id} api={doctor} />
       )}
       {charts && job && (job.planned.length > 0 || job.tracking.length > 0) && (
         <dl className="nbt-JobDetail-facts">

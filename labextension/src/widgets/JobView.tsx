@@ -5,6 +5,7 @@ import { ReactWidget, UseSignal } from '@jupyterlab/ui-components';
 import React from 'react';
 
 import { JobDetail } from '../components/JobDetail';
+import { DoctorClient } from '../doctor';
 import { JobFollower } from '../model';
 
 export class JobView extends ReactWidget {
@@ -19,10 +20,18 @@ export class JobView extends ReactWidget {
   render(): JSX.Element {
     return (
       <UseSignal signal={this.follower.changed}>
-        {() => <JobDetail {...this.follower.state} charts={this._charts} />}
+        {() => (
+          <JobDetail
+            {...this.follower.state}
+            charts={this._charts}
+            doctor={this._doctor}
+          />
+        )}
       </UseSignal>
     );
   }
+
+  private readonly _doctor = new DoctorClient();
 
   dispose(): void {
     this.follower.release();
