@@ -55,6 +55,9 @@ def test_data_preview_renders_as_trained_with_the_loss_tokens_marked(tmp_path):
     assert preview.lengths[0].cut_at == 128 and preview.lengths[0].lengths == [preview.rendered[0].tokens] * 2
     text = str(preview)
     assert "format: sharegpt" in text and "[[hello<|im_end|>]]" in text
+    from nbtoolkit.notebook.data_view import data_html  # the form's Data section
+
+    assert "<mark title='carries loss'>hello&lt;|im_end|&gt;</mark>" in data_html(preview)
 
     path.write_text(json.dumps({"text": "x", "label": 1}) + "\n")
     from nbtoolkit.train.errors import TrainError

@@ -24,6 +24,7 @@ def data_html(report: DataPreview) -> str:
         f"<p><b>{report.sample_size}</b> {html.escape(report.task)} examples from {html.escape(report.origin)}</p>",
         f"<p>columns found: {html.escape(', '.join(report.columns))}<br>columns used: {used}</p>",
         rows_table(report),
+        *([rendered_html(report)] if report.data_format else []),
     ]
     if report.label_counts is not None:
         parts.append("<h5>Labels</h5>" + bars([(label, count, False) for label, count in report.label_counts.items()]))
@@ -35,6 +36,23 @@ def data_html(report: DataPreview) -> str:
     if report.note:
         parts.append(f"<p><i>{html.escape(report.note)}</i></p>")
     return f"<div class='nbtoolkit-data'>{''.join(parts)}</div>"
+
+
+def rendered_html(report: DataPreview) -> str:
+    """Chat data: the detected format, and the first rows as trained, the tokens that carry loss highlighted."""
+    examples = "".join(
+        "<pre style='white-space: pre-wrap; font-size: 85%'>"
+        + "".join(
+            f"<mark title='carries loss'>{html.escape(text)}</mark>" if loss else html.escape(text)
+            for text, loss in example.pieces
+        )
+        + "</pre>"
+        for example in report.rendered
+    )
+    return (
+        f"<p>format: <b>{html.escape(report.data_format or '')}</b>; as trained through the chat template, "
+        f"<mark>highlighted</mark> tokens carry the loss:</p>{examples}"
+    )
 
 
 def rows_table(report: DataPreview) -> str:

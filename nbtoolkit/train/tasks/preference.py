@@ -31,13 +31,14 @@ def trainer_and_config(method: str) -> tuple[type, type, dict]:
         from trl import KTOConfig, KTOTrainer
 
         return KTOTrainer, KTOConfig, {}
+    uncounted = {"include_num_input_tokens_seen": "no"}  # their batches hide the input tokens from the Trainer
     if method == "orpo":
         from trl.experimental.orpo import ORPOConfig, ORPOTrainer
 
-        return ORPOTrainer, ORPOConfig, {}
+        return ORPOTrainer, ORPOConfig, uncounted
     from trl.experimental.cpo import CPOConfig, CPOTrainer
 
-    return CPOTrainer, CPOConfig, {"loss_type": "simpo", "cpo_alpha": 0.0}
+    return CPOTrainer, CPOConfig, {"loss_type": "simpo", "cpo_alpha": 0.0, **uncounted}
 
 
 def pairs(dataset, split: str):
