@@ -197,3 +197,15 @@ def test_the_chat_what_fits_doc_is_the_planners():
 
     committed = Path(__file__).resolve().parent.parent / "docs" / "chat-what-fits-where.md"
     assert committed.read_text() == document(), "python -m nbtoolkit.planner.chat_report --out " + str(committed)
+
+
+def test_finetune_magic_ships_a_reward_named_in_its_body(shell):
+    """`%%finetune` with `reward: {functions: [name]}`: the kernel's function reaches the rendered job's spec.json."""
+    shell.run_cell(
+        "def short_reply(completions, **kwargs):\n    return [1.0 / (1 + len(str(c))) for c in completions]\n"
+    )
+    shown = shell.run_cell_magic("finetune", "--dry-run", "task: grpo\nreward:\n  functions: [short_reply]\n")
+    shipped = json.loads(shown.launch.files["spec.json"])["reward"]["functions"]
+    assert [function["name"] for function in shipped] == ["short_reply"]
+    assert shipped[0]["source"].startswith("def short_reply(completions, **kwargs):")
+    assert load(shipped[0])(["ab"]) == [1.0 / 3]
