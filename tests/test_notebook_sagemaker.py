@@ -41,7 +41,9 @@ def test_notebook_runs_offline_and_its_spot_job_resumes_after_an_interruption(tm
     assert "'config.json'" in text and "'model.safetensors'" in text  # the model, where SageMaker uploads it from
 
     jobs = {record.name: record for record in JobStore(home).list()}
-    assert {jobs[name].status for name in ("bert-qa-smddp", "bert-qa-ddp", "bert-mnli-smp")} == {"stopped"}
+    assert {jobs[name].status for name in ("bert-qa-smddp", "bert-qa-sagemaker", "bert-mnli-smp")} == {"stopped"}
+    # the tutorial's data-parallel run is the reviewed spec, on the tutorial's instances, in an image with sm_70
+    assert "2 x ml.p3.16xlarge" in text and "huggingface-pytorch-training:2.8.0-transformers4.56.2" in text
     spot = jobs["bert-qa-spot"]
     assert spot.status == "succeeded" and spot.backend == "sagemaker" and spot.remote_name
     log = (JobStore(home).job_dir(spot.id) / "output.log").read_text()
