@@ -15,6 +15,7 @@ step are at most one step apart, so every rank reads that step before it reaches
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -91,35 +92,45 @@ class Heartbeat:
         self.step: int | None = None
         self.time = 0.0
         self._writer: threading.Thread | None = None
+        self._lock = threading.Lock()  # the thread and the exit hook
+        self._written_step: int | None = None
+        self._written_time = 0.0
+        self._step_time: float | None = None
 
     def beat(self, step: int) -> None:
         self.step, self.time = step, time.time()
         if self._writer is None:
-            self._writer = threading.Thread(target=self._write_changes, daemon=True, name="nbtoolkit-heartbeat")
+            self._writer = threading.Thread(target=self._keep_writing, daemon=True, name="nbtoolkit-heartbeat")
             self._writer.start()
+            atexit.register(self.write)  # the last step of a run that ends within `every_s` of it
 
-    def _write_changes(self) -> None:
-        written_step, written_time, step_time = None, 0.0, None
+    def _keep_writing(self) -> None:
         while True:
-            step, when = self.step, self.time
-            if when != written_time:
-                if written_step is not None and step is not None and step > written_step:
-                    step_time = (when - written_time) / (step - written_step)
-                memory, kind = _memory()
-                with contextlib.suppress(OSError):  # a full disk loses a heartbeat, never the run
-                    write_json(
-                        self.path,
-                        {
-                            **self.facts,
-                            "step": step,
-                            "time": when,
-                            "step_time": None if step_time is None else round(step_time, 6),
-                            "memory_mb": memory,
-                            "memory_kind": kind,
-                        },
-                    )
-                written_step, written_time = step, when
+            self.write()
             time.sleep(self.every_s)
+
+    def write(self) -> None:
+        """Write the heartbeat if a step came since the last write."""
+        with self._lock:
+            step, when = self.step, self.time
+            if when == self._written_time:
+                return
+            if self._written_step is not None and step is not None and step > self._written_step:
+                self._step_time = (when - self._written_time) / (step - self._written_step)
+            memory, kind = _memory()
+            with contextlib.suppress(OSError):  # a full disk loses a heartbeat, never the run
+                write_json(
+                    self.path,
+                    {
+                        **self.facts,
+                        "step": step,
+                        "time": when,
+                        "step_time": None if self._step_time is None else round(self._step_time, 6),
+                        "memory_mb": memory,
+                        "memory_kind": kind,
+                    },
+                )
+            self._written_step, self._written_time = step, when
 
 
 def read_heartbeats(job_dir: str | Path) -> list[dict[str, Any]]:

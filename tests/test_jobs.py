@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from nbtoolkit.api import Job, launch
+from nbtoolkit.heartbeat import read_heartbeats
 from tests.conftest import PYTHON, SCRIPTS
 
 TINY = {
@@ -147,6 +148,8 @@ def test_an_hf_style_script_job_records_its_trainers_metrics(store, tmp_path, mo
     assert len(train) == 6 and all("loss" in m and m["max_steps"] == 30 for m in train)
     assert [m["kind"] for m in metrics].count("eval") == 2 and metrics[-1]["kind"] == "summary"
     assert job.record.total_steps == 30
+    (beat,) = read_heartbeats(job.dir)  # autolog's callback beats on every rank, its last step written at exit
+    assert (beat["rank"], beat["step"], beat["can_checkpoint"]) == (0, 30, True)
 
 
 def test_missing_script_is_refused_before_anything_starts(store):
