@@ -78,6 +78,38 @@ export function pointsOf(
     .map(record => ({ x: record.step as number, y: record[key] as number }));
 }
 
+/** What a record carries that is not a series to pick: its place in the run, and the loss the main chart draws. */
+const NOT_PICKABLE = new Set([
+  'step',
+  'epoch',
+  'time',
+  'max_steps',
+  'loss',
+  'window_seconds'
+]);
+
+/**
+ * The numeric train series a reader can pick beside the loss: a reward run's first (TRL's names as
+ * metrics.jsonl keeps them: `reward`, `rewards/<function>/mean`, `rewards/margins`), then the rest by name.
+ */
+export function pickableSeries(records: IMetricRecord[]): string[] {
+  const keys = new Set<string>();
+  for (const record of records) {
+    if (record.kind !== 'train') {
+      continue;
+    }
+    for (const [key, value] of Object.entries(record)) {
+      if (typeof value === 'number' && !NOT_PICKABLE.has(key)) {
+        keys.add(key);
+      }
+    }
+  }
+  const isReward = (key: string) =>
+    key === 'reward' || key.startsWith('rewards/');
+  const sorted = [...keys].sort();
+  return [...sorted.filter(isReward), ...sorted.filter(key => !isReward(key))];
+}
+
 /** The options a job reference asks for, filled in with the defaults and clamped to what the chart draws. */
 export function chartOptions(reference: IJobReference): IChartOptions {
   const smoothing = reference.options?.smoothing ?? DEFAULT_SMOOTHING;

@@ -6,6 +6,7 @@ import {
   chartOptions,
   fraction,
   lossSeries,
+  pickableSeries,
   smoothed,
   valuesAt
 } from '../chart';
@@ -238,5 +239,30 @@ describe('JobChart', () => {
       )
     );
     expect(container.textContent).toContain('loss: no data yet');
+  });
+});
+
+describe('pickableSeries', () => {
+  it('lists a reward run its rewards first, and never the loss or the bookkeeping', () => {
+    const records = [
+      {
+        kind: 'train',
+        step: 1,
+        epoch: 0.1,
+        loss: 0.69,
+        learning_rate: 0.001,
+        reward: 0.1,
+        'rewards/digit_share/mean': 0.1,
+        'completions/mean_length': 8
+      },
+      { kind: 'eval', step: 1, eval_loss: 0.7 }
+    ];
+    expect(pickableSeries(records)).toEqual([
+      'reward',
+      'rewards/digit_share/mean',
+      'completions/mean_length',
+      'learning_rate'
+    ]);
+    expect(pickableSeries([train(1, 2)])).toEqual([]);
   });
 });

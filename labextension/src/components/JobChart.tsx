@@ -13,6 +13,7 @@ import {
   IChartOptions,
   ISeries,
   lossSeries,
+  pickableSeries,
   pointsOf,
   stepAt,
   valuesAt
@@ -232,6 +233,13 @@ export function JobCharts(props: {
   options: IChartOptions;
 }): JSX.Element {
   const { jobs, options } = props;
+  const series = jobs.length === 1 ? pickableSeries(jobs[0].records) : [];
+  const rewards = series.filter(
+    key => key === 'reward' || key.startsWith('rewards/')
+  );
+  // a reward run (DPO, GRPO) shows its first reward series at once; any run can pick another
+  const [picked, setPicked] = useState<string>('');
+  const shown = series.includes(picked) ? picked : (rewards[0] ?? '');
   return (
     <div className="nbt-JobDetail-charts">
       <JobChart jobs={jobs} options={options} width={420} height={180} />
@@ -243,6 +251,31 @@ export function JobCharts(props: {
           labelled
           title="samples/s"
         />
+      )}
+      {series.length > 0 && (
+        <div className="nbt-JobChart-picked">
+          <select
+            aria-label="series"
+            value={shown}
+            onChange={event => setPicked(event.target.value)}
+          >
+            <option value="">another series ...</option>
+            {series.map(key => (
+              <option key={key} value={key}>
+                {key}
+              </option>
+            ))}
+          </select>
+          {shown && (
+            <LineChart
+              points={pointsOf(jobs[0].records, shown, 'train')}
+              width={420}
+              height={180}
+              labelled
+              title={shown}
+            />
+          )}
+        </div>
       )}
     </div>
   );
