@@ -15,6 +15,7 @@ import yaml
 from nbtoolkit.runner.listing import cost_usd, duration
 from nbtoolkit.runner.store import JobRecord
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.tasks import TRL_TASKS
 
 #: the spec's task -> the Hub's pipeline tag
 PIPELINE_TAGS = {
@@ -22,6 +23,7 @@ PIPELINE_TAGS = {
     "summarization": "summarization",
     "question-answering": "question-answering",
     "causal-lm": "text-generation",
+    **dict.fromkeys(TRL_TASKS, "text-generation"),  # chat models: the Hub's chat widget reads the saved template
 }
 
 
