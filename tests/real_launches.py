@@ -24,8 +24,20 @@ SPECS = ROOT / "notebooks" / "specs"
 GOLDEN = ROOT / "tests" / "golden"
 
 
+#: beside a spec, the changes of its compiled run: the notebook launches the two runs compare_compiled makes
+COMPILED = ".compiled.json"
+
+
 def real_specs() -> dict[str, RunSpec]:
-    return {path.stem: load_spec(path.read_text()) for path in sorted(SPECS.glob("*.yaml"))}
+    """Golden name -> spec: each spec file, and for one with compiled changes the two runs compared."""
+    from nbtoolkit.compiled import compiled_variants
+
+    specs = {path.stem: load_spec(path.read_text()) for path in sorted(SPECS.glob("*.yaml"))}
+    for path in sorted(SPECS.glob(f"*{COMPILED}")):
+        stem = path.name.removesuffix(COMPILED)
+        for label, variant in compiled_variants(specs[stem], json.loads(path.read_text())).items():
+            specs[f"{stem}-{label}"] = variant
+    return specs
 
 
 def _placeholders(text: str) -> str:

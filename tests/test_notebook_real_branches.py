@@ -55,7 +55,7 @@ def _recorded_launch(spec, **options):
         return _real_launch(spec, **options)
     _api.check_fit(spec, force=options.get("force", False))
     launch = _api.dispatch.render(spec)
-    noop = [_sys.executable, "-c", "print('[dry run] stands in for the rendered stage')"]
+    noop = [_sys.executable, "-c", _DRY_RUN]
     dry = _dc.replace(launch, stages=[_dc.replace(stage, argv=noop, env={{}}) for stage in launch.stages])
     record = _api.job_control.submit(dry, name=spec.display_name, task=spec.task)
     return _api.Job(record.id)
@@ -63,7 +63,21 @@ def _recorded_launch(spec, **options):
 
 _real_launch = _api.launch
 _api.launch = _recorded_launch
+import nbtoolkit.compiled as _compiled
+_compiled.launch = _recorded_launch  # compare_compiled's two runs
 """
+
+#: a dry run's stage: a Trainer's log of 20 steps, which a remote job's follower parses into metrics
+DRY_RUN = (
+    "import time\n"
+    "print('[dry run] stands in for the rendered stage', flush=True)\n"
+    "for step in range(1, 21):\n"
+    "    print(f'[nbtoolkit] step {step}/20', flush=True)\n"
+    "    print({'loss': str(4 - step / 10), 'learning_rate': '2e-05', 'epoch': str(step / 20)}, flush=True)\n"
+    "    time.sleep(0.05)\n"
+    "print({'train_runtime': '1.0', 'train_samples_per_second': '100.0', 'train_steps_per_second': '20.0', "
+    "'train_loss': '3.0', 'epoch': '1.0'}, flush=True)\n"
+)
 
 
 def real_branch(name: str, marked: dict[str, str], tmp_path: Path, standin: bool = False) -> list:
@@ -80,7 +94,8 @@ def real_branch(name: str, marked: dict[str, str], tmp_path: Path, standin: bool
         source = source.replace(old, new)
     notebook.cells[index].source = source
     record = tmp_path / "launched.jsonl"
-    notebook.cells.insert(index + 1, new_code_cell(HARNESS.format(record=str(record), standin=standin)))
+    harness = f"_DRY_RUN = {DRY_RUN!r}\n" + HARNESS.format(record=str(record), standin=standin)
+    notebook.cells.insert(index + 1, new_code_cell(harness))
     if standin:
         notebook.cells.append(new_code_cell("_STANDIN.close()"))
     execute(notebook, NOTEBOOKS, timeout=600)  # raises on the first cell that fails
@@ -147,3 +162,13 @@ def test_bert_qa_real_branch_launches_only_the_tutorials_data_parallel_run(home,
     launched = real_branch("bert-qa-sagemaker", mine, tmp_path, standin=True)
     assert [(spec.sagemaker.role, spec.sagemaker.bucket) for spec in launched] == [(standin.ROLE, standin.BUCKET)]
     assert_only_goldens(launched, ["bert-qa-sagemaker"])
+
+
+def test_gpt2_real_branch_launches_the_two_compared_goldens_with_the_marked_cells_role(home, tmp_path):
+    """Before: the native run was not the reviewed spec (pretrained, fp16, 3 epochs), the compiled one had no
+    golden, and the IAM role had to be edited inside the YAML file."""
+    role = "arn:aws:iam::444455556666:role/mine"
+    mine = {"SMOKE = True": "SMOKE = False", '"arn:aws:iam::111122223333:role/SageMakerExecutionRole"': repr(role)}
+    launched = real_branch("gpt2-compiled-vs-native", mine, tmp_path)
+    assert [spec.sagemaker.role for spec in launched] == [role, role]
+    assert_only_goldens(launched, ["gpt2-wikitext-sagemaker-eager", "gpt2-wikitext-sagemaker-torch.compile"])

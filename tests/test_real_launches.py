@@ -8,7 +8,7 @@ import json
 import pytest
 
 from nbtoolkit.planner import plan
-from tests.real_launches import GOLDEN, golden_files, launched_processes, real_specs
+from tests.real_launches import COMPILED, GOLDEN, ROOT, golden_files, launched_processes, real_specs
 
 SPECS = real_specs()
 
@@ -79,7 +79,9 @@ def test_the_gpt2_launch_is_the_tutorials():
     spec = SPECS["gpt2-wikitext-sagemaker"]
     assert (spec.dataset.max_length, spec.train.batch_size) == (512, 13)
     assert spec.train.learning_rate == pytest.approx(5e-5 / 32 * 13)
-    native, compiled = compiled_variants(spec, {"train": {"batch_size": 25, "learning_rate": 5e-5 / 32 * 25}}).values()
+    changes = json.loads((ROOT / "notebooks" / "specs" / f"gpt2-wikitext-sagemaker{COMPILED}").read_text())
+    assert changes == {"train": {"batch_size": 25, "learning_rate": 5e-5 / 32 * 25}}
+    native, compiled = compiled_variants(spec, changes).values()
     assert (native.compile, compiled.compile, compiled.train.batch_size) == ("none", "torch", 25)
     assert compiled.hardware == native.hardware and compiled.world_size == 16
 

@@ -1,0 +1,54 @@
+# nbtoolkit job 'gpt2-wikitext-eager'
+"""SageMaker training job written by nbtoolkit for the SageMaker Python SDK v2
+(`pip install 'sagemaker<3'`) with the HuggingFace estimator; prefer launch_v3.py on SDK v3.
+"""
+import shutil
+from pathlib import Path
+
+import boto3
+import sagemaker
+from sagemaker.huggingface import HuggingFace
+
+import nbtoolkit
+
+HERE = Path(__file__).resolve().parent
+boto_session = boto3.Session(region_name='us-east-1')
+session = sagemaker.Session(boto_session=boto_session, default_bucket=None)
+# nbtoolkit's training program is the job's code: the files in code/ plus the installed package
+code = HERE / 'code'
+shutil.copytree(Path(nbtoolkit.__file__).parent, code / 'nbtoolkit', dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns('__pycache__', '*.pyc', 'labextension', 'static'))
+# SageMaker charts these Trainer log keys, read with nbtoolkit's log-parser pattern (KEY = the key)
+METRIC_PATTERN = '[\'"]KEY[\'"]\\s*:\\s*[\'"]?([-+]?(?:\\d+(?:\\.\\d*)?|\\.\\d+)(?:[eE][-+]?\\d+)?|nan|-?inf)[\'"]?'
+METRIC_KEYS = ('loss', 'learning_rate', 'grad_norm', 'epoch', 'eval_loss', 'eval_accuracy', 'eval_f1',
+               'train_runtime', 'train_samples_per_second', 'train_steps_per_second', 'train_loss')
+metric_definitions = [{'Name': key, 'Regex': METRIC_PATTERN.replace('KEY', key)} for key in METRIC_KEYS]
+# SDK v2 starts one process per GPU; nbtoolkit asked for 8 per instance
+
+estimator = HuggingFace(
+    entry_point='nbtoolkit_train.py',
+    source_dir=str(code),
+    role='arn:aws:iam::111122223333:role/SageMakerExecutionRole',
+    base_job_name='gpt2-wikitext-eager',
+    instance_type='ml.p4d.24xlarge',
+    instance_count=2,
+    volume_size=100,
+    transformers_version='5.3.0',
+    pytorch_version='2.9.0',
+    py_version='py312',
+    distribution={
+        'torch_distributed': {'enabled': True},
+    },
+    hyperparameters={},
+    environment={
+        'PYTHONUNBUFFERED': '1',
+        'HF_HUB_DISABLE_TELEMETRY': '1',
+        'TOKENIZERS_PARALLELISM': 'false',
+        'NBTOOLKIT_CHECKPOINT_DIR': '/opt/ml/checkpoints',
+    },
+    max_run=86400,
+    metric_definitions=metric_definitions,
+    sagemaker_session=session,
+)
+estimator.fit(wait=False)
+print(estimator.latest_training_job.name)
