@@ -63,7 +63,7 @@ def clm_spec(devices: int) -> dict:
         "--seed",
         0,
         "--include_num_input_tokens_seen",  # the script counts tokens (autolog turns nothing on): tokens/s
-        "non_padding",
+        "true",
     ]
     return {
         "task": "causal-lm",
