@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -29,8 +30,9 @@ from typing import Any
 
 RANKS_DIR = "ranks"
 REQUEST_FILE = "checkpoint-request.json"
-#: a rank rewrites its heartbeat at most this often (a step that takes longer writes once per step)
-BEAT_EVERY_S = 0.5
+#: a rank rewrites its heartbeat at most this often (a step that takes longer writes once per step); a write
+#: takes about 0.4 ms of CPU here (memory, JSON, a file and a rename): 0.04% of a core
+BEAT_EVERY_S = 1.0
 #: how many steps after rank 0 reads a checkpoint request the ranks save (with more than one rank)
 CHECKPOINT_LEAD_STEPS = 2
 
@@ -65,11 +67,16 @@ def _memory() -> tuple[float | None, str]:
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         return round(torch.cuda.memory_allocated() / 2**20, 1), "device"
     try:
-        import psutil
-
-        return round(psutil.Process().memory_info().rss / 2**20, 1), "host"
+        return round(_this_process().memory_info().rss / 2**20, 1), "host"
     except Exception:
         return None, "host"
+
+
+@functools.cache
+def _this_process():
+    import psutil
+
+    return psutil.Process()
 
 
 class Heartbeat:
