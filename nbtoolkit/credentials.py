@@ -196,11 +196,13 @@ class Scrubber:
     def __bool__(self) -> bool:
         return self.pattern is not None
 
-    def bytes(self, data: bytes) -> bytes:
+    def scrubbed(self, data: bytes) -> bytes:
         return self.pattern.sub(REDACTED.encode(), data) if self.pattern is not None else data
 
     def text(self, text: str) -> str:
-        return self.bytes(text.encode()).decode() if self.pattern is not None else text
+        if self.pattern is None:
+            return text
+        return self.scrubbed(text.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
 
     def value(self, value: Any) -> Any:
         """A string, or the strings in a list or mapping (a job row's values), scrubbed."""
@@ -214,7 +216,7 @@ class Scrubber:
 
     def feed(self, chunk: bytes) -> bytes:
         """What of a stream can be written now: scrubbed, less a tail that may begin a secret the next chunk ends."""
-        data = self.bytes(self.pending + chunk)
+        data = self.scrubbed(self.pending + chunk)
         held = max(
             (size for secret in self.secrets for size in range(1, len(secret)) if data.endswith(secret[:size])),
             default=0,

@@ -219,7 +219,7 @@ class Supervisor:
                 if path.stat().st_size > SCRUBBED_MAX_BYTES:
                     continue
                 data = path.read_bytes()
-                scrubbed = self.scrubber.bytes(data)
+                scrubbed = self.scrubber.scrubbed(data)
                 if scrubbed != data:
                     path.write_bytes(scrubbed)
             except OSError as exc:
