@@ -58,8 +58,9 @@ class JobsService:
         _check_range("limit", limit, 1, LIST_LIMIT_MAX)
         _check_range("offset", offset, 0, None)
         records = self.store.list(statuses or None, limit=limit, offset=offset)
-        # a page that is not full is the last one: no need to count
-        total = offset + len(records) if len(records) < limit else self.store.count(statuses or None)
+        # a page that is not full (and not past the end) is the last one: no need to count
+        last_page = len(records) < limit and (records or offset == 0)
+        total = offset + len(records) if last_page else self.store.count(statuses or None)
         return JobList(jobs=[self._summary(record) for record in records], total=total, limit=limit, offset=offset)
 
     def get(self, job_id: str) -> JobDetail:
@@ -81,6 +82,7 @@ class JobsService:
         _check_range("since", since, 0, None)
         _check_range("points", points, 0, POINTS_MAX)
         path = self.store.job_dir(record.id) / METRICS_FILE
+        since = min(since, _size(path))  # past the end (seek() refuses the largest cursors): an empty page
         if points and _size(path) - since > METRICS_PAGE_BYTES:
             records, next_offset = downsample(path, since, points, DOWNSAMPLE_READ_BYTES)
             return MetricsPage(records=records, since=since, next=next_offset, status=record.status, downsampled=True)
@@ -99,6 +101,7 @@ class JobsService:
             return LogPage(text="", offset=0, next=0, size=0, status=record.status)
         if offset < 0:
             offset = _next_line_start(path, max(0, size + offset))
+        offset = min(offset, size)  # past the end (seek() refuses the largest offsets): an empty page
         text, next_offset = control.read_log(record.id, store=self.store, offset=offset, limit=limit)
         return LogPage(text=text, offset=offset, next=next_offset, size=size, status=record.status)
 

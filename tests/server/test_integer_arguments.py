@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.server.test_handlers import API, error_of, finished_job
+from nbtoolkit.metrics.series import METRICS_FILE
+from nbtoolkit.runner.store import LOG_FILE
+from tests.server.test_handlers import API, error_of, finished_job, get_json
 
 HUGE = str(10**30)
 
@@ -22,3 +24,16 @@ async def test_a_huge_offset_is_400_with_a_sentence(jp_fetch, store, path, name)
     assert body["message"] == (
         f"{name} '{HUGE}' is too large; use a whole number from -9007199254740991 to 9007199254740991"
     )
+
+
+async def test_the_largest_offset_reads_past_the_end_as_an_empty_page(jp_fetch, store):
+    """2**53-1 is valid but past every file: an empty page whose cursor is the file's size, not a 500 from
+    seek(); and the job list counts its total instead of adding the offset."""
+    job = finished_job(store)
+    directory, largest = store.job_dir(job.id), 2**53 - 1
+    metrics = await get_json(jp_fetch, "jobs", job.id, "metrics", since=largest)
+    assert metrics["records"] == [] and metrics["next"] == (directory / METRICS_FILE).stat().st_size
+    log = await get_json(jp_fetch, "jobs", job.id, "log", offset=largest)
+    assert log["text"] == "" and log["next"] == (directory / LOG_FILE).stat().st_size
+    listed = await get_json(jp_fetch, "jobs", offset=largest)
+    assert listed["jobs"] == [] and listed["total"] == 1
