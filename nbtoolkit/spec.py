@@ -718,17 +718,27 @@ def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 
 
 class SpecLoader(yaml.SafeLoader):
-    """YAML as a spec is read: only true/false are booleans (YAML 1.2's core schema), so `args: [--save_strategy,
-    no]` keeps `no` (YAML 1.1 reads no/yes/on/off as booleans, and the script got `false`)."""
+    """YAML as a spec is read: booleans and numbers per YAML 1.2's core schema, so `args: [--save_strategy, no,
+    --seed, 010, --max_time, 1:30]` keeps its words (YAML 1.1 reads no/yes/on/off as booleans, `010` as octal 8,
+    `1:30` as base-60 90, `0b101` and `1_000` as numbers). A decimal with a leading zero stays text, as written,
+    and a float needs its dot (`1e-5` stays text, as PyYAML always read it); typed fields still take either."""
 
 
+#: YAML 1.2 core schema's booleans and numbers (PyYAML's constructors read these forms as 1.2 means them)
+CORE_SCHEMA = {
+    "tag:yaml.org,2002:bool": (r"true|True|TRUE|false|False|FALSE", "tTfF"),
+    "tag:yaml.org,2002:int": (r"[-+]?(?:0|[1-9][0-9]*)|0o[0-7]+|0x[0-9a-fA-F]+", "-+0123456789"),
+    "tag:yaml.org,2002:float": (
+        r"[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
+        "-+0123456789.",
+    ),
+}
 SpecLoader.yaml_implicit_resolvers = {
-    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:bool"]
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in CORE_SCHEMA]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-SpecLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
+for _tag, (_pattern, _firsts) in CORE_SCHEMA.items():
+    SpecLoader.add_implicit_resolver(_tag, re.compile(rf"^(?:{_pattern})$"), list(_firsts))
 
 
 def read_yaml(text: str) -> Any:

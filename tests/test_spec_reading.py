@@ -88,3 +88,26 @@ def test_the_store_refuses_an_id_with_a_trailing_newline(store):
     for look_up in (store.job_dir, store.get):
         with pytest.raises(JobNotFound, match="is not a job id"):
             look_up(record.id + "\n")
+
+
+def test_yaml_1_1_number_forms_reach_the_script_as_written():
+    """Leading-zero octal, base 60, 0b and underscores are YAML 1.1 numbers (`--seed 010` reached the script as
+    8, `1:30` as 90); read per YAML 1.2's core schema they stay the text they were."""
+    words = [
+        "--seed",
+        "010",
+        "--max_time",
+        "1:30",
+        "--mask",
+        "0b101",
+        "--rows",
+        "1_000",
+        "--lr",
+        "1e-5",
+        "--s",
+        "1:30.5",
+    ]
+    spec = load_spec(f"task: causal-lm\nscript: {{path: train.py, args: [{', '.join(words)}]}}\n")
+    assert spec.script.args == words
+    numbers = load_spec("task: causal-lm\nextra: {a: 12, b: -3, c: 0o17, d: 0x1f, e: 2.5, f: .inf}").extra
+    assert numbers == {"a": 12, "b": -3, "c": 15, "d": 31, "e": 2.5, "f": float("inf")}
