@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=4)
     parser.add_argument("--devices", type=int, default=1, help="processes of the job (2: torchrun)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a `timeout` still removes the worktrees
     with tempfile.TemporaryDirectory(prefix="nbtoolkit-first-step-") as folder:
         trees = {"A": Path(folder) / "base", "B": Path(folder) / "tree" if args.tree else ROOT}
         for name, ref in (("A", args.base), ("B", args.tree)):
