@@ -178,14 +178,15 @@ def complete_end(path: Path) -> int:
     return 0
 
 
-def _whole_lines(handle, start: int, stop: int, end: int) -> bytes:
-    """The lines that start in [start, stop), whole (the last one completed past `stop`, never past `end`); a line
-    cut at `start` belongs to what comes before."""
+def _whole_lines(handle, start: int, stop: int, end: int, longest: int = MAX_LINE_BYTES) -> bytes:
+    """The lines that start in [start, stop), whole (the last one completed past `stop` by at most `longest`
+    bytes, never past `end`: one not complete by then is left cut, and no JSON); a line cut at `start` belongs to
+    what comes before."""
     at_line_start = start == 0 or _byte_before(handle, start) == b"\n"
     handle.seek(start)
     chunk = handle.read(min(stop, end) - start)
     if chunk and not chunk.endswith(b"\n"):
-        chunk += handle.readline(min(MAX_LINE_BYTES, end - start - len(chunk)))
+        chunk += handle.readline(max(0, min(longest, end - start - len(chunk))))
     if not at_line_start:
         cut = chunk.find(b"\n")
         chunk = chunk[cut + 1 :] if cut >= 0 else b""
@@ -219,8 +220,9 @@ def downsample(path: Path, since: int, buckets: int, budget_bytes: int) -> tuple
 
     The range is cut into `buckets` equal byte ranges; each keeps, per kind of record, the one with the
     lowest and the one with the highest PRIMARY_VALUE and its last one, so spikes and the run's end show.
-    At most `budget_bytes` are read in all: a range larger than that is read in a window at the start of
-    each bucket (the last bucket: at its end, so the latest record is always there). Time and memory
+    At most `budget_bytes` are read in windows: a range larger than that is read in a window at the start of
+    each bucket (the last bucket: at its end, so the latest record is always there); finishing the windows'
+    last lines reads at most `budget_bytes` more, so a line longer than that is skipped. Time and memory
     depend on `buckets` and `budget_bytes`, never on the file's size.
     """
     try:
@@ -230,6 +232,7 @@ def downsample(path: Path, since: int, buckets: int, budget_bytes: int) -> tuple
     span = end - since
     window = max(1, budget_bytes // buckets)
     kept: list[tuple[int, int, dict[str, Any]]] = []  # (bucket, index among its records, record)
+    completing = budget_bytes  # what finishing the windows' last lines may read in all: a huge line is skipped once
     with open(path, "rb") as handle:
         for bucket in range(buckets if span > 0 else 0):
             low, high = since + span * bucket // buckets, since + span * (bucket + 1) // buckets
@@ -237,7 +240,9 @@ def downsample(path: Path, since: int, buckets: int, budget_bytes: int) -> tuple
                 last = bucket == buckets - 1  # (at least the whole last line: the latest record always shows)
                 low = max(low, min(high - window, _line_start(handle, end - 1))) if last else low
                 high = high if last else low + window
-            records = _raw_records(_whole_lines(handle, low, high, end)) if high > low else []
+            chunk = _whole_lines(handle, low, high, end, min(MAX_LINE_BYTES, completing)) if high > low else b""
+            completing -= max(0, handle.tell() - min(high, end)) if high > low else 0
+            records = _raw_records(chunk)
             kept += [(bucket, index, sanitized(records[index], set())) for index in _extremes_and_last(records)]
     kept.sort(key=lambda item: item[:2])
     return [record for _, _, record in kept], max(end, since)
