@@ -8,10 +8,13 @@ from pathlib import Path
 from nbtoolkit.runtime import SPEC_FILE
 from nbtoolkit.spec import RunSpec, ScriptSpec
 
-#: env every training process gets: unbuffered logs, no telemetry, no tokenizer fork warnings
+#: env every training process gets: unbuffered logs, no telemetry, no tokenizer fork warnings. MLflow (3.x) looks
+#: up config.mlflow-telemetry.io unless told not to; DO_NOT_TRACK is "true", not "1": MLflow compares it to "true"
 BASE_ENV = {
     "PYTHONUNBUFFERED": "1",
     "HF_HUB_DISABLE_TELEMETRY": "1",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "DO_NOT_TRACK": "true",
     "TOKENIZERS_PARALLELISM": "false",
 }
 
