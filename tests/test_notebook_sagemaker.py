@@ -24,8 +24,8 @@ def test_notebook_runs_offline_and_its_spot_job_resumes_after_an_interruption(tm
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     assert "LIVE = False" in notebook.cells[1].source and "ONE CELL TO CHANGE" in notebook.cells[1].source
     NotebookClient(
-        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+    ).execute()  # in its folder, as Jupyter runs it: it reads specs/bert-qa-sagemaker.yaml
     text = "\n".join(
         output.get("text", "") or str(output.get("data", {}).get("text/plain", ""))
         for cell in notebook.cells
