@@ -34,3 +34,17 @@ def test_nbtoolkits_own_program_keeps_its_line_and_drops_the_trainers_dict():
         "[nbtoolkit] eval at epoch 0.2 | eval_loss 1.4 | eval_accuracy 0.5\n"
         "a warning the program printed"
     )
+
+
+def test_nan_and_inf_are_shown_as_written_not_a_crash():
+    """A diverged run logs nan/inf; every console view must still show its lines (int(nan) raised)."""
+    text = (
+        "{'loss': 'nan', 'grad_norm': 'inf', 'learning_rate': '1e-05', 'epoch': '0.4'}\n"
+        "{'eval_loss': 'nan', 'epoch': 'inf'}\n"
+        "{'train_runtime': '1.0', 'train_loss': '-inf', 'epoch': '1.0'}\n"
+    )
+    assert shown(text, own_program=False) == (
+        "[nbtoolkit] train at epoch 0.4 | loss nan | grad_norm inf | learning_rate 1e-05\n"
+        "[nbtoolkit] eval at epoch inf | eval_loss nan\n"
+        "[nbtoolkit] summary at epoch 1 | train_runtime 1 | train_loss -inf\n"
+    )

@@ -9,10 +9,14 @@ the user's) is shown as one line of numbers in the same form.
 
 from __future__ import annotations
 
+import math
+
 from nbtoolkit.metrics.parse import classify, parse_dict_line
 
 
 def number(value: float) -> str:
+    if not math.isfinite(value):  # a diverged run's nan/inf, shown as the Trainer wrote it
+        return str(value)
     return str(int(value)) if value == int(value) and abs(value) < 1e15 else f"{value:.4g}"
 
 
