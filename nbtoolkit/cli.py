@@ -50,20 +50,14 @@ REAL_DEMO_SPEC = {
 }
 
 
-def console_view(job: Job, raw: bool = False) -> ConsoleView | None:
+def console_view(raw: bool = False) -> ConsoleView | None:
     """How the console shows the job's log: one line per logging step (None: `--raw`, as the program wrote it)."""
-    if raw:
-        return None
-    try:
-        own_program = job.spec.script is None
-    except (OSError, ValueError):  # a job attached from elsewhere may have no spec of ours
-        own_program = False
-    return ConsoleView(own_program)
+    return None if raw else ConsoleView()
 
 
 def follow(job: Job, raw: bool = False) -> int:
     """Print the job's log as it grows; Ctrl-C detaches without stopping the job."""
-    view = console_view(job, raw)
+    view = console_view(raw)
     try:
         for text in follow_log(job.id, store=job.store):
             sys.stdout.write(view.feed(text) if view else text)
@@ -188,7 +182,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     job = Job(args.job)
     if args.follow:
         return follow(job, args.raw)
-    view = console_view(job, args.raw)
+    view = console_view(args.raw)
     if args.lines is not None:
         tail = log_tail(job.id, args.lines, store=job.store)
         print((view.feed(tail + "\n") + view.flush()).rstrip("\n") if view else tail)

@@ -1,10 +1,11 @@
 """What a console shows of a job's log: one line per logging step, values as numbers.
 
 The log keeps everything the program wrote (`--raw` shows it as is). A job of nbtoolkit's own program
-prints its `[nbtoolkit] step ...` line for each logging step and the Trainer prints its dict too (in
-transformers 5 with every value a string): the console keeps nbtoolkit's line and drops the Trainer's.
-Any other dict line of the Trainer (evaluation, the end-of-training summary, every line of a script of
-the user's) is shown as one line of numbers in the same form.
+(or a script whose Trainer nbtoolkit autologs) prints its `[nbtoolkit] step ...` line for each logging
+step and the Trainer prints its dict too (in transformers 5 with every value a string): the console keeps
+nbtoolkit's line and drops the Trainer's. Any other dict line of the Trainer (evaluation, the
+end-of-training summary, a script's train lines nbtoolkit does not report) is shown as one line of
+numbers in the same form.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 import math
 
 from nbtoolkit.metrics.parse import classify, parse_dict_line
+
+#: what nbtoolkit prints for each logging step (its program, or autolog in a script's Trainer)
+STEP_LINE = "[nbtoolkit] step "
 
 
 def number(value: float) -> str:
@@ -29,28 +33,50 @@ def metric_line(kind: str, values: dict[str, float]) -> str:
 
 
 class ConsoleView:
-    """Feed it log text as it arrives (any chunking); it returns the text a console shows."""
+    """Feed it log text as it arrives (any chunking); it returns the text a console shows.
 
-    def __init__(self, own_program: bool) -> None:
-        self.own_program = own_program  # nbtoolkit's training program, which prints its own line per step
+    Whether nbtoolkit reports each step is read from the log, not from the spec: its own program and the
+    autolog of a script's Trainer both print `[nbtoolkit] step ...` on the line after the Trainer's dict.
+    Until the log has shown one, a train dict waits for the next line to tell whether it is reported there.
+    """
+
+    def __init__(self) -> None:
         self._pending = ""
+        self._steps_reported = False  # the log holds nbtoolkit's own line per step
+        self._held: tuple[str, str] | None = None  # a train dict line: (its text before the dict, its line)
 
     def feed(self, text: str) -> str:
         lines = (self._pending + text).split("\n")
         self._pending = lines.pop()
-        return "".join(shown + "\n" for shown in map(self._line, lines) if shown is not None)
+        return "".join(shown + "\n" for line in lines for shown in self._line(line))
 
     def flush(self) -> str:
         rest, self._pending = self._pending, ""
-        shown = self._line(rest) if rest else None
-        return shown or ""
+        shown = (self._line(rest) if rest else []) + self._release(dropped=False)
+        return "\n".join(shown) + ("\n" if shown and not rest else "")  # a partial last line stays partial
 
-    def _line(self, line: str) -> str | None:
+    def _release(self, dropped: bool) -> list[str]:
+        """The held train dict's lines: its rewrite, or only the text before it when nbtoolkit reported it."""
+        if self._held is None:
+            return []
+        (before, rewritten), self._held = self._held, None
+        if dropped:
+            return [before] if before.strip(" \r") else []
+        return [rewritten]
+
+    def _line(self, line: str) -> list[str]:
+        if STEP_LINE in line:
+            self._steps_reported = True
+            return [*self._release(dropped=True), line]
+        shown = self._release(dropped=False)
         values = parse_dict_line(line) if "{" in line else None
         kind = classify(values) if values else None
         if values is None or kind is None:
-            return line
+            return [*shown, line]
         before = line[: line.find("{")]
-        if kind == "train" and self.own_program:  # nbtoolkit's own line says it, with numbers
-            return before if before.strip(" \r") else None
-        return before + metric_line(kind, values)
+        if kind == "train":
+            self._held = (before, before + metric_line(kind, values))
+            if self._steps_reported:
+                shown += self._release(dropped=True)
+            return shown
+        return [*shown, before + metric_line(kind, values)]
