@@ -136,7 +136,8 @@ class BudgetCallback(TrainerCallback):
     the listing counts it.
 
     At 90% rank 0 warns in the log and writes a budget record; at 100% training saves a checkpoint and
-    stops (every rank: the decision is agreed over the process group, so no rank waits on the others).
+    stops, with no evaluation after it (every rank: the decision is agreed over the process group, so no rank
+    waits on the others).
     """
 
     def __init__(self, path: str | Path, budget_usd: float, hourly_price_usd: float) -> None:
@@ -154,6 +155,7 @@ class BudgetCallback(TrainerCallback):
         if reached == "stopped":
             self.stopped = True
             control.should_save = control.should_training_stop = control.should_log = True
+            control.should_evaluate = False
         if state.is_world_process_zero:
             record = budget.budget_record(
                 time=now, step=state.global_step, cost_usd=spent, budget_usd=self.budget_usd, state=reached
@@ -161,6 +163,11 @@ class BudgetCallback(TrainerCallback):
             with open(self.path, "a") as handle:
                 handle.write(json.dumps(record) + "\n")
             print(budget.log_line(record), flush=True)
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        """The Trainer ends the epoch it stops in, and its flow asks for that epoch's evaluation: no more spending."""
+        if self.stopped:
+            control.should_evaluate = False
 
 
 def _agreed(reached: str | None, args) -> str | None:
