@@ -21,6 +21,7 @@ import functools
 import json
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -35,6 +36,8 @@ REQUEST_FILE = "checkpoint-request.json"
 BEAT_EVERY_S = 1.0
 #: how many steps after rank 0 reads a checkpoint request the ranks save (with more than one rank)
 CHECKPOINT_LEAD_STEPS = 2
+#: a heartbeat or a request is a few hundred bytes; a bigger file is not one
+MAX_FILE_BYTES = 64 * 1024
 
 
 def rank() -> int:
@@ -54,10 +57,22 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in a regular file of at most `MAX_FILE_BYTES`, else None: a FIFO or a device planted in
+    the job folder would block a plain read (and with it the supervisor, `show` and the server); a symlink is
+    not followed."""
     try:
-        data = json.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_FILE_BYTES:
+            return None
+        data = json.loads(os.read(fd, MAX_FILE_BYTES))
     except (OSError, ValueError):
         return None
+    finally:
+        os.close(fd)
     return data if isinstance(data, dict) else None
 
 

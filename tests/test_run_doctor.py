@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import threading
 import time
 from contextlib import redirect_stdout
 
@@ -15,6 +17,7 @@ import pytest
 from nbtoolkit import cli
 from nbtoolkit.api import launch
 from nbtoolkit.checkpoints import checkpoint_step, is_complete
+from nbtoolkit.heartbeat import RANKS_DIR, read_heartbeats
 from nbtoolkit.notebook.job_view import health_html
 from nbtoolkit.runner.health import DoctorError, assess
 from nbtoolkit.runner.stacks import RankStack, StacksReport, rank_range
@@ -70,6 +73,21 @@ def test_stacks_are_grouped_by_identical_stacks():
         "rank 7 in wait_for_data (train.py:12); ranks 0-6 in all_reduce (torch/distributed/distributed_c10d.py:3252)"
     )
     assert rank_range([0, 1, 2, 5, 7, 8]) == "ranks 0-2, 5, 7-8"
+
+
+def test_a_fifo_or_a_symlink_among_the_heartbeats_is_skipped_not_waited_on(tmp_path):
+    ranks = tmp_path / RANKS_DIR
+    ranks.mkdir()
+    (ranks / "rank-0.json").write_text(json.dumps(beat(0, 5, 0, 0.1)))
+    os.mkfifo(ranks / "rank-1.json")
+    (ranks / "rank-2.json").symlink_to(ranks / "rank-0.json")
+    found: list = []
+    reader = threading.Thread(target=lambda: found.append(read_heartbeats(tmp_path)), daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():  # blocked on the FIFO: let it go before failing
+        os.close(os.open(ranks / "rank-1.json", os.O_WRONLY | os.O_NONBLOCK))
+    assert [b["rank"] for b in found[0]] == [0]
 
 
 def ranks_spec(*args: str, **train) -> dict:
