@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import functools
 import json
+import math
 import os
 import socket
 import stat
@@ -155,11 +156,42 @@ class Heartbeat:
             self._written_step, self._written_time = step, when
 
 
+def _count(value: Any, least: int) -> int | None:
+    return value if type(value) is int and value >= least else None
+
+
+def _number(value: Any) -> float | None:
+    """A finite number, never NaN or infinity (they would crash the rules and make `show --json` invalid JSON)."""
+    return float(value) if type(value) in (int, float) and math.isfinite(value) else None
+
+
+#: a heartbeat's fields, each with what makes its value valid (an invalid one reads as None)
+FIELDS = {
+    "step": lambda v: _count(v, 0),
+    "time": _number,
+    "step_time": lambda v: None if (n := _number(v)) is None or n < 0 else n,
+    "host": lambda v: v if isinstance(v, str) else None,
+    "pid": lambda v: _count(v, 1),
+    "started": _number,
+    "memory_mb": _number,
+    "memory_kind": lambda v: v if isinstance(v, str) else None,
+    "can_checkpoint": lambda v: v is True,
+}
+
+
+def clean_heartbeat(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A heartbeat as written by any process that can write the job folder: None without a rank, and each
+    field of the wrong type or out of range None."""
+    if data is None or _count(data.get("rank"), 0) is None:
+        return None
+    return {"rank": data["rank"], **{name: valid(data.get(name)) for name, valid in FIELDS.items()}}
+
+
 def read_heartbeats(job_dir: str | Path) -> list[dict[str, Any]]:
     """Every rank's last heartbeat, by rank."""
     folder = Path(job_dir) / RANKS_DIR
-    beats = [read_json(path) for path in folder.glob("rank-*.json")] if folder.is_dir() else []
-    return sorted((beat for beat in beats if beat and isinstance(beat.get("rank"), int)), key=lambda b: b["rank"])
+    beats = [clean_heartbeat(read_json(path)) for path in folder.glob("rank-*.json")] if folder.is_dir() else []
+    return sorted((beat for beat in beats if beat), key=lambda b: b["rank"])
 
 
 def request_checkpoint(job_dir: str | Path) -> str:

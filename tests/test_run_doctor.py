@@ -19,8 +19,9 @@ from nbtoolkit.api import launch
 from nbtoolkit.checkpoints import checkpoint_step, is_complete
 from nbtoolkit.heartbeat import RANKS_DIR, read_heartbeats
 from nbtoolkit.notebook.job_view import health_html
-from nbtoolkit.runner.health import DoctorError, assess
+from nbtoolkit.runner.health import DoctorError, assess, process_alive
 from nbtoolkit.runner.stacks import RankStack, StacksReport, rank_range
+from nbtoolkit.runner.store import this_host
 from tests.conftest import SCRIPTS, TESTS
 
 TIMEOUT = 180
@@ -88,6 +89,24 @@ def test_a_fifo_or_a_symlink_among_the_heartbeats_is_skipped_not_waited_on(tmp_p
     if reader.is_alive():  # blocked on the FIFO: let it go before failing
         os.close(os.open(ranks / "rank-1.json", os.O_WRONLY | os.O_NONBLOCK))
     assert [b["rank"] for b in found[0]] == [0]
+
+
+def test_heartbeat_fields_of_the_wrong_type_read_as_none(tmp_path):
+    (tmp_path / RANKS_DIR).mkdir()
+    bad = [{"step": "x"}, {"step_time": "slow"}, {"pid": -5}, {"pid": 1, "started": "x"}, {"time": "y", "step": True}]
+    for rank, fields in enumerate(bad):
+        beat_ = {**beat(rank, 5, 1.0, 0.1, now=time.time()), "host": this_host(), **fields}
+        (tmp_path / RANKS_DIR / f"rank-{rank}.json").write_text(json.dumps(beat_))
+    beats = read_heartbeats(tmp_path)
+    assert [(b["step"], b["step_time"], b["pid"]) for b in beats[:3]] == [
+        (None, 0.1, 10),
+        (5, None, 11),
+        (5, 0.1, None),
+    ]
+    assert beats[3]["started"] is None and beats[4]["time"] is None and beats[4]["step"] is None
+    alive = {b["rank"]: process_alive(b) for b in beats}
+    health = assess(beats, time.time(), alive, floor_s=60)
+    assert health.state == "ok" and json.loads(json.dumps(health.to_dict()))["ranks"][0]["step"] is None
 
 
 def ranks_spec(*args: str, **train) -> dict:

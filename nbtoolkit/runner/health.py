@@ -152,7 +152,7 @@ def process_alive(beat: dict[str, Any]) -> bool | None:
     if beat.get("host") != this_host() or not isinstance(beat.get("pid"), int):
         return None
     try:
-        return psutil.Process(beat["pid"]).create_time() <= beat.get("started", 0) + 1
+        return psutil.Process(beat["pid"]).create_time() <= (beat.get("started") or 0) + 1
     except psutil.Error:
         return False
 
