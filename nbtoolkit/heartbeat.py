@@ -58,9 +58,14 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in a regular file of at most `MAX_FILE_BYTES`, else None: a FIFO or a device planted in
-    the job folder would block a plain read (and with it the supervisor, `show` and the server); a symlink is
-    not followed."""
+    found = read_stamped_json(path)
+    return found[0] if found else None
+
+
+def read_stamped_json(path: Path) -> tuple[dict[str, Any], float] | None:
+    """The JSON object in a regular file of at most `MAX_FILE_BYTES` and the file's mtime, else None: a FIFO or
+    a device planted in the job folder would block a plain read (and with it the supervisor, `show` and the
+    server); a symlink is not followed."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
@@ -74,7 +79,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
         return None
     finally:
         os.close(fd)
-    return data if isinstance(data, dict) else None
+    return (data, status.st_mtime) if isinstance(data, dict) else None
 
 
 def _memory() -> tuple[float | None, str]:
@@ -151,6 +156,7 @@ class Heartbeat:
                         "step_time": None if self._step_time is None else round(self._step_time, 6),
                         "memory_mb": memory,
                         "memory_kind": kind,
+                        "written": time.time(),  # with the file's mtime, this clock's skew (read_heartbeats)
                     },
                 )
             self._written_step, self._written_time = step, when
@@ -179,19 +185,29 @@ FIELDS = {
 }
 
 
-def clean_heartbeat(data: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A heartbeat as written by any process that can write the job folder: None without a rank, and each
-    field of the wrong type or out of range None."""
-    if data is None or _count(data.get("rank"), 0) is None:
+def clean_heartbeat(found: tuple[dict[str, Any], float] | None) -> dict[str, Any] | None:
+    """A heartbeat as written by any process that can write the job folder (with its file's mtime): None without
+    a rank, each field of the wrong type or out of range None, and `time` on this host's clock.
+
+    A rank's clock may run ahead of the reader's (another node): compared as written, its last step would
+    seem to lie in the future and hide a hang. The file's mtime is stamped by the reader's filesystem when
+    the rank wrote it, at the rank's `written`; their difference is the rank's skew. A step never comes
+    after the write that reports it, so `time` is at most the mtime."""
+    if found is None or _count(found[0].get("rank"), 0) is None:
         return None
-    return {"rank": data["rank"], **{name: valid(data.get(name)) for name, valid in FIELDS.items()}}
+    data, mtime = found
+    beat = {"rank": data["rank"], **{name: valid(data.get(name)) for name, valid in FIELDS.items()}}
+    if beat["time"] is not None:
+        written = _number(data.get("written"))
+        beat["time"] = min(beat["time"] - (written - mtime if written is not None else 0.0), mtime)
+    return beat
 
 
 def read_heartbeats(job_dir: str | Path) -> list[dict[str, Any]]:
     """Every rank's last heartbeat, by rank."""
     folder = Path(job_dir) / RANKS_DIR
-    beats = [clean_heartbeat(read_json(path)) for path in folder.glob("rank-*.json")] if folder.is_dir() else []
-    return sorted((beat for beat in beats if beat), key=lambda b: b["rank"])
+    found = [read_stamped_json(path) for path in folder.glob("rank-*.json")] if folder.is_dir() else []
+    return sorted(filter(None, map(clean_heartbeat, found)), key=lambda b: b["rank"])
 
 
 def request_checkpoint(job_dir: str | Path) -> str:

@@ -109,6 +109,23 @@ def test_heartbeat_fields_of_the_wrong_type_read_as_none(tmp_path):
     assert health.state == "ok" and json.loads(json.dumps(health.to_dict()))["ranks"][0]["step"] is None
 
 
+def test_a_rank_whose_clock_runs_ahead_does_not_hide_a_hang(tmp_path):
+    (tmp_path / RANKS_DIR).mkdir()
+    now = time.time()
+    for rank, ahead in [(0, 0.0), (1, 120.0)]:  # rank 1's node: its clock 2 min ahead; both stopped at step 4
+        path = tmp_path / RANKS_DIR / f"rank-{rank}.json"
+        path.write_text(json.dumps({**beat(rank, 4, 10.5, 0.5, now=now + ahead), "written": now + ahead - 10}))
+        os.utime(path, (now - 10, now - 10))  # written 10 s ago by this host's clock
+    beats = read_heartbeats(tmp_path)
+    health = assess(beats, now, {0: True, 1: None}, floor_s=3)
+    assert health.state == "stalled" and [r.last_step_ago for r in health.ranks] == [10.5, 10.5]
+    # an old heartbeat without `written`, stamped in the future: its step is no later than its file
+    path = tmp_path / RANKS_DIR / "rank-1.json"
+    path.write_text(json.dumps(beat(1, 4, 0, 0.5, now=now + 1e300)))
+    os.utime(path, (now - 10, now - 10))
+    assert [r.last_step_ago for r in assess(read_heartbeats(tmp_path), now, {}, floor_s=3).ranks] == [10.5, 10.0]
+
+
 def ranks_spec(*args: str, **train) -> dict:
     return {
         "task": "causal-lm",

@@ -84,7 +84,7 @@ def assess(
         RankHealth(
             rank=b["rank"],
             step=b.get("step"),
-            last_step_ago=round(now - b["time"], 3) if isinstance(b.get("time"), (int, float)) else None,
+            last_step_ago=round(max(0.0, now - b["time"]), 3) if isinstance(b.get("time"), (int, float)) else None,
             step_time=b.get("step_time"),
             host=b.get("host"),
             pid=b.get("pid"),
