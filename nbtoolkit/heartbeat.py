@@ -204,10 +204,12 @@ def clean_heartbeat(found: tuple[dict[str, Any], float] | None) -> dict[str, Any
 
 
 def read_heartbeats(job_dir: str | Path) -> list[dict[str, Any]]:
-    """Every rank's last heartbeat, by rank."""
+    """Every rank's last heartbeat, by rank; of two files naming the same rank, the newer."""
     folder = Path(job_dir) / RANKS_DIR
     found = [read_stamped_json(path) for path in folder.glob("rank-*.json")] if folder.is_dir() else []
-    return sorted(filter(None, map(clean_heartbeat, found)), key=lambda b: b["rank"])
+    beats = (clean_heartbeat(file) for file in sorted(filter(None, found), key=lambda file: file[1]))
+    newest = {beat["rank"]: beat for beat in beats if beat}
+    return [newest[rank] for rank in sorted(newest)]
 
 
 def request_checkpoint(job_dir: str | Path) -> str:

@@ -76,10 +76,12 @@ def test_stacks_are_grouped_by_identical_stacks():
     assert rank_range([0, 1, 2, 5, 7, 8]) == "ranks 0-2, 5, 7-8"
 
 
-def test_a_fifo_or_a_symlink_among_the_heartbeats_is_skipped_not_waited_on(tmp_path):
+def test_a_fifo_a_symlink_and_a_rank_written_twice_among_the_heartbeats(tmp_path):
     ranks = tmp_path / RANKS_DIR
     ranks.mkdir()
     (ranks / "rank-0.json").write_text(json.dumps(beat(0, 5, 0, 0.1)))
+    (ranks / "rank-9.json").write_text(json.dumps(beat(0, 2, 0, 0.1)))  # rank 0 again, older
+    os.utime(ranks / "rank-9.json", (1, 1))
     os.mkfifo(ranks / "rank-1.json")
     (ranks / "rank-2.json").symlink_to(ranks / "rank-0.json")
     found: list = []
@@ -88,7 +90,7 @@ def test_a_fifo_or_a_symlink_among_the_heartbeats_is_skipped_not_waited_on(tmp_p
     reader.join(5)
     if reader.is_alive():  # blocked on the FIFO: let it go before failing
         os.close(os.open(ranks / "rank-1.json", os.O_WRONLY | os.O_NONBLOCK))
-    assert [b["rank"] for b in found[0]] == [0]
+    assert [(b["rank"], b["step"]) for b in found[0]] == [(0, 5)]
 
 
 def test_heartbeat_fields_of_the_wrong_type_read_as_none(tmp_path):
