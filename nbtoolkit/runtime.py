@@ -7,6 +7,8 @@ not from each other: the training program knows no backend, a backend knows no t
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from pathlib import Path
 
 #: the full spec, written into the job folder; `python -m nbtoolkit.train --spec spec.json` reads it
@@ -15,6 +17,25 @@ SPEC_FILE = "spec.json"
 DEEPSPEED_CONFIG_FILE = "ds_config.json"
 #: a program that fails for a reason it can explain prints this, then one sentence (the job's message)
 ERROR_PREFIX = "[nbtoolkit] error:"
+
+
+#: prctl(2)'s option for the signal a process gets when the thread that started it ends (Linux)
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when its parent ends (Linux; elsewhere nothing), and end it now if the parent already
+    has (reparented to init before this ran). A job's ranks must not outlive a supervisor, watcher and launcher
+    killed together (`pkill -9 -f JOB_ID`): no one would be left to end them. Run at the start of every
+    interpreter a job starts (autolog's sitecustomize, nbtoolkit.train) and, as a Popen preexec_fn from a thread
+    that lives as long as the parent, in a stage's first process."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def default_home() -> Path:

@@ -45,7 +45,7 @@ from nbtoolkit.runner.stall_watch import StallWatch
 from nbtoolkit.runner.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.runner.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.runner.watcher import start_watcher
-from nbtoolkit.runtime import ERROR_PREFIX
+from nbtoolkit.runtime import ERROR_PREFIX, die_with_parent
 
 LOG_PREFIX = "[nbtoolkit]"
 #: `ValueError: ...`, `torch.OutOfMemoryError: ...`: what a failed rank's traceback ends with
@@ -140,6 +140,7 @@ class Supervisor:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=die_with_parent,  # from the main thread, which lives as long as this process
             )
         except OSError as exc:
             self._say(log, f"stage {stage.name} could not start: {exc}")

@@ -17,6 +17,8 @@ import psutil
 #: every process of a job carries its id in this variable (a remote job's follower records facts with it)
 JOB_ID_ENV = "NBTOOLKIT_JOB_ID"
 HOME_ENV = "NBTOOLKIT_HOME"
+#: the watcher's module, as its command line names it
+WATCHER_MODULE = "nbtoolkit.runner.watcher"
 
 
 def job_processes(pid: int) -> list[psutil.Process]:
@@ -49,6 +51,19 @@ def tagged_processes(job_id: str, home: Path, exclude: tuple[int, ...] = ()) -> 
             continue
         if os.path.realpath(environ[HOME_ENV]) == real_home:
             found.append(process)
+    return found
+
+
+def kill_orphans(job_id: str, home: Path) -> list[psutil.Process]:
+    """SIGKILL what is left of a job found lost (a rank whose launcher died without ending it), unless its watcher
+    lives: that one ends them itself, with their grace."""
+    found = tagged_processes(job_id, home)
+    with contextlib.suppress(psutil.Error):
+        if any(WATCHER_MODULE in process.cmdline() for process in found):
+            return []
+    for process in found:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
     return found
 
 

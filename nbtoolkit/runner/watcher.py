@@ -23,11 +23,11 @@ import sys
 import time
 
 from nbtoolkit.runner.store import JobStore
-from nbtoolkit.runner.tree import end_processes, tagged_processes
+from nbtoolkit.runner.tree import WATCHER_MODULE, end_processes, tagged_processes
 
 #: how long the watcher keeps trying to record the outcome when the store is busy
 RECORD_TRIES, RECORD_PAUSE_S = 30, 1.0
-MODULE = "nbtoolkit.runner.watcher"
+MODULE = WATCHER_MODULE
 
 
 def start_watcher(job_id: str, grace: float) -> tuple[int, int]:

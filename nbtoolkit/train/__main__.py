@@ -2,8 +2,10 @@ import logging
 import os
 import sys
 
+from nbtoolkit.runtime import die_with_parent
 from nbtoolkit.train.program import main
 
+die_with_parent()  # a rank under a launcher killed with its supervisor ends too
 code = main()
 if sys.modules.get("deepspeed") is not None:  # None: hidden, unused (program.hide_unused_integrations)
     # DeepSpeed's compiled CPU ops can abort in their C++ destructors at interpreter exit ("terminate

@@ -89,6 +89,26 @@ def test_pkill_9_of_the_supervisors_command_line_ends_every_rank_and_the_job_is_
     observe(job, "pkill -9 -f of the supervisor's command line", truth, killed)
 
 
+def test_pkill_9_of_every_process_naming_the_job_leaves_no_rank_running(store, observe):
+    """`pkill -9 -f JOB_ID` ends the supervisor, its watcher and torchrun (its --log_dir holds the id) at once: no
+    one is left to end the ranks, so each dies with its parent (PR_SET_PDEATHSIG) instead of running on."""
+    spec = {"task": "text-classification", "hardware": {"devices": 2}}
+    job = launch({**spec, "script": {"path": str(PACED), "args": ["--steps", "1000", "--pace", "0.5"]}}, store=store)
+
+    def ranks() -> list[int]:
+        return [pid for pid in job_pids(job.id, job.dir) if "RANK" in psutil.Process(pid).environ()]
+
+    wait_for(lambda: len(ranks()) == 2 and "step 2/1000" in job.logs(), timeout=120)
+    subprocess.run(["pkill", "-9", "-f", job.id], check=True)
+    killed = time.monotonic()
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: not ranks(), timeout=5)
+    left = ranks()
+    truth = not left and wait_for(lambda: job.record.status == "lost", timeout=10)
+    observe(job, "pkill -9 -f of the job's id (supervisor, watcher and torchrun at once)", truth, killed)
+    assert not left, f"ranks still running: {left}"
+
+
 def test_kill_9_of_one_rank_of_a_torchrun_job(home, observe):
     store = JobStore(home)
     job = launch(

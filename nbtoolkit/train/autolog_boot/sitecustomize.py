@@ -25,6 +25,12 @@ def _run_hidden_sitecustomize() -> None:
         )
 
 
+try:  # first: a rank must not outlive the processes supervising it
+    from nbtoolkit.runtime import die_with_parent
+
+    die_with_parent()
+except ModuleNotFoundError:
+    pass
 _run_hidden_sitecustomize()
 try:
     from nbtoolkit.train.autolog import install
