@@ -19,7 +19,7 @@ from nbtoolkit.api import launch
 from nbtoolkit.checkpoints import checkpoint_step, is_complete
 from nbtoolkit.heartbeat import RANKS_DIR, read_heartbeats
 from nbtoolkit.notebook.job_view import health_html
-from nbtoolkit.runner.health import DoctorError, assess, process_alive
+from nbtoolkit.runner.health import DoctorError, assess, process_alive, stall_floor
 from nbtoolkit.runner.stacks import RankStack, StacksReport, rank_range
 from nbtoolkit.runner.store import this_host
 from tests.conftest import SCRIPTS, TESTS
@@ -126,6 +126,16 @@ def test_a_rank_whose_clock_runs_ahead_does_not_hide_a_hang(tmp_path):
     path.write_text(json.dumps(beat(1, 4, 0, 0.5, now=now + 1e300)))
     os.utime(path, (now - 10, now - 10))
     assert [r.last_step_ago for r in assess(read_heartbeats(tmp_path), now, {}, floor_s=3).ranks] == [10.5, 10.0]
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "abc", "nan", "inf"])
+def test_a_stall_floor_that_is_no_positive_number_is_60_s_with_one_warning(value, monkeypatch, capsys):
+    monkeypatch.setenv("NBTOOLKIT_STALL_FLOOR_S", value)
+    assert stall_floor() == stall_floor() == 60.0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"NBTOOLKIT_STALL_FLOOR_S='{value}' is not a number of seconds above 0" in line
+    monkeypatch.setenv("NBTOOLKIT_STALL_FLOOR_S", "2.5")
+    assert stall_floor() == 2.5
 
 
 def ranks_spec(*args: str, **train) -> dict:

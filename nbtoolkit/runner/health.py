@@ -16,8 +16,11 @@ Rules (pure: `assess` takes the heartbeats, the clock and which processes live):
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -66,7 +69,24 @@ class Health:
 
 
 def stall_floor() -> float:
-    return float(os.environ.get(STALL_FLOOR_ENV) or STALL_FLOOR_S)
+    """NBTOOLKIT_STALL_FLOOR_S if it is a finite number of seconds above 0, else 60 (with one warning line)."""
+    return _floor(os.environ.get(STALL_FLOOR_ENV) or "")
+
+
+@functools.cache
+def _floor(text: str) -> float:
+    try:
+        floor = float(text) if text else STALL_FLOOR_S
+    except ValueError:
+        floor = math.nan
+    if math.isfinite(floor) and floor > 0:
+        return floor
+    print(
+        f"nbtoolkit: {STALL_FLOOR_ENV}={text[:40]!r} is not a number of seconds above 0; "
+        f"the stall floor stays {STALL_FLOOR_S:.0f} s",
+        file=sys.stderr,
+    )
+    return STALL_FLOOR_S
 
 
 def _ranks_text(ranks: list[RankHealth]) -> str:
