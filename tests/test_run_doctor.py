@@ -128,6 +128,20 @@ def test_a_rank_whose_clock_runs_ahead_does_not_hide_a_hang(tmp_path):
     assert [r.last_step_ago for r in assess(read_heartbeats(tmp_path), now, {}, floor_s=3).ranks] == [10.5, 10.0]
 
 
+def test_show_json_is_strict_json_whatever_the_heartbeats_hold(store, monkeypatch):
+    job = store.create(name="odd", task="text-classification", backend="local")
+    store.update(job.id, status="running", host="elsewhere")
+    monkeypatch.setenv("NBTOOLKIT_STALL_FLOOR_S", "nan")
+    (store.job_dir(job.id) / RANKS_DIR).mkdir()
+    for rank, text in enumerate(['"time": 1e400', '"time": NaN', '"time": -1e400, "step_time": Infinity']):
+        (store.job_dir(job.id) / RANKS_DIR / f"rank-{rank}.json").write_text(f'{{"rank": {rank}, "step": 3, {text}}}')
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli.main(["show", job.id, "--json"]) == 0
+    health = json.loads(out.getvalue(), parse_constant=lambda name: pytest.fail(f"{name} in show --json"))["health"]
+    assert health["stall_after_s"] == 60 and [r["last_step_ago"] for r in health["ranks"]] == [None, None, None]
+
+
 @pytest.mark.parametrize("value", ["-1", "0", "abc", "nan", "inf"])
 def test_a_stall_floor_that_is_no_positive_number_is_60_s_with_one_warning(value, monkeypatch, capsys):
     monkeypatch.setenv("NBTOOLKIT_STALL_FLOOR_S", value)

@@ -128,7 +128,10 @@ def assess(
     dead = [r for r in ranks if r.alive is False]
     if not living:
         return Health("unknown", "every rank's process has exited", ranks, limit)
-    since = min(r.last_step_ago for r in ranks if r.last_step_ago is not None)
+    ages = [r.last_step_ago for r in ranks if r.last_step_ago is not None]
+    if not ages:
+        return Health("unknown", "no rank's heartbeat says when it last stepped", ranks, limit)
+    since = min(ages)
     if since > limit:
         gone = f"; rank {', '.join(str(r.rank) for r in dead)} exited" if dead else ""
         return Health(
