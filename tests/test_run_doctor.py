@@ -8,6 +8,9 @@ import io
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from contextlib import redirect_stdout
@@ -20,8 +23,9 @@ from nbtoolkit.checkpoints import checkpoint_step, is_complete
 from nbtoolkit.heartbeat import RANKS_DIR, read_heartbeats
 from nbtoolkit.notebook.job_view import health_html
 from nbtoolkit.runner.health import DoctorError, assess, process_alive, stall_floor
-from nbtoolkit.runner.stacks import RankStack, StacksReport, rank_range
+from nbtoolkit.runner.stacks import RankStack, StacksReport, rank_processes, rank_range
 from nbtoolkit.runner.store import this_host
+from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV, tagged_processes
 from tests.conftest import SCRIPTS, TESTS
 
 TIMEOUT = 180
@@ -150,6 +154,23 @@ def test_a_stall_floor_that_is_no_positive_number_is_60_s_with_one_warning(value
     assert f"NBTOOLKIT_STALL_FLOOR_S='{value}' is not a number of seconds above 0" in line
     monkeypatch.setenv("NBTOOLKIT_STALL_FLOOR_S", "2.5")
     assert stall_floor() == 2.5
+
+
+def test_a_single_process_job_with_python_children_is_rank_0(store):
+    record = store.create(name="pool", task="causal-lm", backend="local")
+    env = {**os.environ, JOB_ID_ENV: record.id, HOME_ENV: str(store.home)}
+    child = "import time; time.sleep(60)"
+    parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
+    job = subprocess.Popen([sys.executable, "-c", parent], env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while len(tagged_processes(record.id, store.home)) < 2:  # the parent and its worker
+            assert time.monotonic() < deadline, "the worker did not start"
+            time.sleep(0.1)
+        assert rank_processes(record, store) == {0: job.pid}
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
 
 
 def ranks_spec(*args: str, **train) -> dict:

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,10 +112,11 @@ def py_spy() -> str:
     return found
 
 
-def rank_processes(record: JobRecord, store: JobStore) -> dict[int, int]:
-    """rank -> pid of the job's ranks on this host."""
+def rank_processes(record: JobRecord, store: JobStore, beats: Sequence[dict[str, Any]] = ()) -> dict[int, int]:
+    """rank -> pid of the job's ranks on this host. A single-process job (no RANK) is rank 0: the pid its
+    heartbeat gives, else its topmost Python process (its DataLoader workers or a Pool are Python too)."""
     ranks: dict[int, int] = {}
-    loose: list[int] = []
+    loose: dict[int, int] = {}  # pid -> parent pid
     for process in tagged_processes(record.id, store.home):
         try:
             argv, environ = process.cmdline(), process.environ()
@@ -126,9 +128,12 @@ def rank_processes(record: JobRecord, store: JobStore) -> dict[int, int]:
         if rank is not None and rank.isdigit():
             ranks.setdefault(int(rank), process.pid)
         elif "python" in Path(argv[0]).name:
-            loose.append(process.pid)
-    if not ranks and len(loose) == 1:  # a single-process job
-        ranks[0] = loose[0]
+            loose[process.pid] = process.ppid()
+    if not ranks and loose:
+        beaten = [beat["pid"] for beat in beats if beat["rank"] == 0 and beat["pid"] in loose]
+        topmost = [pid for pid, parent in loose.items() if parent not in loose]
+        if beaten or len(topmost) == 1:
+            ranks[0] = (beaten or topmost)[0]
     return ranks
 
 
@@ -171,7 +176,7 @@ def take_stacks(store: JobStore, record: JobRecord) -> StacksReport:
         for beat in beats
         if beat.get("host") != this_host()
     ]
-    ranks = rank_processes(record, store)
+    ranks = rank_processes(record, store, beats)
     if not ranks and not elsewhere:
         raise DoctorError(
             f"job {record.id} has no process of its own running on this host ({this_host()}); "
