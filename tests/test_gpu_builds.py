@@ -128,3 +128,41 @@ def test_an_explicit_image_without_kernels_for_the_gpu_is_refused_in_one_sentenc
         caught.value
     )
     assert training_job(spec_on("ml.p4d.24xlarge", image_uri=uri)).image_uri == uri
+
+
+@pytest.mark.parametrize(
+    ("instance", "transformers", "pytorch", "too_old"),
+    [
+        ("ml.g4dn.xlarge", "4.6.1", "1.7.1", "transformers >= 4.46 and Python >= 3.10"),  # py36
+        ("ml.p3.16xlarge", "4.36.0", "2.1.0", "transformers >= 4.46 nbtoolkit"),  # py310: only transformers
+    ],
+)
+def test_an_image_older_than_the_training_program_needs_is_refused_naming_the_minimum(
+    instance, transformers, pytorch, too_old, tmp_path
+):
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    assert '"transformers>=4.46"' in pyproject and 'requires-python = ">=3.10"' in pyproject
+    with pytest.raises((SageMakerSetupError, SpecError)) as caught:
+        training_job(spec_on(instance, transformers_version=transformers, pytorch_version=pytorch))
+    message = str(caught.value)
+    assert message.startswith(f"sagemaker.transformers_version gives transformers {transformers} on Python 3.")
+    assert too_old in message and "\n" not in message
+    works = re.search(r"use transformers_version (\S+) with pytorch_version (\S+) ", message)
+    assert works and training_job(spec_on(instance, transformers_version=works[1], pytorch_version=works[2]))
+    script = tmp_path / "train.py"
+    script.write_text("print('an era-matched script')\n")
+    own = load_spec(
+        {
+            "task": "text-classification",
+            "script": {"path": str(script)},
+            "hardware": {"target": "sagemaker", "instance_type": instance},
+            "sagemaker": {"role": ROLE, "transformers_version": transformers, "pytorch_version": pytorch},
+        }
+    )
+    assert training_job(own).versions["transformers_version"] == transformers
+
+
+def test_an_explicit_hugging_face_image_older_than_the_program_needs_is_refused():
+    uri = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:1.6.0-transformers4.4.2-gpu-py36-cu110-ubuntu18.04"
+    with pytest.raises((SageMakerSetupError, SpecError), match=r"^sagemaker.image_uri '.*' gives transformers 4.4.2 "):
+        training_job(spec_on("ml.g4dn.xlarge", image_uri=uri))

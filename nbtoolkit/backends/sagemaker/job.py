@@ -59,6 +59,10 @@ TRAINIUM_IMAGE = (
     "763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:"
     "2.7.0-transformers4.55.4-neuronx-py310-sdk2.26.0-ubuntu22.04"
 )
+#: the distribution whose requirements (pyproject.toml) nbtoolkit's training program needs in the image
+DISTRIBUTION = "nbtoolkit-finetune"
+#: a Hugging Face DLC tag's transformers and Python: `:<torch>-transformers<x>-gpu-py<NN>-...`
+IMAGE_VERSIONS = re.compile(r":[\d.]+-transformers(?P<transformers>[\d.]+)-\w+-(?P<py>py\d+)\b")
 #: The SageMaker SDK v2 refuses smdistributed data parallel on Hugging Face images with PyTorch >= 2.2
 SMDDP_PYTORCH_BELOW = (2, 2)
 SMDDP_ENV = {"ACCELERATE_USE_SAGEMAKER": "true", "ACCELERATE_SAGEMAKER_DISTRIBUTED_TYPE": "DATA_PARALLEL"}
@@ -84,7 +88,7 @@ Phase = Literal["train", "precompile"]
 OWN_PROGRAM_CANNOT = {
     "smddp": "parallelism.strategy 'smddp' with nbtoolkit's training program needs sagemaker.image_uri: the Hugging "
     "Face images that ship SageMaker data parallel (PyTorch < 2.2, transformers 4.36) predate the "
-    "transformers >= 4.46 it needs; give an image with both, run your own script (script:), or use ddp",
+    "transformers >= {transformers} it needs; give an image with both, run your own script (script:), or use ddp",
     "smp": "parallelism.strategy 'smp' needs a training script that calls torch.sagemaker.init() and "
     "torch.sagemaker.transform(model) (SageMaker model parallel v2), which nbtoolkit's training program does "
     "not; give script: with one (or sagemaker.image_uri if yours does), or use ddp",
@@ -174,6 +178,8 @@ def training_job(spec: RunSpec) -> TrainingJob:
     strategy = spec.parallelism.strategy
     image_uri, image_lookup, versions = _image(spec, instance)
     _check_distribution(spec, instance, image_uri, versions)
+    if spec.script is None:
+        _check_own_program_image(instance, image_uri, versions)
     trainium = accelerator_of(instance) == "neuron"
     distributed = strategy != "none" or spec.world_size > 1 or trainium
     own_program = spec.script is None
@@ -354,6 +360,51 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
 
 
+@cache
+def own_program_needs() -> dict[str, str]:
+    """The transformers and Python releases nbtoolkit's training program needs, read from the distribution's
+    own requirements (pyproject.toml), so an image older than them is refused before it bills."""
+    import importlib.metadata
+
+    transformers = next(
+        found.group(1)
+        for line in importlib.metadata.requires(DISTRIBUTION) or []
+        if (found := re.match(r"transformers\s*>=\s*([\d.]+)\s*$", line))
+    )
+    python = importlib.metadata.metadata(DISTRIBUTION)["Requires-Python"].removeprefix(">=").strip()
+    return {"transformers": transformers, "Python": python}
+
+
+def _check_own_program_image(instance: str, image_uri: str | None, versions: dict[str, str] | None) -> None:
+    """An image with a transformers or Python older than nbtoolkit's program needs would bill, then fail at import."""
+    if versions is not None:
+        what, has = "sagemaker.transformers_version", {"transformers": versions["transformers_version"]}
+        has["Python"] = python_release(versions["py_version"])
+    else:
+        found = IMAGE_VERSIONS.search(image_uri or "")
+        if found is None:
+            return  # a PyTorch or custom image: its tag does not say, and the program's import says at start
+        what, has = f"sagemaker.image_uri '{image_uri}'", {"transformers": found["transformers"]}
+        has["Python"] = python_release(found["py"])
+    older = [name for name, minimum in own_program_needs().items() if _release(has[name]) < _release(minimum)]
+    if older:
+        gpu = _gpu(instance)
+        works = newest_huggingface_image(gpu) if gpu else dict(DEFAULT_VERSIONS)
+        raise SageMakerSetupError(
+            f"{what} gives transformers {has['transformers']} on Python {has['Python']}, older than the "
+            + " and ".join(f"{name} >= {own_program_needs()[name]}" for name in older)
+            + " nbtoolkit's training program needs; use transformers_version "
+            f"{works['transformers_version']} with pytorch_version {works['pytorch_version']} "
+            f"({huggingface_image_tag(works)}), run your own script (script:), or leave the versions out to get it"
+        )
+
+
+def python_release(py_version: str) -> str:
+    """'py310' -> '3.10' (an image tag's or the SDK's Python)."""
+    digits = py_version.removeprefix("py")
+    return f"{digits[0]}.{digits[1:]}"
+
+
 def _framework_entry(transformers_version: str, pytorch_version: str) -> dict[str, Any] | None:
     """The SDK table's entry for a Hugging Face training image (None without the SDK or for unknown versions)."""
     table = huggingface_training_images()
@@ -491,7 +542,7 @@ def _check_distribution(spec: RunSpec, instance: str, image_uri: str | None, ver
             "use ddp, smddp or smp there (or run DeepSpeed with launcher deepspeed)"
         )
     if strategy in ("smddp", "smp") and spec.script is None and image_uri is None:
-        raise SageMakerSetupError(OWN_PROGRAM_CANNOT[strategy])
+        raise SageMakerSetupError(OWN_PROGRAM_CANNOT[strategy].format(**own_program_needs()))
     if strategy == "smddp":
         if instance not in SMDDP_INSTANCE_TYPES:
             raise SageMakerSetupError(
@@ -564,5 +615,5 @@ def trl_requirement(spec: RunSpec) -> list[str]:
     if "chat" not in spec.extras_used:
         return []
     marker = re.compile(r"""^(.*?);\s*extra\s*==\s*["']chat["']$""")
-    found = (marker.match(line) for line in importlib.metadata.requires("nbtoolkit-finetune") or [])
+    found = (marker.match(line) for line in importlib.metadata.requires(DISTRIBUTION) or [])
     return [match.group(1).strip() for match in found if match]
