@@ -23,7 +23,7 @@ from nbtoolkit.checkpoints import checkpoint_step, is_complete
 from nbtoolkit.heartbeat import RANKS_DIR, read_heartbeats
 from nbtoolkit.notebook.job_view import health_html
 from nbtoolkit.runner.health import DoctorError, assess, process_alive, stall_floor
-from nbtoolkit.runner.stacks import RankStack, StacksReport, rank_processes, rank_range
+from nbtoolkit.runner.stacks import RankStack, StacksReport, dump, rank_processes, rank_range
 from nbtoolkit.runner.store import this_host
 from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV, tagged_processes
 from tests.conftest import SCRIPTS, TESTS
@@ -171,6 +171,22 @@ def test_a_single_process_job_with_python_children_is_rank_0(store):
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
+
+
+def test_a_stopped_rank_says_why_it_has_no_stack():
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.5)
+        process.send_signal(signal.SIGSTOP)
+        with pytest.raises(DoctorError) as raised:
+            dump(process.pid)
+        said = str(raised.value)
+        assert (
+            said.startswith(f"its process is stopped (`kill -CONT {process.pid}` resumes it): ") and "main" not in said
+        )
+    finally:
+        process.kill()
+        process.wait()
 
 
 def ranks_spec(*args: str, **train) -> dict:

@@ -9,6 +9,7 @@ hosts are named, not dumped (py-spy must run where the process runs).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -148,7 +149,19 @@ def dump(pid: int) -> list[dict[str, Any]]:
         )
         if done.returncode == 0:
             return json.loads(done.stdout)
-    raise DoctorError((done.stderr or done.stdout).strip().splitlines()[-1] if (done.stderr or done.stdout) else "")
+    raise DoctorError(why_no_stack(done.stderr or done.stdout, pid))
+
+
+def why_no_stack(output: str, pid: int) -> str:
+    """py-spy's own reason (its `Error:` line, not the Rust backtrace after it), and whether the process is
+    stopped (SIGSTOP, a debugger): py-spy cannot suspend such a process."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    cause = next((line for line in lines if line.startswith("Error:")), lines[0] if lines else "py-spy failed")
+    cause = cause.removeprefix("Error:").strip()
+    with contextlib.suppress(psutil.Error):
+        if psutil.Process(pid).status() == psutil.STATUS_STOPPED:
+            return f"its process is stopped (`kill -CONT {pid}` resumes it): {cause}"
+    return cause
 
 
 def main_thread_frames(threads: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
