@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from nbtoolkit.api import launch
 from nbtoolkit.credentials import REDACTED, Scrubber, secret_values
+from nbtoolkit.runner.scrub import CHUNK_BYTES, scrub_job_files
 from nbtoolkit.server.service import LOG_LIMIT_MAX, JobsService
 from nbtoolkit.spec import load_spec
 from tests.conftest import SCRIPTS
@@ -140,3 +141,23 @@ def test_a_stream_cut_anywhere_is_scrubbed_like_the_whole(before, after, cuts):
     assert streamed == Scrubber(secrets).scrubbed(data)
     assert SECRET.encode() not in streamed and secrets[1].encode() not in streamed
     assert streamed.count(REDACTED.encode()) >= 3
+
+
+def test_a_rank_log_of_any_size_is_scrubbed_whole_with_its_mode(tmp_path):
+    """Over 64 MiB a rank's log was skipped; a secret cut across two chunks is found too."""
+    rank_log = tmp_path / "logs" / "run_0" / "attempt_0" / "1" / "stdout.log"
+    rank_log.parent.mkdir(parents=True)
+    filler = b"x" * (CHUNK_BYTES - 5)  # the first secret straddles the first chunk's end
+    with open(rank_log, "wb") as handle:
+        handle.write(filler + SECRET.encode() + b"\n" + b"y" * (65 << 20) + SECRET.encode() + b"\n")
+    rank_log.chmod(0o600)
+    output = tmp_path / "output" / "notes.txt"  # the program's outputs are its own
+    output.parent.mkdir()
+    output.write_text(SECRET)
+    notes: list[str] = []
+    scrub_job_files(tmp_path, Scrubber([SECRET]), notes.append)
+    assert notes == [] and rank_log.stat().st_mode & 0o777 == 0o600
+    with open(rank_log, "rb") as handle:
+        assert handle.read(len(filler) + len(REDACTED) + 1) == filler + REDACTED.encode() + b"\n"
+    assert files_holding(SECRET, tmp_path) == ["output/notes.txt"]
+    assert rank_log.stat().st_size == len(filler) + (65 << 20) + 2 * (len(REDACTED) + 1)

@@ -4,7 +4,7 @@ Started by `submit` in a new session, so it outlives the kernel or shell that st
 Each stage runs in its own process group; its stdout/stderr reach output.log through one pipe the
 supervisor copies through its `Scrubber`, which knows every secret value the job was given: what a
 launcher echoes (DeepSpeed logs its whole command line) or a script prints never lands in a file.
-Per-rank log files the launcher writes itself are scrubbed as each stage ends.
+Per-rank log files the launcher writes itself are scrubbed as each stage ends (`scrub`), whatever their size.
 
 It holds the job's lock (`lock`) while it lives, and starts a watcher that ends the job's
 processes if it dies (`watcher`). It polls its row for a stop request, so a stop works from any
@@ -34,13 +34,14 @@ from typing import IO
 
 import psutil
 
-from nbtoolkit.credentials import Scrubber, redact_args, references, resolve_args, secret_values
+from nbtoolkit.credentials import redact_args, resolve_args
 from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
 from nbtoolkit.metrics import budget, cost
 from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
 from nbtoolkit.runner.listing import cost_usd
 from nbtoolkit.runner.lock import SupervisorLock
+from nbtoolkit.runner.scrub import job_scrubber, scrub_job_files
 from nbtoolkit.runner.stall_watch import StallWatch
 from nbtoolkit.runner.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.runner.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
@@ -56,9 +57,6 @@ STOP_GRACE_S = 5.0
 STORE_RETRY_S = 600.0
 #: below this many free bytes, a failure is put down to the full disk
 DISK_FULL_BYTES = 1 << 20
-#: files a job's processes write beside output.log that are scrubbed when a stage ends (per-rank logs, error files)
-SCRUBBED_SUFFIXES = (".log", ".txt", ".json", ".jsonl")
-SCRUBBED_MAX_BYTES = 64 << 20
 
 
 class Supervisor:
@@ -79,21 +77,7 @@ class Supervisor:
         self.budget_recorded: dict | None = None  # the budget record last put in the job's info
         self.stall_watch = StallWatch(store, job_id)  # health in the row; stacks and train.on_stall on a stall
         self.started = 0.0  # when the job began (and began to be billed)
-        self.scrubber = Scrubber(secret_values(self._environment(), self._referenced_names()))
-
-    def _environment(self) -> dict[str, str]:
-        return {**os.environ, **self.launch.env, **{k: v for stage in self.launch.stages for k, v in stage.env.items()}}
-
-    def _referenced_names(self) -> list[str]:
-        """The variables the job's `$NAME` credential references name: in its stages' argv, and in the spec's
-        script args and extra (which the training program resolves itself)."""
-        names = [name for stage in self.launch.stages for name in references(stage.argv, {})]
-        try:
-            spec = json.loads((self.dir / "spec.json").read_text())
-        except (OSError, ValueError):  # a launch without a spec (an attached remote job)
-            return names
-        script = spec.get("script") or {}
-        return names + references(list(script.get("args") or []), spec.get("extra") or {})
+        self.scrubber = job_scrubber(self.dir, dict(os.environ))
 
     def run(self) -> int:
         me = psutil.Process()
@@ -177,7 +161,7 @@ class Supervisor:
         # and any that left the tree and the group (a grandchild in its own session whose parent died)
         end_processes(tagged_processes(self.job_id, self.store.home, exclude=(self.reaper_pid or 0,)), STOP_GRACE_S)
         pump.join(timeout=STOP_GRACE_S)  # the output still in the pipe; a process outside the job may hold it open
-        self._scrub_files()
+        scrub_job_files(self.dir, self.scrubber, self._note)
         self._follow(parser, log_offset, final=True)
         self.interrupted = stopped_here
         status = "stopped" if self.interrupted else "succeeded" if exit_code == 0 else "failed"
@@ -201,30 +185,6 @@ class Supervisor:
             except OSError as exc:
                 self._note(f"could not write the program's output to the log ({exc}); retrying until there is room")
                 time.sleep(POLL_S)
-
-    def _scrub_files(self) -> None:
-        """Secret values out of the text files the stage's processes wrote in the job folder themselves
-        (a launcher's per-rank logs, error files); the outputs (checkpoints, models) are the program's."""
-        if not self.scrubber:
-            return
-        for path in self.dir.rglob("*"):
-            if (
-                path.suffix not in SCRUBBED_SUFFIXES
-                or path.name == LOG_FILE
-                or path.is_relative_to(self.dir / "output")
-                or not path.is_file()
-                or path.is_symlink()
-            ):
-                continue
-            try:
-                if path.stat().st_size > SCRUBBED_MAX_BYTES:
-                    continue
-                data = path.read_bytes()
-                scrubbed = self.scrubber.scrubbed(data)
-                if scrubbed != data:
-                    path.write_bytes(scrubbed)
-            except OSError as exc:
-                self._note(f"could not scrub {path.relative_to(self.dir)} ({exc})")
 
     def _follow(self, parser: LogParser | None, log_offset: int, final: bool = False) -> int:
         """Parse new log text into metrics (if the program writes none) and refresh the row's progress.

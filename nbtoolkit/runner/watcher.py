@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+from nbtoolkit.runner.scrub import job_scrubber, scrub_job_files
 from nbtoolkit.runner.store import JobStore
 from nbtoolkit.runner.tree import WATCHER_MODULE, end_processes, tagged_processes
 
@@ -51,17 +52,25 @@ def start_watcher(job_id: str, grace: float) -> tuple[int, int]:
 
 
 def reap(store: JobStore, job_id: str, grace: float) -> list:
-    """End the job's remaining processes; if the supervisor died with the job active, record it lost."""
+    """End the job's remaining processes; if the supervisor died with the job active, record it lost and scrub
+    the files its ranks wrote (the supervisor did not live to)."""
     ended = end_processes(tagged_processes(job_id, store.home), grace)
     for _ in range(RECORD_TRIES):
         try:
             record = store.get(job_id)  # marks it lost if the supervisor died before recording an end
+            if record.status == "lost":
+                job_dir = store.job_dir(job_id)
+                scrub_job_files(job_dir, job_scrubber(job_dir, dict(os.environ)), _say)
             if record.status == "lost" and ended:
                 store.update(job_id, message=f"{record.message}; its {len(ended)} remaining processes were ended")
             return ended
         except sqlite3.OperationalError:
             time.sleep(RECORD_PAUSE_S)
     return ended
+
+
+def _say(text: str) -> None:
+    print(f"[nbtoolkit] watcher: {text}", file=sys.stderr, flush=True)  # supervisor.log
 
 
 def main(argv: list[str] | None = None) -> int:
