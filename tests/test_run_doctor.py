@@ -23,7 +23,7 @@ from nbtoolkit.checkpoints import checkpoint_step, is_complete
 from nbtoolkit.heartbeat import RANKS_DIR, read_heartbeats
 from nbtoolkit.notebook.job_view import health_html
 from nbtoolkit.runner.health import DoctorError, assess, process_alive, stall_floor
-from nbtoolkit.runner.stacks import RankStack, StacksReport, dump, rank_processes, rank_range
+from nbtoolkit.runner.stacks import RankStack, StacksReport, dump, rank_processes, rank_range, take_stacks
 from nbtoolkit.runner.store import this_host
 from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV, tagged_processes
 from tests.conftest import SCRIPTS, TESTS
@@ -168,6 +168,12 @@ def test_a_single_process_job_with_python_children_is_rank_0(store):
             assert time.monotonic() < deadline, "the worker did not start"
             time.sleep(0.1)
         assert rank_processes(record, store) == {0: job.pid}
+        # its heartbeat names another host (NBTOOLKIT_HOST): still dumped here, and not said to run there
+        (store.job_dir(record.id) / RANKS_DIR).mkdir()
+        (store.job_dir(record.id) / RANKS_DIR / "rank-0.json").write_text(json.dumps({"rank": 0, "host": "login2"}))
+        store.update(record.id, status="running")
+        report = take_stacks(store, store.get(record.id))
+        assert [(s.rank, s.pid, s.error) for s in report.ranks] == [(0, job.pid, None)] and report.elsewhere == []
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()

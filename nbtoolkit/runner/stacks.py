@@ -184,12 +184,12 @@ def take_stacks(store: JobStore, record: JobRecord) -> StacksReport:
     if not record.active:
         raise DoctorError(f"job {record.id} is {record.status}: only a running job's ranks have stacks")
     beats = read_heartbeats(store.job_dir(record.id))
-    elsewhere = [
+    ranks = rank_processes(record, store, beats)
+    elsewhere = [  # a rank found here is here, whatever host name its heartbeat gives (NBTOOLKIT_HOST)
         f"rank {beat['rank']} runs on {beat['host']} (pid {beat['pid']}): run `py-spy dump --pid {beat['pid']}` there"
         for beat in beats
-        if beat.get("host") != this_host()
+        if beat.get("host") != this_host() and beat["rank"] not in ranks
     ]
-    ranks = rank_processes(record, store, beats)
     if not ranks and not elsewhere:
         raise DoctorError(
             f"job {record.id} has no process of its own running on this host ({this_host()}); "
