@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from nbtoolkit.metrics.parse import LogParser, classify, parse_dict_line
 from tests.conftest import DATA
 
@@ -163,3 +165,22 @@ def test_nbtoolkit_progress_lines_give_the_step_and_window_throughput():
         1600.0,
     )
     assert evaluation["step"] == 20 and "samples_per_second" not in evaluation
+
+
+NON_TTY_BAR = "  4% 100/2238 [1:49:59<42:08:58, 70.97s/it]"
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["trainer-1  | ", "pod-0 | ", "trainer-0 main ", "2024-05-01 10:00:00 pod-0 | ", "INFO:root:"],
+    ids=["docker-compose", "compose-pod", "stern", "time-and-pod", "logging"],
+)
+def test_a_bar_behind_any_collector_prefix_gives_the_step(prefix):
+    """What collectors put before a line (hand-checked: the bar says step 100 of 2238); a description still rules
+    a bar out."""
+    text = f"{prefix}{NON_TTY_BAR}\n{prefix}{{'loss': 1.5}}\n"
+    for chunk in (None, 3):
+        (record,) = parse_all(text, chunk)
+        assert (record["kind"], record["step"], record["max_steps"], record["loss"]) == ("train", 100, 2238, 1.5)
+    (record,) = parse_all(f"{prefix}Map:  40% 20/50 [00:01<00:01, 9.00it/s]\n{prefix}{{'loss': 1.5}}\n")
+    assert record["step"] is None

@@ -45,15 +45,19 @@ TQDM = re.compile(r"(?<!\d)(\d{1,15})/(\d{1,15}) \[[\d:]+<[\d:?]+,\s*(\d+(?:\.\d
 # line: the step, and the logging window's throughput (evaluation and checkpoint time left out)
 PROGRESS = re.compile(r"\[nbtoolkit\] step (\d{1,15})/(\d{1,15})\b")
 LIST_OF_DICTS = re.compile(r"\[\s*\{|\}\s*,\s*\{")
-#: what may precede the count in the Trainer's training bar: nothing, or the percentage with or without the bar
-#: glyphs (a terminal's `4%|▍   | `, a log file's `  4% `)
-BAR_LEAD = re.compile(r"\s*(?:\d{1,3}%\s*(?:\|[^|]*\|)?\s*)?")
-#: what a log collector or launcher puts before a line: a time (`2024-05-01T10:00:00.123Z`, `[2024-05-01 10:00:00,1]`),
-#: a bracketed source (`[pod/trainer-0/main]`, `[1,mpirank:0,algo-1]<stderr>:`), a host or pod with a digit in its
-#: name (`worker-0:`, `algo-1:`, `finetune-ckl8r-38:`, `10.0.0.1:`, `0:`) or `localhost:`; never a bar's description
-#: (`Map:`, `Evaluating:`, `Loading checkpoint shards:`: no digit, or spaces)
+#: what precedes the count in a bar, at the end of the text before it: the percentage with or without the bar
+#: glyphs (a terminal's `4%|▍   | `, a log file's `  4% `), or nothing
+BAR_LEAD = re.compile(r"(?:\d{1,3}%\s*(?:\|[^|]*\|)?\s*)?$")
+#: a bar's description (`Map: `, `Evaluating: `, `Loading checkpoint shards: `) ends the text before its lead; the
+#: Trainer's training bar has none. Anything else before a bar (`pod-0 | `, `trainer-0 main `) is a collector's.
+DESCRIPTION = re.compile(r"[A-Za-z][^:|\]]*:\s*$")
+#: what a log collector or launcher puts before a line, stripped before a description is looked for: a time
+#: (`2024-05-01T10:00:00.123Z`, `[2024-05-01 10:00:00,1]`), a bracketed source (`[pod/trainer-0/main]`,
+#: `[1,mpirank:0,algo-1]<stderr>:`), a host or pod with a digit in its name (`worker-0:`, `algo-1:`, `10.0.0.1:`,
+#: `0:`), `localhost:` or logging's `INFO:root:`; never a bar's description (`Map:`, `Evaluating:`: no digit)
 LINE_PREFIX = re.compile(
-    r"(?:\s*(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?|\[[^\]]*\](?:<std(?:out|err)>)?:?|(?:[\w.-]*\d[\w.-]*|localhost):(?=\s)))*"
+    r"(?:\s*(?:\d{4}-\d\d-\d\d[T ][\d:.,]+Z?|\[[^\]]*\](?:<std(?:out|err)>)?:?"
+    r"|(?:[\w.-]*\d[\w.-]*|localhost):(?=\s)|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]*:))*"
 )
 #: steps/s at or under which tqdm draws every step (it redraws at most every 0.1 s): the bar drawn before a dict is exact
 EVERY_STEP_DRAWN = 10.0
@@ -218,7 +222,8 @@ class LogParser:
         record was printed under it, it keeps its total and never goes back (an evaluation bar of the same total
         starts at 0); until then the latest bar without a description is the candidate."""
         prefix = LINE_PREFIX.match(before).end()  # type: ignore[union-attr]  # `(...)*` matches every text
-        if not BAR_LEAD.fullmatch(before[prefix:]):
+        lead = BAR_LEAD.search(before, prefix).start()  # type: ignore[union-attr]  # matches at the end at least
+        if DESCRIPTION.search(before, prefix, lead):
             return False
         if self._total is None or not self._confirmed:
             return True
