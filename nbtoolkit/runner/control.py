@@ -16,6 +16,7 @@ import psutil
 
 from nbtoolkit.launches import Launch
 from nbtoolkit.metrics.series import METRICS_FILE
+from nbtoolkit.runner.scrub import job_scrubber, scrub_job_files
 from nbtoolkit.runner.store import (
     ACTIVE,
     LOG_FILE,
@@ -111,6 +112,9 @@ def stop(job_id: str, *, store: JobStore | None = None, grace: float = 5.0) -> J
             _end_unresponsive(store, record, grace)
     if record.host == this_host():
         end_processes(tagged_processes(record.id, store.home), grace)
+        if store.get(record.id).status == "lost":  # its watcher may have died with it, before scrubbing
+            job_dir = store.job_dir(record.id)
+            scrub_job_files(job_dir, job_scrubber(job_dir, dict(os.environ)), lambda text: print(text, file=sys.stderr))
     return store.get(record.id)
 
 

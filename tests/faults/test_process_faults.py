@@ -16,6 +16,7 @@ from nbtoolkit.runner import JobStore
 from tests.conftest import PYTHON
 from tests.faults.conftest import job_pids
 from tests.faults.jobs import PACED, finished_all, paced_launch, printed_steps, submit_paced, wait_for
+from tests.test_secrets import SECRET, files_holding
 
 SUBMIT_THEN_WAIT = (
     "import json, sys, time; from nbtoolkit.launches import Launch; "
@@ -89,11 +90,14 @@ def test_pkill_9_of_the_supervisors_command_line_ends_every_rank_and_the_job_is_
     observe(job, "pkill -9 -f of the supervisor's command line", truth, killed)
 
 
-def test_pkill_9_of_every_process_naming_the_job_leaves_no_rank_running(store, observe):
+def test_pkill_9_of_every_process_naming_the_job_leaves_no_rank_running(store, observe, monkeypatch):
     """`pkill -9 -f JOB_ID` ends the supervisor, its watcher and torchrun (its --log_dir holds the id) at once: no
-    one is left to end the ranks, so each dies with its parent (PR_SET_PDEATHSIG) instead of running on."""
+    one is left to end the ranks, so each dies with its parent (PR_SET_PDEATHSIG) instead of running on. No
+    watcher scrubbed the token the ranks printed into their logs: `stop` of the lost job does."""
+    monkeypatch.setenv("HF_TOKEN", SECRET)
     spec = {"task": "text-classification", "hardware": {"devices": 2}}
-    job = launch({**spec, "script": {"path": str(PACED), "args": ["--steps", "1000", "--pace", "0.5"]}}, store=store)
+    args = ["--steps", "1000", "--pace", "0.5", "--echo-token", "$HF_TOKEN"]
+    job = launch({**spec, "script": {"path": str(PACED), "args": args}}, store=store)
 
     def ranks() -> list[int]:
         return [pid for pid in job_pids(job.id, job.dir) if "RANK" in psutil.Process(pid).environ()]
@@ -107,6 +111,7 @@ def test_pkill_9_of_every_process_naming_the_job_leaves_no_rank_running(store, o
     truth = not left and wait_for(lambda: job.record.status == "lost", timeout=10)
     observe(job, "pkill -9 -f of the job's id (supervisor, watcher and torchrun at once)", truth, killed)
     assert not left, f"ranks still running: {left}"
+    assert files_holding(SECRET, store.home) and job.stop() and files_holding(SECRET, store.home) == []
 
 
 def test_kill_9_of_one_rank_of_a_torchrun_job(home, observe):
