@@ -346,6 +346,11 @@ class TrainSpec(SpecBlock):
         False, description="random weights from the model's config, not its pretrained ones (run_clm's --model_type)"
     )
 
+    @field_validator("on_stall", mode="before")
+    @classmethod
+    def _null_on_stall_is_the_default(cls, value: Any) -> Any:
+        return "dump" if value is None else value
+
 
 class AdapterSpec(SpecBlock):
     """Train small low-rank adapters (PEFT) instead of every weight; QLoRA also loads the base in 4 bits."""

@@ -20,12 +20,14 @@ import pytest
 from nbtoolkit import cli
 from nbtoolkit.api import launch
 from nbtoolkit.checkpoints import checkpoint_step, is_complete
-from nbtoolkit.heartbeat import RANKS_DIR, read_heartbeats
+from nbtoolkit.heartbeat import RANKS_DIR, REQUEST_FILE, read_heartbeats
 from nbtoolkit.notebook.job_view import health_html
+from nbtoolkit.runner.checkpoint_request import checkpoint_now
 from nbtoolkit.runner.health import DoctorError, assess, process_alive, stall_floor
 from nbtoolkit.runner.stacks import RankStack, StacksReport, dump, rank_processes, rank_range, take_stacks
 from nbtoolkit.runner.store import this_host
 from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV, tagged_processes
+from nbtoolkit.spec import load_spec
 from tests.conftest import SCRIPTS, TESTS
 
 TIMEOUT = 180
@@ -193,6 +195,21 @@ def test_a_stopped_rank_says_why_it_has_no_stack():
     finally:
         process.kill()
         process.wait()
+
+
+@pytest.mark.parametrize("timeout", [-1.0, 0.0, float("nan"), float("inf")])
+def test_checkpoint_with_a_timeout_that_is_no_positive_number_is_refused_unasked(timeout, store):
+    record = store.create(name="t", task="text-classification", backend="local")
+    store.update(record.id, status="running")
+    (store.job_dir(record.id) / RANKS_DIR).mkdir()
+    (store.job_dir(record.id) / RANKS_DIR / "rank-0.json").write_text(json.dumps({"rank": 0, "can_checkpoint": True}))
+    with pytest.raises(DoctorError, match=r"^timeout \S+ is not a number of seconds above 0 \(default 300\)$"):
+        checkpoint_now(store, store.get(record.id), timeout=timeout)
+    assert not (store.job_dir(record.id) / REQUEST_FILE).exists()
+
+
+def test_on_stall_null_is_the_default():
+    assert load_spec({"task": "text-classification", "train": {"on_stall": None}}).train.on_stall == "dump"
 
 
 def ranks_spec(*args: str, **train) -> dict:

@@ -6,6 +6,7 @@ one sentence.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -22,6 +23,8 @@ def checkpoint_now(
     store: JobStore, record: JobRecord, *, wait: bool = True, timeout: float = CHECKPOINT_WAIT_S
 ) -> Path | None:
     """Request the checkpoint; with `wait`, return its folder once complete (None without `wait`)."""
+    if wait and not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise DoctorError(f"timeout {timeout} is not a number of seconds above 0 (default {CHECKPOINT_WAIT_S:.0f})")
     if not record.active:
         raise DoctorError(f"job {record.id} is {record.status}: only a running job can be asked for a checkpoint")
     job_dir = store.job_dir(record.id)
