@@ -184,3 +184,16 @@ def test_a_bar_behind_any_collector_prefix_gives_the_step(prefix):
         assert (record["kind"], record["step"], record["max_steps"], record["loss"]) == ("train", 100, 2238, 1.5)
     (record,) = parse_all(f"{prefix}Map:  40% 20/50 [00:01<00:01, 9.00it/s]\n{prefix}{{'loss': 1.5}}\n")
     assert record["step"] is None
+
+
+def test_before_the_first_train_dict_a_partly_drawn_eval_bar_gives_an_eval_record_no_step():
+    """Training is at 5 of 100 when an evaluation's bar (20 of 50) is last drawn: step 20 is not in the log."""
+    for text in (
+        "  5% 5/100 [00:05<01:30,  1.00s/it]\n 40% 20/50 [00:02<00:03,  9.00it/s]\n{'eval_loss': 0.5, 'epoch': 0.05}\n",
+        "  0% 0/100 [00:00<?, ?it/s]\n 98% 49/50 [00:05<00:00,  9.00it/s]\n{'eval_loss': 0.5, 'epoch': 0}\n",
+    ):
+        (record,) = parse_all(text)
+        assert (record["kind"], record["step"], record.get("max_steps")) == ("eval", None, None)
+    # with only the training bar drawn (a terminal's eval bar moves the cursor and is ignored), it is the step
+    (record,) = parse_all("  0% 0/100 [00:00<?, ?it/s]\n{'eval_loss': 0.5, 'epoch': 0}\n")
+    assert (record["step"], record["max_steps"]) == (0, 100)

@@ -117,6 +117,7 @@ class LogParser:
         self._waiting: dict[str, Any] | None = None  # a record whose step the next training bar settles
         self._step_from_bar = False  # False: from nbtoolkit's own line, printed just before its dict (exact)
         self._confirmed = False  # the bar held is the training bar: a train record was printed under it
+        self._two_bars = False  # bars of two totals were drawn before the training bar was confirmed
         self._bar_fresh = False  # the bar was drawn since the last train record took its step from it
 
     def feed(self, text: str) -> list[dict[str, Any]]:
@@ -226,14 +227,18 @@ class LogParser:
         if DESCRIPTION.search(before, prefix, lead):
             return False
         if self._total is None or not self._confirmed:
+            self._two_bars = self._two_bars or (self._total is not None and total != self._total)
             return True
         return total == self._total and step >= (self._step or 0)
 
     def _bar_step_stands_for(self, kind: str) -> bool:
         """Whether the bar held gives this record its step. A train dict is printed under the training bar. An eval
         dict comes after the evaluation's own bar has run to its end: a complete bar that no train record has
-        shown to be the training bar may be that one (an eval-only log), so it gives no step."""
-        return kind == "train" or self._confirmed or (self._step or 0) < (self._total or 0)
+        shown to be the training bar may be that one (an eval-only log), so it gives no step; nor does any bar once
+        two of different totals were drawn before one was confirmed (the latest may be an evaluation's)."""
+        if kind == "train" or self._confirmed:
+            return True
+        return not self._two_bars and (self._step or 0) < (self._total or 0)
 
     def _parse_segment(self, segment: str) -> tuple[dict[str, Any] | None, bool]:
         """The segment's record, if any, and whether its step is settled (else the next training bar settles it)."""
