@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.checkpoints import CHECKPOINT_DIR, is_complete, last_checkpoint
+from nbtoolkit.checkpoints import CHECKPOINT_DIR, checkpoint_step, is_complete, last_checkpoint
+from nbtoolkit.heartbeat import KEPT_DIR, keep_checkpoint
 from nbtoolkit.spec import RunSpec, SpecError, TrainSpec, load_spec, merged
 
 FORK_CHECKPOINT, FORK_CHANGES = "fork_checkpoint", "fork_changes"
@@ -47,21 +48,39 @@ def nested(path: str, value: Any) -> dict[str, Any]:
 
 def fork_checkpoint(job_id: str, output: Path, checkpoint: str | Path | None) -> Path:
     """The checkpoint to fork from: the job's last complete one in its `output` folder, its step (`40`,
-    `checkpoint-40`) or a path."""
+    `checkpoint-40`) or a path; one of the job's own is kept out of its rotation first (`keep`)."""
     if checkpoint is None:
-        found = last_checkpoint(output)
-        if found is None:
+        found = [path for path in (last_checkpoint(output), last_checkpoint(output / KEPT_DIR)) if path]
+        if not found:
             raise LaunchError(
                 f"job {job_id} has saved no complete checkpoint to fork from; `nbtoolkit checkpoint {job_id}` asks a "
                 "running job for one"
             )
-        return found
+        return keep(job_id, max(found, key=lambda path: checkpoint_step(path) or 0))
     text = str(checkpoint)
-    path = output / f"checkpoint-{text}" if text.isdigit() else output / text if CHECKPOINT_DIR.match(text) else None
-    path = path or Path(text).expanduser().resolve()
+    name = f"checkpoint-{text}" if text.isdigit() else text if CHECKPOINT_DIR.match(text) else None
+    if name is None:
+        path = Path(text).expanduser().resolve()
+    else:  # one saved on request is in kept/ (see nbtoolkit.heartbeat)
+        path = output / KEPT_DIR / name if (output / KEPT_DIR / name).is_dir() else output / name
     if not is_complete(path):
         raise LaunchError(f"--from {text}: {path} is not a complete checkpoint of job {job_id}")
-    return path
+    return keep(job_id, path) if path.parent == output else path
+
+
+def keep(job_id: str, checkpoint: Path) -> Path:
+    """The checkpoint kept out of the job's rotation before the fork launches: the parent may run on and
+    delete it (save_total_limit) before the fork has loaded it."""
+    try:
+        kept = keep_checkpoint(checkpoint)
+    except OSError as exc:
+        raise LaunchError(
+            f"{checkpoint.name} of job {job_id} could not be kept for the fork ({exc.strerror or exc}); "
+            "the running job's rotation may have deleted it: fork from a later checkpoint"
+        ) from None
+    if not is_complete(kept):
+        raise LaunchError(f"{kept} is not a complete checkpoint of job {job_id}; fork from a later checkpoint")
+    return kept
 
 
 def fork_spec(

@@ -21,6 +21,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import socket
 import stat
 import sys
@@ -37,6 +38,8 @@ REQUEST_FILE = "checkpoint-request.json"
 BEAT_EVERY_S = 1.0
 #: how many steps after rank 0 reads a checkpoint request the ranks save (with more than one rank)
 CHECKPOINT_LEAD_STEPS = 2
+#: checkpoints kept out of the Trainer's save_total_limit rotation (saved on request, forked from), in the output
+KEPT_DIR = "kept"
 #: a heartbeat or a request is a few hundred bytes; a bigger file is not one
 MAX_FILE_BYTES = 64 * 1024
 
@@ -223,6 +226,34 @@ def checkpoint_request(job_dir: str | Path) -> dict[str, Any] | None:
     return read_json(Path(job_dir) / REQUEST_FILE)
 
 
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def keep_checkpoint(checkpoint: Path) -> Path:
+    """The checkpoint as `kept/checkpoint-N` beside it, out of the Trainer's rotation (it deletes the oldest
+    `checkpoint-N` folders of the output beyond save_total_limit): hard links, so no bytes are copied and
+    deleting the original leaves the kept one whole. Kept once; a checkpoint already kept is itself."""
+    if checkpoint.parent.name == KEPT_DIR:
+        return checkpoint
+    kept = checkpoint.parent / KEPT_DIR / checkpoint.name
+    if kept.is_dir():
+        return kept
+    kept.parent.mkdir(exist_ok=True)
+    partial = kept.with_name(f".{kept.name}.{os.getpid()}.{uuid.uuid4().hex[:6]}")
+    try:
+        shutil.copytree(checkpoint, partial, copy_function=_link_or_copy)
+        os.rename(partial, kept)  # whole or not at all
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+        if not kept.is_dir():  # not kept meanwhile by another process: the original went away mid-copy
+            raise
+    return kept
+
+
 class CheckpointRequests:
     """A rank's side of checkpoint requests: `due(step)` after each step says whether to save now."""
 
@@ -233,6 +264,8 @@ class CheckpointRequests:
         self._seen_mtime: int | None = None
         self._request: dict[str, Any] | None = None
         self._saved_ids: set[str] = set()
+        #: a requested save is due and not yet kept (`saved`)
+        self.pending = False
 
     def due(self, step: int) -> bool:
         try:
@@ -253,12 +286,14 @@ class CheckpointRequests:
         if step < request["at_step"]:
             return False
         self._saved_ids.add(request["id"])
+        self.pending = True
         return True
 
     def saved(self, checkpoint: Path) -> None:
-        """Rank 0 says where the requested checkpoint is, once the Trainer has written it."""
-        request = self._request
+        """Once every rank has written the requested checkpoint, rank 0 keeps it out of the rotation (a later
+        save would delete it, and a fork from it with it) and says where it is."""
+        request, self.pending = self._request, False
         if self.is_rank_zero and request and request.get("id") in self._saved_ids and "saved" not in request:
-            request.update(saved=str(checkpoint), saved_time=time.time())
             with contextlib.suppress(OSError):
+                request.update(saved=str(keep_checkpoint(checkpoint)), saved_time=time.time())
                 write_json(self.path, request)

@@ -8,19 +8,30 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from contextlib import redirect_stdout
+from pathlib import Path
 
 import pytest
 
 from nbtoolkit import cli
 from nbtoolkit.api import launch
 from nbtoolkit.checkpoints import checkpoint_step, is_complete
-from nbtoolkit.heartbeat import RANKS_DIR, REQUEST_FILE, read_heartbeats
+from nbtoolkit.fork import fork_spec
+from nbtoolkit.heartbeat import (
+    KEPT_DIR,
+    RANKS_DIR,
+    REQUEST_FILE,
+    CheckpointRequests,
+    checkpoint_request,
+    read_heartbeats,
+    request_checkpoint,
+)
 from nbtoolkit.notebook.job_view import health_html
 from nbtoolkit.runner.checkpoint_request import checkpoint_now
 from nbtoolkit.runner.health import DoctorError, assess, process_alive, stall_floor
@@ -212,6 +223,34 @@ def test_on_stall_null_is_the_default():
     assert load_spec({"task": "text-classification", "train": {"on_stall": None}}).train.on_stall == "dump"
 
 
+def fake_checkpoint(output, step: int):
+    folder = output / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    (folder / "model.safetensors").write_bytes(b"weights")
+    return folder
+
+
+def test_a_checkpoint_saved_on_request_outlives_the_rotation(tmp_path, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    request_checkpoint(tmp_path)
+    requests = CheckpointRequests(tmp_path)
+    assert requests.due(5)
+    requests.saved(fake_checkpoint(tmp_path / "output", 5))
+    shutil.rmtree(tmp_path / "output" / "checkpoint-5")  # save_total_limit's rotation at a later save
+    saved = Path(checkpoint_request(tmp_path)["saved"])
+    assert saved == tmp_path / "output" / KEPT_DIR / "checkpoint-5" and is_complete(saved)
+
+
+def test_a_fork_keeps_its_checkpoint_before_it_launches(tmp_path):
+    output = tmp_path / "output"
+    fake_checkpoint(output, 5)
+    spec, start, _ = fork_spec("abcd1234", load_spec({"task": "text-classification"}), output, "5", {})
+    shutil.rmtree(output / "checkpoint-5")  # the parent runs on and rotates it away
+    assert start == Path(spec.resume) == output / KEPT_DIR / "checkpoint-5" and is_complete(start)
+    assert fork_spec("abcd1234", spec, output, None, {})[1] == start  # the last checkpoint, kept or not
+
+
 def ranks_spec(*args: str, **train) -> dict:
     return {
         "task": "causal-lm",
@@ -289,7 +328,7 @@ def test_checkpoint_now_then_fork_with_a_new_learning_rate(store):
     wait_for(lambda: any(r.get("kind") == "train" for r in job.records()), job, "a logged step")  # the chain has one
     checkpoint = job.checkpoint(timeout=TIMEOUT)
     step = checkpoint_step(checkpoint)
-    assert is_complete(checkpoint) and checkpoint.parent == job.dir / "output"
+    assert is_complete(checkpoint) and checkpoint.parent == job.dir / "output" / KEPT_DIR
     wait_for(lambda: job.record.step and job.record.step > step, job, "step after the checkpoint")  # it went on
     job.stop()
 

@@ -198,6 +198,12 @@ class HeartbeatCallback(TrainerCallback):
             control.should_save = True
 
     def on_save(self, args, state, control, **kwargs):
+        if not self.requests.pending:
+            return
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()  # each rank writes its own files (its RNG state, its ZeRO shards) before rank 0 keeps them
         self.requests.saved(Path(args.output_dir, f"checkpoint-{state.global_step}").resolve())
 
 
