@@ -53,8 +53,16 @@ def number_reply(completions: list, **kwargs: Any) -> list[float]:
 
 
 def ship(function: Callable) -> dict[str, str]:
-    """`{name, source}` for reward.functions: a module's text that defines `function` again in a job."""
-    return {"name": _name_of(function), "source": "\n".join(_definitions(function, seen=set())) + "\n"}
+    """`{name, source}` for reward.functions: a module's text that defines `function` again in a job.
+
+    The text is run once here, in a namespace of its own as the job will, so that what it lacks is
+    refused now in one sentence rather than as a NameError in the job."""
+    shipped = {"name": _name_of(function), "source": "\n".join(_definitions(function, seen=set())) + "\n"}
+    try:
+        load(shipped)
+    except RewardError as exc:
+        raise RewardError(f"reward {shipped['name']} cannot be shipped to the job: {exc}") from None
+    return shipped
 
 
 def ship_file(reference: str, cwd: Path) -> dict[str, str]:
@@ -64,10 +72,26 @@ def ship_file(reference: str, cwd: Path) -> dict[str, str]:
     if not path.is_file():
         raise RewardError(f"reward.functions {reference!r}: {path} does not exist")
     source = path.read_text()
-    defined = {node.name for node in ast.parse(source).body if isinstance(node, (ast.FunctionDef, ast.Assign))}
-    if name not in defined:
+    if name not in defined_names(source, f"reward.functions {reference!r}: {path.name}"):
         raise RewardError(f"reward.functions {reference!r}: {path.name} defines no function {name!r}")
     return {"name": name, "source": source}
+
+
+def defined_names(source: str, what: str) -> set[str]:
+    """The names a module's text binds at its top level (functions, and plain or annotated assignments)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError as exc:
+        raise RewardError(f"{what} is not valid Python (line {exc.lineno}: {exc.msg})") from None
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        names |= {target.id for target in targets if isinstance(target, ast.Name)}
+    return names
 
 
 def _name_of(function: Callable) -> str:
@@ -96,13 +120,29 @@ def _definitions(function: Callable, seen: set[str]) -> list[str]:
             f"reward {name} has no source Python can read (e.g. defined with exec); define it with def in a cell"
         ) from None
     lines: list[str] = []
-    for used in sorted(_globals_read(function.__code__)):
+    for used in sorted(_globals_read(function.__code__) | _header_names(source)):
         if used in seen or used not in function.__globals__:
             continue  # a builtin, or already shipped
         seen.add(used)
         lines += _definition_of(used, function.__globals__[used], name, seen)
     imports = [line for line in lines if line.startswith(("import ", "from "))]  # first: constants may use them
     return [*imports, *(line for line in lines if line not in imports), source]
+
+
+def _header_names(source: str) -> set[str]:
+    """The names a `def` reads when it runs, outside its body: decorators, default values, annotations."""
+    definition = ast.parse(source).body[0]
+    assert isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef))
+    arguments = definition.args
+    header = [
+        *definition.decorator_list,
+        *arguments.defaults,
+        *(d for d in arguments.kw_defaults if d),
+        definition.returns,
+    ]
+    header += [a.annotation for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs) if a.annotation]
+    header += [a.annotation for a in (arguments.vararg, arguments.kwarg) if a is not None and a.annotation]
+    return {node.id for part in header if part is not None for node in ast.walk(part) if isinstance(node, ast.Name)}
 
 
 def _globals_read(code: types.CodeType) -> set[str]:
@@ -152,9 +192,20 @@ def load(reference: str | dict[str, str] | Any) -> Callable:
     if not isinstance(reference, (str, dict)):  # the spec's ShippedFunction block
         reference = {"name": reference.name, "source": reference.source}
     if isinstance(reference, dict):
-        namespace: dict[str, Any] = {"__name__": f"nbtoolkit_reward_{reference['name']}"}
-        exec(compile(reference["source"], f"<reward {reference['name']}>", "exec"), namespace)
-        return namespace[reference["name"]]
+        name = reference["name"]
+        namespace: dict[str, Any] = {"__name__": f"nbtoolkit_reward_{name}"}
+        try:
+            exec(compile(reference["source"], f"<reward {name}>", "exec"), namespace)
+        except Exception as exc:
+            raise RewardError(f"the source of reward {name} fails to run ({type(exc).__name__}: {exc})") from None
+        if not callable(namespace.get(name)):
+            defined = ", ".join(
+                sorted(key for key, value in namespace.items() if isinstance(value, types.FunctionType))
+            )
+            raise RewardError(
+                f"the source of reward {name} defines no function {name} (it defines {defined or 'none'})"
+            )
+        return namespace[name]
     where, _, name = reference.rpartition(":")
     if where.endswith(".py"):
         spec = importlib.util.spec_from_file_location(Path(where).stem, Path(where).expanduser())

@@ -128,6 +128,43 @@ def test_reward_files_travel_inside_the_spec(tmp_path):
         absolute_paths(load_spec({"task": "grpo", "reward": {"functions": ["my_rewards.py:long"]}}), tmp_path)
 
 
+def test_a_reward_file_with_constants_travels_and_bad_python_is_one_sentence(tmp_path):
+    from nbtoolkit.spec_paths import absolute_paths
+
+    (tmp_path / "numbers.py").write_text(
+        "import re\nNUMBER = re.compile(r'\\d+')\nLIMIT: int = 1\n\nasync def later():\n    pass\n\n"
+        "def has_number(completions, **kwargs):\n    return [float(bool(NUMBER.search(c))) for c in completions]\n"
+    )
+    (tmp_path / "broken.py").write_text("def has_number(:\n    pass\n")
+    spec = load_spec({"task": "grpo", "reward": {"functions": ["numbers.py:has_number", "numbers.py:LIMIT"]}})
+    shipped = absolute_paths(spec, tmp_path).reward.functions
+    assert load(shipped[0])(["a 1", "b"]) == [1.0, 0.0] and shipped[1].name == "LIMIT"
+    with pytest.raises(SpecError) as found:
+        absolute_paths(load_spec({"task": "grpo", "reward": {"functions": ["broken.py:has_number"]}}), tmp_path)
+    assert "broken.py is not valid Python (line 1: " in str(found.value) and "\n" not in str(found.value)
+
+
+def test_a_notebook_reward_reading_the_kernel_in_its_def_line_is_shipped_whole_or_refused(shell):
+    """Defaults, decorators and annotations are read when the def runs: they travel, or the launch refuses."""
+    shell.run_cell(
+        "SCALE = 2.0\nGONE = 1.0\nfrom typing import List\n"
+        "def tag(function):\n    function.tagged = True\n    return function\n"
+        "@tag\ndef scaled(completions: List[str], scale=SCALE, **kwargs) -> List[float]:\n"
+        "    return [scale for _ in completions]\n"
+        "def stale(completions, *, scale=GONE, **kwargs):\n    return [scale for _ in completions]\n"
+        "del GONE\n"
+    )
+    shipped = ship(shell.user_ns["scaled"])
+    assert load(shipped)(["a", "b"]) == [2.0, 2.0] and load(shipped).tagged
+    with pytest.raises(RewardError) as found:
+        ship(shell.user_ns["stale"])
+    assert "stale cannot be shipped" in str(found.value) and "'GONE' is not defined" in str(found.value)
+    with pytest.raises(RewardError, match=r"fails to run \(SyntaxError"):
+        load({"name": "f", "source": "def g(: pass"})
+    with pytest.raises(RewardError, match=r"defines no function f \(it defines g\)"):
+        load({"name": "f", "source": "def g(completions, **kwargs):\n    return [0.0] * len(completions)\n"})
+
+
 QWEN = {
     "model": "Qwen/Qwen2.5-0.5B-Instruct",
     "hardware": {"accelerator": "cuda", "instance_type": "g5.xlarge"},
