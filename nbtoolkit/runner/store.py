@@ -30,7 +30,6 @@ from typing import Any
 import psutil
 
 from nbtoolkit.runner.lock import held
-from nbtoolkit.runner.tree import kill_orphans
 from nbtoolkit.runtime import default_home
 
 
@@ -365,8 +364,6 @@ class JobStore:
         ended = time.time()
         if self.update(record.id, only_if_status=ACTIVE, status=JobStatus.LOST, ended=ended, message=message):
             record.status, record.message, record.ended = JobStatus.LOST, message, ended
-            if record.host == this_host():  # ranks a launcher killed with its supervisor left (see tree.kill_orphans)
-                kill_orphans(record.id, self.home)
             return record
         return self.get(record.id)
 

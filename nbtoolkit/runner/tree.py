@@ -54,19 +54,6 @@ def tagged_processes(job_id: str, home: Path, exclude: tuple[int, ...] = ()) -> 
     return found
 
 
-def kill_orphans(job_id: str, home: Path) -> list[psutil.Process]:
-    """SIGKILL what is left of a job found lost (a rank whose launcher died without ending it), unless its watcher
-    lives: that one ends them itself, with their grace."""
-    found = tagged_processes(job_id, home)
-    with contextlib.suppress(psutil.Error):
-        if any(WATCHER_MODULE in process.cmdline() for process in found):
-            return []
-    for process in found:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    return found
-
-
 def end_processes(processes: list[psutil.Process], grace: float = 5.0) -> list[psutil.Process]:
     """SIGTERM the processes, SIGKILL what is left after `grace` seconds; returns them.
 
