@@ -13,6 +13,7 @@ import time
 import pytest
 
 from nbtoolkit.api import Job, attach, launch
+from nbtoolkit.backends.dispatch import render
 from nbtoolkit.backends.sagemaker.job import training_job
 from nbtoolkit.backends.sagemaker.standin import BUCKET, ROLE
 from nbtoolkit.backends.sagemaker.submit import submit
@@ -136,13 +137,16 @@ def test_spot_with_checkpoints_and_the_exported_v3_script_send_the_same_request(
     spec = load_spec(
         spec_for("spot", train={"save_steps": 10}, sagemaker={"spot": True, "max_run": 3600, "max_wait": 5400})
     )
-    launch_files = __import__("nbtoolkit.backends", fromlist=["render"]).render(spec).files
+    launch_files = render(spec).files
     job_dir = tmp_path / "job"
     for name, text in launch_files.items():
         (job_dir / name).parent.mkdir(parents=True, exist_ok=True)
         (job_dir / name).write_text(text)
+    submitted = time.time()
     ours, _ = submit(training_job(spec), job_dir)
     request = standin.requests[ours]
+    # the budget in the container counts from the submit, as billing does, not from the program's own start
+    assert submitted <= float(request["Environment"].pop("NBTOOLKIT_BILLED_SINCE")) <= time.time()
     assert request["EnableManagedSpotTraining"] is True
     assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 5400}
     assert request["CheckpointConfig"] == {
@@ -234,5 +238,8 @@ def test_a_sagemaker_job_stopped_at_its_budget_ends_stopped_saying_why(standin, 
     assert job.wait(timeout=300) == "stopped", job.logs(tail=30)
     (stop,) = [record for record in job.records() if record.get("reached") == "stopped"]
     assert stop["budget_usd"] == 0.04 and stop["cost_usd"] >= 0.04
-    assert job.record.message.startswith(f"stopped at its budget: ${stop['cost_usd']:.2f} of the $0.04 budget spent")
+    # counted from the submit, as billed: the container start-up alone outlasts the 4 s it buys, so step 1 stops it
+    assert stop["step"] == 1
+    billed = job.record.info["cost_usd"]  # the job's one cost: SageMaker's billable seconds
+    assert job.record.message.startswith(f"stopped at its budget: ${billed:.2f} of the $0.04 budget spent")
     assert job.record.info["budget"]["reached"] == "stopped" and job.record.info["status"] == "Completed"

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from pathlib import Path
 
 from nbtoolkit.backends.sagemaker.aws_errors import NO_REGION, explain
 from nbtoolkit.backends.sagemaker.job import CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE, TrainingJob
 from nbtoolkit.backends.sagemaker.settings import region_image
+from nbtoolkit.metrics.cost import BILLED_SINCE_ENV
 
 
 class SubmitError(RuntimeError):
@@ -119,6 +121,9 @@ def submit(job: TrainingJob, job_dir: Path) -> tuple[str, str]:
                     "environment": {key: value.replace(NEURON_CACHE, cache) for key, value in job.environment.items()}
                 }
             )
+        # billing starts once SageMaker starts the job, after this request: the program's budget counts from here,
+        # so the container's start-up (image, pip, imports) counts against it as it does on the bill
+        job = job.model_copy(update={"environment": {**job.environment, BILLED_SINCE_ENV: repr(time.time())}})
         trainer = model_trainer(job, stage_code(job, job_dir), session, image_uri(job, boto.region_name))
         trainer.train(wait=False, logs=False)
     except SubmitError:
