@@ -21,6 +21,9 @@ from nbtoolkit.heartbeat import KEPT_DIR, keep_checkpoint
 from nbtoolkit.spec import RunSpec, SpecError, TrainSpec, load_spec, merged
 
 FORK_CHECKPOINT, FORK_CHANGES = "fork_checkpoint", "fork_changes"
+#: what a fork cannot change: the checkpoint's weights and optimizer state are of this task, model and adapter
+FIXED = ("task", "model", "adapter", "script", "resume")
+FORKABLE = ("train.learning_rate", "train.batch_size", "train.max_steps", "train.budget_usd")
 
 
 def field_path(name: str) -> str:
@@ -48,7 +51,7 @@ def nested(path: str, value: Any) -> dict[str, Any]:
 
 def fork_checkpoint(job_id: str, output: Path, checkpoint: str | Path | None) -> Path:
     """The checkpoint to fork from: the job's last complete one in its `output` folder, its step (`40`,
-    `checkpoint-40`) or a path; one of the job's own is kept out of its rotation first (`keep`)."""
+    `checkpoint-40`) or a path."""
     if checkpoint is None:
         found = [path for path in (last_checkpoint(output), last_checkpoint(output / KEPT_DIR)) if path]
         if not found:
@@ -56,7 +59,7 @@ def fork_checkpoint(job_id: str, output: Path, checkpoint: str | Path | None) ->
                 f"job {job_id} has saved no complete checkpoint to fork from; `nbtoolkit checkpoint {job_id}` asks a "
                 "running job for one"
             )
-        return keep(job_id, max(found, key=lambda path: checkpoint_step(path) or 0))
+        return max(found, key=lambda path: checkpoint_step(path) or 0)
     text = str(checkpoint)
     name = f"checkpoint-{text}" if text.isdigit() else text if CHECKPOINT_DIR.match(text) else None
     if name is None:
@@ -65,7 +68,7 @@ def fork_checkpoint(job_id: str, output: Path, checkpoint: str | Path | None) ->
         path = output / KEPT_DIR / name if (output / KEPT_DIR / name).is_dir() else output / name
     if not is_complete(path):
         raise LaunchError(f"--from {text}: {path} is not a complete checkpoint of job {job_id}")
-    return keep(job_id, path) if path.parent == output else path
+    return path
 
 
 def keep(job_id: str, checkpoint: Path) -> Path:
@@ -93,12 +96,37 @@ def fork_spec(
             f"job {job_id} ran the script {spec.script.path}, whose settings are its own arguments: it can be "
             f"resumed (`nbtoolkit resume {job_id}`), not forked with new settings"
         )
-    start = fork_checkpoint(job_id, output, checkpoint)
     changes = {field_path(name): value for name, value in changes.items()}
+    for path in changes:
+        if path.split(".")[0] in FIXED:
+            raise SpecError(
+                f"--set {path}: a fork trains on the parent's checkpoint, so it keeps its {path.split('.')[0]}; "
+                f"a fork may change {', '.join(FORKABLE)} and the like; start a new run for another {path}"
+            )
+    start = fork_checkpoint(job_id, output, checkpoint)
     data = spec.model_dump(mode="json")
     for path, value in changes.items():
         data = merged(data, nested(path, value))
     data["resume"] = str(start)
     if "name" not in changes:
         data["name"] = f"{spec.display_name}-fork"
-    return load_spec(data), start, changes
+    forked = load_spec(data)
+    step = checkpoint_step(start)
+    if step is not None and forked.train.max_steps is not None and forked.train.max_steps <= step:
+        raise SpecError(
+            f"train.max_steps {forked.train.max_steps} is not above the checkpoint's step {step}: the fork would "
+            f"train nothing; give a larger one, e.g. --set max_steps={step + 100}"
+        )
+    if start.parent == output:
+        start = keep(job_id, start)
+        forked = forked.model_copy(update={"resume": str(start)})
+    as_checked = forked.model_dump(mode="json")  # the values as the spec reads them: 5e-4 is a number
+    return forked, start, {path: value_at(as_checked, path, value) for path, value in changes.items()}
+
+
+def value_at(data: dict[str, Any], path: str, default: Any) -> Any:
+    for block in path.split("."):
+        if not isinstance(data, dict) or block not in data:
+            return default
+        data = data[block]
+    return data

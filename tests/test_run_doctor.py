@@ -22,7 +22,7 @@ import pytest
 from nbtoolkit import cli
 from nbtoolkit.api import launch
 from nbtoolkit.checkpoints import checkpoint_step, is_complete
-from nbtoolkit.fork import fork_spec
+from nbtoolkit.fork import fork_spec, parse_settings
 from nbtoolkit.heartbeat import (
     KEPT_DIR,
     RANKS_DIR,
@@ -38,7 +38,7 @@ from nbtoolkit.runner.health import DoctorError, assess, process_alive, stall_fl
 from nbtoolkit.runner.stacks import RankStack, StacksReport, dump, rank_processes, rank_range, take_stacks
 from nbtoolkit.runner.store import this_host
 from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV, tagged_processes
-from nbtoolkit.spec import load_spec
+from nbtoolkit.spec import SpecError, load_spec
 from tests.conftest import SCRIPTS, TESTS
 
 TIMEOUT = 180
@@ -249,6 +249,34 @@ def test_a_fork_keeps_its_checkpoint_before_it_launches(tmp_path):
     shutil.rmtree(output / "checkpoint-5")  # the parent runs on and rotates it away
     assert start == Path(spec.resume) == output / KEPT_DIR / "checkpoint-5" and is_complete(start)
     assert fork_spec("abcd1234", spec, output, None, {})[1] == start  # the last checkpoint, kept or not
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("task=causal-lm", "--set task: a fork trains on the parent's checkpoint, so it keeps its task"),
+        ("model=gpt2-does-not-exist", "--set model: a fork trains on the parent's checkpoint, so it keeps its model"),
+        ("adapter.r=16", "--set adapter.r: a fork trains on the parent's checkpoint, so it keeps its adapter"),
+        ("max_steps=5", "train.max_steps 5 is not above the checkpoint's step 5: the fork would train nothing"),
+    ],
+)
+def test_a_fork_refuses_changes_it_cannot_train_on_before_it_launches(change, said, tmp_path):
+    fake_checkpoint(tmp_path / "output", 5)
+    with pytest.raises(SpecError) as refused:
+        fork_spec(
+            "abcd1234", load_spec({"task": "text-classification"}), tmp_path / "output", "5", parse_settings([change])
+        )
+    assert str(refused.value).startswith(said)
+    assert not (tmp_path / "output" / KEPT_DIR).exists()  # refused before anything was kept
+
+
+def test_a_fork_records_its_changes_as_the_spec_reads_them(tmp_path):
+    fake_checkpoint(tmp_path / "output", 5)
+    changes = parse_settings(["train.learning_rate=5e-4", "max_steps=76"])  # YAML 1.1 reads 5e-4 as text
+    spec, _, paths = fork_spec(
+        "abcd1234", load_spec({"task": "text-classification"}), tmp_path / "output", "5", changes
+    )
+    assert paths == {"train.learning_rate": 0.0005, "train.max_steps": 76} and spec.train.learning_rate == 0.0005
 
 
 def ranks_spec(*args: str, **train) -> dict:
