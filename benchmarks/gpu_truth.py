@@ -1,6 +1,6 @@
 """The planner against a GPU: predicted vs measured peak device memory and samples/s, per model and precision.
 
-    python benchmarks/gpu_truth.py [--out docs/gpu-truth.md]          # one GPU, under 8 minutes on an H100
+    python benchmarks/gpu_truth.py [--out docs/gpu-truth-table.md]    # one GPU, under 8 minutes on an H100
     python benchmarks/gpu_truth.py --tiny --device cpu --variants fp32  # the same code on tiny models (the test)
 
 Every model is built from a config written here (random weights: the same memory and speed as the
@@ -244,12 +244,19 @@ def ratio(measured: float | None, predicted: float | None) -> str:
     return f"{measured / predicted:.2f}" if measured and predicted else ""
 
 
-def table(rows: list[Row], device: str, seconds: float) -> str:
-    """The Markdown table for docs/gpu-truth.md, with the date and device."""
+#: the first line of every table this script writes: `--out` overwrites only such a file, never a page's prose
+MARK = "<!-- written by benchmarks/gpu_truth.py; docs/gpu-truth.md links it -->"
+
+
+def table(rows: list[Row], device: str, seconds: float, argv: list[str], tiny: bool) -> str:
+    """The Markdown table for docs/gpu-truth-table.md: date, device, the command, and whether the models were tiny."""
+    command = " ".join(["python benchmarks/gpu_truth.py", *argv])
+    sizes = "tiny stand-ins of the models, not their real sizes (a check that the script runs)" if tiny else "full size"
     head = [
+        MARK,
         (
             f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {device} in {seconds:.0f} s "
-            f"(`python benchmarks/gpu_truth.py`). Predicted: nbtoolkit's planner for one H100 of a {INSTANCE}."
+            f"(`{command}`), models {sizes}. Predicted: nbtoolkit's planner for one H100 of a {INSTANCE}."
         ),
         "",
         (
@@ -276,6 +283,11 @@ def device_name(device: str) -> str:
     return f"CPU (torch {torch.__version__})"
 
 
+def refuse(sentence: str) -> int:
+    print(f"gpu_truth: {sentence}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
@@ -285,8 +297,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=10, help="timed steps per case")
     parser.add_argument("--warmup", type=int, default=3, help="steps before timing (compiling, allocator warm-up)")
     parser.add_argument("--budget-s", type=float, default=420.0, help="start no case after this many seconds")
-    parser.add_argument("--out", type=Path, default=None, help="write the table here too (e.g. docs/gpu-truth.md)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the table here too (docs/gpu-truth-table.md, which the page links)",
+    )
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    wanted = [part.strip() for part in args.cases.split(",") if part.strip()]
+    cases = [case for case in CASES if not wanted or any(part in case.name for part in wanted)]
+    if not cases:
+        return refuse(f"--cases {args.cases} matches no case; the cases are {'; '.join(case.name for case in CASES)}")
+    if args.out and args.out.exists() and not args.out.read_text().startswith(MARK):
+        return refuse(f"--out {args.out} was not written by gpu_truth.py; give a new file or docs/gpu-truth-table.md")
     variants = [variant.strip() for variant in args.variants.split(",") if variant.strip()]
     unknown = [variant for variant in variants if variant not in VARIANTS]
     if unknown:
@@ -295,25 +319,18 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         if not torch.cuda.is_available():
-            print(
-                "gpu_truth: no CUDA device here; run with --device cpu (and --tiny) to check the script",
-                file=sys.stderr,
-            )
-            return 2
+            return refuse("no CUDA device here; run with --device cpu (and --tiny) to check the script")
     start = time.monotonic()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="gpu-truth-") as folder:
-        wanted = [part.strip() for part in args.cases.split(",") if part.strip()]
-        for case in CASES:
-            if wanted and not any(part in case.name for part in wanted):
-                continue
+        for case in cases:
             for variant in variants:
                 if time.monotonic() - start > args.budget_s:
                     rows.append(Row(case.name, variant, note=f"skipped: past the {args.budget_s:.0f} s budget"))
                     continue
                 rows.append(run_case(case, variant, Path(folder), args))
                 print(json.dumps(rows[-1].__dict__), flush=True)
-    text = table(rows, device_name(args.device), time.monotonic() - start)
+    text = table(rows, device_name(args.device), time.monotonic() - start, argv, args.tiny)
     print(text)
     if args.out:
         args.out.write_text(text)

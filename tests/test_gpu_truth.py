@@ -31,6 +31,23 @@ def test_tiny_cases_on_cpu_write_a_row_each_with_prediction_and_measurement(gpu_
         assert row[1] == "fp32" and float(row[2]) > 0 and float(row[7].replace(",", "")) > 0  # predicted GiB, samples/s
         assert row[-1].strip() == "|"  # no note: nothing failed
     assert "on CPU (torch " in out.read_text()
+    head = out.read_text().splitlines()[1]
+    assert "tiny stand-ins of the models, not their real sizes" in head and " --cases BERT-base,LoRA --steps 1 " in head
+
+
+def test_a_case_filter_matching_nothing_or_an_out_file_it_did_not_write_is_one_sentence(gpu_truth, tmp_path, capsys):
+    """Both are refused before any case runs (a GPU's minutes are not spent on a typo or a page's prose)."""
+    tiny = ["--tiny", "--device", "cpu"]
+    assert gpu_truth.main([*tiny, "--cases", "zzz"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "gpu_truth: --cases zzz matches no case; the cases are BERT-base classification; BERT-large classification; "
+        "T5-small summarization; T5-base summarization; GPT-2 causal LM; Qwen2-0.5B-like chat, full; "
+        "Qwen2-0.5B-like chat, LoRA r=16"
+    )
+    page = tmp_path / "gpu-truth.md"
+    page.write_text("# GPU truth\nprose\n")
+    assert gpu_truth.main([*tiny, "--out", str(page)]) == 2
+    assert "was not written by gpu_truth.py" in capsys.readouterr().err and page.read_text() == "# GPU truth\nprose\n"
 
 
 def test_without_a_gpu_it_says_so_in_one_sentence(gpu_truth, capsys):
