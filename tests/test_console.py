@@ -68,3 +68,15 @@ def test_a_scripts_trainer_that_nbtoolkit_autologs_shows_one_line_per_step():
     )
     assert shown(text) == expected
     assert shown(text, chunk=3) == expected
+
+
+def test_lines_that_are_not_a_whole_trainer_dict_stay_as_written():
+    """A user's own print of a dict, or text after one, is not the Trainer's: nothing is dropped or relabelled."""
+    lines = [
+        "Config: {'learning_rate': 5e-05, 'optimizer': 'adamw_torch', 'scheduler': 'cosine'} (from args.json)",
+        "Config: {'learning_rate': 5e-05, 'optimizer': 'adamw_torch'}",
+        "best: {'eval_loss': 0.5, 'eval_accuracy': 0.9}",
+        "{'eval_loss': 0.5, 'eval_accuracy': 0.9} <- best so far",
+    ]
+    text = "".join(line + "\n" for line in lines)
+    assert shown(text) == text

@@ -11,11 +11,14 @@ numbers in the same form.
 from __future__ import annotations
 
 import math
+import re
 
-from nbtoolkit.metrics.parse import classify, parse_dict_line
+from nbtoolkit.metrics.parse import DESCRIPTION, classify, parse_dict_line
 
 #: what nbtoolkit prints for each logging step (its program, or autolog in a script's Trainer)
 STEP_LINE = "[nbtoolkit] step "
+#: a key of a printed dict: `'loss':`
+KEY = re.compile(r"""['"][^'"]+['"]\s*:""")
 
 
 def number(value: float) -> str:
@@ -30,6 +33,16 @@ def metric_line(kind: str, values: dict[str, float]) -> str:
     epoch = values.pop("epoch", None)
     head = f"[nbtoolkit] {kind}" + (f" at epoch {number(epoch)}" if epoch is not None else "")
     return " | ".join([head, *(f"{key} {number(value)}" for key, value in values.items())])
+
+
+def trainer_dict(line: str) -> dict[str, float] | None:
+    """The numbers of a line that ends in a dict of numbers only, as the Trainer prints them (after a bar or a
+    collector's prefix at most); None for anything else, such as a user's `print("Config:", {...})`."""
+    start = line.find("{")
+    if start < 0 or not line.rstrip(" \r").endswith("}") or DESCRIPTION.search(line, 0, start):
+        return None
+    values = parse_dict_line(line)
+    return values if values and len(KEY.findall(line, start)) == len(values) else None
 
 
 class ConsoleView:
@@ -69,7 +82,7 @@ class ConsoleView:
             self._steps_reported = True
             return [*self._release(dropped=True), line]
         shown = self._release(dropped=False)
-        values = parse_dict_line(line) if "{" in line else None
+        values = trainer_dict(line)
         kind = classify(values) if values else None
         if values is None or kind is None:
             return [*shown, line]
