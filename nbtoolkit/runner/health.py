@@ -70,11 +70,11 @@ class Health:
 
 def stall_floor() -> float:
     """NBTOOLKIT_STALL_FLOOR_S if it is a finite number of seconds above 0, else 60 (with one warning line)."""
-    return _floor(os.environ.get(STALL_FLOOR_ENV) or "")
+    return parse_stall_floor(os.environ.get(STALL_FLOOR_ENV) or "")
 
 
 @functools.cache
-def _floor(text: str) -> float:
+def parse_stall_floor(text: str) -> float:
     try:
         floor = float(text) if text else STALL_FLOOR_S
     except ValueError:
