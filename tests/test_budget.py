@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from nbtoolkit.api import launch
@@ -36,7 +38,7 @@ def test_a_job_stops_at_its_budget_with_a_checkpoint_and_resume_continues_it(sto
     assert "stopping with a checkpoint" in log
     for warning in warned:
         assert 0.9 * BUDGET <= warning["cost_usd"] < BUDGET and warning["step"] < stop["step"]
-        assert f"[nbtoolkit] budget: ${warning['cost_usd']:.2f} of the $0.25 budget spent (" in log
+        assert re.search(r"\[nbtoolkit\] budget: \$0\.2\d+ of the \$0\.25\d* budget spent \(9\d%\)", log)
         assert "the job stops with a checkpoint at 100%" in log
 
     record = first.record
@@ -132,6 +134,17 @@ def test_a_budget_line_in_a_log_reads_back_as_its_record():
         {"time": 7.0, "step": 40, "kind": "budget", "cost_usd": 0.09, "budget_usd": 0.1, "reached": "warning"},
         {"time": 7.0, "step": 44, "kind": "budget", "cost_usd": 1234.57, "budget_usd": 1200.0, "reached": "stopped"},
     ]
+
+
+def test_a_warning_shows_the_cost_precisely_enough_to_differ_from_the_budget():
+    """$0.0364 of $0.04 is 91%: "$0.04 of the $0.04 budget spent (91%)" read as a contradiction."""
+    from nbtoolkit.metrics import budget
+    from nbtoolkit.metrics.parse import LogParser
+
+    warning = budget.budget_record(time=5.0, step=26, cost_usd=0.0364, budget_usd=0.04, state="warning")
+    assert budget.summary(warning) == "$0.036 of the $0.040 budget spent (91%) at step 26"
+    (read,) = LogParser().feed(budget.log_line(warning) + "\n")
+    assert read["cost_usd"] == 0.036 and read["reached"] == "warning"
 
 
 def test_every_rank_of_a_distributed_job_stops_at_the_budget_together(store, monkeypatch):

@@ -45,9 +45,16 @@ def budget_record(*, time: float, step: int, cost_usd: float, budget_usd: float,
 
 
 def summary(record: dict[str, Any]) -> str:
-    """`$0.09 of the $0.10 budget spent (90%) at step 12`"""
+    """`$0.09 of the $0.10 budget spent (90%) at step 12`; under the budget, with the decimals it takes for the cost
+    to read less than the budget (`$0.036 of the $0.040`, not `$0.04 of the $0.04 ... (91%)`)."""
     cost, budget = record["cost_usd"], record["budget_usd"]
-    return f"${cost:,.2f} of the ${budget:,.2f} budget spent ({100 * cost / budget:.0f}%) at step {record['step']}"
+    digits = 2
+    while cost < budget and digits < 6 and f"{cost:.{digits}f}" == f"{budget:.{digits}f}":
+        digits += 1
+    return (
+        f"${cost:,.{digits}f} of the ${budget:,.{digits}f} budget spent ({100 * cost / budget:.0f}%) "
+        f"at step {record['step']}"
+    )
 
 
 def log_line(record: dict[str, Any]) -> str:
@@ -57,7 +64,7 @@ def log_line(record: dict[str, Any]) -> str:
 
 
 def from_log_line(line: str, time: float) -> dict[str, Any] | None:
-    """The record of a budget line (cost and budget to the cent, as the line gives them), else None."""
+    """The record of a budget line (cost and budget as precise as the line gives them), else None."""
     found = LOG_LINE.search(line)
     if found is None:
         return None
