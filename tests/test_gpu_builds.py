@@ -166,3 +166,17 @@ def test_an_explicit_hugging_face_image_older_than_the_program_needs_is_refused(
     uri = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:1.6.0-transformers4.4.2-gpu-py36-cu110-ubuntu18.04"
     with pytest.raises((SageMakerSetupError, SpecError), match=r"^sagemaker.image_uri '.*' gives transformers 4.4.2 "):
         training_job(spec_on("ml.g4dn.xlarge", image_uri=uri))
+
+
+def test_a_gpu_instance_the_catalog_does_not_know_is_refused_not_waved_through():
+    with pytest.raises((SageMakerSetupError, SpecError)) as caught:
+        training_job(spec_on("ml.p2.xlarge"))  # a K80 (sm_37) no current image runs on
+    assert str(caught.value).startswith(
+        "hardware.instance_type 'ml.p2.xlarge' is a GPU instance nbtoolkit's catalog does not know, so no image can "
+        "be checked for kernels for its GPU; use one of ml.p3.2xlarge, "
+    )
+    uri = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04"
+    with pytest.raises((SageMakerSetupError, SpecError), match=r"no kernels for the B200 \(sm_100\) of 'ml.p6-b200"):
+        training_job(spec_on("ml.p6-b200.48xlarge", image_uri=uri))
+    for instance in ("ml.p5en.48xlarge", "ml.g6e.xlarge", "ml.g6.4xlarge"):
+        assert training_job(spec_on(instance)).versions["pytorch_version"]

@@ -19,8 +19,13 @@ from pydantic import BaseModel, ConfigDict
 
 from nbtoolkit.backends.neuron.render import neuron_env, precompile_spec
 from nbtoolkit.backends.program import BASE_ENV
-from nbtoolkit.backends.sagemaker.instances import SMDDP_INSTANCE_TYPES, SMP_INSTANCE_TYPES, accelerator_of
-from nbtoolkit.catalog import CatalogError
+from nbtoolkit.backends.sagemaker.instances import (
+    SMDDP_INSTANCE_TYPES,
+    SMP_INSTANCE_TYPES,
+    accelerator_of,
+    unknown_instance_message,
+)
+from nbtoolkit.catalog import CatalogError, instance_names
 from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.credentials import is_credential
 from nbtoolkit.gpu_builds import cuda_of, image_build, pytorch_runs_on, sm_name
@@ -335,11 +340,24 @@ def _image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | N
 
 
 def _gpu(instance: str) -> str | None:
-    """The NVIDIA GPU of a catalog instance type (None: not a GPU, or not in the catalog)."""
+    """The NVIDIA GPU of an instance type (None: no GPU, or no SageMaker type); a GPU instance the catalog lacks is
+    refused, since no image could be checked for kernels for its GPU."""
     try:
         return catalog_instance(instance).device.gpu
     except CatalogError:
-        return None
+        if accelerator_of(instance) != "cuda":
+            return None
+        try:
+            if unknown_instance_message(instance):
+                return None  # not a SageMaker instance type at all: preflight's sentence names the close ones
+        except ImportError:  # no botocore here: the catalog's sentence still names what is known
+            pass
+        known = [name for name in instance_names(sagemaker=True) if accelerator_of(name) == "cuda"]
+        raise SageMakerSetupError(
+            f"hardware.instance_type '{instance}' is a GPU instance nbtoolkit's catalog does not know, so no image "
+            f"can be checked for kernels for its GPU; use one of {', '.join(known)} (or add it, with its GPU, to "
+            "nbtoolkit/catalog.yaml)"
+        ) from None
 
 
 def _no_kernels(what: str, build: tuple[str, str | None], instance: str, gpu: str) -> str:
