@@ -17,6 +17,8 @@ FORMAT_COLUMNS: dict[str, tuple[str, ...]] = {
     "alpaca": ("instruction", "output"),
     "prompt-completion": ("prompt", "completion"),
 }
+#: the keys of one turn: OpenAI's (messages) and ShareGPT's (conversations); either is read in both columns
+TURN_KEYS = (("role", "content"), ("from", "value"))
 #: ShareGPT's speaker names -> the roles chat templates know
 SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
 
@@ -79,25 +81,50 @@ def detect_format(columns: Iterable[str], declared: str = "auto") -> str:
     )
 
 
-def as_messages(row: dict[str, Any], fmt: str) -> list[dict[str, str]]:
-    """One row of a detected format as a conversation (role/content messages)."""
-    if fmt == "messages":
-        return [{"role": m["role"], "content": m["content"]} for m in row["messages"]]
-    if fmt == "sharegpt":
-        return [
-            {"role": SHAREGPT_ROLES.get(turn["from"], turn["from"]), "content": turn["value"]}
-            for turn in row["conversations"]
-        ]
+def as_messages(row: dict[str, Any], fmt: str, number: int | None = None) -> list[dict[str, str]]:
+    """One row of a detected format as a conversation (role/content messages); `number` counts rows from 1."""
+    where = f"row {number}" if number is not None else "a row"
+    if fmt in ("messages", "sharegpt"):
+        column = FORMAT_COLUMNS[fmt][0]
+        turns = row[column]
+        if not isinstance(turns, list) or not turns:
+            raise FormatError(f"{where}'s {column} is {turns!r}; it must be a list of turns")
+        return as_turns(turns, "user", f"{where}'s {column}")
     if fmt == "alpaca":
-        asked = row["instruction"] + (f"\n\n{row['input']}" if row.get("input") else "")
-        return [{"role": "user", "content": asked}, {"role": "assistant", "content": row["output"]}]
-    prompt, completion = row["prompt"], row["completion"]
-    return [*as_turns(prompt, "user"), *as_turns(completion, "assistant")]
+        asked = _text(row["instruction"], f"{where}'s instruction")
+        extra = f"\n\n{row['input']}" if row.get("input") else ""
+        reply = _text(row["output"], f"{where}'s output")
+        return [{"role": "user", "content": asked + extra}, {"role": "assistant", "content": reply}]
+    return [
+        *as_turns(row["prompt"], "user", f"{where}'s prompt"),
+        *as_turns(row["completion"], "assistant", f"{where}'s completion"),
+    ]
 
 
-def as_turns(value: str | list[dict[str, str]], role: str) -> list[dict[str, str]]:
-    """A prompt or reply given as text or as messages, as messages."""
-    return [{"role": role, "content": value}] if isinstance(value, str) else list(value)
+def as_turns(value: str | list[dict[str, str]], role: str, where: str = "the conversation") -> list[dict[str, str]]:
+    """A prompt or reply given as text or as turns (role/content, or ShareGPT's from/value), as messages."""
+    if not isinstance(value, list):
+        return [{"role": role, "content": _text(value, where)}]
+    return [_turn(turn, f"{where}, turn {index}") for index, turn in enumerate(value, 1)]
+
+
+def _turn(turn: Any, where: str) -> dict[str, str]:
+    """One turn; a key set to null counts as absent (datasets gives every turn of a file every key it saw)."""
+    keys = {key for key, value in turn.items() if value is not None} if isinstance(turn, dict) else set()
+    for role_key, content_key in TURN_KEYS:
+        if role_key in keys and content_key in turn:
+            role = SHAREGPT_ROLES.get(turn[role_key], turn[role_key])
+            return {"role": role, "content": _text(turn[content_key], f"{where} ({role})")}
+    found = ", ".join(sorted(map(str, keys))) if isinstance(turn, dict) else type(turn).__name__
+    wanted = " or ".join(" + ".join(keys) for keys in TURN_KEYS)
+    raise FormatError(f"{where} has the keys {found or 'none'}; a turn needs {wanted}")
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        found = "null" if value is None else "empty" if isinstance(value, str) else f"a {type(value).__name__}"
+        raise FormatError(f"{where} is {found}; it must be a non-empty text")
+    return value
 
 
 def template_source(chat_template: str | None) -> str | None:

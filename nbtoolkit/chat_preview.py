@@ -53,16 +53,20 @@ def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered]]:
 
     fmt = data_format(spec, list(sample.column_names))
     tokenizer = chat_tokenizer(spec)
-    return fmt, [render(tokenizer, spec.task, fmt, row) for row in sample]
+    try:
+        return fmt, [render(tokenizer, spec.task, fmt, row, number) for number, row in enumerate(sample, 1)]
+    except FormatError as exc:
+        raise TrainError(f"the {spec.dataset.train_split} split: {exc}") from None
 
 
-def render(tokenizer, task: str, fmt: str, row: dict) -> Rendered:
+def render(tokenizer, task: str, fmt: str, row: dict, number: int) -> Rendered:
     if task == "chat":
-        messages, prompt_only = as_messages(row, fmt), False
+        messages, prompt_only = as_messages(row, fmt, number), False
     elif task == "preference":  # the chosen reply is what the policy is pulled toward
-        messages, prompt_only = as_turns(row["prompt"], "user") + as_turns(row["chosen"], "assistant"), False
+        prompt = as_turns(row["prompt"], "user", f"row {number}'s prompt")
+        messages, prompt_only = prompt + as_turns(row["chosen"], "assistant", f"row {number}'s chosen"), False
     else:  # grpo: the prompt the completions continue; no token of it carries loss
-        messages, prompt_only = as_turns(row["prompt"], "user"), True
+        messages, prompt_only = as_turns(row["prompt"], "user", f"row {number}'s prompt"), True
     encoded = tokenizer.apply_chat_template(
         messages,
         tokenize=True,

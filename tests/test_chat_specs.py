@@ -66,6 +66,37 @@ def test_data_preview_renders_as_trained_with_the_loss_tokens_marked(tmp_path):
         preview_data({"task": "chat", "dataset": {"files": {"train": str(path)}}})
 
 
+def test_either_turn_keys_are_read_and_a_malformed_row_is_one_sentence_before_training(tmp_path):
+    from datasets import Dataset
+
+    from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.train.errors import TrainError
+    from nbtoolkit.train.tasks.chat import conversations
+
+    openai_turns, sharegpt_turns = ROWS["messages"]["messages"], ROWS["sharegpt"]["conversations"]
+    assert as_messages({"messages": sharegpt_turns}, "messages") == openai_turns
+    assert as_messages({"conversations": openai_turns}, "sharegpt") == openai_turns
+    spec = load_spec({"task": "chat"})
+    for rows, words in [
+        (
+            [ROWS["messages"], {"messages": [{"speaker": "user", "text": "hi"}]}],
+            "row 2's messages, turn 1 has the keys",
+        ),
+        ([ROWS["alpaca"], {**ROWS["alpaca"], "output": None}], "row 2's output is null; it must be a non-empty text"),
+    ]:
+        path = tmp_path / "train.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        with pytest.raises(TrainError) as found:
+            preview_data({"task": "chat", "dataset": {"files": {"train": str(path)}}})
+        assert words in str(found.value) and "\n" not in str(found.value)
+        with pytest.raises(TrainError, match=f"the train split: {words}"):
+            conversations(spec, Dataset.from_list(rows), "train")
+    with pytest.raises(
+        FormatError, match="has the keys speaker, text; a turn needs role \\+ content or from \\+ value"
+    ):
+        as_messages({"messages": [{"speaker": "user", "text": "hi"}]}, "messages", 1)
+
+
 def counts_words(completions, **kwargs):
     return [float(len(str(c).split())) for c in completions]
 

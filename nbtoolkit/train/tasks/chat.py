@@ -37,10 +37,14 @@ def conversations(spec, dataset, split: str):
     if split == "train" and os.environ.get("RANK", "0") == "0":
         how = "detected" if spec.dataset.format == "auto" else "as dataset.format says"
         print(f"[nbtoolkit] dataset format: {fmt} ({how})", flush=True)
-    return dataset.map(
-        lambda row: {"messages": as_messages(row, fmt)},
-        remove_columns=[name for name in dataset.column_names if name != "messages"],
-    )
+    try:
+        return dataset.map(
+            lambda row, index: {"messages": as_messages(row, fmt, index + 1)},
+            with_indices=True,
+            remove_columns=[name for name in dataset.column_names if name != "messages"],
+        )
+    except FormatError as exc:
+        raise TrainError(f"the {split} split: {exc}") from None
 
 
 def setup(spec, splits) -> TaskSetup:
