@@ -62,14 +62,14 @@ SM = "{role: 'arn:aws:iam::1:role/x'}"
 INVALID = [
     (
         "task: translation",
-        "task: 'translation' is not valid; expected 'text-classification', 'summarization', 'question-answering' or 'causal-lm'",
+        "task: 'translation' is not valid; expected 'text-classification', 'summarization', 'question-answering', 'causal-lm', 'chat', 'preference' or 'grpo'",
     ),
     ("model: bert-base-uncased", "task is missing; it is required"),
     (
         "task: causal-lm\nepochs: 3",
         (
             "epochs is not a known field; valid fields are name, task, model, dataset, hardware, parallelism, precision, "
-            "compile, launcher, train, script, resume, extra, adapter, report_to, neuron, sagemaker, skypilot, slurm"
+            "compile, launcher, train, script, resume, extra, adapter, report_to, preference, reward, neuron, sagemaker, skypilot, slurm"
         ),
     ),
     (
@@ -161,7 +161,7 @@ INVALID = [
         (
             "dataset.text_col is not a known field; valid fields of dataset are name, config, files, train_split, eval_split, "
             "text_column, text_pair_column, label_column, question_column, context_column, answer_column, summary_column, "
-            "prompt_template, max_length, max_target_length, doc_stride, max_train_samples, max_eval_samples, pad_to_max_length"
+            "prompt_template, max_length, max_target_length, doc_stride, max_train_samples, max_eval_samples, pad_to_max_length, format, chat_template, packing"
         ),
     ),
     ("task: [causal-lm", "the spec is not valid YAML at line 1: expected ',' or ']', but got '<stream end>'"),
