@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 
 from jupyter_server.auth.decorator import authorized
@@ -20,6 +21,7 @@ AUTH_RESOURCE = "nbtoolkit"
 #: the largest integer argument (offsets, counts): what the panel's JavaScript numbers hold exactly; a larger one
 #: overflowed SQLite and seek() (a 500)
 MAX_INTEGER = 2**53 - 1
+WHOLE_NUMBER = re.compile(r"-?[0-9]+")
 
 
 class JobsAPIHandler(APIHandler):
@@ -39,14 +41,12 @@ class JobsAPIHandler(APIHandler):
         value = self.get_argument(name, None)
         if value is None:
             return default
-        try:
-            number = int(value)
-        except ValueError:
-            raise web.HTTPError(400, f"{name} '{value[:40]}' is not a whole number") from None
+        # ASCII digits only (int() also takes `１`, `٣`, `1_0`); refused as InvalidRequest, as every other 400 is
+        if not WHOLE_NUMBER.fullmatch(value):
+            raise InvalidRequest(f"{name} '{value[:40]}' is not a whole number")
+        number = int(value)
         if abs(number) > MAX_INTEGER:
-            raise web.HTTPError(
-                400, f"{name} '{value[:40]}' is too large; use a whole number from -{MAX_INTEGER} to {MAX_INTEGER}"
-            )
+            raise InvalidRequest(f"{name} '{value[:40]}' is too large; use a whole number up to {MAX_INTEGER}")
         return number
 
     async def reply_from(self, call: Callable[..., BaseModel], *args, **kwargs) -> None:

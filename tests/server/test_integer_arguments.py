@@ -21,9 +21,19 @@ async def test_a_huge_offset_is_400_with_a_sentence(jp_fetch, store, path, name)
     parts = [part.format(id=job.id) for part in path]
     code, body = await error_of(jp_fetch(API, *parts, params={name: HUGE}))
     assert code == 400
-    assert body["message"] == (
-        f"{name} '{HUGE}' is too large; use a whole number from -9007199254740991 to 9007199254740991"
-    )
+    assert body == {"message": f"{name} '{HUGE}' is too large; use a whole number up to 9007199254740991"}
+
+
+@pytest.mark.parametrize("value", ["\uff11", "\u0663", "1_0"])
+async def test_only_ascii_digits_are_a_whole_number(jp_fetch, store, value):
+    """int() also takes fullwidth and Arabic-Indic digits and underscores; a cursor is ASCII digits."""
+    code, body = await error_of(jp_fetch(API, "jobs", finished_job(store).id, "metrics", params={"since": value}))
+    assert code == 400 and body == {"message": f"since '{value}' is not a whole number"}
+
+
+async def test_an_out_of_range_argument_is_the_same_shape_of_400(jp_fetch, store):
+    code, body = await error_of(jp_fetch(API, "jobs", finished_job(store).id, "metrics", params={"since": "-1"}))
+    assert code == 400 and body == {"message": "since -1 is out of range; use 0 or more"}
 
 
 async def test_the_largest_offset_reads_past_the_end_as_an_empty_page(jp_fetch, store):
