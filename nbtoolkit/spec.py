@@ -374,6 +374,30 @@ class AdapterSpec(SpecBlock):
         return value
 
 
+#: the loss types TRL 1.16 accepts per method: DPOTrainer's own check (trl/trainer/dpo_trainer.py, its
+#: "Unknown loss type" error) and KTOConfig.loss_type's choices; orpo and simpo (CPO) set theirs themselves
+PREFERENCE_LOSS_TYPES = {
+    "dpo": (
+        "sigmoid",
+        "hinge",
+        "ipo",
+        "exo_pair",
+        "nca_pair",
+        "robust",
+        "bco_pair",
+        "sppo_hard",
+        "aot",
+        "aot_unpaired",
+        "apo_zero",
+        "apo_down",
+        "discopop",
+        "sft",
+        "sigmoid_norm",
+    ),
+    "kto": ("kto", "apo_zero_unpaired"),
+}
+
+
 class PreferenceSpec(SpecBlock):
     """Preference tuning on prompt/chosen/rejected data (TRL's DPO, ORPO, CPO-SimPO and KTO trainers)."""
 
@@ -381,7 +405,21 @@ class PreferenceSpec(SpecBlock):
         "dpo", description="the TRL trainer: DPO, ORPO, CPO-SimPO or KTO"
     )
     beta: float = Field(0.1, gt=0, description="how far from the reference (dpo, kto) or the odds-ratio weight")
-    loss_type: str | None = Field(None, description="dpo: sigmoid (default), ipo, hinge, ...; the trainer's own")
+    loss_type: str | None = Field(None, description="dpo: sigmoid (default), ipo, hinge, ...; kto: kto, ...")
+
+    @model_validator(mode="after")
+    def _a_loss_the_method_takes(self) -> PreferenceSpec:
+        takes = PREFERENCE_LOSS_TYPES.get(self.method)
+        if self.loss_type is not None and takes is None:
+            raise ValueError(
+                f"preference.loss_type applies to method dpo or kto (method is '{self.method}'); remove it"
+            )
+        if self.loss_type is not None and takes is not None and self.loss_type not in takes:
+            raise ValueError(
+                f"preference.loss_type '{self.loss_type}' is not one method {self.method} takes; "
+                f"use one of {', '.join(takes)}"
+            )
+        return self
 
 
 class ShippedFunction(SpecBlock):
@@ -417,9 +455,13 @@ class RewardSpec(SpecBlock):
 
     @model_validator(mode="after")
     def _one_weight_each(self) -> RewardSpec:
-        if self.weights is not None and self.functions and len(self.weights) != len(self.functions):
+        from nbtoolkit.rewards import BUNDLED_REWARDS  # it imports this module
+
+        functions = len(self.functions) or len(BUNDLED_REWARDS)
+        if self.weights is not None and len(self.weights) != functions:
+            which = "" if self.functions else " (the bundled default rewards)"
             raise ValueError(
-                f"reward.weights has {len(self.weights)} value(s) for {len(self.functions)} function(s); give one each"
+                f"reward.weights has {len(self.weights)} value(s) for {functions} function(s){which}; give one each"
             )
         return self
 
@@ -596,6 +638,8 @@ class RunSpecCore(SpecBlock):
                 f"reward.use_vllm needs a cuda accelerator (hardware.accelerator is '{hw.accelerator}'); "
                 "remove it to generate with transformers"
             )
+        if self.task == "grpo":
+            self._whole_groups()
         own_data = self.dataset.name or self.dataset.files
         if self.task == "grpo" and own_data and not (self.reward and self.reward.functions):
             raise ValueError(
@@ -611,6 +655,22 @@ class RunSpecCore(SpecBlock):
         for message in spec_warnings(spec):
             warnings.warn(message, SpecWarning, stacklevel=2)
         return spec
+
+    def _whole_groups(self) -> None:
+        """TRL's GRPOConfig rule, checked before launch: each batch of completions holds whole groups."""
+        group = (self.reward or RewardSpec()).num_generations
+        train, ranks = self.train, self.hardware.devices * self.hardware.nodes
+        batches = [("train.batch_size x train.grad_accum", train.batch_size * train.grad_accum)]
+        data = self.dataset
+        if data.eval_split is not None and (not data.files or data.eval_split in data.files):
+            batches.append(("train.eval_batch_size", train.eval_batch_size or train.batch_size))
+        for field_name, per_rank in batches:
+            if per_rank * ranks % group:
+                raise ValueError(
+                    f"{field_name} ({per_rank}) x {ranks} rank(s) must be divisible by reward.num_generations "
+                    f"({group}), so that each batch holds whole groups of completions; change one of them"
+                    + ("" if "eval" not in field_name else ", or set dataset.eval_split: null")
+                )
 
     # -- convenience -------------------------------------------------------------------------
 

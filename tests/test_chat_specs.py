@@ -227,7 +227,7 @@ def test_plan_of_grpo_holds_the_generations_and_a_reference_only_with_its_kl_ter
     assert with_kl.memory.weights - grpo.memory.weights == 4 * grpo.params
 
 
-GRPO_REWARD = {"functions": ["nbtoolkit.rewards:number_reply"], "max_completion_length": 32}
+GRPO_REWARD = {"functions": ["nbtoolkit.rewards:number_reply"], "max_completion_length": 32, "num_generations": 2}
 
 
 def test_remote_backends_install_trl_for_these_tasks():
@@ -256,6 +256,24 @@ def test_spec_rules_of_the_new_blocks_are_one_sentence():
         with pytest.raises(SpecError) as found:
             load_spec(data)
         assert words in str(found.value), str(found.value)
+
+
+def test_reward_and_preference_blocks_trl_would_refuse_are_refused_before_launch():
+    grpo = {"task": "grpo", "train": {"batch_size": 8}}
+    for data, words in [
+        ({**grpo, "reward": {"weights": [1, 2, 3]}}, "3 value(s) for 2 function(s) (the bundled default rewards)"),
+        ({**grpo, "train": {"batch_size": 6}}, "train.batch_size x train.grad_accum (6) x 1 rank(s)"),
+        ({**grpo, "train": {"batch_size": 8, "eval_batch_size": 2}}, "or set dataset.eval_split: null"),
+        ({"task": "preference", "preference": {"loss_type": "bogus"}}, "'bogus' is not one method dpo takes"),
+        ({"task": "preference", "preference": {"method": "orpo", "loss_type": "ipo"}}, "applies to method dpo or kto"),
+    ]:
+        with pytest.raises(SpecError) as found:
+            load_spec(data)
+        assert words in str(found.value) and "\n" not in str(found.value), str(found.value)
+    two_ranks = {"hardware": {"devices": 2}, "launcher": "torchrun", "parallelism": {"strategy": "ddp"}}
+    assert load_spec({**grpo, **two_ranks, "train": {"batch_size": 2}, "reward": {"weights": [1, 0.5]}}).reward
+    assert load_spec({**grpo, "train": {"batch_size": 2, "grad_accum": 2}, "dataset": {"eval_split": None}})
+    assert load_spec({"task": "preference", "preference": {"method": "kto", "loss_type": "apo_zero_unpaired"}})
 
 
 def test_the_chat_what_fits_doc_is_the_planners():

@@ -13,11 +13,16 @@ from nbtoolkit.planner.report import generate
 
 MODELS = {"0.5B": "Qwen/Qwen2.5-0.5B-Instruct", "1.5B": "Qwen/Qwen2.5-1.5B-Instruct", "7B": "Qwen/Qwen2.5-7B-Instruct"}
 METHODS = {"full": None, "LoRA": {"type": "lora", "r": 16}, "QLoRA": {"type": "qlora", "r": 16}}
-#: what the table calls each task, and its spec (GRPO: 4 completions of 256 tokens per prompt, no KL term)
+#: what the table calls each task, and its spec (GRPO: 4 completions of 256 tokens per prompt, no KL term,
+#: batch 1 accumulated 4 times: TRL samples whole groups of completions per optimizer step)
 TASKS: dict[str, dict[str, object]] = {
     "SFT": {"task": "chat"},
     "DPO": {"task": "preference"},
-    "GRPO": {"task": "grpo", "reward": {"functions": ["nbtoolkit.rewards:number_reply"], "max_completion_length": 256}},
+    "GRPO": {
+        "task": "grpo",
+        "reward": {"functions": ["nbtoolkit.rewards:number_reply"], "max_completion_length": 256},
+        "train": {"batch_size": 1, "grad_accum": 4},
+    },
 }
 #: one GPU of each size: instance type -> what the table calls it
 GPUS = {"g5.2xlarge": "24 GB A10G", "g6.2xlarge": "24 GB L4", "p4de.24xlarge": "80 GB A100"}
@@ -27,12 +32,12 @@ TOKENS = 1024
 def row_spec(model: str, method: str, task: str, instance: str) -> dict:
     """bf16 on one GPU, 1024-token sequences (GRPO: prompts of 1024 + 256 generated), batch 1, no checkpointing."""
     spec = {
-        **TASKS[task],
         "model": MODELS[model],
         "precision": "bf16",
         "dataset": {"max_length": TOKENS, "files": {"train": "train.jsonl"}},
         "hardware": {"instance_type": instance, "devices": 1},
         "train": {"batch_size": 1},
+        **TASKS[task],
     }
     return {**spec, "adapter": METHODS[method]} if METHODS[method] else spec
 
