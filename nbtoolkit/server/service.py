@@ -71,7 +71,8 @@ class JobsService:
         poll of a job where nothing changed costs a row read and two stats, not a body."""
         record = self._record(job_id)
         tag = self._etag(record)
-        if known and tag in {item.strip() for item in known.split(",")}:
+        held = {item.strip().removeprefix("W/") for item in (known or "").split(",")}
+        if "*" in held or tag in held:  # RFC 9110: weak comparison, and * matches any current representation
             return None, tag
         return self._detail(record), tag
 

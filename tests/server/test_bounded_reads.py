@@ -62,11 +62,13 @@ async def test_a_job_that_did_not_change_is_answered_304(jp_fetch, store):
     job = finished_job(store)
     first = await jp_fetch(API, "jobs", job.id)
     etag = first.headers["ETag"]
-    try:
-        await jp_fetch(API, "jobs", job.id, headers={"If-None-Match": etag})
-        raise AssertionError("a job that did not change was sent again")
-    except HTTPClientError as unchanged:
-        assert unchanged.code == 304 and not unchanged.response.body
+    # RFC 9110: If-None-Match compares weakly (W/"x" matches "x"), and * matches any job that exists
+    for known in (etag, f"W/{etag}", f'"other", W/{etag}', "*"):
+        try:
+            await jp_fetch(API, "jobs", job.id, headers={"If-None-Match": known})
+            raise AssertionError(f"a job that did not change was sent again for If-None-Match: {known}")
+        except HTTPClientError as unchanged:
+            assert unchanged.code == 304 and not unchanged.response.body
     with open(store.job_dir(job.id) / METRICS_FILE, "a") as metrics:
         metrics.write(json.dumps({"time": 2000.0, "step": 40, "kind": "train", "loss": 0.5}) + "\n")
     changed = await jp_fetch(API, "jobs", job.id, headers={"If-None-Match": etag})
