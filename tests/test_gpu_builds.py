@@ -14,7 +14,7 @@ from nbtoolkit import catalog
 from nbtoolkit.backends.sagemaker.instances import SMP_INSTANCE_TYPES
 from nbtoolkit.backends.sagemaker.job import SMP_IMAGE, SageMakerSetupError, huggingface_image_build, training_job
 from nbtoolkit.gpu_builds import builds, gpu_capability, gpus, image_build, pytorch_runs_on
-from nbtoolkit.spec import SpecError, load_spec
+from nbtoolkit.spec import SpecError, SpecWarning, load_spec
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker"
 SDK_TABLE = Path(find_spec("sagemaker").submodule_search_locations[0]) / "core" / "image_uri_config"
@@ -180,3 +180,16 @@ def test_a_gpu_instance_the_catalog_does_not_know_is_refused_not_waved_through()
         training_job(spec_on("ml.p6-b200.48xlarge", image_uri=uri))
     for instance in ("ml.p5en.48xlarge", "ml.g6e.xlarge", "ml.g6.4xlarge"):
         assert training_job(spec_on(instance)).versions["pytorch_version"]
+
+
+def test_an_image_uri_whose_tag_says_no_cuda_is_refused_if_cpu_and_warned_about_if_unreadable():
+    cpu = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-cpu-py312-ubuntu22.04-sagemaker"
+    with pytest.raises((SageMakerSetupError, SpecError)) as caught:
+        training_job(spec_on("ml.p3.16xlarge", image_uri=cpu))
+    assert str(caught.value).startswith(
+        f"sagemaker.image_uri '{cpu}' is a CPU image, which would train on none of the V100 GPUs of 'ml.p3.16xlarge'"
+    )
+    pinned = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training@sha256:" + "0a" * 32
+    with pytest.warns(SpecWarning, match=r"names no PyTorch and CUDA in its tag, so nbtoolkit cannot check .* V100"):
+        assert training_job(spec_on("ml.p3.16xlarge", image_uri=pinned)).image_uri == pinned
+    assert training_job(spec_on("ml.m5.xlarge", image_uri=cpu)).image_uri == cpu  # a CPU image on a CPU instance

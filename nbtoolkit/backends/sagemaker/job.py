@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import warnings
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +32,7 @@ from nbtoolkit.credentials import is_credential
 from nbtoolkit.gpu_builds import cuda_of, image_build, pytorch_runs_on, sm_name
 from nbtoolkit.metrics.parse import pair_pattern
 from nbtoolkit.runtime import SPEC_FILE
-from nbtoolkit.spec import RunSpec
+from nbtoolkit.spec import RunSpec, SpecWarning
 
 JOB_FILE = "sagemaker/job.json"
 #: the job's code as shipped for nbtoolkit's own program: spec, entry script, requirements (+ the package)
@@ -68,6 +69,8 @@ TRAINIUM_IMAGE = (
 DISTRIBUTION = "nbtoolkit-finetune"
 #: a Hugging Face DLC tag's transformers and Python: `:<torch>-transformers<x>-gpu-py<NN>-...`
 IMAGE_VERSIONS = re.compile(r":[\d.]+-transformers(?P<transformers>[\d.]+)-\w+-(?P<py>py\d+)\b")
+#: a DLC tag for CPU instances (`:2.8.0-cpu-py312-...`): no CUDA in it at all
+CPU_TAG = re.compile(r":[^/@]*\bcpu\b")
 #: The SageMaker SDK v2 refuses smdistributed data parallel on Hugging Face images with PyTorch >= 2.2
 SMDDP_PYTORCH_BELOW = (2, 2)
 SMDDP_ENV = {"ACCELERATE_USE_SAGEMAKER": "true", "ACCELERATE_SAGEMAKER_DISTRIBUTED_TYPE": "DATA_PARALLEL"}
@@ -302,9 +305,8 @@ def _image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | N
     settings = spec.sagemaker
     gpu = _gpu(instance)
     if settings.image_uri:
-        build = image_build(settings.image_uri)
-        if gpu is not None and build is not None and not pytorch_runs_on(*build, gpu):
-            raise SageMakerSetupError(_no_kernels(f"sagemaker.image_uri '{settings.image_uri}'", build, instance, gpu))
+        if gpu is not None:
+            _check_image_uri(settings.image_uri, instance, gpu)
         return settings.image_uri, None, None
     if accelerator_of(instance) == "neuron":
         return TRAINIUM_IMAGE, None, None
@@ -337,6 +339,33 @@ def _image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | N
         "instance_type": instance,
     }
     return None, lookup, versions
+
+
+def _check_image_uri(image_uri: str, instance: str, gpu: str) -> None:
+    """An explicit image on a GPU instance: refused without kernels for its GPU (or without CUDA at all);
+    one whose tag does not say (a digest, a custom tag) runs, with a warning that it was not checked."""
+    what = f"sagemaker.image_uri '{image_uri}'"
+    build = image_build(image_uri)
+    if build is not None:
+        if not pytorch_runs_on(*build, gpu):
+            raise SageMakerSetupError(_no_kernels(what, build, instance, gpu))
+        return
+    works = newest_huggingface_image(gpu)
+    instead = (
+        f"use transformers_version {works['transformers_version']} with pytorch_version "
+        f"{works['pytorch_version']} ({huggingface_image_tag(works)})"
+    )
+    if CPU_TAG.search(image_uri):
+        raise SageMakerSetupError(
+            f"{what} is a CPU image, which would train on none of the {gpu} GPUs of '{instance}' while they bill; "
+            f"give a -gpu- image built for CUDA, or {instead}"
+        )
+    warnings.warn(
+        f"{what} names no PyTorch and CUDA in its tag, so nbtoolkit cannot check that it has kernels for the {gpu} "
+        f"({sm_name(gpu)}) of '{instance}'; give a tag that names them (<torch>-...-cu<NNN>), or {instead}",
+        SpecWarning,
+        stacklevel=2,
+    )
 
 
 def _gpu(instance: str) -> str | None:
