@@ -105,3 +105,11 @@ def test_run_leaves_no_unclosed_file_and_a_reader_that_leaves_gets_no_traceback(
     listing.stdout.close()  # `| head -0`: the reader is gone before the listing is written
     assert listing.wait(timeout=60) == 1
     assert listing.stderr.read() == b""
+
+
+def test_every_console_view_takes_raw():
+    """The docs list run, logs and demo as taking --raw; demo refused it."""
+    from nbtoolkit.cli import build_parser
+
+    for argv in (["run", "spec.yaml", "--raw"], ["logs", "abc", "--raw"], ["demo", "--raw"]):
+        assert build_parser().parse_args(argv).raw is True
