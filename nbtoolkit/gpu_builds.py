@@ -103,6 +103,11 @@ def pytorch_runs_on(pytorch: str, cuda: str | None, gpu: str) -> bool:
     return bool(rows) and all(build.runs_on(gpu_capability(gpu)) for build in rows)
 
 
+def build_known(pytorch: str, cuda: str | None) -> bool:
+    """Whether the table has a row for this PyTorch release and CUDA (else nothing says what it runs on)."""
+    return any(build.covers(pytorch, cuda) for build in builds())
+
+
 def image_build(image_uri: str) -> tuple[str, str | None] | None:
     """(PyTorch release, CUDA) read from a DLC image's tag, or None when the tag does not say."""
     found = IMAGE_TAG.search(image_uri)

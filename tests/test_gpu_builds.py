@@ -98,7 +98,7 @@ def test_every_sdk_image_on_every_catalog_gpu_instance_runs_or_is_refused_with_o
             job = training_job(spec_on(instance, transformers_version=transformers, pytorch_version=pytorch))
         except (SageMakerSetupError, SpecError) as exc:
             message = str(exc)
-            if "has no kernels for" not in message:
+            if "has no kernels for" not in message and "has no row for" not in message:
                 continue  # another rule (e.g. no image for that Python); not this test's
             assert not pytorch_runs_on(pytorch, cuda, gpu), message
             assert f"'{instance}'" in message and f"sm_{''.join(map(str, gpu_capability(gpu)))}" in message
@@ -193,3 +193,14 @@ def test_an_image_uri_whose_tag_says_no_cuda_is_refused_if_cpu_and_warned_about_
     with pytest.warns(SpecWarning, match=r"names no PyTorch and CUDA in its tag, so nbtoolkit cannot check .* V100"):
         assert training_job(spec_on("ml.p3.16xlarge", image_uri=pinned)).image_uri == pinned
     assert training_job(spec_on("ml.m5.xlarge", image_uri=cpu)).image_uri == cpu  # a CPU image on a CPU instance
+
+
+def test_a_build_the_table_lacks_is_refused_as_unchecked_not_as_kernel_less():
+    uri = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.0.1-gpu-py310-cu121-ubuntu20.04-sagemaker"
+    with pytest.raises((SageMakerSetupError, SpecError)) as caught:
+        training_job(spec_on("ml.p4d.24xlarge", image_uri=uri))
+    assert "has no kernels" not in str(caught.value)
+    assert str(caught.value).startswith(
+        f"sagemaker.image_uri '{uri}' is PyTorch 2.0.1 built for CUDA 12.1, a build nbtoolkit/gpu_builds.yaml has no "
+        "row for, so whether it has kernels for the A100 (sm_80) of 'ml.p4d.24xlarge' cannot be checked; use "
+    )

@@ -29,7 +29,7 @@ from nbtoolkit.backends.sagemaker.instances import (
 from nbtoolkit.catalog import CatalogError, instance_names
 from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.credentials import is_credential
-from nbtoolkit.gpu_builds import cuda_of, image_build, pytorch_runs_on, sm_name
+from nbtoolkit.gpu_builds import build_known, cuda_of, image_build, pytorch_runs_on, sm_name
 from nbtoolkit.metrics.parse import pair_pattern
 from nbtoolkit.runtime import SPEC_FILE
 from nbtoolkit.spec import RunSpec, SpecWarning
@@ -390,14 +390,21 @@ def _gpu(instance: str) -> str | None:
 
 
 def _no_kernels(what: str, build: tuple[str, str | None], instance: str, gpu: str) -> str:
-    """The sentence for an image without kernels for the instance's GPU, naming one that has them."""
+    """The sentence for an image without kernels for the instance's GPU (or whose build the table lacks), naming
+    one that has them."""
     pytorch, cuda = build
     works = newest_huggingface_image(gpu)
+    why = (
+        f", which has no kernels for the {gpu} ({sm_name(gpu)}) of '{instance}' and would fail at its first CUDA "
+        "kernel after the instances start billing"
+        if build_known(pytorch, cuda)
+        else f", a build nbtoolkit/gpu_builds.yaml has no row for, so whether it has kernels for the {gpu} "
+        f"({sm_name(gpu)}) of '{instance}' cannot be checked"
+    )
     return (
         f"{what} is PyTorch {pytorch}"
         + (f" built for CUDA {cuda}" if cuda else "")
-        + f", which has no kernels for the {gpu} ({sm_name(gpu)}) of '{instance}' and would fail at its first CUDA "
-        f"kernel after the instances start billing; use transformers_version {works['transformers_version']} with "
+        + f"{why}; use transformers_version {works['transformers_version']} with "
         f"pytorch_version {works['pytorch_version']} ({huggingface_image_tag(works)}), or leave the versions out "
         "to get it"
     )
