@@ -6,6 +6,7 @@ so `nbtoolkit data` renders a conversation exactly as the chat task trains on it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -50,6 +51,25 @@ NAMED_TEMPLATES: dict[str, tuple[str, tuple[str, ...], str | None]] = {
     "chatml": (CHATML, ("<|im_start|>", "<|im_end|>"), "<|im_end|>"),
     "zephyr": (ZEPHYR, ("<|user|>", "<|assistant|>", "<|system|>"), None),
 }
+
+
+def assistant_only_loss(task: str, extra: dict[str, Any]) -> bool:
+    """Whether a run's loss is on the assistant's turns only: task chat's default, unless extra turns it off."""
+    return task == "chat" and extra.get("assistant_only_loss", True) is not False
+
+
+def has_generation_markers(template: str) -> bool:
+    """Whether a template marks the assistant's tokens (`{% generation %}`, any whitespace trim), as TRL checks."""
+    return re.search(r"\{%-?\s*generation\s*-?%\}", template) is not None
+
+
+def no_markers(whose: str) -> str:
+    """The one sentence for a template assistant-only loss cannot use."""
+    return (
+        f"{whose} has no {{% generation %}} markers, so the loss on assistant turns only cannot find the "
+        f"assistant's tokens; set extra: {{assistant_only_loss: false}} to train on every token, or "
+        f"dataset.chat_template to a named template with markers ({' or '.join(NAMED_TEMPLATES)})"
+    )
 
 
 class FormatError(ValueError):

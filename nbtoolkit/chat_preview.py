@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nbtoolkit.chat_formats import FormatError, as_messages, as_turns, detect_format
+from nbtoolkit.chat_formats import FormatError, as_messages, as_turns, assistant_only_loss, detect_format
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.train.errors import TrainError
 
@@ -49,17 +49,23 @@ def data_format(spec: RunSpec, columns: list[str]) -> str:
 
 def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered]]:
     """The sample's format and every row rendered through the run's template (first rows first)."""
-    from nbtoolkit.train.chat_template import chat_tokenizer
+    from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
 
     fmt = data_format(spec, list(sample.column_names))
     tokenizer = chat_tokenizer(spec)
+    template = loss_template(spec, tokenizer)  # the trainer's masking template, or its sentence why there is none
+    every_token = spec.task == "chat" and not assistant_only_loss(spec.task, spec.extra)
     try:
-        return fmt, [render(tokenizer, spec.task, fmt, row, number) for number, row in enumerate(sample, 1)]
+        return fmt, [
+            render(tokenizer, spec.task, fmt, row, number, template, every_token)
+            for number, row in enumerate(sample, 1)
+        ]
     except FormatError as exc:
         raise TrainError(f"the {spec.dataset.train_split} split: {exc}") from None
 
 
-def render(tokenizer, task: str, fmt: str, row: dict, number: int) -> Rendered:
+def render(tokenizer, task: str, fmt: str, row: dict, number: int, template: str | None, every_token: bool) -> Rendered:
+    """One row's tokens and which carry loss: the masking template's marks, or all of them (every_token)."""
     if task == "chat":
         messages, prompt_only = as_messages(row, fmt, number), False
     elif task == "preference":  # the chosen reply is what the policy is pulled toward
@@ -71,11 +77,12 @@ def render(tokenizer, task: str, fmt: str, row: dict, number: int) -> Rendered:
         messages,
         tokenize=True,
         return_dict=True,
-        return_assistant_tokens_mask=not prompt_only,
+        return_assistant_tokens_mask=not (prompt_only or every_token),
         add_generation_prompt=prompt_only,
+        chat_template=template,
     )
     ids = list(encoded["input_ids"])
-    mask = list(encoded.get("assistant_masks") or [0] * len(ids))
+    mask = [1] * len(ids) if every_token else list(encoded.get("assistant_masks") or [0] * len(ids))
     pieces: list[tuple[str, bool]] = []
     start = 0
     for end in range(1, len(ids) + 1):

@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from nbtoolkit import backends, catalog
-from nbtoolkit.chat_formats import NAMED_TEMPLATES, ChatFormat
+from nbtoolkit.chat_formats import NAMED_TEMPLATES, ChatFormat, assistant_only_loss, has_generation_markers, no_markers
 from nbtoolkit.spec_block import SpecBlock
 from nbtoolkit.tasks import TASK_NAMES, TASKS, TRL_TASKS
 
@@ -638,6 +638,10 @@ class RunSpecCore(SpecBlock):
                 f"reward.use_vllm needs a cuda accelerator (hardware.accelerator is '{hw.accelerator}'); "
                 "remove it to generate with transformers"
             )
+        template = self.dataset.chat_template
+        custom = template if template is not None and template not in NAMED_TEMPLATES else None
+        if custom and assistant_only_loss(self.task, self.extra) and not has_generation_markers(custom):
+            raise ValueError(no_markers("dataset.chat_template"))
         if self.task == "grpo":
             self._whole_groups()
         own_data = self.dataset.name or self.dataset.files

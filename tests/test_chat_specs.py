@@ -97,6 +97,29 @@ def test_either_turn_keys_are_read_and_a_malformed_row_is_one_sentence_before_tr
         as_messages({"messages": [{"speaker": "user", "text": "hi"}]}, "messages", 1)
 
 
+def test_a_template_without_generation_markers_trains_every_token_or_is_refused_before_launch(tmp_path):
+    from nbtoolkit.data_preview import preview_data
+
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps(ROWS["messages"]) + "\n")
+    plain = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    data = {"task": "chat", "dataset": {"files": {"train": str(path)}, "chat_template": plain}}
+    with pytest.raises(SpecError) as found:
+        load_spec(data)
+    assert "dataset.chat_template has no {% generation %} markers" in str(found.value)
+    assert "extra: {assistant_only_loss: false}" in str(found.value) and "\n" not in str(found.value)
+    preview = preview_data({**data, "extra": {"assistant_only_loss": False}})
+    assert preview.rendered[0].marked() == "[[user: hi\nassistant: hello\n]]"  # every token, as SFT trains then
+    from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
+    from nbtoolkit.train.errors import TrainError
+
+    spec = load_spec({"task": "chat"})
+    tokenizer = chat_tokenizer(spec)
+    tokenizer.chat_template = plain  # a model's own template TRL has no training version of: the job's check
+    with pytest.raises(TrainError, match=r"chat template has no \{% generation %\} markers"):
+        loss_template(spec, tokenizer)
+
+
 def counts_words(completions, **kwargs):
     return [float(len(str(c).split())) for c in completions]
 

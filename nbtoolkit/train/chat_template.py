@@ -7,7 +7,13 @@ back from there, so training and serving render a conversation token for token a
 
 from __future__ import annotations
 
-from nbtoolkit.chat_formats import NAMED_TEMPLATES, template_source
+from nbtoolkit.chat_formats import (
+    NAMED_TEMPLATES,
+    assistant_only_loss,
+    has_generation_markers,
+    no_markers,
+    template_source,
+)
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_tokenizer
@@ -45,3 +51,18 @@ def fit_model(model, tokenizer) -> None:
     if model.generation_config is not None:
         model.generation_config.eos_token_id = tokenizer.eos_token_id
         model.generation_config.pad_token_id = tokenizer.pad_token_id
+
+
+def loss_template(spec: RunSpec, tokenizer) -> str | None:
+    """The template whose markers the trainer masks the loss with: the run's own, or TRL's training version of a
+    template it knows (as SFTTrainer swaps it in); None when every token carries loss. TrainError when none."""
+    if not assistant_only_loss(spec.task, spec.extra):
+        return None
+    if has_generation_markers(tokenizer.chat_template):
+        return tokenizer.chat_template
+    from trl.chat_template_utils import get_training_chat_template
+
+    try:
+        return get_training_chat_template(tokenizer)
+    except ValueError:
+        raise TrainError(no_markers(f"model '{spec.model_name}''s chat template")) from None

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 from trl import SFTConfig, SFTTrainer
 
 from nbtoolkit.chat_formats import FormatError, as_messages, detect_format
-from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
+from nbtoolkit.train.chat_template import chat_tokenizer, fit_model, loss_template
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model
 from nbtoolkit.train.tasks import TaskSetup, is_qlora
@@ -49,6 +49,7 @@ def conversations(spec, dataset, split: str):
 
 def setup(spec, splits) -> TaskSetup:
     tokenizer = chat_tokenizer(spec)
+    loss_template(spec, tokenizer)  # a template assistant-only loss cannot use: one sentence before loading weights
     model = load_model(AutoModelForCausalLM, spec.model_name, tokenizer, quantized=is_qlora(spec))
     fit_model(model, tokenizer)
     return TaskSetup(
