@@ -50,6 +50,8 @@ def log(step: int, **values: float) -> None:
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ValueError(f"nbtoolkit.log: step must be a whole number >= 0, got {step!r}")
     job_dir = os.environ.get(JOB_DIR_ENV)
+    if job_dir and is_rank_zero():
+        job_metrics_file()  # first: the supervisor stops parsing the log for records before it reads more of it
     if job_dir:
         if _heartbeat is None or _heartbeat.path.parents[1] != Path(job_dir):
             _heartbeat = Heartbeat(job_dir)
