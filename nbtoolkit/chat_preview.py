@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nbtoolkit.chat_formats import FormatError, as_messages, as_turns, assistant_only_loss, detect_format
+from nbtoolkit.chat_formats import (
+    FORMAT_COLUMNS,
+    FormatError,
+    as_messages,
+    as_turns,
+    assistant_only_loss,
+    detect_format,
+)
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.train.errors import TrainError
 
@@ -45,6 +52,11 @@ def data_format(spec: RunSpec, columns: list[str]) -> str:
             f"(it has {', '.join(columns)})"
         )
     return "/".join(wanted)
+
+
+def read_columns(task: str, fmt: str) -> list[str]:
+    """The columns a run reads: its chat format's (chat), or the task's (preference, grpo)."""
+    return list(FORMAT_COLUMNS[fmt] if task == "chat" else TASK_COLUMNS[task])
 
 
 def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered]]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nbtoolkit import views
-from nbtoolkit.chat_preview import Rendered, chat_sample
+from nbtoolkit.chat_preview import Rendered, chat_sample, read_columns
 from nbtoolkit.spec import RunSpec, load_spec
 from nbtoolkit.tasks import TRL_TASKS, columns_used
 from nbtoolkit.train.errors import TrainError
@@ -91,12 +91,17 @@ class DataPreview:
     note: str | None = None
     data_format: str | None = None  # chat, preference, grpo: the detected format (or the columns read)
     rendered: list[Rendered] = field(default_factory=list)  # ... the first rows through the chat template
+    format_columns: list[str] = field(default_factory=list)  # ... and the columns that format reads
 
     def lines(self) -> list[str]:
         found = [
             f"{self.task}: {self.sample_size} examples from {self.origin}",
             f"columns found: {', '.join(self.columns)}",
-            "columns used: " + ", ".join(f"dataset.{field} -> {name}" for field, name in self.used.items()),
+            "columns used: "
+            + (
+                ", ".join(f"dataset.{field} -> {name}" for field, name in self.used.items())
+                or ", ".join(self.format_columns)
+            ),
             f"first {len(self.rows)} rows:",
         ]
         found += ["  " + clip(" | ".join(f"{key}: {value}" for key, value in row.items()), 160) for row in self.rows]
@@ -180,6 +185,7 @@ def chat_preview(spec: RunSpec, sample) -> DataPreview:
         model=spec.model_name,
         data_format=fmt,
         rendered=rendered[:SHOWN_ROWS],
+        format_columns=read_columns(spec.task, fmt),
     )
 
 

@@ -110,6 +110,10 @@ def test_a_template_without_generation_markers_trains_every_token_or_is_refused_
     assert "extra: {assistant_only_loss: false}" in str(found.value) and "\n" not in str(found.value)
     preview = preview_data({**data, "extra": {"assistant_only_loss": False}})
     assert preview.rendered[0].marked() == "[[user: hi\nassistant: hello\n]]"  # every token, as SFT trains then
+    assert "\ncolumns used: messages\n" in str(preview)  # the detected format's, in the CLI and the form
+    from nbtoolkit.notebook.data_view import data_html
+
+    assert "columns used: messages</p>" in data_html(preview)
     from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
     from nbtoolkit.train.errors import TrainError
 

@@ -19,7 +19,7 @@ def data_html(report: DataPreview) -> str:
     used = ", ".join(
         f"<code>dataset.{field}</code> &rarr; <code>{html.escape(name)}</code> &#10003;"
         for field, name in report.used.items()
-    )
+    ) or html.escape(", ".join(report.format_columns))
     parts = [
         f"<p><b>{report.sample_size}</b> {html.escape(report.task)} examples from {html.escape(report.origin)}</p>",
         f"<p>columns found: {html.escape(', '.join(report.columns))}<br>columns used: {used}</p>",
