@@ -446,7 +446,13 @@ class RewardSpec(SpecBlock):
     @field_validator("functions")
     @classmethod
     def _named_functions(cls, functions: list[str | ShippedFunction]) -> list[str | ShippedFunction]:
+        from nbtoolkit.rewards import defined_names  # it imports this module
+
         for ref in functions:
+            # shipped text that is not Python, or defines another name, is refused here rather than in the job
+            where = f"reward.functions {getattr(ref, 'name', '')!r}: its source"
+            if isinstance(ref, ShippedFunction) and ref.name not in defined_names(ref.source, where):
+                raise ValueError(f"{where} defines no function {ref.name!r}")
             if isinstance(ref, str) and (":" not in ref or not all(ref.rpartition(":")[::2])):
                 raise ValueError(
                     f"reward.functions {ref!r} names no function; write module:function or path/to/file.py:function"

@@ -217,6 +217,13 @@ def test_a_notebook_reward_reading_the_kernel_in_its_def_line_is_shipped_whole_o
     with pytest.raises(RewardError) as found:
         ship(shell.user_ns["stale"])
     assert "stale cannot be shipped" in str(found.value) and "'GONE' is not defined" in str(found.value)
+    for source, words in [
+        ("def g(: pass", "is not valid Python (line 1: "),
+        ("def g(c):\n    return c\n", "defines no function 'f'"),
+    ]:
+        with pytest.raises(SpecError) as found:  # written into a spec by hand: refused at load, not in the job
+            load_spec({"task": "grpo", "reward": {"functions": [{"name": "f", "source": source}]}})
+        assert str(found.value).startswith(f"reward.functions 'f': its source {words}"), str(found.value)
     with pytest.raises(RewardError, match=r"fails to run \(SyntaxError"):
         load({"name": "f", "source": "def g(: pass"})
     with pytest.raises(RewardError, match=r"defines no function f \(it defines g\)"):
