@@ -118,7 +118,7 @@ def test_job_folders_files_and_the_store_are_private(store):
         {"task": "text-classification", "script": {"path": str(SCRIPTS / "paced.py"), "args": ["--steps", "1"]}}
     )
     job.wait(timeout=120)
-    mode = lambda path: stat.S_IMODE(path.stat().st_mode)  # noqa: E731
+    mode = lambda path: stat.S_IMODE(path.stat().st_mode)  # noqa: E731  (a one-line helper for the assert below)
     assert mode(job.dir) == 0o700 and mode(store.jobs_root) == 0o700 and mode(store.db_path) == 0o600
     for name in ("spec.json", "launch.json", LOG_FILE, "metrics.jsonl", "supervisor.log"):
         assert mode(job.dir / name) == 0o600, name

@@ -4,8 +4,11 @@ ESLint is left out here: its type-aware pass builds the panel's whole TypeScript
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import subprocess
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,3 +55,43 @@ def test_prettier_rewrites_what_the_panels_style_does_not_allow():
     done = run([LAB / "node_modules" / ".bin" / "prettier", "--stdin-filepath", "src/greeting.ts"], LAB, source)
     assert done.returncode == 0
     assert done.stdout == "export const greeting = 'hello';\n"
+
+
+#: a blanket ignore (a whole file, or a line without its reason): mypy's and ruff's file-level switches, a
+#: `type: ignore[code]` or `noqa: CODE` with nothing after it
+BLANKET = re.compile(
+    r"#\s*mypy:\s*ignore-errors|#\s*ruff\s*:\s*noqa|type:\s*ignore(\[[^]]*\])?\s*$|noqa(:\s*[A-Z]+[0-9]+(,\s*[A-Z]+[0-9]+)*)?\s*$"
+)
+
+
+def blanket_ignores(source: str) -> list[str]:
+    """The comments of `source` (read as Python tokens, so a string that holds one does not count) that ignore
+    without saying why."""
+    return [
+        token.string
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT and BLANKET.search(token.string)
+    ]
+
+
+def test_no_blanket_ignores_and_every_ignore_says_why():
+    found = [
+        f"{path.relative_to(ROOT)}: {comment}"
+        for folder in ("nbtoolkit", "tests", "benchmarks", "tools")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for comment in blanket_ignores(path.read_text())
+    ]
+    assert found == [], "say why after the ignore (`# type: ignore[code]  # why`):\n" + "\n".join(found)
+
+
+def test_blanket_ignores_are_found():
+    bad = [
+        "# mypy: ignore-errors\n",
+        "# ruff: noqa\n",
+        "x = 1  # type: ignore[assignment]\n",
+        "x = 1  # type: ignore\n",
+        "import os  # noqa: F401\n",
+    ]
+    assert [len(blanket_ignores(source)) for source in bad] == [1] * len(bad)
+    good = "x = 1  # type: ignore[assignment]  # why\nimport os  # noqa: F401 - why\ns = '# ruff: noqa'\n"
+    assert blanket_ignores(good) == []

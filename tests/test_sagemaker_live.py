@@ -27,7 +27,7 @@ def live_run_refused() -> str | None:
     """Why a live run asked for by NBTOOLKIT_LIVE_SAGEMAKER_ROLE cannot go ahead here, else None."""
     try:
         import boto3
-        import sagemaker.train  # noqa: F401
+        import sagemaker.train  # noqa: F401  (only whether it imports)
     except ImportError:
         return "the SageMaker SDK is not installed (pip install 'nbtoolkit-finetune[sagemaker]')"
     if os.environ.get("AWS_ENDPOINT_URL"):

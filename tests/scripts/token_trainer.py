@@ -19,7 +19,7 @@ print(f"arguments: {sys.argv[1:]}", flush=True)
 os.environ["HF_TOKEN"] = args.hf_token
 
 import torch  # noqa: E402  (after the arguments: a bad call fails fast)
-from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments  # noqa: E402
+from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments  # noqa: E402  (as torch above)
 
 config = BertConfig(
     vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, num_labels=2

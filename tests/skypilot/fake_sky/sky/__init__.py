@@ -35,4 +35,4 @@ class Task:
 
 
 from sky import jobs as jobs  # noqa: E402  (re-exported, as SkyPilot's package does)
-from sky.client.sdk import get as get  # noqa: E402
+from sky.client.sdk import get as get  # noqa: E402  (re-exported after Task, as SkyPilot's package does)
