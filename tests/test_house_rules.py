@@ -40,13 +40,17 @@ def test_ruff_format_check_finds_a_file_it_would_reformat(tmp_path):
 
 
 def test_mypy_finds_a_type_error_with_the_projects_settings(tmp_path):
-    """The project's [tool.mypy] (its plugin, its error codes): an int returned as text, and a bare ignore."""
+    """The project's [tool.mypy] (its plugin, its error codes): an int returned as text, a bare ignore, and an error
+    inside a function without annotations (check_untyped_defs)."""
     bad = tmp_path / "bad.py"
-    bad.write_text("def name(count: int) -> str:\n    return count\n\n\nx: int = 'one'  # type: ignore\n")
+    bad.write_text(
+        "def name(count: int) -> str:\n    return count\n\n\nx: int = 'one'  # type: ignore\n\n\ndef untyped():\n    return 1 + 'a'\n"
+    )
     done = run([BIN / "mypy", "--config-file", ROOT / "pyproject.toml", "--cache-dir", tmp_path / "cache", bad])
     assert done.returncode == 1
     assert 'Incompatible return value type (got "int", expected "str")  [return-value]' in done.stdout
     assert '"type: ignore" comment without error code' in done.stdout
+    assert 'Unsupported operand types for + ("int" and "str")' in done.stdout
 
 
 def test_prettier_rewrites_what_the_panels_style_does_not_allow():
