@@ -139,9 +139,10 @@ lint: $(PACKAGES_STAMP) $(NODE_STAMP)
 
 # the docs site (MkDocs Material, mkdocs.yml): built strict, so a broken link, a page missing from the nav or
 # a reference page that no longer matches the code fails; `make docs` serves it at http://127.0.0.1:8000
-# (NO_MKDOCS_2_WARNING: Material's banner about its successor, printed on every build)
+# (NO_MKDOCS_2_WARNING: Material's banner about its successor, printed on every build); not --quiet: under it
+# MkDocs counts no warnings, and strict fails on none
 docs-build: | $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir build/docs
 
 docs: | $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve

@@ -78,3 +78,30 @@ def test_the_nav_names_every_page_and_only_pages_that_exist():
     on_disk = {str(path.relative_to(DOCS)) for path in DOCS.rglob("*.md")}
     assert on_disk - set(named) == set(), "add these pages to the nav of mkdocs.yml"
     assert set(named) - on_disk - generated == set()
+
+
+def docs_build(root: Path) -> subprocess.CompletedProcess:
+    """The Makefile's own `docs-build` recipe, run in `root`."""
+    recipe = re.search(r"^docs-build:.*\n\t(.+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert recipe is not None
+    command = recipe.group(1).replace("$(BIN)", str(ROOT / ".venv" / "bin"))
+    return subprocess.run(command, shell=True, cwd=root, capture_output=True, text=True, timeout=120)
+
+
+def test_docs_build_fails_on_a_broken_link(tmp_path):
+    """Strict in effect: a link to a page or an anchor that does not exist fails `make docs-build` (a warning
+    under --quiet was not counted). A one-page site with the real settings, less the reference hook, to stay
+    quick; the real tree is built by `make docs-build` itself."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    del config["hooks"]
+    config["nav"] = ["index.md"]
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "index.md"
+    page.write_text("# nbtoolkit\n\nSee [the quickstart](#quickstart).\n\n## Quickstart\n")
+    built = docs_build(tmp_path)
+    assert built.returncode == 0, built.stderr
+    page.write_text("# nbtoolkit\n\nSee [the quickstart](quickstart.md) and [the end](#the-end).\n")
+    broken = docs_build(tmp_path)
+    assert broken.returncode == 1
+    assert "'quickstart.md'" in broken.stderr and "'#the-end'" in broken.stderr
