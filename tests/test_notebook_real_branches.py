@@ -134,9 +134,12 @@ def neuron_tools(monkeypatch):
     monkeypatch.setenv("PATH", f"{FAKE_TOOLS}{os.pathsep}{os.environ['PATH']}")
 
 
-def test_t5_real_branch_launches_its_golden(home, tmp_path, neuron_tools):
-    launched = real_branch("t5-summarization-trainium", {"SMOKE = True": "SMOKE = False"}, tmp_path)
-    assert_only_goldens(launched, ["t5-small-trainium"])
+@pytest.mark.parametrize("model", ["t5-small", "t5-large"])
+def test_t5_real_branch_launches_its_golden(model, home, tmp_path, neuron_tools):
+    small = 'REAL_SPEC = "specs/t5-small-trainium.yaml"'
+    marked = {"SMOKE = True": "SMOKE = False", small: small.replace("t5-small", model)}
+    launched = real_branch("t5-summarization-trainium", marked, tmp_path)
+    assert_only_goldens(launched, [f"{model}-trainium"])
 
 
 def test_bert_emotion_real_branch_launches_its_golden(home, tmp_path, neuron_tools):
