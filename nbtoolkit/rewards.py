@@ -233,9 +233,8 @@ def with_rewards(spec, functions: list[Callable]):
     shipped = [ship(function) for function in functions]
     reward = spec.reward or RewardSpec()
     kept = [ref for ref in reward.functions if isinstance(ref, str) or ref.name not in {s["name"] for s in shipped}]
-    functions = [*kept, *shipped]
     return spec.model_copy(
-        update={"reward": RewardSpec.model_validate({**reward.model_dump(), "functions": functions})}
+        update={"reward": RewardSpec.model_validate({**reward.model_dump(), "functions": [*kept, *shipped]})}
     )
 
 
