@@ -1,7 +1,9 @@
 """The house's layering, read from the source: the core imports no backend and no view, a backend
 imports no view and no other backend's insides, the training program knows only the spec and
 the runtime contract, and no nbtoolkit modules import each other in a circle. Every import counts,
-also those inside functions; for the circles, not those under `if TYPE_CHECKING:` (never run)."""
+also those inside functions and `importlib.import_module("nbtoolkit....")` with a literal name; for the
+circles, not those under `if TYPE_CHECKING:` (typing's, never run), and importing a.b.c counts as importing
+its packages a.b too (their __init__.py runs first)."""
 
 from __future__ import annotations
 
@@ -32,8 +34,10 @@ def imported(path: Path, source: str | None = None, *, run_time_only: bool = Fal
     package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     found = set()
     tree = ast.parse(path.read_text() if source is None else source)
-    for node in run_time_nodes(tree) if run_time_only else ast.walk(tree):
-        if isinstance(node, ast.Import):
+    for node in run_time_nodes(tree, type_checking_guards(tree)) if run_time_only else ast.walk(tree):
+        if isinstance(node, ast.Call) and literal_import_module(node):
+            found.add(node.args[0].value)  # type: ignore[attr-defined]  # a str Constant: literal_import_module
+        elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -46,15 +50,67 @@ def imported(path: Path, source: str | None = None, *, run_time_only: bool = Fal
     return {name for name in found if name == "nbtoolkit" or name.startswith("nbtoolkit.")}
 
 
-def run_time_nodes(tree: ast.AST) -> Iterator[ast.AST]:
-    """Every node of the tree but the bodies of `if TYPE_CHECKING:` blocks."""
+def literal_import_module(call: ast.Call) -> bool:
+    """`importlib.import_module("...")` or `import_module("...")` with a literal name as its first argument."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+    return (
+        name == "import_module"
+        and bool(call.args)
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+    )
+
+
+def type_checking_guards(tree: ast.AST) -> set[str]:
+    """How the module names typing's TYPE_CHECKING (`TYPE_CHECKING`, `typing.TYPE_CHECKING`, an alias): only
+    typing's is false at run time; a name the module assigns itself is no guard."""
+    guards, assigned = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "typing" and not node.level:
+            guards.update(alias.asname or alias.name for alias in node.names if alias.name == "TYPE_CHECKING")
+        elif isinstance(node, ast.Import):
+            guards.update(
+                f"{alias.asname or alias.name}.TYPE_CHECKING" for alias in node.names if alias.name == "typing"
+            )
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            assigned.add(node.id)
+    return guards - assigned
+
+
+def run_time_nodes(tree: ast.AST, guards: set[str]) -> Iterator[ast.AST]:
+    """Every node of the tree but the bodies of `if TYPE_CHECKING:` blocks (`guards`: its names here)."""
     yield tree
     for child in ast.iter_child_nodes(tree):
-        if isinstance(child, ast.If) and ast.unparse(child.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+        if isinstance(child, ast.If) and ast.unparse(child.test) in guards:
             for other in child.orelse:
-                yield from run_time_nodes(other)
+                yield from run_time_nodes(other, guards)
         else:
-            yield from run_time_nodes(child)
+            yield from run_time_nodes(child, guards)
+
+
+def with_packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each import of a.b.c also as one of its packages a.b (Python runs their __init__.py first), so a circle
+    through a package's __init__.py shows. Not the root package: every module would lead to it, and it
+    imports the API only inside functions that run later (its own imports count as they are). Not the
+    importer's own packages either: they started before the importer ran, so its import of a sibling starts
+    nothing new there; a package's __init__.py importing its own submodules is no circle by that alone
+    (an explicit import of the package still counts)."""
+    return {
+        module: targets
+        | {
+            package
+            for target in targets
+            for package in packages_of(target)
+            if package != "nbtoolkit" and not within(module, package)
+        }
+        for module, targets in graph.items()
+    }
+
+
+def packages_of(name: str) -> list[str]:
+    """`nbtoolkit.a.b.c` -> nbtoolkit, nbtoolkit.a, nbtoolkit.a.b."""
+    parts = name.split(".")
+    return [".".join(parts[:end]) for end in range(1, len(parts))]
 
 
 def is_module(name: str) -> bool:
@@ -222,7 +278,7 @@ def circle_through(graph: dict[str, set[str]], group: set[str]) -> list[str]:
 
 
 def test_no_nbtoolkit_modules_import_each_other_in_a_circle():
-    found = cycles(RUN_TIME_IMPORTS)
+    found = cycles(with_packages(RUN_TIME_IMPORTS))
     assert found == [], "import circles (break them by design: one way between modules):\n" + "\n".join(
         " -> ".join(circle) for circle in found
     )
@@ -247,3 +303,25 @@ def test_an_import_under_type_checking_is_no_circle_but_one_in_a_function_is():
     assert imported(PACKAGE / "metrics" / "series.py", source) == {"nbtoolkit.spec"}
     later = "def later():\n    from nbtoolkit.spec import RunSpec\n"
     assert imported(PACKAGE / "metrics" / "series.py", later, run_time_only=True) == {"nbtoolkit.spec"}
+
+
+def test_a_circle_through_a_packages_init_is_found_but_a_package_importing_its_own_modules_is_none():
+    """x imports a.b.c, which runs a.b's __init__.py first, and that imports x: a circle no plain edge shows."""
+    through_init = {"nbtoolkit.x": {"nbtoolkit.a.b.c"}, "nbtoolkit.a.b": {"nbtoolkit.x"}, "nbtoolkit.a.b.c": set()}
+    assert cycles(through_init) == []
+    assert cycles(with_packages(through_init)) == [["nbtoolkit.a.b", "nbtoolkit.x", "nbtoolkit.a.b"]]
+    own = {
+        "nbtoolkit.a": {"nbtoolkit.a.b", "nbtoolkit.a.c"},
+        "nbtoolkit.a.b": {"nbtoolkit.a.c"},
+        "nbtoolkit.a.c": set(),
+    }
+    assert cycles(with_packages(own)) == []
+
+
+def test_import_module_with_a_literal_name_counts_and_only_typings_type_checking_guards():
+    dynamic = "import importlib\n\ndef later():\n    return importlib.import_module('nbtoolkit.spec')\n"
+    assert imported(PACKAGE / "metrics" / "series.py", dynamic, run_time_only=True) == {"nbtoolkit.spec"}
+    fake_guard = "TYPE_CHECKING = True\nif TYPE_CHECKING:\n    from nbtoolkit.spec import RunSpec\n"
+    assert imported(PACKAGE / "metrics" / "series.py", fake_guard, run_time_only=True) == {"nbtoolkit.spec"}
+    aliased = "import typing as t\nif t.TYPE_CHECKING:\n    from nbtoolkit.spec import RunSpec\n"
+    assert imported(PACKAGE / "metrics" / "series.py", aliased, run_time_only=True) == set()
