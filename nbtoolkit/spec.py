@@ -28,6 +28,7 @@ from pydantic import (
 
 from nbtoolkit import backends, catalog
 from nbtoolkit.chat_formats import NAMED_TEMPLATES, ChatFormat, assistant_only_loss, has_generation_markers, no_markers
+from nbtoolkit.reward_names import BUNDLED_REWARDS, defined_names
 from nbtoolkit.spec_block import SpecBlock
 from nbtoolkit.tasks import TASK_NAMES, TASKS, TRL_TASKS
 
@@ -425,8 +426,8 @@ class PreferenceSpec(SpecBlock):
 class ShippedFunction(SpecBlock):
     """A reward function defined in a notebook, carried in the spec as its source (nbtoolkit.rewards.ship)."""
 
-    name: str
-    source: str
+    name: str = Field(description="the function's name, defined by its source")
+    source: str = Field(description="Python source that defines the function (and what it needs)")
 
 
 class RewardSpec(SpecBlock):
@@ -446,8 +447,6 @@ class RewardSpec(SpecBlock):
     @field_validator("functions")
     @classmethod
     def _named_functions(cls, functions: list[str | ShippedFunction]) -> list[str | ShippedFunction]:
-        from nbtoolkit.rewards import defined_names  # it imports this module
-
         for ref in functions:
             # shipped text that is not Python, or defines another name, is refused here rather than in the job
             where = f"reward.functions {getattr(ref, 'name', '')!r}: its source"
@@ -461,8 +460,6 @@ class RewardSpec(SpecBlock):
 
     @model_validator(mode="after")
     def _one_weight_each(self) -> RewardSpec:
-        from nbtoolkit.rewards import BUNDLED_REWARDS  # it imports this module
-
         functions = len(self.functions) or len(BUNDLED_REWARDS)
         if self.weights is not None and len(self.weights) != functions:
             which = "" if self.functions else " (the bundled default rewards)"
@@ -475,7 +472,9 @@ class RewardSpec(SpecBlock):
 class ScriptSpec(SpecBlock):
     """A user's own training script, run under the chosen launcher instead of nbtoolkit.train."""
 
-    path: LocalPath
+    path: LocalPath = Field(
+        description="the training script; `script: train.py` is short for `script: {path: train.py}`"
+    )
     args: list[str] = Field(
         default_factory=list, description="its command-line arguments (numbers and booleans become text)"
     )
@@ -726,12 +725,13 @@ def _with_backend_blocks() -> type[RunSpecCore]:
     blocks: dict[str, Any] = {}
     for backend in sorted(backends.registered().values(), key=lambda backend: backend.name):
         if backend.block is not None:
+            about = f"settings of the {backend.name} backend (its block below)"
             # an absent block is left out of a saved spec: installing a backend changes no spec.json (and so
             # no rendezvous id, which every node of a run must agree on)
             blocks[backend.name] = (
-                (backend.block, Field(default_factory=backend.block))
+                (backend.block, Field(default_factory=backend.block, description=about))
                 if backend.block_by_default
-                else (backend.block | None, Field(None, exclude_if=lambda block: block is None))
+                else (backend.block | None, Field(None, exclude_if=lambda block: block is None, description=about))
             )
     return create_model("RunSpec", __base__=RunSpecCore, __module__=__name__, __doc__=RunSpecCore.__doc__, **blocks)
 

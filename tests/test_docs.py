@@ -45,6 +45,19 @@ def test_the_spec_reference_lists_every_field_of_every_block_the_schema_has():
         assert f"`{block}:`" in listed
 
 
+def test_every_field_of_every_block_has_a_description():
+    """Read from the schema too: a row of the reference with an empty description tells a reader nothing."""
+    schema = RunSpec.model_json_schema()
+    models = {"RunSpec": schema, **schema["$defs"]}
+    empty = [
+        f"{name}.{field}"
+        for name, model in models.items()
+        for field, about in model.get("properties", {}).items()
+        if not about.get("description", "").strip()
+    ]
+    assert empty == [], "give these fields a description (Field(description=...)): " + ", ".join(empty)
+
+
 def test_the_cli_reference_is_the_commands_own_help():
     """`nbtoolkit --help` and a command's help, as the command prints them, are on the page."""
     env = {**os.environ, "COLUMNS": "100"}
@@ -77,6 +90,7 @@ def test_the_nav_names_every_page_and_only_pages_that_exist():
     generated = {"reference/spec.md", "reference/cli.md"}
     on_disk = {str(path.relative_to(DOCS)) for path in DOCS.rglob("*.md")}
     assert on_disk - set(named) == set(), "add these pages to the nav of mkdocs.yml"
+    assert sorted(page for page in set(named) if named.count(page) > 1) == [], "list each page once in the nav"
     assert set(named) - on_disk - generated == set()
 
 

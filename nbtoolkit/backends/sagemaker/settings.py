@@ -16,20 +16,38 @@ def region_image(image_uri: str, region: str) -> str:
 
 
 class SageMakerSpec(SpecBlock):
-    """Settings only a SageMaker training job needs (instance type lives in hardware). Fields with a title are
-    the form's SageMaker section."""
+    """Settings only a SageMaker training job needs (instance type lives in hardware; `sagemaker.instance_type`
+    and `sagemaker.instance_count` are accepted as aliases of `hardware.instance_type` and `hardware.nodes`).
+
+    Fields with a title are the form's SageMaker section."""
 
     model_config = ConfigDict(title="SageMaker")
 
     role: str | None = Field(None, title="IAM role ARN", description="IAM role ARN the job runs as")
-    region: str | None = Field(None, title="Region")
-    bucket: str | None = Field(None, title="S3 bucket")
-    image_uri: str | None = Field(None, title="Image URI")
-    transformers_version: str | None = None
-    pytorch_version: str | None = None
-    py_version: str | None = None
-    volume_size_gb: int = Field(100, ge=1, title="Volume (GB)")
-    spot: bool = Field(False, title="Spot instances")
+    region: str | None = Field(None, title="Region", description="AWS region of the job; default AWS_DEFAULT_REGION")
+    bucket: str | None = Field(
+        None, title="S3 bucket", description="S3 bucket for the job's code and output; default the SDK's own"
+    )
+    image_uri: str | None = Field(
+        None,
+        title="Image URI",
+        description="the training image, instead of the Hugging Face image looked up; may hold {region}",
+    )
+    transformers_version: str | None = Field(
+        None, description="of the Hugging Face image looked up; default the newest the SDK knows"
+    )
+    pytorch_version: str | None = Field(
+        None, description="of the Hugging Face image looked up; default the newest the SDK knows"
+    )
+    py_version: str | None = Field(
+        None, description="of the Hugging Face image looked up; default the one that image has"
+    )
+    volume_size_gb: int = Field(100, ge=1, title="Volume (GB)", description="storage attached to each instance")
+    spot: bool = Field(
+        False,
+        title="Spot instances",
+        description="managed spot training: cheaper, may be interrupted; checkpoints sync to S3",
+    )
     max_run: int = Field(24 * 3600, ge=60, title="Max run (s)", description="seconds")
     max_wait: int | None = Field(
         None,
@@ -38,8 +56,12 @@ class SageMakerSpec(SpecBlock):
         description="seconds; spot only, at least max_run",
         json_schema_extra={"shown_when": {"spot": True}},
     )
-    checkpoint_s3_uri: str | None = Field(None, title="Checkpoint S3 URI")
-    environment: dict[str, str] = Field(default_factory=dict)
+    checkpoint_s3_uri: str | None = Field(
+        None, title="Checkpoint S3 URI", description="where checkpoints sync to; spot default the SDK's own"
+    )
+    environment: dict[str, str] = Field(
+        default_factory=dict, description="environment variables of the job, beside nbtoolkit's own"
+    )
 
     @field_validator("image_uri")
     @classmethod

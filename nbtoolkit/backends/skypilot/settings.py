@@ -30,7 +30,7 @@ class Resources(SpecBlock):
 
     accelerators: Gpus = Field(description="GPU name and count per node, e.g. A100:8")
     cloud: str | None = Field(None, description="e.g. aws, gcp, azure, kubernetes; any enabled cloud when omitted")
-    region: str | None = None
+    region: str | None = Field(None, description="a region of that cloud; any when omitted")
 
 
 class SkyPilotSpec(SpecBlock):
@@ -46,8 +46,8 @@ class SkyPilotSpec(SpecBlock):
     cloud: str | None = Field(
         None, title="Cloud", description="e.g. aws, gcp, azure, kubernetes; any enabled cloud when omitted"
     )
-    region: str | None = Field(None, title="Region")
-    use_spot: bool = Field(False, title="Spot instances")
+    region: str | None = Field(None, title="Region", description="a region of skypilot.cloud; any when omitted")
+    use_spot: bool = Field(False, title="Spot instances", description="spot instances: cheaper, may be preempted")
     fallbacks: list[Resources] = Field(
         default_factory=list, description="tried in order when the first choice has no capacity"
     )
@@ -57,5 +57,9 @@ class SkyPilotSpec(SpecBlock):
         description="s3://... or gs://...: mounted at the run's output folder, so a "
         "recovered job resumes from its last checkpoint",
     )
-    bucket_mode: Literal["MOUNT_CACHED", "MOUNT"] = "MOUNT_CACHED"
+    bucket_mode: Literal["MOUNT_CACHED", "MOUNT"] = Field(
+        "MOUNT_CACHED",
+        description="how SkyPilot mounts the bucket: MOUNT_CACHED writes to local disk and uploads in the "
+        "background, MOUNT writes straight to the bucket",
+    )
     managed: bool = Field(True, description="a managed job, which SkyPilot recovers after a preemption")
