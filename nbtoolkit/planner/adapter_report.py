@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from nbtoolkit.planner.plan import GiB, Plan, plan
-from nbtoolkit.planner.report import generate
+from nbtoolkit.planner.report import generate, known
 
 MODEL = "meta-llama/Llama-2-7b-hf"
 #: one GPU of each size: instance type -> what the table calls it
@@ -47,8 +47,8 @@ def _row(method: str, instance: str) -> list[str]:
         f"{memory.weights / GiB:.1f}",
         f"{(memory.gradients + memory.optimizer) / GiB:.2f}",
         f"{memory.activations / GiB:.1f}",
-        f"{result.per_device_bytes / GiB:.1f} / {result.device_memory_bytes / GiB:.1f}",
-        f"{result.host_bytes / GiB:.0f} / {result.host_memory_bytes / GiB:.0f}",
+        f"{result.per_device_bytes / GiB:.1f} / {known(result.device_memory_bytes) / GiB:.1f}",
+        f"{result.host_bytes / GiB:.0f} / {known(result.host_memory_bytes) / GiB:.0f}",
         fits,
         str(result.max_batch_size) if result.fits else "-",
     ]
