@@ -21,10 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nbtoolkit.reward_names import NotPython, defined_names
 from nbtoolkit.spec import SpecError
 
-#: what a grpo run on the bundled prompts scores when the spec names no reward
-BUNDLED_REWARDS = ("nbtoolkit.rewards:correct_answer", "nbtoolkit.rewards:number_reply")
 NUMBER = re.compile(r"-?\d+")
 
 
@@ -72,26 +71,13 @@ def ship_file(reference: str, cwd: Path) -> dict[str, str]:
     if not path.is_file():
         raise RewardError(f"reward.functions {reference!r}: {path} does not exist")
     source = path.read_text()
-    if name not in defined_names(source, f"reward.functions {reference!r}: {path.name}"):
+    try:
+        defined = defined_names(source, f"reward.functions {reference!r}: {path.name}")
+    except NotPython as exc:
+        raise RewardError(str(exc)) from None
+    if name not in defined:
         raise RewardError(f"reward.functions {reference!r}: {path.name} defines no function {name!r}")
     return {"name": name, "source": source}
-
-
-def defined_names(source: str, what: str) -> set[str]:
-    """The names a module's text binds at its top level (functions, and plain or annotated assignments)."""
-    try:
-        body = ast.parse(source).body
-    except SyntaxError as exc:
-        raise RewardError(f"{what} is not valid Python (line {exc.lineno}: {exc.msg})") from None
-    names: set[str] = set()
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            names.add(node.name)
-        targets = (
-            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        )
-        names |= {target.id for target in targets if isinstance(target, ast.Name)}
-    return names
 
 
 def _name_of(function: Callable) -> str:

@@ -15,7 +15,8 @@ from transformers import AutoModelForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
 from nbtoolkit.bundled import is_bundled
-from nbtoolkit.rewards import BUNDLED_REWARDS, RewardError, load
+from nbtoolkit.reward_names import BUNDLED_REWARDS
+from nbtoolkit.rewards import RewardError, load
 from nbtoolkit.spec import RewardSpec
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
 from nbtoolkit.train.errors import TrainError
