@@ -3,7 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 # DeepSpeed's launcher does not prefix log lines by rank (torchrun, the default, does)
+export DO_NOT_TRACK=true
 export HF_HUB_DISABLE_TELEMETRY=1
+export MLFLOW_DISABLE_TELEMETRY=true
 export OMP_NUM_THREADS=1
 export PYTHONUNBUFFERED=1
 export TOKENIZERS_PARALLELISM=false

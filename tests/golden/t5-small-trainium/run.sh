@@ -3,7 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 # run inside the Neuron virtualenv (e.g. source ~/aws_neuron_venv_pytorch/bin/activate)
+export DO_NOT_TRACK=true
 export HF_HUB_DISABLE_TELEMETRY=1
+export MLFLOW_DISABLE_TELEMETRY=true
 export NEURON_CC_FLAGS=--cache_dir=/var/tmp/neuron-compile-cache
 export NEURON_RT_STOCHASTIC_ROUNDING_EN=1
 export OMP_NUM_THREADS=1

@@ -43,6 +43,8 @@ trainer = ModelTrainer(
     environment={
         'PYTHONUNBUFFERED': '1',
         'HF_HUB_DISABLE_TELEMETRY': '1',
+        'MLFLOW_DISABLE_TELEMETRY': 'true',
+        'DO_NOT_TRACK': 'true',
         'TOKENIZERS_PARALLELISM': 'false',
         'NBTOOLKIT_CHECKPOINT_DIR': '/opt/ml/checkpoints',
     },
