@@ -1,4 +1,5 @@
-"""Chat, preference and grpo on TRL's trainers: real jobs of the bundled tiny chat model, all started at once.
+"""Chat, preference and grpo on TRL's trainers: real jobs of the bundled tiny chat model, all started at once
+(chat from the form, grpo from a %%finetune cell, the others from nbtoolkit.launch).
 
 chat on 1 rank (and the template parity: trained == saved == predicted, token for token), grpo on 1 rank
 (its reward over the arithmetic prompts rises; one reward named by module, one shipped from here), DPO on 2 ranks (torchrun, with a reference copy), chat
@@ -8,8 +9,11 @@ with LoRA on 2 ranks, and DPO under DeepSpeed ZeRO-3 on 2 CPU ranks.
 from __future__ import annotations
 
 import pytest
+import yaml
+from IPython.core.interactiveshell import InteractiveShell
 
 from nbtoolkit.api import Job, launch
+from nbtoolkit.notebook.form import SpecForm
 from nbtoolkit.runner import JobStore
 
 pytestmark = pytest.mark.heavy  # real multi-process training: run first under pytest -n (tests/conftest.py)
@@ -46,15 +50,31 @@ def digit_share(completions, **kwargs):
     return [sum(char in DIGITS for char in text) / max(len(text), 1) for text in texts]
 
 
+def from_the_form(spec: dict) -> Job:
+    form = SpecForm(spec)
+    assert form.launch() is not None, form.status.value
+    return form.job
+
+
+def from_a_finetune_cell(spec: dict) -> Job:
+    """A `%%finetune` cell in a real IPython shell whose reward, `digit_share`, is defined in the kernel."""
+    shell = InteractiveShell.instance()
+    shell.extension_manager.load_extension("nbtoolkit")
+    shell.user_ns["digit_share"] = digit_share
+    cell = {**spec, "reward": {**spec["reward"], "functions": [*spec["reward"]["functions"], "digit_share"]}}
+    return shell.run_cell_magic("finetune", "", yaml.safe_dump(cell))
+
+
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory) -> dict[str, Job]:
-    store = JobStore(tmp_path_factory.mktemp("nbhome"))
+    """Every run at once: chat from the form, grpo from a %%finetune cell, the rest by nbtoolkit.launch."""
+    home = tmp_path_factory.mktemp("nbhome")
+    store = JobStore(home)
+    starts = {"chat": from_the_form, "grpo": from_a_finetune_cell}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OMP_NUM_THREADS", "1")
-        started = {
-            name: launch(spec, store=store, rewards=[digit_share] if name == "grpo" else None)
-            for name, spec in RUNS.items()
-        }
+        patch.setenv("NBTOOLKIT_HOME", str(home))  # where the form and the magic launch
+        started = {name: starts.get(name, lambda spec: launch(spec, store=store))(spec) for name, spec in RUNS.items()}
     for job in started.values():
         job.wait(timeout=400)
     return started
