@@ -5,7 +5,9 @@ cd "$(dirname "$0")"
 # sbatch.sh runs this on each of the 2 node(s) with the node's rank ($SLURM_NODEID)
 # run this script on each of the 2 nodes with that node's rank; node 0 is $MASTER_ADDR
 NODE_RANK="${1:?usage: run.sh NODE_RANK (0 to 1; 0 on the master node)}"
+export DO_NOT_TRACK=true
 export HF_HUB_DISABLE_TELEMETRY=1
+export MLFLOW_DISABLE_TELEMETRY=true
 export OMP_NUM_THREADS=1
 export PYTHONUNBUFFERED=1
 export TOKENIZERS_PARALLELISM=false
