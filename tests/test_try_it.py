@@ -94,7 +94,7 @@ def test_only_a_succeeded_job_has_a_box_and_a_failed_predict_is_one_sentence(sto
 
 def test_job_magic_and_display_show_the_box_for_a_succeeded_job(shell, finished, monkeypatch):
     shown = []
-    monkeypatch.setattr("nbtoolkit.notebook.magics.display", shown.append)
+    monkeypatch.setattr("nbtoolkit.notebook.job_view.display", shown.append)  # %job shows through job_view
     job = Job(finished["causal-lm"].id, finished["causal-lm"].store)
     monkeypatch.setenv("NBTOOLKIT_HOME", str(job.store.home))
     shell.run_line_magic("job", f"{job.id} --tail 1")
