@@ -244,6 +244,10 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
         "max_train_samples": None,
         "max_eval_samples": None,
     }
+    if spec.task in ("chat", "preference", "grpo") and spec.dataset.chat_template is None:
+        # the tiny stand-in's tokenizer has no chat template of its own: ChatML (with generation markers) stands in
+        data["dataset"]["chat_template"] = "chatml"
+        notes.append("the model's own chat template is not read here: ChatML stands in for it")
     data["train"] = {
         **data["train"],
         "max_steps": steps,
