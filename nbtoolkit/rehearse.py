@@ -31,7 +31,7 @@ from nbtoolkit import backends
 from nbtoolkit.bundled import TINY_MODELS, bundled_files
 from nbtoolkit.planner.shapes import BERT_LIKE, T5_LIKE, ModelShapeError, model_config_fields
 from nbtoolkit.spec import RunSpec, RunSpecCore, SpecError, load_spec, safe_name
-from nbtoolkit.tasks import TASKS, columns_used
+from nbtoolkit.tasks import TASKS, TRL_TASKS, columns_used
 
 #: ranks this machine runs at once (gloo on CPU): wider runs are rehearsed narrower, in the same shape
 MAX_RANKS = 8
@@ -244,7 +244,7 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
         "max_train_samples": None,
         "max_eval_samples": None,
     }
-    if spec.task in ("chat", "preference", "grpo") and spec.dataset.chat_template is None:
+    if spec.task in TRL_TASKS and spec.dataset.chat_template is None:
         # the tiny stand-in's tokenizer has no chat template of its own: ChatML (with generation markers) stands in
         data["dataset"]["chat_template"] = "chatml"
         notes.append("the model's own chat template is not read here: ChatML stands in for it")
