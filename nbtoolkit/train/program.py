@@ -138,8 +138,6 @@ def prepared_once_per_node(spec: RunSpec, output_dir: str):
 
 
 def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None = None) -> dict:
-    use_inductor_cache(spec)
-    hide_unused_integrations(spec)
     import transformers
     from transformers import Trainer
 
@@ -265,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         spec = load_spec(Path(args.spec))
+        use_inductor_cache(spec)  # both here, in the process's entry point: they change the process for good
+        hide_unused_integrations(spec)
         run(spec, args.metrics, args.output_dir, args.model_dir)
     except (SpecError, TrainError) as exc:
         if os.environ.get("RANK", "0") == "0":
