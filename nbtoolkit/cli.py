@@ -234,7 +234,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
-    from nbtoolkit.fork import parse_settings
+    from nbtoolkit.spec import parse_settings
 
     job = Job(args.job).fork(args.from_, **parse_settings(args.set or []))
     started(job)

@@ -13,8 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.checkpoints import CHECKPOINT_DIR, checkpoint_step, is_complete, last_checkpoint
 from nbtoolkit.heartbeat import KEPT_DIR, keep_checkpoint
@@ -29,17 +27,6 @@ FORKABLE = ("train.learning_rate", "train.batch_size", "train.max_steps", "train
 def field_path(name: str) -> str:
     """`learning_rate` -> `train.learning_rate` (a train field's bare name); a dotted path stays."""
     return f"train.{name}" if "." not in name and name in TrainSpec.model_fields else name
-
-
-def parse_settings(items: list[str]) -> dict[str, Any]:
-    """`["train.learning_rate=1e-4", "max_steps=200"]` -> changes (values read as YAML: numbers, booleans)."""
-    changes = {}
-    for item in items:
-        field, sep, value = item.partition("=")
-        if not sep or not field.strip():
-            raise SpecError(f"--set {item[:60]!r} is not FIELD=VALUE; e.g. --set train.learning_rate=1e-4")
-        changes[field.strip()] = yaml.safe_load(value)
-    return changes
 
 
 def nested(path: str, value: Any) -> dict[str, Any]:

@@ -821,6 +821,18 @@ def read_yaml(text: str) -> Any:
     return yaml.load(text, Loader=SpecLoader)
 
 
+def parse_settings(items: list[str]) -> dict[str, Any]:
+    """`--set` items, `["train.learning_rate=1e-4", "max_steps=200"]`, as {field: value}, values read as the
+    spec's YAML (numbers, true/false): one reading for the CLI, `%%finetune` and the fork buttons."""
+    changes = {}
+    for item in items:
+        field, sep, value = item.partition("=")
+        if not sep or not field.strip():
+            raise SpecError(f"--set {item[:60]!r} is not FIELD=VALUE; e.g. --set train.learning_rate=1e-4")
+        changes[field.strip()] = read_yaml(value)
+    return changes
+
+
 def load_spec(source: RunSpec | dict[str, Any] | str | Path) -> RunSpec:
     """Build a RunSpec from a dict, a YAML/JSON text, or a path to a .yaml/.json file.
 

@@ -22,7 +22,7 @@ import pytest
 from nbtoolkit import cli
 from nbtoolkit.api import launch
 from nbtoolkit.checkpoints import checkpoint_step, is_complete
-from nbtoolkit.fork import fork_spec, parse_settings
+from nbtoolkit.fork import fork_spec
 from nbtoolkit.heartbeat import (
     KEPT_DIR,
     RANKS_DIR,
@@ -38,7 +38,7 @@ from nbtoolkit.runner.health import DoctorError, assess, parse_stall_floor, proc
 from nbtoolkit.runner.stacks import RankStack, StacksReport, dump, rank_processes, rank_range, take_stacks
 from nbtoolkit.runner.store import this_host
 from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV, tagged_processes
-from nbtoolkit.spec import SpecError, load_spec
+from nbtoolkit.spec import SpecError, load_spec, parse_settings
 from tests.conftest import SCRIPTS, TESTS
 
 TIMEOUT = 180
@@ -278,6 +278,7 @@ def test_a_fork_records_its_changes_as_the_spec_reads_them(tmp_path):
         "abcd1234", load_spec({"task": "text-classification"}), tmp_path / "output", "5", changes
     )
     assert paths == {"train.learning_rate": 0.0005, "train.max_steps": 76} and spec.train.learning_rate == 0.0005
+    assert parse_settings(["extra.save_strategy=no"]) == {"extra.save_strategy": "no"}  # YAML 1.2: no is text
 
 
 def ranks_spec(*args: str, **train) -> dict:

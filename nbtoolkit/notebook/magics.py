@@ -22,7 +22,7 @@ from nbtoolkit.notebook.job_view import show_job
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
 from nbtoolkit.rewards import kernel_rewards
 from nbtoolkit.runner.store import STATUSES
-from nbtoolkit.spec import SpecError, load_spec, merged, read_yaml
+from nbtoolkit.spec import SpecError, load_spec, merged, parse_settings, read_yaml
 from nbtoolkit.tasks import TASK_NAMES
 from nbtoolkit.trackers import describe as describe_trackers
 
@@ -97,11 +97,8 @@ def spec_data(args: Any, base: dict[str, Any] | None = None) -> dict[str, Any]:
         set_value(data, "precision", "bf16")
     if args.spot:
         set_value(data, "sagemaker.spot", True)
-    for item in args.set or []:
-        field, sep, value = item.partition("=")
-        if not sep or not field:
-            raise SpecError(f"--set {item!r} is not FIELD=VALUE; e.g. --set dataset.max_length=256")
-        set_value(data, field.strip(), read_yaml(value))
+    for field, value in parse_settings(args.set or []).items():
+        set_value(data, field, value)
     return data
 
 

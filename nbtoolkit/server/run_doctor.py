@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from nbtoolkit.api import Job
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.fork import parse_settings
 from nbtoolkit.runner.checkpoint_request import checkpoint_now
 from nbtoolkit.runner.health import DoctorError, job_health
 from nbtoolkit.runner.stacks import take_stacks
 from nbtoolkit.runner.store import JOB_ID, JobRecord, JobStore
 from nbtoolkit.server.models import CheckpointReply, ForkReply, JobHealth, StacksReply
 from nbtoolkit.server.service import InvalidRequest
-from nbtoolkit.spec import SpecError
+from nbtoolkit.spec import SpecError, parse_settings
 
 
 class DoctorService:
