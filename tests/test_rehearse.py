@@ -72,6 +72,15 @@ def test_a_wider_run_is_rehearsed_narrower_in_the_same_shape():
     assert any("Neuron compiler" in note for note in plan.notes)
 
 
+def test_a_large_batch_and_accumulation_are_rehearsed_smaller_and_said():
+    plan = rehearsal({"task": "summarization", "model": "t5-small", "train": {"batch_size": 32, "grad_accum": 32}})
+    assert (plan.specs[0]["train"]["batch_size"], plan.specs[0]["train"]["grad_accum"]) == (8, 2)
+    assert any("gradient accumulation 32 is rehearsed as 2" in note for note in plan.notes)
+    assert rehearsal({"task": "summarization", "model": "t5-small", "train": {"grad_accum": 2}}).notes == [
+        note for note in plan.notes if "accumulation" not in note
+    ]
+
+
 def test_a_sagemaker_job_is_rehearsed_as_its_instances_on_loopback():
     smddp = {
         "task": "question-answering",
