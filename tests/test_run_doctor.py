@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from nbtoolkit import cli
-from nbtoolkit.api import launch
+from nbtoolkit.api import Job, launch
 from nbtoolkit.checkpoints import checkpoint_step, is_complete
 from nbtoolkit.fork import fork_spec
 from nbtoolkit.heartbeat import (
@@ -341,6 +341,26 @@ def test_a_rank_slowed_by_a_sleep_is_a_straggler_and_stacks_show_every_rank(stor
             job.checkpoint()
     finally:
         job.stop()
+
+
+def stacks_of_every_rank(job: Job) -> StacksReport:
+    """Once both ranks have reported a step: the stacks of a running 2-rank ranks.py job. Each rank is found in
+    the script, not in a launcher above it (those carry the job's tag too)."""
+    try:
+        wait_for(lambda: len(job.health()["ranks"]) == 2, job, "heartbeat of both ranks")
+        report = job.stacks()
+    finally:
+        job.stop()
+    assert sorted(stack.rank for stack in report.ranks) == [0, 1], report
+    assert len({stack.pid for stack in report.ranks}) == 2, report
+    assert all(any(frame[1].endswith("ranks.py") for frame in stack.frames) for stack in report.ranks), report
+    return report
+
+
+def test_stacks_find_the_ranks_under_deepspeeds_own_launcher(store):
+    """supervisor -> deepspeed.launcher.runner -> deepspeed.launcher.launch -> the two ranks."""
+    spec = {**ranks_spec("--steps", "2000"), "launcher": "deepspeed", "parallelism": {"strategy": "deepspeed"}}
+    stacks_of_every_rank(launch(spec, store=store))
 
 
 def test_checkpoint_now_then_fork_with_a_new_learning_rate(store):

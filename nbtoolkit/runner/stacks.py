@@ -117,6 +117,7 @@ def rank_processes(record: JobRecord, store: JobStore, beats: Sequence[dict[str,
     """rank -> pid of the job's ranks on this host. A single-process job (no RANK) is rank 0: the pid its
     heartbeat gives, else its topmost Python process (its DataLoader workers or a Pool are Python too)."""
     ranks: dict[int, int] = {}
+    slurm_tasks: dict[int, int] = {}  # SLURM_PROCID -> pid: the ranks only when no process has RANK
     loose: dict[int, int] = {}  # pid -> parent pid
     for process in tagged_processes(record.id, store.home):
         try:
@@ -125,11 +126,16 @@ def rank_processes(record: JobRecord, store: JobStore, beats: Sequence[dict[str,
             continue
         if not argv or any(marker in " ".join(argv) for marker in NOT_RANKS):
             continue
-        rank = environ.get("RANK") or environ.get("SLURM_PROCID")
-        if rank is not None and rank.isdigit():
+        rank, task = environ.get("RANK", ""), environ.get("SLURM_PROCID", "")
+        if rank.isdigit():
             ranks.setdefault(int(rank), process.pid)
-        elif "python" in Path(argv[0]).name:
+        elif "python" not in Path(argv[0]).name:  # srun's `bash node.sh` carries SLURM_PROCID too
+            continue
+        elif task.isdigit():  # srun started the ranks itself, or this is the torchrun above them
+            slurm_tasks.setdefault(int(task), process.pid)
+        else:
             loose[process.pid] = process.ppid()
+    ranks = ranks or slurm_tasks
     if not ranks and loose:
         beaten = [beat["pid"] for beat in beats if beat["rank"] == 0 and beat["pid"] in loose]
         topmost = [pid for pid, parent in loose.items() if parent not in loose]

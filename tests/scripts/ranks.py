@@ -20,6 +20,7 @@ parser.add_argument("--slow-rank", type=int)
 parser.add_argument("--slow-s", type=float, default=0.0)
 parser.add_argument("--block-rank", type=int)
 parser.add_argument("--block-at", type=int, default=-1)
+parser.add_argument("--local_rank", type=int, help="DeepSpeed's launcher adds it")
 args = parser.parse_args()
 rank = int(os.environ.get("RANK", "0"))
 

@@ -89,6 +89,10 @@ def test_stop_cancels_the_slurm_job_and_leaves_no_process(slurm_cluster, store):
     assert slurm("squeue", "-h", "-j", slurm_id, "-o", "%T").strip() == "RUNNING"
     assert tagged_processes(job.id, store.home), "the ranks under slurmstepd carry the job's tag"
     assert slurm_processes(slurm_id), "its slurmstepd are found by their command line"
+    # the run doctor's stacks: py-spy on both ranks under slurmstepd (this host is the cluster's node)
+    stacks = job.stacks()
+    assert sorted(stack.rank for stack in stacks.ranks) == [0, 1] and not stacks.elsewhere, stacks
+    assert all(any(frame[1].endswith("train/program.py") for frame in stack.frames) for stack in stacks.ranks), stacks
     stopped = nbtoolkit("stop", job.id)
     assert f"job {job.id} stopped" in stopped.stdout
     record = job.record
