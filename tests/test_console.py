@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from nbtoolkit.metrics.console import ConsoleView
 from tests.conftest import DATA
 
@@ -80,3 +84,62 @@ def test_lines_that_are_not_a_whole_trainer_dict_stay_as_written():
     ]
     text = "".join(line + "\n" for line in lines)
     assert shown(text) == text
+
+
+AUTOLOGGED = (
+    " 20%|##        | 4/20 [00:00<00:00, 37.93it/s]{'loss': '1.785', 'learning_rate': '0.0024', 'epoch': '0.25'}\n"
+    "[nbtoolkit] step 5/20 (25%) | loss 1.7847\n"
+    "{'loss': '1.801', 'learning_rate': '0.00165', 'epoch': '0.5'}\n"
+    "[nbtoolkit] step 10/20 (50%) | loss 1.8007\n"
+    "{'eval_loss': '1.4', 'eval_accuracy': '0.5', 'epoch': '0.5'}\n"
+    "{'loss': '1.787', 'epoch': '0.75'}\n"
+    "[nbtoolkit] step 15/20 (75%) | loss 1.7870 | ünïcode\n"
+)
+
+
+#: a page holds at least two whole lines, a train dict and the line after it (the panel reads 64 KiB pages; a
+#: line longer than a page is shown as it comes)
+TWO_LINES = 2 * max(len(line.encode()) + 1 for line in AUTOLOGGED.splitlines())
+
+
+def paged(service, job_id: str, limit: int) -> str:
+    """The console view of a job's log as a panel reads it: page after page from offset 0 to the end."""
+    text, offset = "", 0
+    while True:
+        page = service.log(job_id, offset=offset, limit=limit, view="console")
+        text += page.text
+        if page.next == page.size or (page.next == offset and not page.text):
+            return text
+        offset = page.next
+
+
+@settings(max_examples=40, deadline=None)
+@given(limit=st.integers(min_value=TWO_LINES, max_value=400), cut=st.integers(min_value=0, max_value=len(AUTOLOGGED)))
+def test_a_panel_paging_through_the_console_view_sees_each_step_once(tmp_path_factory, limit, cut):
+    """While the job runs (its log cut anywhere, even inside a line), pages of any size: no step twice, none lost;
+    once it has ended, the pages add up to what a console shows of the whole log."""
+    from nbtoolkit.runner import JobStore
+    from nbtoolkit.runner.store import LOG_FILE
+    from nbtoolkit.server.service import JobsService
+
+    store = JobStore(tmp_path_factory.mktemp("nbhome"))
+    record = store.create(name="paged", task="causal-lm", backend="local")
+    store.update(record.id, status="running")
+    log = store.job_dir(record.id) / LOG_FILE
+    service = JobsService(store)
+    log.write_text(AUTOLOGGED[:cut])
+    running = paged(service, record.id, limit)
+    assert all(running.count(line) <= 1 for line in running.splitlines() if "step" in line), running
+    log.write_text(AUTOLOGGED)
+    store.update(record.id, status="succeeded")
+    whole = paged(service, record.id, limit)
+    assert whole == shown(AUTOLOGGED)
+    assert whole.count("[nbtoolkit] step") == 3 and "'loss'" not in whole
+
+
+def test_the_log_endpoint_names_its_views_for_anything_else(store):
+    from nbtoolkit.server.service import InvalidRequest, JobsService
+
+    record = store.create(name="viewed", task="causal-lm", backend="local")
+    with pytest.raises(InvalidRequest, match=r"^view 'pretty' is not a log view; use one of raw, console$"):
+        JobsService(store).log(record.id, view="pretty")

@@ -226,6 +226,8 @@ export interface paths {
                     offset?: number;
                     /** @description at most this many bytes, cut at a line end when possible */
                     limit?: number;
+                    /** @description raw: the text as the program wrote it; console: one line per logging step, values as numbers (while the job runs, a page stops before a line that may not be complete yet) */
+                    view?: "raw" | "console";
                 };
                 header?: never;
                 path: {

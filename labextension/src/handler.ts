@@ -21,6 +21,11 @@ export type IListOptions = NonNullable<
   paths['/jobs']['get']['parameters']['query']
 >;
 
+/** What the log endpoint serves: the program's own output (`raw`) or one line per logging step (`console`). */
+export type LogView = NonNullable<
+  NonNullable<paths['/jobs/{id}/log']['get']['parameters']['query']>['view']
+>;
+
 /** What the panel needs from the server; the panel's tests give it a fake. */
 export interface IJobsAPI {
   listJobs(options?: IListOptions): Promise<IJobList>;
@@ -28,7 +33,13 @@ export interface IJobsAPI {
   getJob(id: string): Promise<IJobDetail>;
   /** Records after cursor `since`; with `points`, a long rest comes downsampled to about that many. */
   metrics(id: string, since: number, points?: number): Promise<IMetricsPage>;
-  log(id: string, offset: number, limit?: number): Promise<ILogPage>;
+  /** Log text after `offset`: as the program wrote it (`raw`), or one line per logging step (`console`). */
+  log(
+    id: string,
+    offset: number,
+    view?: LogView,
+    limit?: number
+  ): Promise<ILogPage>;
   stop(id: string): Promise<IJobDetail>;
 }
 
@@ -128,10 +139,18 @@ export class JobsClient implements IJobsAPI {
     return this.get<IMetricsPage>(jobPath(id, 'metrics'), query);
   }
 
-  log(id: string, offset: number, limit?: number): Promise<ILogPage> {
+  log(
+    id: string,
+    offset: number,
+    view?: LogView,
+    limit?: number
+  ): Promise<ILogPage> {
     const query: { [key: string]: string } = { offset: String(offset) };
     if (limit !== undefined) {
       query.limit = String(limit);
+    }
+    if (view !== undefined) {
+      query.view = view;
     }
     return this.get<ILogPage>(jobPath(id, 'log'), query);
   }

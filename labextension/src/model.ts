@@ -244,6 +244,8 @@ export interface IFollowedJob {
   job: IJobDetail | null;
   records: IMetricRecord[];
   log: string;
+  /** The log as the program wrote it, or (the default) one line per logging step as every console shows it. */
+  rawLog: boolean;
   error: string | null;
   /** The job has ended and everything it wrote has been read. */
   done: boolean;
@@ -262,7 +264,14 @@ export class JobFollower extends ServerState<IFollowedJob> {
     /** Follow the log too (the detail view), or only the job and its metrics (a notebook chart). */
     private _withLog = true
   ) {
-    super({ job: null, records: [], log: '', error: null, done: false });
+    super({
+      job: null,
+      records: [],
+      log: '',
+      rawLog: false,
+      error: null,
+      done: false
+    });
     this._interval = _settings.interval;
   }
 
@@ -331,7 +340,7 @@ export class JobFollower extends ServerState<IFollowedJob> {
    */
   protected async read(state: IFollowedJob): Promise<IFollowedJob> {
     const job = await this.api.getJob(this.id);
-    if (job === state.job && job.active) {
+    if (job === state.job && job.active && !this._logReset) {
       this._interval = nextInterval(
         this._interval,
         this._settings,
@@ -346,10 +355,16 @@ export class JobFollower extends ServerState<IFollowedJob> {
       CHART_POINTS
     );
     const log = this._withLog
-      ? await this.api.log(this.id, this._logOffset ?? -LOG_TAIL_BYTES)
+      ? await this.api.log(
+          this.id,
+          this._logOffset ?? -LOG_TAIL_BYTES,
+          this._rawLog ? 'raw' : 'console'
+        )
       : null;
     this._metricsCursor = metrics.next;
     this._logOffset = log?.next ?? null;
+    const shown = this._logReset ? '' : state.log;
+    this._logReset = false;
     const changed =
       state.job === null ||
       progressPrint(job) !== progressPrint(state.job) ||
@@ -366,10 +381,25 @@ export class JobFollower extends ServerState<IFollowedJob> {
       records: metrics.records.length
         ? [...state.records, ...metrics.records]
         : state.records,
-      log: log ? trimLog(state.log + log.text) : state.log,
+      log: log ? trimLog(shown + log.text) : shown,
+      rawLog: this._rawLog,
       error: null,
       done: !job.active && !metrics.records.length && !log?.text
     };
+  }
+
+  /**
+   * Show the log as the program wrote it (`raw`) or one line per logging step: read again from its tail, now.
+   */
+  async showRawLog(raw: boolean): Promise<void> {
+    if (raw === this._rawLog) {
+      return;
+    }
+    this._rawLog = raw;
+    this._logOffset = null;
+    this._logReset = true;
+    this._interval = this._settings.interval;
+    await this.refresh();
   }
 
   /** A view that shows the log joined: read it from its tail at the next poll, which comes now. */
@@ -397,4 +427,7 @@ export class JobFollower extends ServerState<IFollowedJob> {
   private _interval: number;
   private _metricsCursor = 0;
   private _logOffset: number | null = null;
+  private _rawLog = false;
+  /** The log's view changed: read it again from its tail, whatever the job says. */
+  private _logReset = false;
 }

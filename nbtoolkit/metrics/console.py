@@ -93,3 +93,24 @@ class ConsoleView:
                 shown += self._release(dropped=True)
             return shown
         return [*shown, before + metric_line(kind, values)]
+
+
+def console_page(text: str, next_offset: int, *, final: bool, full: bool = False) -> tuple[str, int]:
+    """A page of a log read by byte offset (a panel polling it), as a console shows it, and where to read on.
+
+    While the job runs, the page ends before an unfinished last line and before a last train dict (the line
+    after it may be nbtoolkit's own for the same step): the next page starts there, so paging shows each
+    step once. `final`: the job has ended and nothing follows, the page is shown whole. `full`: the page is
+    as long as a page may be, so it holds nothing back that would leave it empty (a line longer than a page).
+    """
+    if not final:
+        lines = text.split("\n")
+        held = [lines.pop()]  # the unfinished line ('' when the page ends at a line end)
+        values = trainer_dict(lines[-1]) if lines else None
+        if values and classify(values) == "train":
+            held.insert(0, lines.pop())
+        if (len(held) > 1 or held[0]) and (lines or not full):
+            text = "".join(line + "\n" for line in lines)
+            next_offset -= len("\n".join(held).encode("utf-8"))
+    view = ConsoleView()
+    return view.feed(text) + view.flush(), next_offset

@@ -30,6 +30,7 @@ from nbtoolkit.server.service import (
     LOG_LIMIT_MAX,
     POINTS_MAX,
     JobsService,
+    LogView,
 )
 
 API_PREFIX = "nbtoolkit/api"
@@ -128,6 +129,13 @@ ROUTES = [
                 Annotated[int, Field(ge=1, le=LOG_LIMIT_MAX)],
                 LOG_LIMIT_DEFAULT,
                 "at most this many bytes, cut at a line end when possible",
+            ),
+            Query(
+                "view",
+                LogView,
+                "raw",
+                "raw: the text as the program wrote it; console: one line per logging step, values as numbers "
+                "(while the job runs, a page stops before a line that may not be complete yet)",
             ),
         ),
     ),

@@ -119,6 +119,7 @@ class JobLogHandler(JobsAPIHandler):
             job_id,
             offset=self.int_argument("offset", 0),
             limit=self.int_argument("limit", LOG_LIMIT_DEFAULT),
+            view=self.get_argument("view", "raw"),
         )
 
 

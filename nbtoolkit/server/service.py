@@ -13,7 +13,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal, get_args
 
+from nbtoolkit.metrics.console import console_page
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.metrics.series import MAX_LINE_BYTES, METRICS_FILE, MetricsReader, downsample, tail_records
 from nbtoolkit.runner import control
@@ -25,6 +27,9 @@ from nbtoolkit.trackers import describe as describe_trackers
 
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 100, 1000
 LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX = 64 * 1024, 1024 * 1024
+#: what the log endpoint serves: the program's own output, or one line per logging step as every console shows
+LogView = Literal["raw", "console"]
+LOG_VIEWS: tuple[str, ...] = get_args(LogView)
 METRICS_PAGE_BYTES = 1024 * 1024
 #: the most a downsampled read reads (every byte of a range up to this size: exact extremes; beyond, a window
 #: per stretch): about 0.1 s of parsing on a quiet core
@@ -91,10 +96,13 @@ class JobsService:
         records = reader.read_new(max_bytes=METRICS_PAGE_BYTES)
         return MetricsPage(records=records, since=since, next=reader.offset, status=record.status)
 
-    def log(self, job_id: str, offset: int = 0, limit: int = LOG_LIMIT_DEFAULT) -> LogPage:
-        """Log text from byte `offset` (negative: that many bytes before the end, from a line start)."""
+    def log(self, job_id: str, offset: int = 0, limit: int = LOG_LIMIT_DEFAULT, view: str = "raw") -> LogPage:
+        """Log text from byte `offset` (negative: that many bytes before the end, from a line start): as the
+        program wrote it (`raw`), or as a console shows it (`console`: one line per logging step)."""
         record = self._record(job_id)
         _check_range("limit", limit, 1, LOG_LIMIT_MAX)
+        if view not in LOG_VIEWS:
+            raise InvalidRequest(f"view '{view[:40]}' is not a log view; use one of {', '.join(LOG_VIEWS)}")
         path = self.store.job_dir(record.id) / LOG_FILE
         try:
             size = path.stat().st_size
@@ -104,6 +112,9 @@ class JobsService:
             offset = _next_line_start(path, max(0, size + offset))
         offset = min(offset, size)  # past the end (seek() refuses the largest offsets): an empty page
         text, next_offset = control.read_log(record.id, store=self.store, offset=offset, limit=limit)
+        if view == "console":
+            ended = not record.active and next_offset == size
+            text, next_offset = console_page(text, next_offset, final=ended, full=next_offset - offset >= limit)
         return LogPage(text=text, offset=offset, next=next_offset, size=size, status=record.status)
 
     def stop(self, job_id: str) -> JobDetail:

@@ -60,7 +60,13 @@ def test_a_real_job_shows_running_then_succeeded_with_a_sparkline(lab, lab_page:
     # the detail view: larger loss and throughput charts, and the log to its end
     row.locator(".nbt-JobRow-name").click()
     view = page.locator(f"#nbtoolkit-job-{job.id}")
-    expect(view.locator(".nbt-LogTail")).to_contain_text("job succeeded", timeout=30_000)
+    log = view.locator(".nbt-LogTail")
+    expect(log).to_contain_text("job succeeded", timeout=30_000)
+    # one line per logging step (nbtoolkit's), values as numbers; the raw output holds the Trainer's dict too
+    expect(log).to_contain_text("[nbtoolkit] step 100/100 (100%)")
+    assert "{'loss'" not in log.text_content()
+    view.locator(".nbt-LogTail-raw input").check()
+    expect(log).to_contain_text("{'loss': '", timeout=30_000)
     charts = view.locator(".nbt-JobDetail-charts svg")
     expect(charts).to_have_count(2)
     train_loss = charts.nth(0).locator('polyline.nbt-JobChart-line[data-series="train loss"]')

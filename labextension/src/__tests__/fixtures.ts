@@ -89,8 +89,8 @@ export class FakeAPI implements IJobsAPI {
     );
     return this.metricPages.shift()!;
   }
-  async log(id: string, offset: number): Promise<ILogPage> {
-    this.calls.push(`log ${id} offset ${offset}`);
+  async log(id: string, offset: number, view?: string): Promise<ILogPage> {
+    this.calls.push(`log ${id} offset ${offset}${view ? ` ${view}` : ''}`);
     return this.logPages.shift()!;
   }
   async stop(id: string): Promise<IJobDetail> {

@@ -31,14 +31,14 @@ describe('JobsClient', () => {
       status: 'running'
     });
     await client.metrics('0a1b2c3d', 5);
-    await client.log('0a1b2c3d', -65536, 1000);
+    await client.log('0a1b2c3d', -65536, 'console', 1000);
     await client.listJobs({ status: ['running', 'queued'], limit: 10 });
     await client.stop('0a1b2c3d');
     expect(
       requests.map(request => `${request.method} ${urlOf(request)}`)
     ).toEqual([
       'GET http://lab.test/base/nbtoolkit/api/jobs/0a1b2c3d/metrics?since=5',
-      'GET http://lab.test/base/nbtoolkit/api/jobs/0a1b2c3d/log?offset=-65536&limit=1000',
+      'GET http://lab.test/base/nbtoolkit/api/jobs/0a1b2c3d/log?offset=-65536&limit=1000&view=console',
       'GET http://lab.test/base/nbtoolkit/api/jobs?status=running,queued&limit=10',
       'POST http://lab.test/base/nbtoolkit/api/jobs/0a1b2c3d/stop'
     ]);

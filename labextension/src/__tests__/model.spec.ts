@@ -171,14 +171,42 @@ describe('JobFollower', () => {
     expect(api.calls).toEqual([
       'job 0a1b2c3d',
       'metrics 0a1b2c3d since 0 points 500',
-      'log 0a1b2c3d offset -65536',
+      'log 0a1b2c3d offset -65536 console',
       'job 0a1b2c3d',
       'metrics 0a1b2c3d since 50 points 500',
-      'log 0a1b2c3d offset 2'
+      'log 0a1b2c3d offset 2 console'
     ]);
     expect(follower.state.records.map(r => r.step)).toEqual([10, 20]);
     expect(follower.state.log).toBe('a\nb\n');
     expect(follower.state.done).toBe(false);
+  });
+
+  it('shows the raw log on request: read again from its tail, even while the job says nothing changed', async () => {
+    const api = new FakeAPI();
+    api.details = [detail()]; // the same object each time: a 304
+    api.metricPages = [
+      { records: [], since: 0, next: 0, status: 'running' },
+      { records: [], since: 0, next: 0, status: 'running' }
+    ];
+    api.logPages = [
+      { text: 'step 1\n', offset: 0, next: 9, size: 9, status: 'running' },
+      {
+        text: "{'loss': '1'}\nstep 1\n",
+        offset: 0,
+        next: 9,
+        size: 9,
+        status: 'running'
+      }
+    ];
+    const follower = new JobFollower(api, '0a1b2c3d');
+    await follower.refresh();
+    await follower.showRawLog(true);
+    expect(api.calls.filter(call => call.startsWith('log'))).toEqual([
+      'log 0a1b2c3d offset -65536 console',
+      'log 0a1b2c3d offset -65536 raw'
+    ]);
+    expect(follower.state.log).toBe("{'loss': '1'}\nstep 1\n");
+    expect(follower.state.rawLog).toBe(true);
   });
 
   it('is done once the job ended and nothing new came', async () => {
@@ -227,7 +255,7 @@ describe('JobFollower', () => {
     expect(api.calls).toEqual([
       'job 0a1b2c3d',
       'metrics 0a1b2c3d since 0 points 500',
-      'log 0a1b2c3d offset -65536',
+      'log 0a1b2c3d offset -65536 console',
       'job 0a1b2c3d',
       'job 0a1b2c3d',
       'job 0a1b2c3d'

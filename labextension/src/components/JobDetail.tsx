@@ -15,6 +15,8 @@ export interface IJobDetailProps extends IFollowedJob {
   charts: boolean;
   /** The run doctor's calls: with them, a running job shows its ranks and the Stacks, Checkpoint now, Fork buttons. */
   doctor?: IDoctorAPI;
+  /** Switch the log between one line per logging step and the program's own output (`rawLog`). */
+  onRawLog?: (raw: boolean) => void;
 }
 
 /** A log that stays scrolled to its end while the reader has not scrolled up. */
@@ -42,7 +44,7 @@ export function LogTail(props: { text: string }): JSX.Element {
 }
 
 export function JobDetail(props: IJobDetailProps): JSX.Element {
-  const { job, records, log, error, charts, doctor } = props;
+  const { job, records, log, rawLog, error, charts, doctor, onRawLog } = props;
   return (
     <div className="nbt-JobDetail">
       {error && (
@@ -101,6 +103,19 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
           jobs={[chartJob(job?.id ?? '', job, records)]}
           options={{ smoothing: DEFAULT_SMOOTHING, logScale: false }}
         />
+      )}
+      {onRawLog && (
+        <label
+          className="nbt-LogTail-raw"
+          title="The log as the program wrote it; unticked, one line per logging step"
+        >
+          <input
+            type="checkbox"
+            checked={rawLog}
+            onChange={event => onRawLog(event.currentTarget.checked)}
+          />
+          raw output
+        </label>
       )}
       <LogTail text={log} />
     </div>

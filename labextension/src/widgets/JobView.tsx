@@ -25,6 +25,7 @@ export class JobView extends ReactWidget {
             {...this.follower.state}
             charts={this._charts}
             doctor={this._doctor}
+            onRawLog={raw => void this.follower.showRawLog(raw)}
           />
         )}
       </UseSignal>
