@@ -106,12 +106,13 @@ class Job:
         once it is complete."""
         return checkpoint_now(self.store, self.record, wait=wait, timeout=timeout)
 
-    def fork(self, checkpoint: str | Path | None = None, **changes: Any) -> Job:
+    def fork(self, checkpoint: str | Path | None = None, *, force: bool = False, **changes: Any) -> Job:
         """A new job from one of this job's checkpoints (default: its last complete one) with changed settings:
         `learning_rate=1e-4`, `batch_size=16`, `max_steps=200`, `budget_usd=5` (train fields), or dotted spec fields
-        as `**{"train.learning_rate": 1e-4}`. Its chart continues this job's steps."""
+        as `**{"train.learning_rate": 1e-4}`. Its chart continues this job's steps. A new batch size is checked
+        against memory as `launch` checks a spec (`force=True` only warns); other changes keep the parent's fit."""
         spec, start, paths = fork_spec(self.id, self.spec, self.dir / "output", checkpoint, changes)
-        child = launch(spec, store=self.store, force=True)  # the parent's setup already ran
+        child = launch(spec, store=self.store, force=force or "train.batch_size" not in paths)
         self.store.merge_info(child.id, {FORKED_FROM: self.id, FORK_CHECKPOINT: str(start), FORK_CHANGES: paths})
         return child
 

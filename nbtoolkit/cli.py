@@ -234,9 +234,9 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
-    from nbtoolkit.spec import parse_settings
+    from nbtoolkit.fork import fork_settings
 
-    job = Job(args.job).fork(args.from_, **parse_settings(args.set or []))
+    job = Job(args.job).fork(args.from_, force=args.force, **fork_settings(args.set or []))
     started(job)
     return follow(job) if args.follow else 0
 
@@ -408,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument(
         "--set", action="append", metavar="FIELD=VALUE", help="e.g. --set train.learning_rate=1e-4 (repeatable)"
     )
+    fork.add_argument("--force", action="store_true", help="start even if a new batch size will not fit in memory")
     fork.add_argument("--follow", "-f", action="store_true")
     fork.set_defaults(handler=cmd_fork)
 

@@ -16,7 +16,7 @@ from typing import Any
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.checkpoints import CHECKPOINT_DIR, checkpoint_step, is_complete, last_checkpoint
 from nbtoolkit.heartbeat import KEPT_DIR, keep_checkpoint
-from nbtoolkit.spec import RunSpec, SpecError, TrainSpec, load_spec, merged
+from nbtoolkit.spec import RunSpec, SpecError, TrainSpec, load_spec, merged, parse_settings
 
 FORK_CHECKPOINT, FORK_CHANGES = "fork_checkpoint", "fork_changes"
 #: what a fork cannot change: the checkpoint's weights and optimizer state are of this task, model and adapter
@@ -27,6 +27,19 @@ FORKABLE = ("train.learning_rate", "train.batch_size", "train.max_steps", "train
 def field_path(name: str) -> str:
     """`learning_rate` -> `train.learning_rate` (a train field's bare name); a dotted path stays."""
     return f"train.{name}" if "." not in name and name in TrainSpec.model_fields else name
+
+
+def fork_settings(items: list[str]) -> dict[str, Any]:
+    """`--set` items of a fork (CLI, REST, the fork button) as {dotted field: value}; a bare name that is no train
+    field is refused here, in one sentence, before it could be taken for an argument of `Job.fork`."""
+    changes = {field_path(name): value for name, value in parse_settings(items).items()}
+    for path in changes:
+        if "." not in path:
+            raise SpecError(
+                f"--set {path}: no train field is called {path}; a fork may change {', '.join(FORKABLE)} "
+                "(a bare train field name or a dotted path)"
+            )
+    return changes
 
 
 def nested(path: str, value: Any) -> dict[str, Any]:

@@ -21,8 +21,9 @@ import pytest
 
 from nbtoolkit import cli
 from nbtoolkit.api import Job, launch
+from nbtoolkit.backends import LaunchError
 from nbtoolkit.checkpoints import checkpoint_step, is_complete
-from nbtoolkit.fork import fork_spec
+from nbtoolkit.fork import fork_settings, fork_spec
 from nbtoolkit.heartbeat import (
     KEPT_DIR,
     RANKS_DIR,
@@ -279,6 +280,23 @@ def test_a_fork_records_its_changes_as_the_spec_reads_them(tmp_path):
     )
     assert paths == {"train.learning_rate": 0.0005, "train.max_steps": 76} and spec.train.learning_rate == 0.0005
     assert parse_settings(["extra.save_strategy=no"]) == {"extra.save_strategy": "no"}  # YAML 1.2: no is text
+
+
+def test_a_fork_with_a_batch_that_will_not_fit_is_refused_unless_forced(store):
+    """The planner's check of `launch`, made for a new batch size (other changes keep the parent's fit)."""
+    record = store.create(name="gpu", task="causal-lm", backend="skypilot")
+    spec = {"task": "causal-lm", "model": "gpt2", "hardware": {"target": "skypilot", "instance_type": "g5.xlarge"}}
+    (store.job_dir(record.id) / "spec.json").write_text(json.dumps(load_spec(spec).to_dict()))
+    fake_checkpoint(store.job_dir(record.id) / "output", 5)
+    with pytest.raises(LaunchError, match=r"^predicted .* GiB per device for gpt2 .* exceeds the 22.5 GiB of one A10G"):
+        Job(record.id, store).fork(batch_size=512)
+    assert [job.id for job in store.list()] == [record.id]  # refused before anything started
+    with pytest.raises(SpecError, match=r"^--set force: no train field is called force; a fork may change "):
+        fork_settings(["force=true"])
+    assert fork_settings(["learning_rate=1e-4", "dataset.max_length=64"]) == {
+        "train.learning_rate": 1e-4,
+        "dataset.max_length": 64,
+    }
 
 
 def ranks_spec(*args: str, **train) -> dict:

@@ -57,7 +57,7 @@ def doctor_view(job):
     sentence why not) shows below them, and the table refreshes with each click."""
     import ipywidgets as widgets
 
-    from nbtoolkit.spec import parse_settings
+    from nbtoolkit.fork import fork_settings
 
     table = widgets.HTML(health_html(job.health()))
     settings = widgets.Text(placeholder="train.learning_rate=1e-4 max_steps=200", description="fork with")
@@ -80,7 +80,7 @@ def doctor_view(job):
         return f"job {job.id} saves a checkpoint at its next steps and carries on"
 
     def fork() -> str:
-        return f"forked: {job.fork(**parse_settings(settings.value.split()))!r}"
+        return f"forked: {job.fork(**fork_settings(settings.value.split()))!r}"
 
     buttons = []
     for label, action in (("Stacks", lambda: job.stacks().text()), ("Checkpoint now", checkpoint), ("Fork", fork)):

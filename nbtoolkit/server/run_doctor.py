@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from nbtoolkit.api import Job
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.fork import fork_settings
 from nbtoolkit.runner.checkpoint_request import checkpoint_now
 from nbtoolkit.runner.health import DoctorError, job_health
 from nbtoolkit.runner.stacks import take_stacks
 from nbtoolkit.runner.store import JOB_ID, JobRecord, JobStore
 from nbtoolkit.server.models import CheckpointReply, ForkReply, JobHealth, StacksReply
 from nbtoolkit.server.service import InvalidRequest
-from nbtoolkit.spec import SpecError, parse_settings
+from nbtoolkit.spec import SpecError
 
 
 class DoctorService:
@@ -46,7 +47,7 @@ class DoctorService:
 
         record = self._record(job_id)
         try:
-            child = Job(record.id, self.store).fork(checkpoint or None, **parse_settings(settings))
+            child = Job(record.id, self.store).fork(checkpoint or None, **fork_settings(settings))
         except (LaunchError, SpecError) as exc:
             raise InvalidRequest(str(exc)) from None
         child_record = child.record
