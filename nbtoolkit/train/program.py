@@ -7,9 +7,12 @@ Runs in the job directory (the supervisor's working directory), so `spec.json`,
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from nbtoolkit.credentials import trainer_credentials
 from nbtoolkit.runtime import ERROR_PREFIX
@@ -60,8 +63,23 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments
     kwargs.update(overrides)
     extra, credentials = trainer_credentials(spec.extra)  # a credential's `$NAME` from the job's environment ...
     os.environ.update(credentials)  # ... reaches the Trainer as HF_TOKEN: TrainingArguments is pickled in checkpoints
-    kwargs.update(extra)
-    return (arguments_class or TrainingArguments)(**kwargs)
+    arguments_class = arguments_class or TrainingArguments
+    kwargs.update(numbers_where_the_trainer_takes_them(arguments_class, extra))
+    return arguments_class(**kwargs)
+
+
+def numbers_where_the_trainer_takes_them(arguments_class: type, extra: dict[str, Any]) -> dict[str, Any]:
+    """`extra: {weight_decay: 1e-4}`: a spec's YAML reads `1e-4` as text (a float needs its dot, as PyYAML always
+    read it), and TrainingArguments takes the text as given (the optimizer then fails on it). A text where the
+    Trainer's own default is a number is read as that number."""
+    defaults = {field.name: field.default for field in dataclasses.fields(arguments_class)}
+    typed = dict(extra)
+    for name, value in extra.items():
+        default = defaults.get(name)
+        if isinstance(value, str) and isinstance(default, (int, float)) and not isinstance(default, bool):
+            with contextlib.suppress(ValueError):
+                typed[name] = float(value) if isinstance(default, float) else int(value)
+    return typed
 
 
 def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | None:
