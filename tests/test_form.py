@@ -161,6 +161,13 @@ def test_a_prefilled_spec_keeps_what_the_form_does_not_show(tmp_path):
         "--task causal-lm --compile --set dataset.pad_to_max_length=true --launcher torchrun --nproc 2 --strategy ddp",
         "--task causal-lm --lora 16 --set adapter.dropout=0.1 --set report_to=[tensorboard,mlflow]",
         "--task causal-lm --instance-type g5.2xlarge --accelerator cuda --budget-usd 20",
+        # the chat family: the form shows their blocks (format, preference, reward) and gives them back whole
+        "--task chat --lora 8 --nproc 2 --strategy ddp --set dataset.format=messages --set dataset.packing=true",
+        "--task preference --nproc 2 --zero 3 --set preference.method=kto --set preference.beta=0.2",
+        (
+            "--task grpo --lora 8 --set reward.functions=[nbtoolkit.rewards:correct_answer] "
+            "--set reward.num_generations=4 --set reward.max_completion_length=16"
+        ),
     ],
 )
 def test_the_form_and_finetune_produce_the_same_spec(shell, line):
