@@ -41,6 +41,8 @@ MAX_BATCH = 8
 #: gradient accumulation a rehearsal runs at most: the accumulating code path is the same at 2 as at 32, and the
 #: tutorial's 32 x batch 8 of 512-token rows took T5 6 minutes here for 4 steps
 MAX_GRAD_ACCUM = 2
+#: tokens a rehearsal's evaluation generates at most (FLAN-T5's 129 with 4 beams took minutes of a rehearsal here)
+MAX_GENERATED_TOKENS = 16
 SAMPLE_ROWS = {"train": 64, "validation": 16}
 #: characters per token that the bundled tokenizers stay under on English text (measured on the causal-lm
 #: sample: 4.9-5.2 on average, 6.0 for the worst row): a causal-lm row this many characters per block
@@ -267,6 +269,13 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
     }
     data["resume"] = None
     data["extra"] = {key: value for key, value in spec.extra.items() if key in REHEARSED_EXTRA}
+    generated = data["extra"].get("generation_max_length", spec.dataset.max_target_length)
+    if spec.task == "summarization" and generated > MAX_GENERATED_TOKENS:
+        data["extra"]["generation_max_length"] = MAX_GENERATED_TOKENS
+        notes.append(
+            f"evaluation generates {MAX_GENERATED_TOKENS} tokens, not {generated}: a random tiny model never ends its "
+            "summary, and the generating code path is the same"
+        )
     dropped = [f"extra.{key}" for key in spec.extra if key not in REHEARSED_EXTRA]
     if dropped:
         notes.append(

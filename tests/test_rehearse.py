@@ -79,6 +79,8 @@ def test_a_large_batch_and_accumulation_are_rehearsed_smaller_and_said():
     assert rehearsal({"task": "summarization", "model": "t5-small", "train": {"grad_accum": 2}}).notes == [
         note for note in plan.notes if "accumulation" not in note
     ]
+    assert plan.specs[0]["extra"]["generation_max_length"] == 16  # the default max_target_length is longer
+    assert any("evaluation generates 16 tokens, not 64" in note for note in plan.notes)
 
 
 def test_a_sagemaker_job_is_rehearsed_as_its_instances_on_loopback():

@@ -100,7 +100,13 @@ def test_pkill_9_of_every_process_naming_the_job_leaves_no_rank_running(store, o
     job = launch({**spec, "script": {"path": str(PACED), "args": args}}, store=store)
 
     def ranks() -> list[int]:
-        return [pid for pid in job_pids(job.id, job.dir) if "RANK" in psutil.Process(pid).environ()]
+        """The job's live ranks (a killed one read between its death and its reaping is a zombie: not live)."""
+        live = []
+        for pid in job_pids(job.id, job.dir):
+            with contextlib.suppress(psutil.Error):
+                if "RANK" in psutil.Process(pid).environ():
+                    live.append(pid)
+        return live
 
     wait_for(lambda: len(ranks()) == 2 and "step 2/1000" in job.logs(), timeout=120)
     subprocess.run(["pkill", "-9", "-f", job.id], check=True)
