@@ -16,6 +16,10 @@ the others, so the figure is the server's and the kernel's cost, not the browser
 moves the server there too; `--pin none` shares every core. A machine of one core pins nothing.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/monitoring_overhead.py [--pairs 6] [--steps 12000] [--pin browser]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/monitoring_overhead.py --block-s 20 --pairs 8   # interleaved
+
+`--block-s S`: one long job charted in the page, the page shown and hidden (JupyterLab's polls stand by, as for a
+background tab) in alternate blocks of S seconds, ABBA by pair: whole jobs swing 20-30% in speed on this idle VM.
 """
 
 from __future__ import annotations
@@ -130,12 +134,86 @@ def run_job(
     return Run(steady_state(job.records()).samples_per_second, job.record.elapsed, share, server_share)
 
 
+#: JupyterLab's polls stand by while `document.hidden` (a tab in the background): set it, and say so
+HIDE_PAGE = """hidden => {
+  Object.defineProperty(document, 'hidden', {get: () => hidden, configurable: true});
+  Object.defineProperty(document, 'visibilityState', {get: () => hidden ? 'hidden' : 'visible', configurable: true});
+  document.dispatchEvent(new Event('visibilitychange'));
+}"""
+
+
+def speed_between(records: list[dict], start: float, end: float, batch: int) -> float:
+    """Samples/s from the train records logged between `start` and `end` (wall clock)."""
+    inside = [r for r in records if r["kind"] == "train" and start <= r["time"] <= end]
+    first, last = inside[0], inside[-1]
+    return (last["step"] - first["step"]) * batch / (last["time"] - first["time"])
+
+
+def interleaved(args, spec: dict, store: JobStore, page: Page, kernel: psutil.Process, server: psutil.Process):
+    """One long job, its chart open in the page; the page shown (charted) and hidden (its polls stand by: plain) in
+    alternate blocks of `--block-s` seconds, ABBA by pair. On this VM whole jobs swing 20-30% in speed on an idle
+    host; adjacent blocks of one job share the machine's state. The first `--settle-s` of a block are not counted."""
+    job: Job = launch({**spec, "train": {**spec["train"], "max_steps": 10**6}}, store=store)
+    run_cell(page, BROWSER)
+    browser = [p for p in psutil.Process().children(recursive=True) if "chromium" in p.name()]
+    blocks = []  # (charted, start, end, {kernel, server, browser: CPU share})
+    try:
+        for pair in range(args.pairs):
+            for charted in (False, True) if pair % 2 == 0 else (True, False):
+                page.evaluate(HIDE_PAGE, not charted)
+                time.sleep(args.settle_s)
+                watched = {"kernel": [kernel], "server": [server], "browser": browser}
+                start, before = time.time(), {name: total_cpu(procs) for name, procs in watched.items()}
+                time.sleep(args.block_s)
+                end = time.time()
+                shares = {name: (total_cpu(procs) - before[name]) / (end - start) for name, procs in watched.items()}
+                blocks.append((charted, start, end, shares))
+    finally:
+        job.stop()
+    records, batch = job.records(), spec["train"]["batch_size"]
+    ratios, kernel_shares = [], []
+    for pair in range(args.pairs):
+        measured = {
+            charted: (speed_between(records, start, end, batch), shares)
+            for charted, start, end, shares in blocks[2 * pair : 2 * pair + 2]
+        }
+        (plain, quiet), (watched, busy) = measured[False], measured[True]
+        ratios.append(watched / plain)
+        kernel_shares.append(busy["kernel"])
+        print(
+            f"pair {pair + 1}: plain {plain:7.1f} samples/s | charted {watched:7.1f} samples/s | ratio {ratios[-1]:.3f} "
+            f"| kernel CPU {100 * busy['kernel']:.2f}% of a core | server CPU {100 * quiet['server']:.2f}% plain, "
+            f"{100 * busy['server']:.2f}% charted | browser CPU {100 * quiet['browser']:.1f}% plain, "
+            f"{100 * busy['browser']:.1f}% charted",
+            flush=True,
+        )
+    print(
+        f"median charted/plain {statistics.median(ratios):.3f} (goal >= 0.99) over {len(ratios)} interleaved pairs "
+        f"of {args.block_s:.0f} s blocks (range {min(ratios):.3f}-{max(ratios):.3f}); kernel CPU while charted: "
+        f"median {100 * statistics.median(kernel_shares):.2f}% of a core (goal < 1%)",
+        flush=True,
+    )
+
+
+def total_cpu(processes: list[psutil.Process]) -> float:
+    """CPU seconds of these processes (those that ended count no more)."""
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            total += cpu_seconds(process)
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--steps", type=int, default=12000, help="steps per job (a minute or more each)")
     parser.add_argument("--kernel-chart-runs", type=int, default=1)
     parser.add_argument("--pin", choices=("browser", "browser+server", "none"), default="browser")
+    parser.add_argument(
+        "--block-s", type=float, default=0, help="one job, the page shown and hidden in alternate blocks of this long"
+    )
+    parser.add_argument("--settle-s", type=float, default=4, help="(with --block-s) not counted at each block's start")
     args = parser.parse_args()
     spec = tiny_spec(args.steps)
     base = Path(tempfile.mkdtemp(prefix="nbtoolkit-bench-"))
@@ -161,6 +239,9 @@ def main() -> None:
             f"{os.getloadavg()[0]:.2f} at the start",
             flush=True,
         )
+        if args.block_s:
+            interleaved(args, spec, store, page, kernel, server)
+            return
         ratios, shares = [], []
         for pair in range(args.pairs):
             order = (None, BROWSER) if pair % 2 == 0 else (BROWSER, None)
