@@ -31,6 +31,20 @@ RUNS = {
     },
     "dpo-ddp": {"task": "preference", **TWO_RANKS, "train": STEPS},
     "chat-lora-ddp": {"task": "chat", "adapter": {"r": 8}, **TWO_RANKS, "train": {**STEPS, "learning_rate": 1.0e-2}},
+    "dpo-lora": {
+        "task": "preference",
+        "adapter": {"r": 8},
+        "dataset": {"eval_split": None},
+        "train": {**STEPS, "max_steps": 2, "learning_rate": 1.0e-2},
+    },
+    "grpo-lora-ddp": {
+        "task": "grpo",
+        "adapter": {"r": 8},
+        **TWO_RANKS,
+        "dataset": {"eval_split": None},
+        "reward": {"functions": ["nbtoolkit.rewards:correct_answer"], "num_generations": 4, "max_completion_length": 8},
+        "train": {"max_steps": 2, "batch_size": 8, "logging_steps": 1, "learning_rate": 1.0e-2},
+    },
     "dpo-zero3": {
         "task": "preference",
         "hardware": {"devices": 2},
@@ -149,15 +163,22 @@ def test_dpo_on_two_ranks_logs_its_rewards(jobs, name):
     assert "2 process(es)" in jobs[name].logs()
 
 
-def test_chat_lora_on_two_ranks_saves_the_adapter_alone(jobs):
+@pytest.mark.parametrize(("name", "ranks"), [("chat-lora-ddp", 2), ("dpo-lora", 1), ("grpo-lora-ddp", 2)])
+def test_each_task_with_lora_saves_the_adapter_alone(jobs, name, ranks):
     from safetensors.torch import load_file
 
-    job = jobs["chat-lora-ddp"]
-    losses = [record["loss"] for record in train_records(job)]
-    assert losses[-1] < losses[0], losses
+    job = jobs[name]
+    records = train_records(job)
+    assert [record["step"] for record in records] == list(range(1, job.spec.train.max_steps + 1))
     saved = load_file(job.dir / "output" / "model" / "adapter_model.safetensors")
     assert saved and all("lora_" in name for name in saved)
-    assert "2 process(es)" in job.logs()
+    assert ("2 process(es)" in job.logs()) == (ranks == 2)
+    if name == "chat-lora-ddp":
+        assert records[-1]["loss"] < records[0]["loss"], records
+    if name == "dpo-lora":  # the reference is the base model with the adapter switched off: no second copy
+        assert records[0]["loss"] == pytest.approx(0.6931, abs=1e-3) and "rewards/margins" in records[-1]
+    if name == "grpo-lora-ddp":
+        assert all("rewards/correct_answer/mean" in record for record in records)
 
 
 @pytest.mark.parametrize(
