@@ -117,6 +117,12 @@ export abstract class ServerState<T extends { error: string | null }> {
   /** The next state, from what the server says now. */
   protected abstract read(state: T): Promise<T>;
 
+  /** Show a state now, before the server is asked (a view's own choice). */
+  protected show(state: T): void {
+    this._state = state;
+    this._changed.emit();
+  }
+
   /** Start polling; the first read happens at once. */
   protected startPolling(
     name: string,
@@ -398,6 +404,7 @@ export class JobFollower extends ServerState<IFollowedJob> {
     this._rawLog = raw;
     this._logOffset = null;
     this._logReset = true;
+    this.show({ ...this.state, rawLog: raw, log: '' }); // the box follows the click at once
     this._interval = this._settings.interval;
     await this.refresh();
   }
