@@ -109,10 +109,12 @@ class Job:
     def fork(self, checkpoint: str | Path | None = None, *, force: bool = False, **changes: Any) -> Job:
         """A new job from one of this job's checkpoints (default: its last complete one) with changed settings:
         `learning_rate=1e-4`, `batch_size=16`, `max_steps=200`, `budget_usd=5` (train fields), or dotted spec fields
-        as `**{"train.learning_rate": 1e-4}`. Its chart continues this job's steps. A new batch size is checked
-        against memory as `launch` checks a spec (`force=True` only warns); other changes keep the parent's fit."""
+        as `**{"train.learning_rate": 1e-4}`. Its chart continues this job's steps. A change that can take more
+        memory (anything but the learning rate, the steps, the budget and the name) is checked as `launch` checks a
+        spec (`force=True` only warns)."""
         spec, start, paths = fork_spec(self.id, self.spec, self.dir / "output", checkpoint, changes)
-        child = launch(spec, store=self.store, force=force or "train.batch_size" not in paths)
+        keeps_fit = set(paths) <= {"train.learning_rate", "train.max_steps", "train.budget_usd", "name"}
+        child = launch(spec, store=self.store, force=force or keeps_fit)
         self.store.merge_info(child.id, {FORKED_FROM: self.id, FORK_CHECKPOINT: str(start), FORK_CHANGES: paths})
         return child
 

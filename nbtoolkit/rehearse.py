@@ -269,8 +269,10 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
     }
     data["resume"] = None
     data["extra"] = {key: value for key, value in spec.extra.items() if key in REHEARSED_EXTRA}
-    generated = data["extra"].get("generation_max_length", spec.dataset.max_target_length)
-    if spec.task == "summarization" and generated > MAX_GENERATED_TOKENS:
+    if spec.task == "summarization":  # on CPU as the real run on its hardware: Neuron's does not generate
+        data["train"]["predict_with_generate"] = spec.generates_in_evaluation
+    generated = data["extra"].get("generation_max_length") or spec.dataset.max_target_length
+    if spec.generates_in_evaluation and isinstance(generated, int) and generated > MAX_GENERATED_TOKENS:
         data["extra"]["generation_max_length"] = MAX_GENERATED_TOKENS
         notes.append(
             f"evaluation generates {MAX_GENERATED_TOKENS} tokens, not {generated}: a random tiny model never ends its "

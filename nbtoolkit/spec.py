@@ -697,6 +697,15 @@ class RunSpecCore(SpecBlock):
         return self.hardware.devices * self.hardware.nodes
 
     @property
+    def generates_in_evaluation(self) -> bool:
+        """A summarization's evaluation generates (for ROUGE) unless train.predict_with_generate says no; by default
+        not on Neuron, which would compile a graph for every generated length."""
+        if self.task != "summarization":
+            return False
+        chosen = self.train.predict_with_generate
+        return chosen if chosen is not None else self.hardware.accelerator != "neuron"
+
+    @property
     def extras_used(self) -> tuple[str, ...]:
         """The optional extras of the distribution (pyproject.toml) this run needs: DeepSpeed's, PEFT's."""
         return tuple(
@@ -827,9 +836,16 @@ def parse_settings(items: list[str]) -> dict[str, Any]:
     changes = {}
     for item in items:
         field, sep, value = item.partition("=")
-        if not sep or not field.strip():
+        field = field.strip()
+        if not sep or not field or not all(field.split(".")):
             raise SpecError(f"--set {item[:60]!r} is not FIELD=VALUE; e.g. --set train.learning_rate=1e-4")
-        changes[field.strip()] = read_yaml(value)
+        try:
+            changes[field] = read_yaml(value)
+        except yaml.YAMLError:
+            raise SpecError(
+                f"--set {field}: {value[:40]!r} is not a YAML value; put text that holds YAML's signs in quotes, "
+                f"e.g. --set \"{field}='{value[:20]}'\""
+            ) from None
     return changes
 
 

@@ -137,6 +137,36 @@ def test_a_panel_paging_through_the_console_view_sees_each_step_once(tmp_path_fa
     assert whole.count("[nbtoolkit] step") == 3 and "'loss'" not in whole
 
 
+def test_the_console_view_always_moves_on_and_never_goes_back(store):
+    """A train dict followed by a line longer than a page (a tqdm bar redrawn with \\r), and bytes that are not
+    whole UTF-8 yet: paging still reaches the end, while the job runs and after, each offset after the last."""
+    from nbtoolkit.runner.store import LOG_FILE
+    from nbtoolkit.server.service import JobsService
+
+    record = store.create(name="long", task="causal-lm", backend="local")
+    store.update(record.id, status="running")
+    bar = "".join(f"\r{i}/9000 [00:01<00:09, 9.0it/s]" for i in range(3000))
+    text = "{'loss': '1.5', 'learning_rate': '0.001', 'epoch': '0.5'}\n" + bar + "\nlast line\n"
+    log = store.job_dir(record.id) / LOG_FILE
+    unfinished = "ünï".encode()[:-1]  # a last line the writer is inside of, inside a character too
+    log.write_bytes(text.encode() + unfinished)
+    service = JobsService(store)
+    for running in (True, False):
+        if not running:
+            store.update(record.id, status="succeeded")
+        offset, pages = 0, []
+        while offset < log.stat().st_size and len(pages) < 100:
+            page = service.log(record.id, offset=offset, view="console")
+            assert page.next >= offset and (page.next > offset or running), (offset, page)
+            if page.next == offset:
+                break
+            pages.append(page.text)
+            offset = page.next
+        shown = "".join(pages)
+        assert shown.count("last line") == 1 and shown.count("[nbtoolkit] train at epoch 0.5") == 1
+        assert offset == log.stat().st_size - (len(unfinished) if running else 0)  # it waits, then shows
+
+
 def test_the_log_endpoint_names_its_views_for_anything_else(store):
     from nbtoolkit.server.service import InvalidRequest, JobsService
 

@@ -83,6 +83,24 @@ def test_a_large_batch_and_accumulation_are_rehearsed_smaller_and_said():
     assert any("evaluation generates 16 tokens, not 64" in note for note in plan.notes)
 
 
+@pytest.mark.parametrize(
+    ("given", "generates", "length"),
+    [
+        ({"extra": {"generation_max_length": None}}, True, 16),  # HF's own default: the target length then
+        ({"extra": {"generation_max_length": 8}}, True, 8),
+        ({"extra": {"generation_max_length": "64"}}, True, "64"),  # not a number: left to the Trainer to refuse
+        ({"train": {"predict_with_generate": False}}, False, None),
+        ({"hardware": {"accelerator": "neuron", "instance_type": "trn1.2xlarge"}}, False, None),  # as on Neuron
+    ],
+)
+def test_a_rehearsal_generates_only_as_the_real_run_does_and_at_most_16_tokens(given, generates, length):
+    spec = {"task": "summarization", "model": "t5-small", "train": {}, **given}
+    plan = rehearsal(spec)
+    assert plan.specs[0]["train"]["predict_with_generate"] is generates
+    assert plan.specs[0]["extra"].get("generation_max_length") == length
+    assert any(note.startswith("evaluation generates 16 tokens") for note in plan.notes) == (length == 16)
+
+
 def test_a_sagemaker_job_is_rehearsed_as_its_instances_on_loopback():
     smddp = {
         "task": "question-answering",

@@ -194,6 +194,31 @@ def test_a_single_process_job_with_python_children_is_rank_0(store):
         job.wait()
 
 
+def test_a_ranks_children_that_inherit_its_rank_are_not_taken_for_it(store):
+    """A DataLoader worker (Python) and a compiler (gcc; here `sleep`) inherit RANK: the rank is the topmost
+    Python process of that rank, or the one its heartbeat names."""
+    record = store.create(name="workers", task="causal-lm", backend="local")
+    env = {**os.environ, JOB_ID_ENV: record.id, HOME_ENV: str(store.home), "RANK": "0"}
+    worker = "import time; time.sleep(60)"
+    rank = (
+        "import subprocess, sys, time; "
+        f"w = subprocess.Popen([sys.executable, '-c', {worker!r}]); subprocess.Popen(['sleep', '60']); "
+        "print(w.pid, flush=True); time.sleep(60)"
+    )
+    job = subprocess.Popen([sys.executable, "-c", rank], env=env, stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        worker_pid = int(job.stdout.readline())
+        deadline = time.monotonic() + 20
+        while len(tagged_processes(record.id, store.home)) < 3:
+            assert time.monotonic() < deadline, "the children did not start"
+            time.sleep(0.1)
+        assert rank_processes(record, store) == {0: job.pid}
+        assert rank_processes(record, store, [{"rank": 0, "pid": worker_pid}]) == {0: worker_pid}
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+
+
 def test_a_stopped_rank_says_why_it_has_no_stack():
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -280,6 +305,11 @@ def test_a_fork_records_its_changes_as_the_spec_reads_them(tmp_path):
     )
     assert paths == {"train.learning_rate": 0.0005, "train.max_steps": 76} and spec.train.learning_rate == 0.0005
     assert parse_settings(["extra.save_strategy=no"]) == {"extra.save_strategy": "no"}  # YAML 1.2: no is text
+    with pytest.raises(SpecError, match=r"""^--set name: '\[' is not a YAML value; .* e.g. --set "name='\['"$"""):
+        parse_settings(["name=["])
+    for empty_part in ("train.=1", ".=1", "train..x=1"):
+        with pytest.raises(SpecError, match="is not FIELD=VALUE"):
+            parse_settings([empty_part])
 
 
 def test_a_fork_with_a_batch_that_will_not_fit_is_refused_unless_forced(store):
@@ -288,12 +318,13 @@ def test_a_fork_with_a_batch_that_will_not_fit_is_refused_unless_forced(store):
     spec = {"task": "causal-lm", "model": "gpt2", "hardware": {"target": "skypilot", "instance_type": "g5.xlarge"}}
     (store.job_dir(record.id) / "spec.json").write_text(json.dumps(load_spec(spec).to_dict()))
     fake_checkpoint(store.job_dir(record.id) / "output", 5)
-    with pytest.raises(LaunchError, match=r"^predicted .* GiB per device for gpt2 .* exceeds the 22.5 GiB of one A10G"):
-        Job(record.id, store).fork(batch_size=512)
+    for change in ({"batch_size": 512}, {"train": {"batch_size": 512}}, {"dataset.max_length": 65536}):
+        with pytest.raises(LaunchError, match=r"^predicted .* GiB per device for gpt2 .* exceeds the 22.5 GiB of one"):
+            Job(record.id, store).fork(**change)
     assert [job.id for job in store.list()] == [record.id]  # refused before anything started
     with pytest.raises(SpecError, match=r"^--set force: no train field is called force; a fork may change "):
         fork_settings(["force=true"])
-    assert fork_settings(["learning_rate=1e-4", "dataset.max_length=64"]) == {
+    assert fork_settings(["learning_rate=1.0e-4", "dataset.max_length=64"]) == {
         "train.learning_rate": 1e-4,
         "dataset.max_length": 64,
     }

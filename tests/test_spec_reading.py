@@ -126,3 +126,29 @@ def test_an_extra_number_written_without_its_dot_reaches_the_trainer_as_a_number
     args = training_arguments(load_spec({"task": "causal-lm", "extra": extra}), "unused", has_eval=False)
     assert (args.weight_decay, args.adam_epsilon, args.warmup_steps) == (1e-4, 1e-8, 3)
     assert args.lr_scheduler_type == "cosine"
+
+
+def test_only_plain_numbers_for_fields_declared_numbers_are_read_as_numbers():
+    """By the field's declared type (warmup_steps is a float whose default is 0), and only as a person writes a
+    number: `1_000`, `nan` and other scripts' digits stay text, as the spec's YAML keeps them."""
+    from transformers import TrainingArguments
+
+    from nbtoolkit.train.program import numbers_where_the_trainer_takes_them
+
+    given = {
+        "warmup_steps": "1e-1",
+        "neftune_noise_alpha": "5e0",  # float | None
+        "torch_empty_cache_steps": "1e2",  # int | None: an exponent is no integer
+        "max_steps": "10",
+        "seed": "1_000",
+        "weight_decay": "nan",
+        "learning_rate": "٤٢",
+        "lr_scheduler_type": "cosine",
+        "report_to": "1",  # a text field keeps its text
+    }
+    assert numbers_where_the_trainer_takes_them(TrainingArguments, given) == {
+        **given,
+        "warmup_steps": 0.1,
+        "neftune_noise_alpha": 5.0,
+        "max_steps": 10,
+    }

@@ -95,22 +95,23 @@ class ConsoleView:
         return [*shown, before + metric_line(kind, values)]
 
 
-def console_page(text: str, next_offset: int, *, final: bool, full: bool = False) -> tuple[str, int]:
-    """A page of a log read by byte offset (a panel polling it), as a console shows it, and where to read on.
+def console_page(chunk: bytes, *, final: bool, more: bool) -> tuple[str, int]:
+    """A page of a log read by byte offset (a panel polling it) as a console shows it, and how many of its bytes
+    it used (the next page starts after them).
 
     While the job runs, the page ends before an unfinished last line and before a last train dict (the line
-    after it may be nbtoolkit's own for the same step): the next page starts there, so paging shows each
-    step once. `final`: the job has ended and nothing follows, the page is shown whole. `full`: the page is
-    as long as a page may be, so it holds nothing back that would leave it empty (a line longer than a page).
+    after it may be nbtoolkit's own for the same step), so paging shows each step once. `final`: the job has
+    ended and nothing follows, the page is shown whole. `more`: the log goes on past this page, so nothing is held
+    back that would leave the page empty (a reader would wait on it forever).
     """
+    used = chunk
     if not final:
-        lines = text.split("\n")
-        held = [lines.pop()]  # the unfinished line ('' when the page ends at a line end)
-        values = trainer_dict(lines[-1]) if lines else None
+        lines = chunk.split(b"\n")
+        held = [lines.pop()]  # the unfinished line (b"" when the page ends at a line end)
+        values = trainer_dict(lines[-1].decode("utf-8", errors="replace")) if lines else None
         if values and classify(values) == "train":
             held.insert(0, lines.pop())
-        if (len(held) > 1 or held[0]) and (lines or not full):
-            text = "".join(line + "\n" for line in lines)
-            next_offset -= len("\n".join(held).encode("utf-8"))
+        if lines or not more:
+            used = b"".join(line + b"\n" for line in lines)
     view = ConsoleView()
-    return view.feed(text) + view.flush(), next_offset
+    return view.feed(used.decode("utf-8", errors="replace")) + view.flush(), len(used)

@@ -153,6 +153,12 @@ def read_log(
     job_id: str, *, store: JobStore | None = None, offset: int = 0, limit: int | None = None
 ) -> tuple[str, int]:
     """Log text from byte `offset` (at most `limit` bytes, cut at a line end) and the offset to continue from."""
+    chunk = read_log_bytes(job_id, store=store, offset=offset, limit=limit)
+    return chunk.decode("utf-8", errors="replace"), offset + len(chunk)
+
+
+def read_log_bytes(job_id: str, *, store: JobStore | None = None, offset: int = 0, limit: int | None = None) -> bytes:
+    """The log's bytes from `offset`: at most `limit`, cut at a line end when a line ends in them."""
     store = store or JobStore()
     path = store.job_dir(store.get(job_id).id) / LOG_FILE
     with open(path, "rb") as handle:
@@ -160,7 +166,7 @@ def read_log(
         chunk = handle.read() if limit is None else handle.read(limit)
     if limit is not None and len(chunk) == limit and b"\n" in chunk:
         chunk = chunk[: chunk.rfind(b"\n") + 1]
-    return chunk.decode("utf-8", errors="replace"), offset + len(chunk)
+    return chunk
 
 
 def log_tail(

@@ -114,33 +114,37 @@ def py_spy() -> str:
 
 
 def rank_processes(record: JobRecord, store: JobStore, beats: Sequence[dict[str, Any]] = ()) -> dict[int, int]:
-    """rank -> pid of the job's ranks on this host. A single-process job (no RANK) is rank 0: the pid its
-    heartbeat gives, else its topmost Python process (its DataLoader workers or a Pool are Python too)."""
-    ranks: dict[int, int] = {}
-    slurm_tasks: dict[int, int] = {}  # SLURM_PROCID -> pid: the ranks only when no process has RANK
+    """rank -> pid of the job's ranks on this host, among its Python processes: by RANK (torchrun, DeepSpeed),
+    else by SLURM_PROCID (srun started the ranks itself); a single-process job (no RANK) is rank 0. Of several
+    processes of one rank (its DataLoader workers, a compiler it started, a Pool: they inherit RANK), the one its
+    heartbeat names, else the topmost."""
+    by_rank: dict[int, dict[int, int]] = {}  # rank -> {pid: parent pid}
+    by_task: dict[int, dict[int, int]] = {}  # SLURM_PROCID -> {pid: parent pid}: only when no process has RANK
     loose: dict[int, int] = {}  # pid -> parent pid
     for process in tagged_processes(record.id, store.home):
         try:
-            argv, environ = process.cmdline(), process.environ()
+            argv, environ, parent = process.cmdline(), process.environ(), process.ppid()
         except psutil.Error:
             continue
-        if not argv or any(marker in " ".join(argv) for marker in NOT_RANKS):
+        # not ours, and Python only: srun's `bash node.sh` and a rank's gcc carry its variables too
+        if not argv or "python" not in Path(argv[0]).name or any(marker in " ".join(argv) for marker in NOT_RANKS):
             continue
         rank, task = environ.get("RANK", ""), environ.get("SLURM_PROCID", "")
         if rank.isdigit():
-            ranks.setdefault(int(rank), process.pid)
-        elif "python" not in Path(argv[0]).name:  # srun's `bash node.sh` carries SLURM_PROCID too
-            continue
+            by_rank.setdefault(int(rank), {})[process.pid] = parent
         elif task.isdigit():  # srun started the ranks itself, or this is the torchrun above them
-            slurm_tasks.setdefault(int(task), process.pid)
+            by_task.setdefault(int(task), {})[process.pid] = parent
         else:
-            loose[process.pid] = process.ppid()
-    ranks = ranks or slurm_tasks
-    if not ranks and loose:
-        beaten = [beat["pid"] for beat in beats if beat["rank"] == 0 and beat["pid"] in loose]
-        topmost = [pid for pid, parent in loose.items() if parent not in loose]
-        if beaten or len(topmost) == 1:
-            ranks[0] = (beaten or topmost)[0]
+            loose[process.pid] = parent
+    single = not by_rank and not by_task  # no launcher: the loose Python processes are rank 0 and its children
+    beaten = {beat["rank"]: beat["pid"] for beat in beats}
+    ranks: dict[int, int] = {}
+    for number, processes in ({0: loose} if single else by_rank or by_task).items():
+        topmost = sorted(pid for pid, parent in processes.items() if parent not in processes)
+        if beaten.get(number) in processes:
+            ranks[number] = beaten[number]
+        elif len(topmost) == 1 or (topmost and not single):  # two unrelated loose processes: no guess
+            ranks[number] = topmost[0]
     return ranks
 
 

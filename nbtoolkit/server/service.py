@@ -102,7 +102,7 @@ class JobsService:
         record = self._record(job_id)
         _check_range("limit", limit, 1, LOG_LIMIT_MAX)
         if view not in LOG_VIEWS:
-            raise InvalidRequest(f"view '{view[:40]}' is not a log view; use one of {', '.join(LOG_VIEWS)}")
+            raise InvalidRequest(f"view '{str(view)[:40]}' is not a log view; use one of {', '.join(LOG_VIEWS)}")
         path = self.store.job_dir(record.id) / LOG_FILE
         try:
             size = path.stat().st_size
@@ -111,10 +111,13 @@ class JobsService:
         if offset < 0:
             offset = _next_line_start(path, max(0, size + offset))
         offset = min(offset, size)  # past the end (seek() refuses the largest offsets): an empty page
-        text, next_offset = control.read_log(record.id, store=self.store, offset=offset, limit=limit)
         if view == "console":
-            ended = not record.active and next_offset == size
-            text, next_offset = console_page(text, next_offset, final=ended, full=next_offset - offset >= limit)
+            chunk = control.read_log_bytes(record.id, store=self.store, offset=offset, limit=limit)
+            more = offset + len(chunk) < size
+            text, used = console_page(chunk, final=not record.active and not more, more=more)
+            next_offset = offset + used
+        else:
+            text, next_offset = control.read_log(record.id, store=self.store, offset=offset, limit=limit)
         return LogPage(text=text, offset=offset, next=next_offset, size=size, status=record.status)
 
     def stop(self, job_id: str) -> JobDetail:

@@ -7,9 +7,9 @@ Runs in the job directory (the supervisor's working directory), so `spec.json`,
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,16 +70,39 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments
 
 def numbers_where_the_trainer_takes_them(arguments_class: type, extra: dict[str, Any]) -> dict[str, Any]:
     """`extra: {weight_decay: 1e-4}`: a spec's YAML reads `1e-4` as text (a float needs its dot, as PyYAML always
-    read it), and TrainingArguments takes the text as given (the optimizer then fails on it). A text where the
-    Trainer's own default is a number is read as that number."""
-    defaults = {field.name: field.default for field in dataclasses.fields(arguments_class)}
+    read it), and TrainingArguments takes the text as given (the optimizer then fails on it). A text written as a
+    plain ASCII number, for a field declared float (or int), is read as that number; anything else stays as
+    written for the Trainer to take or refuse."""
+    declared = {field.name: field.type for field in dataclasses.fields(arguments_class)}
     typed = dict(extra)
     for name, value in extra.items():
-        default = defaults.get(name)
-        if isinstance(value, str) and isinstance(default, (int, float)) and not isinstance(default, bool):
-            with contextlib.suppress(ValueError):
-                typed[name] = float(value) if isinstance(default, float) else int(value)
+        kinds = declared_kinds(declared.get(name))
+        if not isinstance(value, str):
+            continue
+        if "float" in kinds and PLAIN_NUMBER.fullmatch(value):
+            typed[name] = float(value)
+        elif "int" in kinds and PLAIN_INTEGER.fullmatch(value):
+            typed[name] = int(value)
     return typed
+
+
+#: numbers as a person writes them: ASCII digits, an optional dot and exponent; no `1_000`, `inf`, `nan` or `٤٢`
+PLAIN_NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+PLAIN_INTEGER = re.compile(r"[-+]?[0-9]+")
+
+
+def declared_kinds(annotation: Any) -> set[str]:
+    """`float`, `"float | None"`, `Optional[int]` -> {"float"} / {"float", "None"} / {"int", "None"}."""
+    if annotation is None:
+        return set()
+    text = (
+        annotation
+        if isinstance(annotation, str)
+        else annotation.__name__
+        if isinstance(annotation, type)
+        else str(annotation)
+    )
+    return {part.strip() for part in re.split(r"[|\[\],]", text)}
 
 
 def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | None:

@@ -22,11 +22,6 @@ ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def predict_with_generate(spec) -> bool:
-    chosen = spec.train.predict_with_generate
-    return chosen if chosen is not None else spec.hardware.accelerator != "neuron"
-
-
 def prompted(tokenizer, texts: list[str], template: str | None, max_length: int) -> list[str]:
     """Each text inside the template, cut (at a token boundary) so the template's own words always fit."""
     if not template:
@@ -92,7 +87,7 @@ def setup(spec, splits) -> TaskSetup:
     model = load_model(
         AutoModelForSeq2SeqLM, spec.model_name, tokenizer, quantized=is_qlora(spec), from_config=spec.train.from_config
     )
-    generate = predict_with_generate(spec)
+    generate = spec.generates_in_evaluation
 
     def compute_metrics(prediction):
         predicted = np.where(prediction.predictions != -100, prediction.predictions, tokenizer.pad_token_id)
