@@ -13,7 +13,7 @@ from nbtoolkit import runner as job_control
 from nbtoolkit.backends import dispatch
 from nbtoolkit.backends.program import script_resume_arg
 from nbtoolkit.checkpoints import is_complete, last_checkpoint
-from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, fork_spec
+from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, KEEPS_FIT, fork_spec
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
@@ -113,8 +113,7 @@ class Job:
         memory (anything but the learning rate, the steps, the budget and the name) is checked as `launch` checks a
         spec (`force=True` only warns)."""
         spec, start, paths = fork_spec(self.id, self.spec, self.dir / "output", checkpoint, changes)
-        keeps_fit = set(paths) <= {"train.learning_rate", "train.max_steps", "train.budget_usd", "name"}
-        child = launch(spec, store=self.store, force=force or keeps_fit)
+        child = launch(spec, store=self.store, force=force or set(paths) <= KEEPS_FIT)
         self.store.merge_info(child.id, {FORKED_FROM: self.id, FORK_CHECKPOINT: str(start), FORK_CHANGES: paths})
         return child
 

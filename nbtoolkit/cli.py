@@ -408,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument(
         "--set", action="append", metavar="FIELD=VALUE", help="e.g. --set train.learning_rate=1e-4 (repeatable)"
     )
-    fork.add_argument("--force", action="store_true", help="start even if a new batch size will not fit in memory")
+    fork.add_argument("--force", action="store_true", help="start even if the changes will not fit in memory")
     fork.add_argument("--follow", "-f", action="store_true")
     fork.set_defaults(handler=cmd_fork)
 

@@ -19,6 +19,8 @@ from nbtoolkit.heartbeat import KEPT_DIR, keep_checkpoint
 from nbtoolkit.spec import RunSpec, SpecError, TrainSpec, load_spec, merged, parse_settings
 
 FORK_CHECKPOINT, FORK_CHANGES = "fork_checkpoint", "fork_changes"
+#: changes that take no more memory than the parent's run: a fork with only these is not checked again
+KEEPS_FIT = frozenset({"train.learning_rate", "train.max_steps", "train.budget_usd", "name"})
 #: what a fork cannot change: the checkpoint's weights and optimizer state are of this task, model and adapter
 FIXED = ("task", "model", "adapter", "script", "resume")
 FORKABLE = ("train.learning_rate", "train.batch_size", "train.max_steps", "train.budget_usd")

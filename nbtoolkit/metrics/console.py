@@ -106,11 +106,10 @@ def console_page(chunk: bytes, *, final: bool, more: bool) -> tuple[str, int]:
     """
     used = chunk
     if not final:
-        lines = chunk.split(b"\n")
-        held = [lines.pop()]  # the unfinished line (b"" when the page ends at a line end)
+        lines = chunk.split(b"\n")[:-1]  # the finished lines: the last piece is unfinished (or b"")
         values = trainer_dict(lines[-1].decode("utf-8", errors="replace")) if lines else None
         if values and classify(values) == "train":
-            held.insert(0, lines.pop())
+            lines.pop()
         if lines or not more:
             used = b"".join(line + b"\n" for line in lines)
     view = ConsoleView()

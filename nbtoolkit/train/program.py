@@ -76,9 +76,9 @@ def numbers_where_the_trainer_takes_them(arguments_class: type, extra: dict[str,
     declared = {field.name: field.type for field in dataclasses.fields(arguments_class)}
     typed = dict(extra)
     for name, value in extra.items():
-        kinds = declared_kinds(declared.get(name))
         if not isinstance(value, str):
             continue
+        kinds = declared_kinds(declared.get(name))
         if "float" in kinds and PLAIN_NUMBER.fullmatch(value):
             typed[name] = float(value)
         elif "int" in kinds and PLAIN_INTEGER.fullmatch(value):
@@ -93,15 +93,7 @@ PLAIN_INTEGER = re.compile(r"[-+]?[0-9]+")
 
 def declared_kinds(annotation: Any) -> set[str]:
     """`float`, `"float | None"`, `Optional[int]` -> {"float"} / {"float", "None"} / {"int", "None"}."""
-    if annotation is None:
-        return set()
-    text = (
-        annotation
-        if isinstance(annotation, str)
-        else annotation.__name__
-        if isinstance(annotation, type)
-        else str(annotation)
-    )
+    text = annotation.__name__ if isinstance(annotation, type) else str(annotation)
     return {part.strip() for part in re.split(r"[|\[\],]", text)}
 
 
