@@ -169,7 +169,7 @@ export class JobsModel extends ServerState<IJobListState> {
     private _settings: IRefreshSettings = DEFAULT_REFRESH
   ) {
     super({ jobs: [], total: 0, loaded: false, error: null });
-    this._interval = _settings.interval;
+    this._interval = longestWait(_settings);
   }
 
   get settings(): IRefreshSettings {
@@ -186,14 +186,19 @@ export class JobsModel extends ServerState<IJobListState> {
   }
 
   start(): void {
-    this.startPolling('nbtoolkit:jobs', this._frequency(), () =>
-      this._visible ? 'when-hidden' : true
-    );
+    this.startPolling('nbtoolkit:jobs', this._frequency(), 'when-hidden');
   }
 
-  /** The panel shows or hides: hidden, polling stands by; shown again, it refreshes at once. */
+  /**
+   * The panel shows or hides. Hidden (or never shown), the list is read once per idle interval, only so that
+   * notifications still come when a job ends; shown again, it refreshes at once.
+   */
   setVisible(visible: boolean): void {
     this._visible = visible;
+    this._interval = visible
+      ? this._settings.interval
+      : longestWait(this._settings);
+    this._syncPoll();
     if (visible && this.poll) {
       void this.poll.refresh();
     }
@@ -201,8 +206,7 @@ export class JobsModel extends ServerState<IJobListState> {
 
   updateSettings(settings: IRefreshSettings): void {
     this._settings = settings;
-    this._interval = settings.interval;
-    this._syncPoll();
+    this.setVisible(this._visible);
   }
 
   protected async read(): Promise<IJobListState> {
@@ -210,12 +214,14 @@ export class JobsModel extends ServerState<IJobListState> {
     const print = fingerprint(page.jobs);
     const changed = print !== this._fingerprint;
     this._fingerprint = print;
-    this._interval = nextInterval(
-      this._interval,
-      this._settings,
-      page.jobs.some(job => job.active),
-      changed
-    );
+    this._interval = this._visible
+      ? nextInterval(
+          this._interval,
+          this._settings,
+          page.jobs.some(job => job.active),
+          changed
+        )
+      : longestWait(this._settings);
     return { jobs: page.jobs, total: page.total, loaded: true, error: null };
   }
 
@@ -235,7 +241,7 @@ export class JobsModel extends ServerState<IJobListState> {
 
   private _fingerprint = '';
   private _interval: number;
-  private _visible = true;
+  private _visible = false;
 }
 
 /** What must differ for a followed job to count as changed (the server's elapsed time and cost do not count). */

@@ -107,6 +107,7 @@ describe('JobsModel', () => {
       list([done])
     ];
     const model = new JobsModel(api, { interval: 1000, idleInterval: 5000 });
+    model.setVisible(true);
     const waits = [];
     for (let i = 0; i < 5; i++) {
       await model.refresh();
@@ -114,6 +115,23 @@ describe('JobsModel', () => {
     }
     // running, running, just finished (changed), idle, idle
     expect(waits).toEqual([1000, 1000, 1000, 2000, 4000]);
+  });
+
+  it('reads the list once per idle interval while its panel is not shown, and at once when it shows', async () => {
+    const api = new FakeAPI();
+    api.lists = [list([job()]), list([job()]), list([job()]), list([job()])];
+    const model = new JobsModel(api, { interval: 1000, idleInterval: 5000 });
+    await model.refresh(); // the panel was never shown: a job runs, and still no fast polling
+    expect(model.interval).toBe(5000);
+    model.setVisible(true);
+    expect(model.interval).toBe(1000);
+    await model.refresh();
+    expect(model.interval).toBe(1000);
+    model.setVisible(false);
+    await model.refresh();
+    expect(model.interval).toBe(5000);
+    model.updateSettings({ interval: 2000, idleInterval: 9000 });
+    expect(model.interval).toBe(9000);
   });
 });
 

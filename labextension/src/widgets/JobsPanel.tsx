@@ -22,6 +22,10 @@ export class JobsPanel extends ReactWidget {
     this.title.caption = 'nbtoolkit jobs';
   }
 
+  protected onAfterAttach(): void {
+    this.model.setVisible(this.isVisible);
+  }
+
   protected onAfterShow(): void {
     this.model.setVisible(true);
   }
