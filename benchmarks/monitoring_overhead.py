@@ -25,6 +25,7 @@ background tab) in alternate blocks of S seconds, ABBA by pair: whole jobs swing
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -32,6 +33,7 @@ import re
 import statistics
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,17 +44,19 @@ from playwright.sync_api import Page, expect
 from nbtoolkit.api import Job, launch
 from nbtoolkit.metrics.throughput import steady_state
 from nbtoolkit.runner import JobStore
-from tests.ui.conftest import Lab, chromium, lab_server, run_first_cell, write_notebook
+from tests.ui.conftest import USER_SETTINGS, Lab, chromium, lab_server, run_first_cell, write_notebook
 
 #: the notebook's cells: an import (run once, so the kernel is up), then the chart of the newest job
 CELLS = ("from nbtoolkit.api import jobs", "chart = jobs()[0].chart()", "chart = jobs()[0].chart(live='kernel')")
 BROWSER, KERNEL = 1, 2
+#: nbtoolkit's panel as a user has it (the browser tests make it poll 4x faster); no news fetched from the web
+USER_DEFAULTS = {plugin: values for plugin, values in USER_SETTINGS.items() if not plugin.startswith("nbtoolkit/")}
 
 
 def tiny_spec(steps: int) -> dict:
     return {
         "task": "text-classification",
-        "dataset": {"eval_split": None},
+        "dataset": {"eval_split": None, "pad_to_max_length": True, "max_length": 64},
         "train": {"max_steps": steps, "batch_size": 16, "learning_rate": 0.003, "logging_steps": 50},
     }
 
@@ -156,43 +160,71 @@ def interleaved(args, spec: dict, store: JobStore, page: Page, kernel: psutil.Pr
     job: Job = launch({**spec, "train": {**spec["train"], "max_steps": 10**6}}, store=store)
     run_cell(page, BROWSER)
     browser = [p for p in psutil.Process().children(recursive=True) if "chromium" in p.name()]
+    requests = RequestLog(page)
     blocks = []  # (charted, start, end, {kernel, server, browser: CPU share})
     try:
         for pair in range(args.pairs):
             for charted in (False, True) if pair % 2 == 0 else (True, False):
                 page.evaluate(HIDE_PAGE, not charted)
-                time.sleep(args.settle_s)
+                page.wait_for_timeout(args.settle_s * 1000)  # (the page's events are seen while Playwright waits)
                 watched = {"kernel": [kernel], "server": [server], "browser": browser}
                 start, before = time.time(), {name: total_cpu(procs) for name, procs in watched.items()}
-                time.sleep(args.block_s)
+                page.wait_for_timeout(args.block_s * 1000)
                 end = time.time()
                 shares = {name: (total_cpu(procs) - before[name]) / (end - start) for name, procs in watched.items()}
                 blocks.append((charted, start, end, shares))
     finally:
         job.stop()
     records, batch = job.records(), spec["train"]["batch_size"]
-    ratios, kernel_shares = [], []
+    ratios, kernel_shares, plain_speeds = [], [], []
     for pair in range(args.pairs):
         measured = {
             charted: (speed_between(records, start, end, batch), shares)
             for charted, start, end, shares in blocks[2 * pair : 2 * pair + 2]
         }
         (plain, quiet), (watched, busy) = measured[False], measured[True]
+        windows = {charted: (start, end) for charted, start, end, _ in blocks[2 * pair : 2 * pair + 2]}
         ratios.append(watched / plain)
         kernel_shares.append(busy["kernel"])
+        plain_speeds.append(plain)
         print(
             f"pair {pair + 1}: plain {plain:7.1f} samples/s | charted {watched:7.1f} samples/s | ratio {ratios[-1]:.3f} "
             f"| kernel CPU {100 * busy['kernel']:.2f}% of a core | server CPU {100 * quiet['server']:.2f}% plain, "
             f"{100 * busy['server']:.2f}% charted | browser CPU {100 * quiet['browser']:.1f}% plain, "
-            f"{100 * busy['browser']:.1f}% charted",
+            f"{100 * busy['browser']:.1f}% charted | the page's requests/s plain: "
+            f"{requests.rates(*windows[False])}; charted: {requests.rates(*windows[True])}",
             flush=True,
         )
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
     print(
         f"median charted/plain {statistics.median(ratios):.3f} (goal >= 0.99) over {len(ratios)} interleaved pairs "
-        f"of {args.block_s:.0f} s blocks (range {min(ratios):.3f}-{max(ratios):.3f}); kernel CPU while charted: "
-        f"median {100 * statistics.median(kernel_shares):.2f}% of a core (goal < 1%)",
+        f"of {args.block_s:.0f} s blocks (middle half {quartiles[0]:.3f}-{quartiles[2]:.3f}, range "
+        f"{min(ratios):.3f}-{max(ratios):.3f}); kernel CPU while charted: median "
+        f"{100 * statistics.median(kernel_shares):.2f}% of a core (goal < 1%); the plain blocks alone spread "
+        f"{100 * statistics.pstdev(plain_speeds) / statistics.mean(plain_speeds):.0f}% (coefficient of variation): "
+        "what the machine itself varies",
         flush=True,
     )
+
+
+class RequestLog:
+    """The page's requests to the server, by kind (nbtoolkit's list, job, metrics, log; JupyterLab's own), timed."""
+
+    def __init__(self, page: Page) -> None:
+        self.seen: list[tuple[float, str]] = []
+        page.on("request", lambda request: self.seen.append((time.time(), request_kind(request.url))))
+
+    def rates(self, start: float, end: float) -> str:
+        kinds = collections.Counter(kind for at, kind in self.seen if start <= at <= end)
+        return ", ".join(f"{kind} {count / (end - start):.2f}" for kind, count in sorted(kinds.items())) or "none"
+
+
+def request_kind(url: str) -> str:
+    path = urllib.parse.urlsplit(url).path
+    found = re.search(r"/nbtoolkit/api/jobs(/[0-9a-f]{8})?(/\w+)?$", path)
+    if not found:
+        return "jupyterlab"
+    return found.group(2)[1:] if found.group(2) else "job" if found.group(1) else "list"
 
 
 def total_cpu(processes: list[psutil.Process]) -> float:
@@ -221,7 +253,7 @@ def main() -> None:
     with contextlib.ExitStack() as started:
         # each process takes the cores of the process that starts it: this one's, set just before
         os.sched_setaffinity(0, server_cores)
-        lab = started.enter_context(lab_server(base / "lab"))
+        lab = started.enter_context(lab_server(base / "lab", USER_DEFAULTS))
         os.sched_setaffinity(0, browser_cores)
         browser = started.enter_context(chromium(base / "chromium"))
         os.sched_setaffinity(0, job_cores)  # the jobs' supervisors and ranks

@@ -86,11 +86,11 @@ def wait_until_serving(lab: Lab, process: subprocess.Popen, timeout: float = 120
 
 
 @contextmanager
-def lab_server(base: Path) -> Iterator[Lab]:
-    """A JupyterLab server on a free local port with its own settings, workspace and job store under `base`
-    (ended on exit)."""
+def lab_server(base: Path, user_settings: dict[str, dict] = USER_SETTINGS) -> Iterator[Lab]:
+    """A JupyterLab server on a free local port with its own settings (`user_settings`: plugin -> values),
+    workspace and job store under `base` (ended on exit)."""
     settings = base / "settings"
-    for plugin, values in USER_SETTINGS.items():
+    for plugin, values in user_settings.items():
         package, name = plugin.rsplit("/", 1)
         (settings / package).mkdir(parents=True, exist_ok=True)
         (settings / package / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
