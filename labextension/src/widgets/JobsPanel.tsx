@@ -3,6 +3,7 @@
  * when it is shown or hidden so polling stands by while nobody looks.
  */
 import { ReactWidget, UseSignal } from '@jupyterlab/ui-components';
+import type { Message } from '@lumino/messaging';
 import React from 'react';
 
 import { JobList } from '../components/JobList';
@@ -22,15 +23,18 @@ export class JobsPanel extends ReactWidget {
     this.title.caption = 'nbtoolkit jobs';
   }
 
-  protected onAfterAttach(): void {
+  protected onAfterAttach(message: Message): void {
+    super.onAfterAttach(message); // renders
     this.model.setVisible(this.isVisible);
   }
 
-  protected onAfterShow(): void {
+  protected onAfterShow(message: Message): void {
+    super.onAfterShow(message);
     this.model.setVisible(true);
   }
 
-  protected onAfterHide(): void {
+  protected onAfterHide(message: Message): void {
+    super.onAfterHide(message);
     this.model.setVisible(false);
   }
 
