@@ -20,6 +20,9 @@ moves the server there too; `--pin none` shares every core. A machine of one cor
 
 `--block-s S`: one long job charted in the page, the page shown and hidden (JupyterLab's polls stand by, as for a
 background tab) in alternate blocks of S seconds, ABBA by pair: whole jobs swing 20-30% in speed on this idle VM.
+Each pair also gives the page's requests per second by kind, and the summary the plain blocks' own spread.
+The server runs nbtoolkit at a user's default settings (the browser tests make the panel refresh 4x faster);
+batches have fixed shapes, so a block's speed does not depend on which batches it drew.
 """
 
 from __future__ import annotations
