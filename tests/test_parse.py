@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbtoolkit.metrics.parse import LogParser, classify, parse_dict_line
+from nbtoolkit.metrics.parse import MAX_PENDING_CHARS, LogParser, classify, parse_dict_line
 from tests.conftest import DATA
 
 
@@ -197,3 +197,57 @@ def test_before_the_first_train_dict_a_partly_drawn_eval_bar_gives_an_eval_recor
     # with only the training bar drawn (a terminal's eval bar moves the cursor and is ignored), it is the step
     (record,) = parse_all("  0% 0/100 [00:00<?, ?it/s]\n{'eval_loss': 0.5, 'epoch': 0}\n")
     assert (record["step"], record["max_steps"]) == (0, 100)
+
+
+def plain_bar(step: int, total: int, elapsed_s: int, rate: str = "1.00s/it") -> str:
+    """A bar as a log without a terminal keeps it (Colab, Kubernetes): no glyphs, one drawing per line."""
+    return f"{100 * step // total:3d}% {step}/{total} [{elapsed_s // 60:02d}:{elapsed_s % 60:02d}<01:40, {rate}]"
+
+
+def test_an_evaluation_bar_of_the_training_bars_total_never_gives_the_step():
+    """50 steps, logging and evaluating every 10, the eval set also 50 batches: the eval bar (no description,
+    like the training bar) runs 0/50 to 50/50 after each train dict; every record keeps the training step."""
+    lines = []
+    for step in range(1, 51):
+        lines.append(plain_bar(step, 50, elapsed_s=2 * step))
+        if step % 10 == 0:
+            lines.append(f"{{'loss': {2 - step / 50:.2f}, 'learning_rate': 1e-05, 'epoch': {step / 50:.2f}}}")
+            if step < 50:
+                lines += [plain_bar(batch, 50, elapsed_s=batch // 20, rate="40.00it/s") for batch in range(51)]
+                lines.append(f"{{'eval_loss': {2 - step / 50:.2f}, 'eval_runtime': 1.2, 'epoch': {step / 50:.2f}}}")
+    text = "\n".join(lines) + "\n"
+    expected = [(kind, step) for step in (10, 20, 30, 40) for kind in ("train", "eval")] + [("train", 50)]
+    for chunk in (None, 7):
+        assert [(record["kind"], record["step"]) for record in parse_all(text, chunk)] == expected
+
+
+def test_a_run_resumed_in_the_same_log_takes_its_steps_from_the_resumed_bar():
+    """A run reaches 60/100 and dies; the job resumes from its step-50 checkpoint and appends to the same log
+    (a restarted pod, a spot restart): the resumed run's records at 55 and 60 are steps 55 and 60 again."""
+    lines = []
+
+    def run(first: int, last: int, started_s: int) -> None:
+        for step in range(first, last + 1):
+            lines.append(plain_bar(step, 100, elapsed_s=started_s + step - first))
+            if step % 5 == 0:
+                lines.append(f"{{'loss': {3 - step / 50:.2f}, 'learning_rate': 1e-05, 'epoch': {step / 100:.2f}}}")
+
+    run(1, 60, started_s=1)
+    lines += ["RuntimeError: CUDA error: an illegal memory access was encountered", " 50% 50/100 [00:00<?, ?it/s]"]
+    run(51, 100, started_s=1)
+    records = parse_all("\n".join(lines) + "\n")
+    assert [record["step"] for record in records] == [*range(5, 61, 5), *range(55, 101, 5)]
+
+
+def test_a_bar_redrawn_for_hours_without_a_newline_is_read_once_and_not_kept():
+    """A custom loop's tqdm on a pipe writes `\\r` drawings and never a newline: fed in small chunks, the parser
+    keeps at most about MAX_PENDING_CHARS of it, and the record after it has the last bar's step."""
+    drawings = "".join("\r" + bar(step, 40_000) for step in range(40_000))  # about 2.4 MB
+    text = drawings + "\r" + bar(40_000, 40_000) + "{'loss': 0.5, 'learning_rate': 1e-05}\n"
+    parser = LogParser(clock=lambda: 0.0)
+    records, kept = [], 0
+    for start in range(0, len(text), 1000):
+        records += parser.feed(text[start : start + 1000])
+        kept = max(kept, parser._pending_chars)
+    assert kept < MAX_PENDING_CHARS + 1000 < len(drawings) / 8
+    assert [(record["step"], record["loss"]) for record in records + parser.flush()] == [(40_000, 0.5)]

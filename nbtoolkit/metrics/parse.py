@@ -40,7 +40,7 @@ def pair_pattern(key: str) -> str:
 
 PAIR = re.compile(pair_pattern(r"([A-Za-z_][\w./-]*)"))
 # tqdm: ` 12/120 [00:03<00:30,  3.51it/s]`
-TQDM = re.compile(r"(?<!\d)(\d{1,15})/(\d{1,15}) \[[\d:]+<[\d:?]+,\s*(\d+(?:\.\d*)?|\?)(it/s|s/it)")
+TQDM = re.compile(r"(?<!\d)(\d{1,15})/(\d{1,15}) \[([\d:]{1,20})<[\d:?]+,\s*(\d+(?:\.\d*)?|\?)(it/s|s/it)")
 # nbtoolkit.train's own progress line (its log has no tqdm), printed just before the Trainer's dict
 # line: the step, and the logging window's throughput (evaluation and checkpoint time left out)
 PROGRESS = re.compile(r"\[nbtoolkit\] step (\d{1,15})/(\d{1,15})\b")
@@ -61,9 +61,19 @@ LINE_PREFIX = re.compile(
 )
 #: steps/s at or under which tqdm draws every step (it redraws at most every 0.1 s): the bar drawn before a dict is exact
 EVERY_STEP_DRAWN = 10.0
+#: an unfinished line longer than this is read up to its last `\r` (a bar redrawn for hours without a newline)
+MAX_PENDING_CHARS = 256 * 1024
 #: where a second rank's output starts inside a line (two ranks wrote at once)
 RANK_SPLIT = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:)")
 WINDOW = re.compile(r"\| (\d{1,15}(?:\.\d{0,15})?) (samples|tokens)/s")
+
+
+def _seconds(elapsed: str) -> int:
+    """tqdm's elapsed time (`05:03`, `1:49:59`) in seconds."""
+    seconds = 0
+    for part in elapsed.split(":"):
+        seconds = seconds * 60 + int(part or 0)
+    return seconds
 
 
 def parse_dict_line(line: str) -> dict[str, float] | None:
@@ -109,7 +119,9 @@ class LogParser:
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self._pending = ""
+        self._pending: list[str] = []  # the unfinished last line, as it arrived (joined once, when it ends)
+        self._pending_chars = 0
+        self._long_line_at = MAX_PENDING_CHARS
         self._step: int | None = None
         self._total: int | None = None
         self._steps_per_second: float | None = None
@@ -119,23 +131,53 @@ class LogParser:
         self._confirmed = False  # the bar held is the training bar: a train record was printed under it
         self._two_bars = False  # bars of two totals were drawn before the training bar was confirmed
         self._bar_fresh = False  # the bar was drawn since the last train record took its step from it
+        self._bar_seconds = 0  # the training bar's elapsed time when last drawn (it never goes back)
+        # a bar of the training bar's total drawn since, that began again (an evaluation's, or a resumed run's):
+        # (its step, its elapsed seconds) when last drawn, and whether it was the last bar drawn
+        self._restarted: tuple[int, int] | None = None
+        self._restart_drawn_last = False
 
     def feed(self, text: str) -> list[dict[str, Any]]:
-        """Parse newly arrived text (any chunking); return new records."""
+        """Parse newly arrived text (any chunking); return new records. Text without a line end costs nothing but
+        keeping it; a line that grows past MAX_PENDING_CHARS (a bar redrawn with `\r` for hours, no newline) is
+        read up to its last `\r`, so a run's whole output is read once, whatever its chunks."""
+        if "\n" not in text:
+            self._pending.append(text)
+            self._pending_chars += len(text)
+            return self._read_long_line() if self._pending_chars > self._long_line_at else []
+        lines = "".join([*self._pending, text]).split("\n")
+        rest = lines.pop()
+        self._pending, self._pending_chars, self._long_line_at = [rest], len(rest), MAX_PENDING_CHARS
         records: list[dict[str, Any]] = []
-        lines = (self._pending + text).split("\n")
-        self._pending = lines.pop()
         for line in lines:
-            glued = "]:" in line and RANK_SPLIT.search(line)  # `[rank1]: ...[rank0]:{...}`: two ranks on one line
-            for piece in RANK_SPLIT.split(line) if glued else (line,):
-                records += self._parse_line(piece)
+            records += self._parse_complete_line(line)
         return records
 
     def flush(self) -> list[dict[str, Any]]:
         """Parse what is left of an unterminated last line (at the end of a log)."""
-        rest, self._pending = self._pending, ""
+        rest, self._pending, self._pending_chars = "".join(self._pending), [], 0
         records = self.feed(rest + "\n") if rest else []
         return records + self._release()
+
+    def _parse_complete_line(self, line: str) -> list[dict[str, Any]]:
+        glued = "]:" in line and RANK_SPLIT.search(line)  # `[rank1]: ...[rank0]:{...}`: two ranks on one line
+        records: list[dict[str, Any]] = []
+        for piece in RANK_SPLIT.split(line) if glued else (line,):
+            records += self._parse_line(piece)
+        return records
+
+    def _read_long_line(self) -> list[dict[str, Any]]:
+        """The long unfinished line read up to its last `\r` (each drawing after a `\r` stands alone); what
+        follows stays pending, behind the line's rank prefix so that it is still read as that rank's."""
+        line = "".join(self._pending)
+        cut = line.rfind("\r")
+        if cut <= 0:  # one drawing that long: look again once it has doubled (each look reads it all)
+            self._pending, self._long_line_at = [line], 2 * len(line)
+            return []
+        prefix = RANK_PREFIX.match(line)
+        rest = (prefix.group(0) if prefix else "") + line[cut:]
+        self._pending, self._pending_chars = [rest], len(rest)
+        return self._parse_complete_line(line[:cut])
 
     def _parse_line(self, line: str) -> list[dict[str, Any]]:
         """A line is progress-bar updates separated by \\r, some ending in a dict. A record whose step came
@@ -202,10 +244,11 @@ class LogParser:
         # nested bars (evaluation inside training) move the cursor with ESC[A: only the outer bar is the step
         progress = TQDM.search(segment) if "/" in segment and "\x1b[" not in segment else None
         if progress:
-            step, total, rate, unit = progress.groups()
-            step, total = int(step), int(total)
-            if self._is_training_bar(segment[: progress.start()], step, total):
+            step, total, elapsed, rate, unit = progress.groups()
+            step, total, seconds = int(step), int(total), _seconds(elapsed)
+            if self._is_training_bar(segment[: progress.start()], step, total, seconds):
                 self._step, self._total, self._step_from_bar, self._bar_fresh = step, total, True, True
+                self._bar_seconds = seconds
                 if rate != "?":
                     rate = float(rate)
                     self._steps_per_second = rate if unit == "it/s" else (1 / rate if rate else None)
@@ -218,10 +261,13 @@ class LogParser:
             return True
         return False
 
-    def _is_training_bar(self, before: str, step: int, total: int) -> bool:
+    def _is_training_bar(self, before: str, step: int, total: int, seconds: int) -> bool:
         """The Trainer's training bar has no description (`Map:`, `Writing model shards:` have one). Once a train
-        record was printed under it, it keeps its total and never goes back (an evaluation bar of the same total
-        starts at 0); until then the latest bar without a description is the candidate."""
+        record was printed under it, it keeps its total and never goes back, in step or in elapsed time; until then
+        the latest bar without a description is the candidate. A bar of the same total that went back began again
+        (an evaluation's bar, whose count may pass the training step, or a resumed run's): its later drawings are
+        told from the training bar's by continuing it, and are not the step until a train record is printed under
+        one (a resumed run) or an eval record ends it."""
         prefix = LINE_PREFIX.match(before).end()  # type: ignore[union-attr]  # `(...)*` matches every text
         lead = BAR_LEAD.search(before, prefix).start()  # type: ignore[union-attr]  # matches at the end at least
         if DESCRIPTION.search(before, prefix, lead):
@@ -229,7 +275,17 @@ class LogParser:
         if self._total is None or not self._confirmed:
             self._two_bars = self._two_bars or (self._total is not None and total != self._total)
             return True
-        return total == self._total and step >= (self._step or 0)
+        if total != self._total:
+            return False
+        training = self._step or 0
+        ahead = step >= training and seconds >= self._bar_seconds
+        restarted = self._restarted
+        continues_restart = restarted is not None and step >= restarted[0] and seconds >= restarted[1]
+        if ahead and not (continues_restart and restarted[0] >= training):  # type: ignore[index]
+            self._restart_drawn_last = False
+            return True
+        self._restarted, self._restart_drawn_last = (step, seconds), True
+        return False
 
     def _bar_step_stands_for(self, kind: str) -> bool:
         """Whether the bar held gives this record its step. A train dict is printed under the training bar. An eval
@@ -249,6 +305,12 @@ class LogParser:
         kind = classify(values) if values else None
         if values is None or kind is None:
             return None, True
+        if kind == "eval":  # an evaluation's bar, drawn again from its start, has run to its end
+            self._restarted = None
+        elif kind == "train" and self._restarted is not None and self._restart_drawn_last:
+            # printed under the bar that began again: a resumed run's training bar, now the step
+            (self._step, self._bar_seconds), self._restarted = self._restarted, None
+            self._restart_drawn_last, self._step_from_bar, self._bar_fresh = False, True, True
         own_step = values.pop("step", None)  # a custom loop's own count: the truth, as a whole number
         if own_step is not None and math.isfinite(own_step) and own_step == int(own_step):
             return {**self._record(kind, values), "step": int(own_step)}, True
