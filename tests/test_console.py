@@ -40,6 +40,32 @@ def test_nbtoolkits_own_program_keeps_its_line_and_drops_the_trainers_dict():
     )
 
 
+def test_only_the_trainers_dict_beside_each_step_line_is_dropped_a_users_own_dicts_show():
+    """A script prints its own dicts after training (an evaluation loop): they are not the Trainer's dict of a
+    reported step, so they show as numbers, in either order of step line and dict."""
+    own_loop = (
+        "my own test loop after training:\n"
+        "{'loss': 0.731, 'batch': 1}\n"
+        "{'loss': 0.702, 'batch': 2}\n"
+        "{'learning_rate': 0.0001, 'note_id': 7}\n"
+        "done\n"
+    )
+    shown_loop = (
+        "my own test loop after training:\n"
+        "[nbtoolkit] train | loss 0.731 | batch 1\n"
+        "[nbtoolkit] train | loss 0.702 | batch 2\n"
+        "[nbtoolkit] train | learning_rate 0.0001 | note_id 7\n"
+        "done\n"
+    )
+    step = "[nbtoolkit] step 10/10 (100%) | loss 0.5000 | lr 1.00e-05\n"
+    trainers = "{'loss': '0.5', 'learning_rate': '1e-05', 'epoch': '1.0'}\n"
+    for log in (step + trainers + own_loop, trainers + step + own_loop):
+        assert shown(log) == step + shown_loop
+        assert shown(log, chunk=4) == step + shown_loop
+    # a dict beside a step line but of another loss is not that step's: it shows
+    assert shown(step + "{'loss': 0.9, 'batch': 3}\n") == step + "[nbtoolkit] train | loss 0.9 | batch 3\n"
+
+
 def test_nan_and_inf_are_shown_as_written_not_a_crash():
     """A diverged run logs nan/inf; every console view must still show its lines (int(nan) raised)."""
     text = (
@@ -65,10 +91,11 @@ def test_a_scripts_trainer_that_nbtoolkit_autologs_shows_one_line_per_step():
         "[nbtoolkit] step 10/20 (50%) | loss 1.8007\n"
         "{'loss': '1.787', 'epoch': '0.75'}\n"
     )
-    expected = (
+    expected = (  # the last dict has no step line beside it (the log ends there): it shows, as numbers
         f"{bar}\n"
         " 25%|██▌       | 5/20 [00:00<00:00, 37.93it/s][nbtoolkit] step 5/20 (25%) | loss 1.7847\n"
         "[nbtoolkit] step 10/20 (50%) | loss 1.8007\n"
+        "[nbtoolkit] train at epoch 0.75 | loss 1.787\n"
     )
     assert shown(text) == expected
     assert shown(text, chunk=3) == expected
@@ -97,9 +124,19 @@ AUTOLOGGED = (
 )
 
 
+#: nbtoolkit's own program: its step line, then the Trainer's dict of that step
+OWN_PROGRAM = (
+    "[nbtoolkit] step 25/300 (8%) | loss 1.7987 | lr 1.84e-03 | 41.1 samples/s\n"
+    "{'loss': '1.799', 'grad_norm': '0.857', 'learning_rate': '0.00184', 'epoch': '0.3333'}\n"
+    "{'eval_loss': '1.792', 'eval_accuracy': '0.1667', 'epoch': '0.3333'}\n"
+    "[nbtoolkit] step 50/300 (16%) | loss 1.6942 | lr 1.67e-03 | 586.9 samples/s\n"
+    "{'loss': '1.694', 'grad_norm': '1.683', 'learning_rate': '0.001673', 'epoch': '0.6667'}\n"
+    "[nbtoolkit] step 75/300 (25%) | loss 1.3069 | lr 1.51e-03 | 926.7 samples/s | ünïcode\n"
+    "{'loss': '1.307', 'grad_norm': '2.853', 'learning_rate': '0.001507', 'epoch': '1'}\n"
+)
 #: a page holds at least two whole lines, a train dict and the line after it (the panel reads 64 KiB pages; a
 #: line longer than a page is shown as it comes)
-TWO_LINES = 2 * max(len(line.encode()) + 1 for line in AUTOLOGGED.splitlines())
+TWO_LINES = 2 * max(len(line.encode()) + 1 for line in (AUTOLOGGED + OWN_PROGRAM).splitlines())
 
 
 def paged(service, job_id: str, limit: int) -> str:
@@ -113,9 +150,13 @@ def paged(service, job_id: str, limit: int) -> str:
         offset = page.next
 
 
-@settings(max_examples=40, deadline=None)
-@given(limit=st.integers(min_value=TWO_LINES, max_value=400), cut=st.integers(min_value=0, max_value=len(AUTOLOGGED)))
-def test_a_panel_paging_through_the_console_view_sees_each_step_once(tmp_path_factory, limit, cut):
+@settings(max_examples=60, deadline=None)
+@given(
+    log_text=st.sampled_from([AUTOLOGGED, OWN_PROGRAM]),
+    limit=st.integers(min_value=TWO_LINES, max_value=400),
+    cut=st.floats(min_value=0, max_value=1),
+)
+def test_a_panel_paging_through_the_console_view_sees_each_step_once(tmp_path_factory, log_text, limit, cut):
     """While the job runs (its log cut anywhere, even inside a line), pages of any size: no step twice, none lost;
     once it has ended, the pages add up to what a console shows of the whole log."""
     from nbtoolkit.runner import JobStore
@@ -127,14 +168,15 @@ def test_a_panel_paging_through_the_console_view_sees_each_step_once(tmp_path_fa
     store.update(record.id, status="running")
     log = store.job_dir(record.id) / LOG_FILE
     service = JobsService(store)
-    log.write_text(AUTOLOGGED[:cut])
+    log.write_text(log_text[: round(cut * len(log_text))])
     running = paged(service, record.id, limit)
     assert all(running.count(line) <= 1 for line in running.splitlines() if "step" in line), running
-    log.write_text(AUTOLOGGED)
+    assert "[nbtoolkit] train" not in running, running  # no step shown twice: as its line and as its dict
+    log.write_text(log_text)
     store.update(record.id, status="succeeded")
     whole = paged(service, record.id, limit)
-    assert whole == shown(AUTOLOGGED)
-    assert whole.count("[nbtoolkit] step") == 3 and "'loss'" not in whole
+    assert whole == shown(log_text)
+    assert whole.count("[nbtoolkit] step") == 3 and "'loss'" not in whole and "[nbtoolkit] train" not in whole
 
 
 def test_the_console_view_always_moves_on_and_never_goes_back(store):

@@ -2,10 +2,10 @@
 
 The log keeps everything the program wrote (`--raw` shows it as is). A job of nbtoolkit's own program
 (or a script whose Trainer nbtoolkit autologs) prints its `[nbtoolkit] step ...` line for each logging
-step and the Trainer prints its dict too (in transformers 5 with every value a string): the console keeps
-nbtoolkit's line and drops the Trainer's. Any other dict line of the Trainer (evaluation, the
-end-of-training summary, a script's train lines nbtoolkit does not report) is shown as one line of
-numbers in the same form.
+step and the Trainer prints its dict too (in transformers 5 with every value a string), on the line just
+before or just after it: the console keeps nbtoolkit's line and drops that one dict (the one beside it, with
+the same loss). Any other dict line of numbers (evaluation, the end-of-training summary, a script's train
+lines nbtoolkit does not report, a user's own) is shown as one line of numbers in the same form.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 import re
 
-from nbtoolkit.metrics.parse import DESCRIPTION, classify, parse_dict_line
+from nbtoolkit.metrics.parse import DESCRIPTION, MAX_PENDING_CHARS, classify, parse_dict_line
 
 #: what nbtoolkit prints for each logging step (its program, or autolog in a script's Trainer)
 STEP_LINE = "[nbtoolkit] step "
 #: a key of a printed dict: `'loss':`
 KEY = re.compile(r"""['"][^'"]+['"]\s*:""")
+#: the loss on nbtoolkit's step line: `| loss 1.5320`
+STEP_LOSS = re.compile(r"\| loss (\S+)")
 
 
 def number(value: float) -> str:
@@ -45,72 +47,116 @@ def trainer_dict(line: str) -> dict[str, float] | None:
     return values if values and len(KEY.findall(line, start)) == len(values) else None
 
 
+def same_step(step_line: str, values: dict[str, float]) -> bool:
+    """Whether a train dict beside a step line is the Trainer's for that step: their losses agree to the step
+    line's rounding (four decimals against the Trainer's four digits); without a loss on either, being beside it
+    is enough."""
+    found, loss = STEP_LOSS.search(step_line), values.get("loss")
+    try:
+        shown = float(found.group(1)) if found else None
+    except ValueError:
+        shown = None
+    if shown is None or loss is None:
+        return True
+    if not (math.isfinite(shown) and math.isfinite(loss)):
+        return str(shown) == str(loss)
+    return math.isclose(shown, loss, rel_tol=1e-3, abs_tol=1e-4)
+
+
 class ConsoleView:
     """Feed it log text as it arrives (any chunking); it returns the text a console shows.
 
-    Whether nbtoolkit reports each step is read from the log, not from the spec: its own program and the
-    autolog of a script's Trainer both print `[nbtoolkit] step ...` on the line after the Trainer's dict.
-    Until the log has shown one, a train dict waits for the next line to tell whether it is reported there.
+    Whether nbtoolkit reports a step is read from the log, not from the spec: its own program prints
+    `[nbtoolkit] step ...` on the line before the Trainer's dict, the autolog of a script's Trainer on the line
+    after it. A train dict that does not follow a step line of its loss waits for the next line to tell.
     """
 
     def __init__(self) -> None:
-        self._pending = ""
-        self._steps_reported = False  # the log holds nbtoolkit's own line per step
-        self._held: tuple[str, str] | None = None  # a train dict line: (its text before the dict, its line)
+        self._pending: list[str] = []  # the unfinished last line, as it arrived
+        self._pending_chars = 0
+        self._held: tuple[str, str, dict[str, float]] | None = None  # a train dict: (text before it, its line, values)
+        self._unpaired_step: str | None = None  # the last line, if a step line whose dict has not been seen
 
     def feed(self, text: str) -> str:
-        lines = (self._pending + text).split("\n")
-        self._pending = lines.pop()
+        if "\n" not in text:  # an unfinished line costs nothing but keeping it (a bar redrawn with \r for hours)
+            self._pending.append(text)
+            self._pending_chars += len(text)
+            if self._pending_chars > MAX_PENDING_CHARS:  # only its last drawing will show
+                self._last_drawing()
+            return ""
+        lines = "".join([*self._pending, text]).split("\n")
+        rest = lines.pop()
+        self._pending, self._pending_chars = [rest], len(rest)
         return "".join(shown + "\n" for line in lines for shown in self._line(line))
 
     def flush(self) -> str:
-        rest, self._pending = self._pending, ""
+        rest, self._pending, self._pending_chars = "".join(self._pending), [], 0
         shown = (self._line(rest) if rest else []) + self._release(dropped=False)
         return "\n".join(shown) + ("\n" if shown and not rest else "")  # a partial last line stays partial
+
+    def _last_drawing(self) -> None:
+        line = "".join(self._pending)
+        cut = line.rfind("\r")
+        self._pending = [line[cut:] if cut > 0 else line]
+        self._pending_chars = len(self._pending[0]) if cut > 0 else 0  # one drawing that long: look again later
 
     def _release(self, dropped: bool) -> list[str]:
         """The held train dict's lines: its rewrite, or only the text before it when nbtoolkit reported it."""
         if self._held is None:
             return []
-        (before, rewritten), self._held = self._held, None
+        (before, rewritten, _), self._held = self._held, None
         if dropped:
             return [before] if before.strip(" \r") else []
         return [rewritten]
 
     def _line(self, line: str) -> list[str]:
         if STEP_LINE in line:
-            self._steps_reported = True
-            return [*self._release(dropped=True), line]
+            paired = self._held is not None and same_step(line, self._held[2])
+            self._unpaired_step = None if paired else line
+            return [*self._release(dropped=paired), line]
         shown = self._release(dropped=False)
+        step_line, self._unpaired_step = self._unpaired_step, None
         values = trainer_dict(line)
         kind = classify(values) if values else None
         if values is None or kind is None:
             return [*shown, line]
         before = line[: line.find("{")]
-        if kind == "train":
-            self._held = (before, before + metric_line(kind, values))
-            if self._steps_reported:
-                shown += self._release(dropped=True)
-            return shown
-        return [*shown, before + metric_line(kind, values)]
+        if kind != "train":
+            return [*shown, before + metric_line(kind, values)]
+        self._held = (before, before + metric_line(kind, values), values)
+        return shown + self._release(dropped=True) if step_line and same_step(step_line, values) else shown
 
 
 def console_page(chunk: bytes, *, final: bool, more: bool) -> tuple[str, int]:
     """A page of a log read by byte offset (a panel polling it) as a console shows it, and how many of its bytes
     it used (the next page starts after them).
 
-    While the job runs, the page ends before an unfinished last line and before a last train dict (the line
-    after it may be nbtoolkit's own for the same step), so paging shows each step once. `final`: the job has
+    While the job runs, the page ends before an unfinished last line and before a last train dict or step line
+    (with the dict of its step that may follow), so paging shows each step once. `final`: the job has
     ended and nothing follows, the page is shown whole. `more`: the log goes on past this page, so nothing is held
     back that would leave the page empty (a reader would wait on it forever).
     """
     used = chunk
     if not final:
-        lines = chunk.split(b"\n")[:-1]  # the finished lines: the last piece is unfinished (or b"")
-        values = trainer_dict(lines[-1].decode("utf-8", errors="replace")) if lines else None
-        if values and classify(values) == "train":
-            lines.pop()
+        finished = chunk.split(b"\n")[:-1]  # the last piece is unfinished (or b"")
+        # a page too short for the pair shows its half rather than nothing (a reader would wait on it forever)
+        lines = _without_a_half_pair(finished) or (finished if more else [])
         if lines or not more:
             used = b"".join(line + b"\n" for line in lines)
     view = ConsoleView()
     return view.feed(used.decode("utf-8", errors="replace")) + view.flush(), len(used)
+
+
+def _without_a_half_pair(lines: list[bytes]) -> list[bytes]:
+    """The lines, less a last train dict or step line whose other half may still come: a step line follows the
+    Trainer's dict of its step (autolog) or comes before it (nbtoolkit's program)."""
+    if not lines:
+        return lines
+    before, last = (line.decode("utf-8", errors="replace") for line in [b"", *lines][-2:])
+    if STEP_LINE in last:
+        values = trainer_dict(before)
+        return lines if values and classify(values) == "train" and same_step(last, values) else lines[:-1]
+    values = trainer_dict(last)
+    if values and classify(values) == "train":
+        return lines if STEP_LINE in before and same_step(before, values) else lines[:-1]
+    return lines
