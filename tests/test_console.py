@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -215,3 +217,19 @@ def test_the_log_endpoint_names_its_views_for_anything_else(store):
     record = store.create(name="viewed", task="causal-lm", backend="local")
     with pytest.raises(InvalidRequest, match=r"^view 'pretty' is not a log view; use one of raw, console$"):
         JobsService(store).log(record.id, view="pretty")
+
+
+@pytest.mark.parametrize("log_text", [OWN_PROGRAM, AUTOLOGGED], ids=["own-program", "autologged"])
+def test_the_log_parser_reads_a_consoles_text_into_the_records_of_the_raw_log(log_text):
+    """`%%track_metrics` over `nbtoolkit logs` (the console) finds the records the raw log gives: a step line alone
+    is a train record (its dict was dropped), a console's eval line an eval record; raw, nothing doubles."""
+    from nbtoolkit.metrics.parse import LogParser
+
+    def records(text: str) -> list[tuple]:
+        parser = LogParser(clock=lambda: 0.0)
+        found = parser.feed(text) + parser.flush()
+        return [(r["kind"], r["step"], round(r.get("loss") or r.get("eval_loss") or 0, 3)) for r in found]
+
+    raw = records(log_text)
+    assert raw == records(shown(log_text))
+    assert [kind for kind, _, _ in raw].count("train") == len(re.findall(r"'loss'", log_text))

@@ -13,14 +13,10 @@ from __future__ import annotations
 import math
 import re
 
-from nbtoolkit.metrics.parse import DESCRIPTION, MAX_PENDING_CHARS, classify, parse_dict_line
+from nbtoolkit.metrics.parse import DESCRIPTION, MAX_PENDING_CHARS, STEP_LINE, classify, parse_dict_line, same_step
 
-#: what nbtoolkit prints for each logging step (its program, or autolog in a script's Trainer)
-STEP_LINE = "[nbtoolkit] step "
 #: a key of a printed dict: `'loss':`
 KEY = re.compile(r"""['"][^'"]+['"]\s*:""")
-#: the loss on nbtoolkit's step line: `| loss 1.5320`
-STEP_LOSS = re.compile(r"\| loss (\S+)")
 
 
 def number(value: float) -> str:
@@ -45,22 +41,6 @@ def trainer_dict(line: str) -> dict[str, float] | None:
         return None
     values = parse_dict_line(line)
     return values if values and len(KEY.findall(line, start)) == len(values) else None
-
-
-def same_step(step_line: str, values: dict[str, float]) -> bool:
-    """Whether a train dict beside a step line is the Trainer's for that step: their losses agree to the step
-    line's rounding (four decimals against the Trainer's four digits); without a loss on either, being beside it
-    is enough."""
-    found, loss = STEP_LOSS.search(step_line), values.get("loss")
-    try:
-        shown = float(found.group(1)) if found else None
-    except ValueError:
-        shown = None
-    if shown is None or loss is None:
-        return True
-    if not (math.isfinite(shown) and math.isfinite(loss)):
-        return str(shown) == str(loss)
-    return math.isclose(shown, loss, rel_tol=1e-3, abs_tol=1e-4)
 
 
 class ConsoleView:

@@ -6,7 +6,9 @@ values in transformers 5), the final `train_runtime` line, eval lines, `[rankN]:
 bar of tqdm or nbtoolkit's own `[nbtoolkit] step N/M` lines (which give the step and total).
 The bar is read in every rendering: a terminal's (`\r`, bar glyphs), one written without a
 terminal as Colab, Kubernetes and CloudWatch keep it (`  4% 100/2238 [1:49:59<42:08:58, 70.97s/it]`),
-behind a host, pod or time prefix, with a dict glued to its end. Other bars (evaluation, saving,
+behind a host, pod or time prefix, with a dict glued to its end. A console's text (`nbtoolkit logs`,
+`run --follow`: a step line with no Trainer dict beside it, `[nbtoolkit] eval at epoch ...` lines) gives
+the records the raw log gives. Other bars (evaluation, saving,
 data processing) never set the step; a record with no step in sight has step null rather than a
 guess. Scripts run under nbtoolkit with a Trainer write exact records
 themselves (nbtoolkit.train.autolog): this parser is the fallback for everything else.
@@ -66,6 +68,31 @@ MAX_PENDING_CHARS = 256 * 1024
 #: where a second rank's output starts inside a line (two ranks wrote at once)
 RANK_SPLIT = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:)")
 WINDOW = re.compile(r"\| (\d{1,15}(?:\.\d{0,15})?) (samples|tokens)/s")
+#: what nbtoolkit prints for each logging step (its program, or autolog in a script's Trainer)
+STEP_LINE = "[nbtoolkit] step "
+#: the numbers on a step line: `| loss 1.5320 | lr 4.00e-05`
+STEP_VALUES = re.compile(rf"\| (loss|lr) ({NUMBER})(?= \||\s*$)")
+#: the loss on a step line
+STEP_LOSS = re.compile(r"\| loss (\S+)")
+#: a dict line as the console shows it (nbtoolkit.metrics.console): `[nbtoolkit] eval at epoch 0.5 | eval_loss 1.8`
+CONSOLE_LINE = re.compile(rf"\[nbtoolkit\] (train|eval|summary)(?: at epoch ({NUMBER}))?((?: \| [\w./-]+ \S+)+)\s*$")
+CONSOLE_PAIR = re.compile(rf" \| ([\w./-]+) ({NUMBER})(?= \||\s*$)")
+
+
+def same_step(step_line: str, values: dict[str, float]) -> bool:
+    """Whether a train dict beside a step line is the Trainer's for that step: their losses agree to the step
+    line's rounding (four decimals against the Trainer's four digits); without a loss on either, being beside it
+    is enough."""
+    found, loss = STEP_LOSS.search(step_line), values.get("loss")
+    try:
+        shown = float(found.group(1)) if found else None
+    except ValueError:
+        shown = None
+    if shown is None or loss is None:
+        return True
+    if not (math.isfinite(shown) and math.isfinite(loss)):
+        return str(shown) == str(loss)
+    return math.isclose(shown, loss, rel_tol=1e-3, abs_tol=1e-4)
 
 
 def _seconds(elapsed: str) -> int:
@@ -136,6 +163,13 @@ class LogParser:
         # (its step, its elapsed seconds) when last drawn, and whether it was the last bar drawn
         self._restarted: tuple[int, int] | None = None
         self._restart_drawn_last = False
+        # a console's text has nbtoolkit's step lines and no Trainer dict beside them: a step line's own record waits
+        # for the next line (the dict of its step, when there is one, gives the record instead)
+        self._step_record: tuple[str, dict[str, Any]] | None = None
+        self._last_train: dict[str, float] | None = None  # the previous line's train dict, if it was one
+        # a train dict's record whose step came from a step line: autolog prints the step line of a dict after it,
+        # so the next line may name its step (record, the dict's values)
+        self._dict_record: tuple[dict[str, Any], dict[str, float]] | None = None
 
     def feed(self, text: str) -> list[dict[str, Any]]:
         """Parse newly arrived text (any chunking); return new records. Text without a line end costs nothing but
@@ -157,7 +191,9 @@ class LogParser:
         """Parse what is left of an unterminated last line (at the end of a log)."""
         rest, self._pending, self._pending_chars = "".join(self._pending), [], 0
         records = self.feed(rest + "\n") if rest else []
-        return records + self._release()
+        held, self._step_record = self._step_record, None
+        held_dict, self._dict_record = self._dict_record, None
+        return records + ([held_dict[0]] if held_dict else []) + self._release() + ([held[1]] if held else [])
 
     def _parse_complete_line(self, line: str) -> list[dict[str, Any]]:
         glued = "]:" in line and RANK_SPLIT.search(line)  # `[rank1]: ...[rank0]:{...}`: two ranks on one line
@@ -182,13 +218,65 @@ class LogParser:
     def _parse_line(self, line: str) -> list[dict[str, Any]]:
         """A line is progress-bar updates separated by \\r, some ending in a dict. A record whose step came
         from the training bar waits for the bar's next drawing; any other is ready at once."""
-        records: list[dict[str, Any]] = []
         rank_zero = self._rank_zero_text(line)
         if rank_zero is None:
-            return records
+            return []
+        held, self._step_record = self._step_record, None
+        held_dict, self._dict_record = self._dict_record, None
+        last_train, self._last_train = self._last_train, None
+        values = parse_dict_line(rank_zero) if "{" in rank_zero else None
+        train = values if values and classify(values) == "train" else None
+        records = [self._with_step_of(rank_zero, *held_dict)] if held_dict else []
+        after_its_step_line = bool(held and train and same_step(held[0], train))  # nbtoolkit's program's order
+        if held and not after_its_step_line:
+            records.append(held[1])
         if budget.LOG_MARK in rank_zero:  # train.budget_usd's line: its record, from a program whose own stays remote
             found = budget.from_log_line(rank_zero, self._clock())
-            return [found] if found else []
+            return records + ([found] if found else [])
+        console = CONSOLE_LINE.search(rank_zero) if "[nbtoolkit] " in rank_zero else None
+        if console:
+            return records + self._console_record(console)
+        parsed = self._parse_bars_and_dicts(rank_zero)
+        from_step_lines = self._step is not None and not self._step_from_bar
+        last_is_train = bool(parsed) and parsed[-1]["kind"] == "train"
+        if train and "step" not in train and from_step_lines and not after_its_step_line and last_is_train:
+            self._dict_record = (parsed.pop(), train)  # autolog's order: its step line may come next
+        records += parsed
+        self._last_train = train
+        if STEP_LINE in rank_zero and not (last_train and same_step(rank_zero, last_train)):
+            self._step_record = (rank_zero, self._step_line_record(rank_zero))
+        return records
+
+    @staticmethod
+    def _with_step_of(line: str, record: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
+        """The held dict's record, with the step of the step line after it when that line is its step's."""
+        progress = PROGRESS.search(line) if STEP_LINE in line else None
+        if progress and same_step(line, values):
+            record["step"] = int(progress.group(1))
+            if int(progress.group(2)):
+                record["max_steps"] = int(progress.group(2))
+        return record
+
+    def _console_record(self, line: re.Match[str]) -> list[dict[str, Any]]:
+        """A dict line as a console shows it, read back into its record."""
+        kind, epoch, pairs = line.groups()
+        values = {key: float(value) for key, value in CONSOLE_PAIR.findall(pairs)}
+        if epoch is not None:
+            values["epoch"] = float(epoch)
+        return [self._record(kind, values)] if values else []
+
+    def _step_line_record(self, line: str) -> dict[str, Any]:
+        """The train record of a step line alone (loss, learning rate, the window's throughput); the window stays
+        for the Trainer's dict that may follow."""
+        values = {"learning_rate" if key == "lr" else key: float(value) for key, value in STEP_VALUES.findall(line)}
+        record: dict[str, Any] = {"time": self._clock(), "step": self._step, "kind": "train", **self._window}
+        if self._total is not None:
+            record["max_steps"] = self._total
+        record.update({key: value if math.isfinite(value) else None for key, value in values.items()})
+        return record
+
+    def _parse_bars_and_dicts(self, rank_zero: str) -> list[dict[str, Any]]:
+        records: list[dict[str, Any]] = []
         segments = rank_zero.split("\r")
         since_record = 0
         for index, segment in enumerate(segments):
