@@ -21,6 +21,7 @@ moves the server there too; `--pin none` shares every core. A machine of one cor
 `--block-s S`: one long job charted in the page, the page shown and hidden (JupyterLab's polls stand by, as for a
 background tab) in alternate blocks of S seconds, ABBA by pair: whole jobs swing 20-30% in speed on this idle VM.
 Each pair also gives the page's requests per second by kind, and the summary the plain blocks' own spread.
+`--panel` opens the job panel in the sidebar as well (its list is read every 2 s while a job runs).
 The server runs nbtoolkit at a user's default settings (the browser tests make the panel refresh 4x faster);
 batches have fixed shapes, so a block's speed does not depend on which batches it drew.
 """
@@ -48,6 +49,7 @@ from nbtoolkit.api import Job, launch
 from nbtoolkit.metrics.throughput import steady_state
 from nbtoolkit.runner import JobStore
 from tests.ui.conftest import USER_SETTINGS, Lab, chromium, lab_server, run_first_cell, write_notebook
+from tests.ui.test_jobs_panel import open_panel
 
 #: the notebook's cells: an import (run once, so the kernel is up), then the chart of the newest job
 CELLS = ("from nbtoolkit.api import jobs", "chart = jobs()[0].chart()", "chart = jobs()[0].chart(live='kernel')")
@@ -249,6 +251,9 @@ def main() -> None:
         "--block-s", type=float, default=0, help="one job, the page shown and hidden in alternate blocks of this long"
     )
     parser.add_argument("--settle-s", type=float, default=4, help="(with --block-s) not counted at each block's start")
+    parser.add_argument(
+        "--panel", action="store_true", help="open the job panel in the sidebar too (its list is read every 2 s)"
+    )
     args = parser.parse_args()
     spec = tiny_spec(args.steps)
     base = Path(tempfile.mkdtemp(prefix="nbtoolkit-bench-"))
@@ -267,10 +272,13 @@ def main() -> None:
         page.set_default_timeout(60_000)
         page.goto(lab.tree("bench.ipynb"))
         run_first_cell(page)
+        if args.panel:
+            open_panel(page)
         kernel = kernel_of(lab)
         print(
             f"{os.cpu_count()} cores; the job on {sorted(job_cores)}, the server and its kernel on "
-            f"{sorted(server_cores)}, the browser on {sorted(browser_cores)} (--pin {args.pin}); load average "
+            f"{sorted(server_cores)}, the browser on {sorted(browser_cores)} (--pin {args.pin}); the job panel "
+            f"{'open' if args.panel else 'closed'}; load average "
             f"{os.getloadavg()[0]:.2f} at the start",
             flush=True,
         )
