@@ -221,8 +221,8 @@ def test_the_log_endpoint_names_its_views_for_anything_else(store):
 
 @pytest.mark.parametrize("log_text", [OWN_PROGRAM, AUTOLOGGED], ids=["own-program", "autologged"])
 def test_the_log_parser_reads_a_consoles_text_into_the_records_of_the_raw_log(log_text):
-    """`%%track_metrics` over `nbtoolkit logs` (the console) finds the records the raw log gives: a step line alone
-    is a train record (its dict was dropped), a console's eval line an eval record; raw, nothing doubles."""
+    """`%%track_metrics` over `nbtoolkit logs` (the console) finds the raw log's records (kind, step, loss): a step
+    line alone is a train record (its dict was dropped), a console's eval line an eval record; raw, nothing doubles."""
     from nbtoolkit.metrics.parse import LogParser
 
     def records(text: str) -> list[tuple]:
@@ -233,3 +233,39 @@ def test_the_log_parser_reads_a_consoles_text_into_the_records_of_the_raw_log(lo
     raw = records(log_text)
     assert raw == records(shown(log_text))
     assert [kind for kind, _, _ in raw].count("train") == len(re.findall(r"'loss'", log_text))
+
+
+def test_a_running_logs_page_keeps_a_step_line_with_its_dict_when_the_loss_is_flat(store):
+    """nbtoolkit's order, losses equal to 0.1%: a poll between step 20's line and its dict shows step 20 once."""
+    from nbtoolkit.runner.store import LOG_FILE
+    from nbtoolkit.server.service import JobsService
+
+    lines = [
+        f"[nbtoolkit] step {step}/300 (3%) | loss {loss:.4f} | lr 2.00e-05\n"
+        f"{{'loss': '{loss}', 'learning_rate': '2e-05', 'epoch': '{step / 300:.3g}'}}\n"
+        for step, loss in ((10, 0.6931), (20, 0.6937), (30, 0.6712))
+    ]
+    record = store.create(name="flat", task="causal-lm", backend="local")
+    store.update(record.id, status="running")
+    log = store.job_dir(record.id) / LOG_FILE
+    service = JobsService(store)
+    log.write_text(lines[0] + lines[1].splitlines(keepends=True)[0])  # step 20's dict not written yet
+    first = service.log(record.id, offset=0, view="console")
+    log.write_text("".join(lines))
+    second = service.log(record.id, offset=first.next, view="console")
+    shown_text = first.text + second.text
+    assert shown_text.count("step 20/300") == 1 and "[nbtoolkit] train" not in shown_text, shown_text
+
+
+def test_a_line_longer_than_a_page_is_cut_at_a_bars_drawing_never_inside_a_character(store):
+    """A terminal bar redrawn for minutes makes one line longer than the panel's 64 KiB page."""
+    from nbtoolkit.runner.store import LOG_FILE
+    from nbtoolkit.server.service import JobsService
+
+    drawings = "".join(f"\r 57%|█████▋    | {step}/2000 [11:40<10:00,  9.50it/s]" for step in range(1500))
+    record = store.create(name="long", task="causal-lm", backend="local")
+    store.update(record.id, status="running")
+    (store.job_dir(record.id) / LOG_FILE).write_text(drawings + "\n{'eval_loss': 1.5, 'epoch': 0.5}\n")
+    page = JobsService(store).log(record.id, offset=0, limit=64 * 1024, view="console")
+    assert 0 < page.next < 64 * 1024 and "\ufffd" not in page.text
+    assert drawings.encode()[page.next : page.next + 1] == b"\r"  # the next page starts at a drawing

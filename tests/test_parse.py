@@ -251,3 +251,50 @@ def test_a_bar_redrawn_for_hours_without_a_newline_is_read_once_and_not_kept():
         kept = max(kept, parser._pending_chars)
     assert kept < MAX_PENDING_CHARS + 1000 < len(drawings) / 8
     assert [(record["step"], record["loss"]) for record in records + parser.flush()] == [(40_000, 0.5)]
+
+
+def own_program_log(losses: list[str]) -> str:
+    """nbtoolkit's program: its step line, then the Trainer's dict of that step (transformers 5 strings)."""
+    return "".join(
+        f"[nbtoolkit] step {10 * index}/300 (3%) | loss {float(loss):.4f} | lr 2.00e-05 | 64.0 samples/s\n"
+        f"{{'loss': '{loss}', 'grad_norm': '1.02', 'learning_rate': '2e-05', 'epoch': '{index / 30:.4g}'}}\n"
+        for index, loss in enumerate(losses, start=1)
+    )
+
+
+def test_a_flat_or_diverged_loss_never_moves_a_record_to_another_step():
+    """Losses equal to 0.1% (a classifier at ln 2, a plateau, nan) must not pair a dict with the wrong step line."""
+    for losses in (["0.6931", "0.6937", "0.6934", "0.6929", "0.6702"], ["2.437", "nan", "nan", "nan"]):
+        text = own_program_log(losses)
+        for chunk in (None, 5):
+            assert [record["step"] for record in parse_all(text, chunk)] == [10 * n for n in range(1, len(losses) + 1)]
+
+
+def test_autologs_order_without_a_bar_gives_every_dict_the_step_line_after_it():
+    """disable_tqdm: the Trainer's dict, then nbtoolkit's step line; the first dict too (no step seen before it)."""
+    text = "".join(
+        f"{{'loss': {2 - step / 40}, 'learning_rate': 0.0001, 'epoch': {step / 40}}}\n"
+        f"[nbtoolkit] step {step}/40 ({100 * step // 40}%) | loss {2 - step / 40:.4f} | lr 1.00e-04\n"
+        for step in (10, 20, 30, 40)
+    )
+    assert [(record["kind"], record["step"]) for record in parse_all(text)] == [("train", n) for n in (10, 20, 30, 40)]
+
+
+def test_an_evaluation_slower_than_training_never_becomes_the_training_bar():
+    """100 steps at 5 it/s; at step 50 an evaluation of 100 batches at 4 it/s (generation), the same total and no
+    description: its count and elapsed time pass the training bar's, and still the step stays 50 until training
+    goes on."""
+    lines = []
+    for step in range(1, 101):
+        lines.append(plain_bar(step, 100, elapsed_s=step // 5, rate="5.00it/s"))
+        if step % 10 == 0:
+            lines.append(f"{{'loss': {2 - step / 100:.2f}, 'learning_rate': 1e-05, 'epoch': {step / 100:.2f}}}")
+        if step == 50:
+            lines += [plain_bar(batch, 100, elapsed_s=batch // 4, rate="4.00it/s") for batch in range(101)]
+            lines.append("{'eval_loss': 1.5, 'eval_runtime': 25.0, 'epoch': 0.5}")
+    records = parse_all("\n".join(lines) + "\n")
+    assert [(record["kind"], record["step"]) for record in records] == [
+        *(("train", step) for step in range(10, 51, 10)),
+        ("eval", 50),
+        *(("train", step) for step in range(60, 101, 10)),
+    ]

@@ -13,7 +13,16 @@ from __future__ import annotations
 import math
 import re
 
-from nbtoolkit.metrics.parse import DESCRIPTION, MAX_PENDING_CHARS, STEP_LINE, classify, parse_dict_line, same_step
+from nbtoolkit.metrics.parse import (
+    DESCRIPTION,
+    DICT_FIRST,
+    MAX_PENDING_CHARS,
+    STEP_FIRST,
+    STEP_LINE,
+    classify,
+    parse_dict_line,
+    same_step,
+)
 
 #: a key of a printed dict: `'loss':`
 KEY = re.compile(r"""['"][^'"]+['"]\s*:""")
@@ -48,25 +57,28 @@ class ConsoleView:
 
     Whether nbtoolkit reports a step is read from the log, not from the spec: its own program prints
     `[nbtoolkit] step ...` on the line before the Trainer's dict, the autolog of a script's Trainer on the line
-    after it. A train dict that does not follow a step line of its loss waits for the next line to tell.
+    after it; which, is read once, at the first step line. Until then, and in autolog's order, a train dict
+    waits for the next line to tell.
     """
 
     def __init__(self) -> None:
         self._pending: list[str] = []  # the unfinished last line, as it arrived
         self._pending_chars = 0
+        self._look_at = MAX_PENDING_CHARS  # the unfinished line's length at which only its last drawing is kept
         self._held: tuple[str, str, dict[str, float]] | None = None  # a train dict: (text before it, its line, values)
-        self._unpaired_step: str | None = None  # the last line, if a step line whose dict has not been seen
+        self._unpaired_step: str | None = None  # the last line, if a step line whose dict may come next
+        self._order: str | None = None  # STEP_FIRST or DICT_FIRST, from the first step line
 
     def feed(self, text: str) -> str:
         if "\n" not in text:  # an unfinished line costs nothing but keeping it (a bar redrawn with \r for hours)
             self._pending.append(text)
             self._pending_chars += len(text)
-            if self._pending_chars > MAX_PENDING_CHARS:  # only its last drawing will show
+            if self._pending_chars > self._look_at:  # only its last drawing will show
                 self._last_drawing()
             return ""
         lines = "".join([*self._pending, text]).split("\n")
         rest = lines.pop()
-        self._pending, self._pending_chars = [rest], len(rest)
+        self._pending, self._pending_chars, self._look_at = [rest], len(rest), MAX_PENDING_CHARS
         return "".join(shown + "\n" for line in lines for shown in self._line(line))
 
     def flush(self) -> str:
@@ -78,7 +90,8 @@ class ConsoleView:
         line = "".join(self._pending)
         cut = line.rfind("\r")
         self._pending = [line[cut:] if cut > 0 else line]
-        self._pending_chars = len(self._pending[0]) if cut > 0 else 0  # one drawing that long: look again later
+        self._pending_chars = len(self._pending[0])
+        self._look_at = max(MAX_PENDING_CHARS, 2 * self._pending_chars)  # one drawing that long: look again later
 
     def _release(self, dropped: bool) -> list[str]:
         """The held train dict's lines: its rewrite, or only the text before it when nbtoolkit reported it."""
@@ -91,8 +104,11 @@ class ConsoleView:
 
     def _line(self, line: str) -> list[str]:
         if STEP_LINE in line:
-            paired = self._held is not None and same_step(line, self._held[2])
-            self._unpaired_step = None if paired else line
+            held = self._held[2] if self._held else None
+            if self._order is None:
+                self._order = DICT_FIRST if held and same_step(line, held) else STEP_FIRST
+            paired = self._order == DICT_FIRST and held is not None and same_step(line, held)
+            self._unpaired_step = line if self._order == STEP_FIRST else None
             return [*self._release(dropped=paired), line]
         shown = self._release(dropped=False)
         step_line, self._unpaired_step = self._unpaired_step, None
@@ -101,10 +117,15 @@ class ConsoleView:
         if values is None or kind is None:
             return [*shown, line]
         before = line[: line.find("{")]
+        rewritten = before + metric_line(kind, values)
         if kind != "train":
-            return [*shown, before + metric_line(kind, values)]
-        self._held = (before, before + metric_line(kind, values), values)
-        return shown + self._release(dropped=True) if step_line and same_step(step_line, values) else shown
+            return [*shown, rewritten]
+        if step_line and same_step(step_line, values):  # the dict of the step line just before it
+            return [*shown, before] if before.strip(" \r") else shown
+        if self._order == STEP_FIRST:  # no step line after it will claim it
+            return [*shown, rewritten]
+        self._held = (before, rewritten, values)
+        return shown
 
 
 def console_page(chunk: bytes, *, final: bool, more: bool) -> tuple[str, int]:
@@ -112,9 +133,10 @@ def console_page(chunk: bytes, *, final: bool, more: bool) -> tuple[str, int]:
     it used (the next page starts after them).
 
     While the job runs, the page ends before an unfinished last line and before a last train dict or step line
-    (with the dict of its step that may follow), so paging shows each step once. `final`: the job has
-    ended and nothing follows, the page is shown whole. `more`: the log goes on past this page, so nothing is held
-    back that would leave the page empty (a reader would wait on it forever).
+    whose other half may follow (the log's order is read from the page), so paging shows each step once.
+    `final`: the job has ended and nothing follows, the page is shown whole. `more`: the log goes on past this page,
+    so nothing is held back that would leave the page empty (a reader would wait on it forever): a line longer than
+    the page is cut at its last `\r` in it (a bar's drawing), else at a character's end.
     """
     used = chunk
     if not final:
@@ -123,20 +145,44 @@ def console_page(chunk: bytes, *, final: bool, more: bool) -> tuple[str, int]:
         lines = _without_a_half_pair(finished) or (finished if more else [])
         if lines or not more:
             used = b"".join(line + b"\n" for line in lines)
+        else:
+            used = _cut_long_line(chunk)
     view = ConsoleView()
     return view.feed(used.decode("utf-8", errors="replace")) + view.flush(), len(used)
 
 
+def _cut_long_line(chunk: bytes) -> bytes:
+    cut = chunk.rfind(b"\r")
+    if cut > 0:
+        return chunk[:cut]
+    end = len(chunk)
+    while end > len(chunk) - 4 and end > 1 and chunk[end - 1] & 0xC0 == 0x80:  # inside a UTF-8 character
+        end -= 1
+    if end < len(chunk) and chunk[end - 1] & 0xC0 == 0xC0:  # the character's first byte: it is cut too
+        end -= 1
+    return chunk[:end] or chunk
+
+
+def _page_order(lines: list[str]) -> str | None:
+    """The log's order of step line and dict, from the first step line of the page (None: none in it)."""
+    for index, line in enumerate(lines):
+        if STEP_LINE in line:
+            values = trainer_dict(lines[index - 1]) if index else None
+            paired = values is not None and classify(values) == "train" and same_step(line, values)
+            return DICT_FIRST if paired else STEP_FIRST
+    return None
+
+
 def _without_a_half_pair(lines: list[bytes]) -> list[bytes]:
-    """The lines, less a last train dict or step line whose other half may still come: a step line follows the
-    Trainer's dict of its step (autolog) or comes before it (nbtoolkit's program)."""
+    """The lines, less a last train dict (autolog: its step line may follow) or step line (nbtoolkit's program: its
+    dict may follow) whose other half may still come."""
     if not lines:
         return lines
-    before, last = (line.decode("utf-8", errors="replace") for line in [b"", *lines][-2:])
-    if STEP_LINE in last:
-        values = trainer_dict(before)
-        return lines if values and classify(values) == "train" and same_step(last, values) else lines[:-1]
-    values = trainer_dict(last)
-    if values and classify(values) == "train":
-        return lines if STEP_LINE in before and same_step(before, values) else lines[:-1]
+    text = [line.decode("utf-8", errors="replace") for line in lines]
+    order = _page_order(text)
+    if STEP_LINE in text[-1]:
+        return lines[:-1] if order == STEP_FIRST else lines
+    values = trainer_dict(text[-1])
+    if values and classify(values) == "train" and order != STEP_FIRST:
+        return lines[:-1]
     return lines

@@ -8,7 +8,8 @@ The bar is read in every rendering: a terminal's (`\r`, bar glyphs), one written
 terminal as Colab, Kubernetes and CloudWatch keep it (`  4% 100/2238 [1:49:59<42:08:58, 70.97s/it]`),
 behind a host, pod or time prefix, with a dict glued to its end. A console's text (`nbtoolkit logs`,
 `run --follow`: a step line with no Trainer dict beside it, `[nbtoolkit] eval at epoch ...` lines) gives
-the records the raw log gives. Other bars (evaluation, saving,
+the raw log's records: each train record's step, loss, learning rate and throughput (the Trainer's other
+train numbers, such as grad_norm, are only in the raw log), eval and summary records whole. Other bars (evaluation, saving,
 data processing) never set the step; a record with no step in sight has step null rather than a
 guess. Scripts run under nbtoolkit with a Trainer write exact records
 themselves (nbtoolkit.train.autolog): this parser is the fallback for everything else.
@@ -74,6 +75,9 @@ STEP_LINE = "[nbtoolkit] step "
 STEP_VALUES = re.compile(rf"\| (loss|lr) ({NUMBER})(?= \||\s*$)")
 #: the loss on a step line
 STEP_LOSS = re.compile(r"\| loss (\S+)")
+#: where a step line stands to the Trainer's dict of its step: nbtoolkit's program prints it just before the dict,
+#: autolog (a script's Trainer) just after; a log's order is read once, at its first step line
+STEP_FIRST, DICT_FIRST = "step line first", "dict first"
 #: a dict line as the console shows it (nbtoolkit.metrics.console): `[nbtoolkit] eval at epoch 0.5 | eval_loss 1.8`
 CONSOLE_LINE = re.compile(rf"\[nbtoolkit\] (train|eval|summary)(?: at epoch ({NUMBER}))?((?: \| [\w./-]+ \S+)+)\s*$")
 CONSOLE_PAIR = re.compile(rf" \| ([\w./-]+) ({NUMBER})(?= \||\s*$)")
@@ -167,9 +171,10 @@ class LogParser:
         # for the next line (the dict of its step, when there is one, gives the record instead)
         self._step_record: tuple[str, dict[str, Any]] | None = None
         self._last_train: dict[str, float] | None = None  # the previous line's train dict, if it was one
-        # a train dict's record whose step came from a step line: autolog prints the step line of a dict after it,
-        # so the next line may name its step (record, the dict's values)
+        # a train dict's record no bar gave a step: in autolog's order the next line, its step line, names the step
+        # (record, the dict's values)
         self._dict_record: tuple[dict[str, Any], dict[str, float]] | None = None
+        self._order: str | None = None  # STEP_FIRST or DICT_FIRST, once a step line was seen
 
     def feed(self, text: str) -> list[dict[str, Any]]:
         """Parse newly arrived text (any chunking); return new records. Text without a line end costs nothing but
@@ -226,8 +231,15 @@ class LogParser:
         last_train, self._last_train = self._last_train, None
         values = parse_dict_line(rank_zero) if "{" in rank_zero else None
         train = values if values and classify(values) == "train" else None
-        records = [self._with_step_of(rank_zero, *held_dict)] if held_dict else []
-        after_its_step_line = bool(held and train and same_step(held[0], train))  # nbtoolkit's program's order
+        step_line = PROGRESS.search(rank_zero) if STEP_LINE in rank_zero else None
+        previous = held_dict[1] if held_dict else last_train  # the train dict just before, if any
+        if step_line and self._order is None:
+            self._order = DICT_FIRST if previous and same_step(rank_zero, previous) else STEP_FIRST
+        paired_back = bool(step_line and self._order == DICT_FIRST and previous and same_step(rank_zero, previous))
+        records = []
+        if held_dict:
+            records.append(self._with_step_of(step_line, held_dict[0]) if step_line and paired_back else held_dict[0])
+        after_its_step_line = bool(held and train and same_step(held[0], train))  # only held in STEP_FIRST order
         if held and not after_its_step_line:
             records.append(held[1])
         if budget.LOG_MARK in rank_zero:  # train.budget_usd's line: its record, from a program whose own stays remote
@@ -237,24 +249,26 @@ class LogParser:
         if console:
             return records + self._console_record(console)
         parsed = self._parse_bars_and_dicts(rank_zero)
-        from_step_lines = self._step is not None and not self._step_from_bar
         last_is_train = bool(parsed) and parsed[-1]["kind"] == "train"
-        if train and "step" not in train and from_step_lines and not after_its_step_line and last_is_train:
+        may_be_followed = self._order != STEP_FIRST and not self._step_from_bar  # no bar gave it its step
+        if train and "step" not in train and may_be_followed and not after_its_step_line and last_is_train:
             self._dict_record = (parsed.pop(), train)  # autolog's order: its step line may come next
         records += parsed
         self._last_train = train
-        if STEP_LINE in rank_zero and not (last_train and same_step(rank_zero, last_train)):
-            self._step_record = (rank_zero, self._step_line_record(rank_zero))
+        if step_line and not paired_back:  # a console's text, or a step line whose dict comes next
+            record = self._step_line_record(rank_zero)
+            if self._order == STEP_FIRST:
+                self._step_record = (rank_zero, record)
+            else:
+                records.append(record)
         return records
 
     @staticmethod
-    def _with_step_of(line: str, record: dict[str, Any], values: dict[str, float]) -> dict[str, Any]:
-        """The held dict's record, with the step of the step line after it when that line is its step's."""
-        progress = PROGRESS.search(line) if STEP_LINE in line else None
-        if progress and same_step(line, values):
-            record["step"] = int(progress.group(1))
-            if int(progress.group(2)):
-                record["max_steps"] = int(progress.group(2))
+    def _with_step_of(step_line: re.Match[str], record: dict[str, Any]) -> dict[str, Any]:
+        """The held dict's record, with the step of the step line printed after it (autolog's order)."""
+        record["step"] = int(step_line.group(1))
+        if int(step_line.group(2)):
+            record["max_steps"] = int(step_line.group(2))
         return record
 
     def _console_record(self, line: re.Match[str]) -> list[dict[str, Any]]:
@@ -369,7 +383,7 @@ class LogParser:
         ahead = step >= training and seconds >= self._bar_seconds
         restarted = self._restarted
         continues_restart = restarted is not None and step >= restarted[0] and seconds >= restarted[1]
-        if ahead and not (continues_restart and restarted[0] >= training):  # type: ignore[index]
+        if ahead and not continues_restart:  # a bar that began again stays apart until a record settles it
             self._restart_drawn_last = False
             return True
         self._restarted, self._restart_drawn_last = (step, seconds), True
@@ -393,8 +407,10 @@ class LogParser:
         kind = classify(values) if values else None
         if values is None or kind is None:
             return None, True
-        if kind == "eval":  # an evaluation's bar, drawn again from its start, has run to its end
-            self._restarted = None
+        if kind == "eval" and self._restarted is not None:
+            if self._restarted[0] < (self._total or 0):  # not an evaluation's bar run to its end: a resumed run's?
+                return {**self._record(kind, values), "step": None}, True
+            self._restarted = None  # an evaluation's bar, drawn again from its start, has run to its end
         elif kind == "train" and self._restarted is not None and self._restart_drawn_last:
             # printed under the bar that began again: a resumed run's training bar, now the step
             (self._step, self._bar_seconds), self._restarted = self._restarted, None
