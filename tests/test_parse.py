@@ -248,7 +248,7 @@ def test_a_bar_redrawn_for_hours_without_a_newline_is_read_once_and_not_kept():
     records, kept = [], 0
     for start in range(0, len(text), 1000):
         records += parser.feed(text[start : start + 1000])
-        kept = max(kept, parser._pending_chars)
+        kept = max(kept, parser._pending.chars)
     assert kept < MAX_PENDING_CHARS + 1000 < len(drawings) / 8
     assert [(record["step"], record["loss"]) for record in records + parser.flush()] == [(40_000, 0.5)]
 

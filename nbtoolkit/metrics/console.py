@@ -10,15 +10,16 @@ lines nbtoolkit does not report, a user's own) is shown as one line of numbers i
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
 
 from nbtoolkit.metrics.parse import (
     DESCRIPTION,
     DICT_FIRST,
-    MAX_PENDING_CHARS,
     STEP_FIRST,
     STEP_LINE,
+    PendingLine,
     classify,
     parse_dict_line,
     same_step,
@@ -62,36 +63,21 @@ class ConsoleView:
     """
 
     def __init__(self) -> None:
-        self._pending: list[str] = []  # the unfinished last line, as it arrived
-        self._pending_chars = 0
-        self._look_at = MAX_PENDING_CHARS  # the unfinished line's length at which only its last drawing is kept
+        self._pending = PendingLine()
         self._held: tuple[str, str, dict[str, float]] | None = None  # a train dict: (text before it, its line, values)
         self._unpaired_step: str | None = None  # the last line, if a step line whose dict may come next
         self._order: str | None = None  # STEP_FIRST or DICT_FIRST, from the first step line
 
     def feed(self, text: str) -> str:
-        if "\n" not in text:  # an unfinished line costs nothing but keeping it (a bar redrawn with \r for hours)
-            self._pending.append(text)
-            self._pending_chars += len(text)
-            if self._pending_chars > self._look_at:  # only its last drawing will show
-                self._last_drawing()
-            return ""
-        lines = "".join([*self._pending, text]).split("\n")
-        rest = lines.pop()
-        self._pending, self._pending_chars, self._look_at = [rest], len(rest), MAX_PENDING_CHARS
+        lines = self._pending.lines(text)
+        if self._pending.too_long:  # a bar redrawn with \r for hours: only its last drawing will show
+            self._pending.cut_drawings()
         return "".join(shown + "\n" for line in lines for shown in self._line(line))
 
     def flush(self) -> str:
-        rest, self._pending, self._pending_chars = "".join(self._pending), [], 0
+        rest = self._pending.take()
         shown = (self._line(rest) if rest else []) + self._release(dropped=False)
         return "\n".join(shown) + ("\n" if shown and not rest else "")  # a partial last line stays partial
-
-    def _last_drawing(self) -> None:
-        line = "".join(self._pending)
-        cut = line.rfind("\r")
-        self._pending = [line[cut:] if cut > 0 else line]
-        self._pending_chars = len(self._pending[0])
-        self._look_at = max(MAX_PENDING_CHARS, 2 * self._pending_chars)  # one drawing that long: look again later
 
     def _release(self, dropped: bool) -> list[str]:
         """The held train dict's lines: its rewrite, or only the text before it when nbtoolkit reported it."""
@@ -152,15 +138,12 @@ def console_page(chunk: bytes, *, final: bool, more: bool) -> tuple[str, int]:
 
 
 def _cut_long_line(chunk: bytes) -> bytes:
+    """A line longer than the page, cut at its last `\r` in it (a bar's drawing), else at a character's end."""
     cut = chunk.rfind(b"\r")
     if cut > 0:
         return chunk[:cut]
-    end = len(chunk)
-    while end > len(chunk) - 4 and end > 1 and chunk[end - 1] & 0xC0 == 0x80:  # inside a UTF-8 character
-        end -= 1
-    if end < len(chunk) and chunk[end - 1] & 0xC0 == 0xC0:  # the character's first byte: it is cut too
-        end -= 1
-    return chunk[:end] or chunk
+    whole = codecs.getincrementaldecoder("utf-8")("surrogateescape").decode(chunk)  # holds back a cut character
+    return chunk[: len(whole.encode("utf-8", "surrogateescape"))] or chunk
 
 
 def _page_order(lines: list[str]) -> str | None:

@@ -139,6 +139,53 @@ def classify(values: dict[str, float]) -> str | None:
     return None
 
 
+class PendingLine:
+    """The text since the last line end, kept as it came and joined once: when a line end arrives, or when it grows
+    past MAX_PENDING_CHARS (a bar redrawn with `\r` for hours, no newline) and its owner cuts it at its last `\r`."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self.chars = 0
+        self._look_at = MAX_PENDING_CHARS
+
+    def lines(self, text: str) -> list[str]:
+        """The lines `text` ends; the rest is kept."""
+        if "\n" not in text:
+            self._parts.append(text)
+            self.chars += len(text)
+            return []
+        lines = self.take(text).split("\n")
+        self._keep(lines.pop())
+        return lines
+
+    @property
+    def too_long(self) -> bool:
+        return self.chars > self._look_at
+
+    def cut_drawings(self, prefix: re.Pattern[str] | None = None) -> str:
+        """The line up to its last `\r` (its earlier drawings); what follows stays, behind what `prefix` matches at
+        the line's start. A line with no `\r` gives "" and is looked at again once it has doubled (each look joins
+        it whole)."""
+        line = self.take()
+        cut = line.rfind("\r")
+        if cut <= 0:
+            self._keep(line)
+            self._look_at = 2 * len(line)
+            return ""
+        kept = prefix.match(line) if prefix else None
+        self._keep((kept.group(0) if kept else "") + line[cut:])
+        return line[:cut]
+
+    def take(self, text: str = "") -> str:
+        """Everything kept, and `text`; nothing is kept after."""
+        line = "".join([*self._parts, text])
+        self._parts, self.chars, self._look_at = [], 0, MAX_PENDING_CHARS
+        return line
+
+    def _keep(self, text: str) -> None:
+        self._parts, self.chars = [text], len(text)
+
+
 class LogParser:
     """Feed it text as it arrives; it returns the metric records found in complete lines.
 
@@ -150,9 +197,7 @@ class LogParser:
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self._pending: list[str] = []  # the unfinished last line, as it arrived (joined once, when it ends)
-        self._pending_chars = 0
-        self._long_line_at = MAX_PENDING_CHARS
+        self._pending = PendingLine()
         self._step: int | None = None
         self._total: int | None = None
         self._steps_per_second: float | None = None
@@ -180,21 +225,14 @@ class LogParser:
         """Parse newly arrived text (any chunking); return new records. Text without a line end costs nothing but
         keeping it; a line that grows past MAX_PENDING_CHARS (a bar redrawn with `\r` for hours, no newline) is
         read up to its last `\r`, so a run's whole output is read once, whatever its chunks."""
-        if "\n" not in text:
-            self._pending.append(text)
-            self._pending_chars += len(text)
-            return self._read_long_line() if self._pending_chars > self._long_line_at else []
-        lines = "".join([*self._pending, text]).split("\n")
-        rest = lines.pop()
-        self._pending, self._pending_chars, self._long_line_at = [rest], len(rest), MAX_PENDING_CHARS
-        records: list[dict[str, Any]] = []
-        for line in lines:
-            records += self._parse_complete_line(line)
-        return records
+        lines = self._pending.lines(text)
+        if self._pending.too_long:  # read up to its last \r; what follows is still a rank's if it was one
+            lines += filter(None, [self._pending.cut_drawings(prefix=RANK_PREFIX)])
+        return [record for line in lines for record in self._parse_complete_line(line)]
 
     def flush(self) -> list[dict[str, Any]]:
         """Parse what is left of an unterminated last line (at the end of a log)."""
-        rest, self._pending, self._pending_chars = "".join(self._pending), [], 0
+        rest = self._pending.take()
         records = self.feed(rest + "\n") if rest else []
         held, self._step_record = self._step_record, None
         held_dict, self._dict_record = self._dict_record, None
@@ -206,19 +244,6 @@ class LogParser:
         for piece in RANK_SPLIT.split(line) if glued else (line,):
             records += self._parse_line(piece)
         return records
-
-    def _read_long_line(self) -> list[dict[str, Any]]:
-        """The long unfinished line read up to its last `\r` (each drawing after a `\r` stands alone); what
-        follows stays pending, behind the line's rank prefix so that it is still read as that rank's."""
-        line = "".join(self._pending)
-        cut = line.rfind("\r")
-        if cut <= 0:  # one drawing that long: look again once it has doubled (each look reads it all)
-            self._pending, self._long_line_at = [line], 2 * len(line)
-            return []
-        prefix = RANK_PREFIX.match(line)
-        rest = (prefix.group(0) if prefix else "") + line[cut:]
-        self._pending, self._pending_chars = [rest], len(rest)
-        return self._parse_complete_line(line[:cut])
 
     def _parse_line(self, line: str) -> list[dict[str, Any]]:
         """A line is progress-bar updates separated by \\r, some ending in a dict. A record whose step came
