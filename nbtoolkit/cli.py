@@ -72,7 +72,7 @@ def follow(job: Job, raw: bool = False) -> int:
     view = console_view(raw)
     try:
         for text in follow_log(job.id, store=job.store):
-            sys.stdout.write(view.feed(text) if view else text)
+            sys.stdout.write((view.feed(text) if text else view.settle()) if view else text)
             sys.stdout.flush()
         sys.stdout.write(view.flush() if view else "")
     except KeyboardInterrupt:

@@ -269,3 +269,62 @@ def test_a_line_longer_than_a_page_is_cut_at_a_bars_drawing_never_inside_a_chara
     page = JobsService(store).log(record.id, offset=0, limit=64 * 1024, view="console")
     assert 0 < page.next < 64 * 1024 and "\ufffd" not in page.text
     assert drawings.encode()[page.next : page.next + 1] == b"\r"  # the next page starts at a drawing
+
+
+#: a script's Trainer with bars off and no nbtoolkit: a train dict with no step line after it
+QUIET_DICT = "{'loss': '1.9', 'learning_rate': '0.0001', 'epoch': '0.25'}\n"
+QUIET_LINE = "[nbtoolkit] train at epoch 0.25 | loss 1.9 | learning_rate 0.0001\n"
+LATE_STEP_LINE = "[nbtoolkit] step 10/40 (25%) | loss 1.9000 | lr 1.00e-04\n"
+
+
+def test_a_quiet_running_logs_last_train_dict_shows_once_the_log_has_settled(store):
+    """A running job's page holds back a last train dict (autolog's step line may follow it); once the log has been
+    quiet for SETTLE_S it shows, the unfinished line after it still waits, and a late step line does not repeat it."""
+    import os
+    import time
+
+    from nbtoolkit.metrics.parse import SETTLE_S
+    from nbtoolkit.runner.store import LOG_FILE
+    from nbtoolkit.server.service import JobsService
+
+    record = store.create(name="quiet", task="causal-lm", backend="local")
+    store.update(record.id, status="running")
+    log = store.job_dir(record.id) / LOG_FILE
+    log.write_text(QUIET_DICT + "eval 3/8")
+    service = JobsService(store)
+    assert service.log(record.id, view="console").text == ""
+    quiet = time.time() - SETTLE_S - 1
+    os.utime(log, (quiet, quiet))
+    page = service.log(record.id, view="console")
+    assert page.text == QUIET_LINE
+    assert page.next == len(QUIET_DICT)
+    log.write_text(QUIET_DICT + LATE_STEP_LINE)
+    assert service.log(record.id, offset=page.next, view="console").text == ""  # a step line, maybe of a next dict
+    store.update(record.id, status="succeeded")
+    assert service.log(record.id, offset=page.next, view="console").text == LATE_STEP_LINE
+
+
+def test_following_a_quiet_log_shows_its_held_dict(store, monkeypatch, capsys):
+    """`nbtoolkit logs --follow`: the follower says once when the log has gone quiet, and the console shows the
+    train dict it held for a step line."""
+    import threading
+
+    from nbtoolkit import cli
+    from nbtoolkit.api import Job
+    from nbtoolkit.runner import control
+    from nbtoolkit.runner.store import LOG_FILE
+
+    monkeypatch.setattr(control, "SETTLE_S", 0.2)
+    record = store.create(name="quiet", task="causal-lm", backend="local")
+    store.update(record.id, status="running")
+    (store.job_dir(record.id) / LOG_FILE).write_text(QUIET_DICT)
+    ends = threading.Timer(2.0, store.update, args=(record.id,), kwargs={"status": "succeeded"})
+    ends.start()
+    assert list(control.follow_log(record.id, store=store, poll=0.05)) == [QUIET_DICT, ""]  # "": quiet, once
+    ends.join()
+
+    # its step line came late all the same: the log's order is still autolog's, so step 20 shows once
+    step_20 = "{'loss': '1.7', 'epoch': '0.5'}\n[nbtoolkit] step 20/40 (50%) | loss 1.7000\n"
+    monkeypatch.setattr(cli, "follow_log", lambda *_, **__: iter([QUIET_DICT, "", LATE_STEP_LINE, step_20]))
+    assert cli.follow(Job(record.id, store)) == 0
+    assert capsys.readouterr().out.startswith(QUIET_LINE + LATE_STEP_LINE + step_20.splitlines()[1] + "\n")

@@ -288,3 +288,31 @@ def test_log_tails_read_from_the_end_of_a_huge_log(store):
     tracemalloc.stop()
     shown = nbtoolkit("logs", record.id, "-n", "2").stdout  # (text mode reads the bar's \r as a line end)
     assert shown.startswith("line 5\n") and shown.endswith(" 50%|#####     | 5/10\n")
+
+
+QUIET_SCRIPT = """\
+import pathlib, sys, time
+print("{'loss': 1.9, 'learning_rate': 0.0001, 'epoch': 0.25}", flush=True)
+go, deadline = pathlib.Path(sys.argv[1]), time.time() + 120
+while not go.exists() and time.time() < deadline:
+    time.sleep(0.2)
+"""
+
+
+def test_a_quiet_scripts_last_train_dict_is_charted_while_it_runs(store, tmp_path):
+    """A script's Trainer with bars off prints a dict and nothing after it for a while (a long logging interval):
+    its record reaches metrics.jsonl once the log has been quiet for SETTLE_S, not at the next logging step."""
+    from nbtoolkit.metrics.parse import SETTLE_S
+
+    script, go = tmp_path / "quiet.py", tmp_path / "go"
+    script.write_text(QUIET_SCRIPT)
+    job = launch({"task": "causal-lm", "script": {"path": str(script), "args": [str(go)]}}, store=store)
+    deadline = time.monotonic() + SETTLE_S + 30
+    while not job.records():
+        assert job.record.active and time.monotonic() < deadline, job.logs(tail=20)
+        time.sleep(0.5)
+    assert job.record.active  # charted while the script still waits
+    assert [(r["kind"], r["loss"]) for r in job.records()] == [("train", 1.9)]
+    go.touch()
+    assert job.wait(timeout=60) == "succeeded"
+    assert [(r["kind"], r["loss"]) for r in job.records()] == [("train", 1.9)]

@@ -298,3 +298,19 @@ def test_an_evaluation_slower_than_training_never_becomes_the_training_bar():
         ("eval", 50),
         *(("train", step) for step in range(60, 101, 10)),
     ]
+
+
+def test_a_quiet_log_settles_a_dict_held_for_a_step_line_that_does_not_come():
+    """Bars off and no nbtoolkit: a train dict waits for the next line (autolog prints its step line there), so a
+    quiet log would chart each logging step only when the next came. Settled, it is ready; a step line that still
+    comes adds nothing, and a dict of nbtoolkit's own order is never held."""
+    parser = LogParser(clock=lambda: 0.0)
+    assert parser.feed("{'loss': 1.9, 'learning_rate': 0.0001, 'epoch': 0.25}\n") == []
+    assert [(r["kind"], r["loss"], r["epoch"]) for r in parser.settle()] == [("train", 1.9, 0.25)]
+    assert parser.settle() == []
+    assert parser.feed("[nbtoolkit] step 10/40 (25%) | loss 1.9000 | lr 1.00e-04\n") == []
+    assert parser.flush() == []
+
+    own = LogParser(clock=lambda: 0.0)
+    assert [r["step"] for r in own.feed(own_program_log(["1.9", "1.8"]))] == [10, 20]
+    assert own.settle() == [] and own.flush() == []

@@ -67,12 +67,19 @@ class ConsoleView:
         self._held: tuple[str, str, dict[str, float]] | None = None  # a train dict: (text before it, its line, values)
         self._unpaired_step: str | None = None  # the last line, if a step line whose dict may come next
         self._order: str | None = None  # STEP_FIRST or DICT_FIRST, from the first step line
+        self._settled: dict[str, float] | None = None  # the train dict `settle` showed, if no line came since
 
     def feed(self, text: str) -> str:
         lines = self._pending.lines(text)
         if self._pending.too_long:  # a bar redrawn with \r for hours: only its last drawing will show
             self._pending.cut_drawings()
         return "".join(shown + "\n" for line in lines for shown in self._line(line))
+
+    def settle(self) -> str:
+        """The log has been quiet for SETTLE_S: a held train dict has no step line coming, so it shows now (its
+        values stay to tell the log's order if its step line comes all the same)."""
+        self._settled = self._held[2] if self._held else None
+        return "".join(line + "\n" for line in self._release(dropped=False))
 
     def flush(self) -> str:
         rest = self._pending.take()
@@ -89,8 +96,9 @@ class ConsoleView:
         return [rewritten]
 
     def _line(self, line: str) -> list[str]:
+        settled, self._settled = self._settled, None
         if STEP_LINE in line:
-            held = self._held[2] if self._held else None
+            held = self._held[2] if self._held else settled
             if self._order is None:
                 self._order = DICT_FIRST if held and same_step(line, held) else STEP_FIRST
             paired = self._order == DICT_FIRST and held is not None and same_step(line, held)
@@ -114,7 +122,7 @@ class ConsoleView:
         return shown
 
 
-def console_page(chunk: bytes, *, final: bool, more: bool) -> tuple[str, int]:
+def console_page(chunk: bytes, *, final: bool, more: bool, settled: bool = False) -> tuple[str, int]:
     """A page of a log read by byte offset (a panel polling it) as a console shows it, and how many of its bytes
     it used (the next page starts after them).
 
@@ -122,13 +130,14 @@ def console_page(chunk: bytes, *, final: bool, more: bool) -> tuple[str, int]:
     whose other half may follow (the log's order is read from the page), so paging shows each step once.
     `final`: the job has ended and nothing follows, the page is shown whole. `more`: the log goes on past this page,
     so nothing is held back that would leave the page empty (a reader would wait on it forever): a line longer than
-    the page is cut at its last `\r` in it (a bar's drawing), else at a character's end.
+    the page is cut at its last `\r` in it (a bar's drawing), else at a character's end. `settled`: the log has been
+    quiet for SETTLE_S, so no other half is coming and a last half pair shows (an unfinished line still waits).
     """
     used = chunk
     if not final:
         finished = chunk.split(b"\n")[:-1]  # the last piece is unfinished (or b"")
         # a page too short for the pair shows its half rather than nothing (a reader would wait on it forever)
-        lines = _without_a_half_pair(finished) or (finished if more else [])
+        lines = (finished if settled else _without_a_half_pair(finished)) or (finished if more else [])
         if lines or not more:
             used = b"".join(line + b"\n" for line in lines)
         else:

@@ -66,6 +66,9 @@ LINE_PREFIX = re.compile(
 EVERY_STEP_DRAWN = 10.0
 #: an unfinished line longer than this is read up to its last `\r` (a bar redrawn for hours without a newline)
 MAX_PENDING_CHARS = 256 * 1024
+#: seconds a log stays quiet before a held half pair (a train dict whose step line may follow) is taken as whole:
+#: twice the SageMaker follower's 5-s poll, so the two lines of a pair that one fetch split still meet
+SETTLE_S = 10.0
 #: where a second rank's output starts inside a line (two ranks wrote at once)
 RANK_SPLIT = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:)")
 WINDOW = re.compile(r"\| (\d{1,15}(?:\.\d{0,15})?) (samples|tokens)/s")
@@ -237,6 +240,14 @@ class LogParser:
         held, self._step_record = self._step_record, None
         held_dict, self._dict_record = self._dict_record, None
         return records + ([held_dict[0]] if held_dict else []) + self._release() + ([held[1]] if held else [])
+
+    def settle(self) -> list[dict[str, Any]]:
+        """No text came for a while (the caller's measure): a train dict held for the step line that autolog's
+        order prints right after it has none coming, so its record is ready as it is. Without this, a log with
+        no bars and no step lines (a script with `disable_tqdm`) shows each logging step only when the next comes.
+        A step line that still comes later pairs with the dict and adds nothing."""
+        held, self._dict_record = self._dict_record, None
+        return [held[0]] if held else []
 
     def _parse_complete_line(self, line: str) -> list[dict[str, Any]]:
         glued = "]:" in line and RANK_SPLIT.search(line)  # `[rank1]: ...[rank0]:{...}`: two ranks on one line

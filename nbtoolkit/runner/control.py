@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 
 from nbtoolkit.launches import Launch
+from nbtoolkit.metrics.parse import SETTLE_S
 from nbtoolkit.metrics.series import METRICS_FILE
 from nbtoolkit.runner.scrub import job_scrubber, scrub_job_files
 from nbtoolkit.runner.store import (
@@ -189,15 +190,22 @@ def log_tail(
 
 
 def follow_log(job_id: str, *, store: JobStore | None = None, poll: float = 0.5) -> Iterator[str]:
-    """Yield log text as it is written, until the job has ended and the log is drained."""
+    """Yield log text as it is written, until the job has ended and the log is drained; and "" once whenever the log
+    has been quiet for SETTLE_S, so a reader shows what it held for a line that is not coming."""
     store = store or JobStore()
     offset = 0
+    grew = time.monotonic()
+    settled = True
     while True:
         active = store.get(job_id).active
         text, offset = read_log(job_id, store=store, offset=offset)
         if text:
+            grew, settled = time.monotonic(), False
             yield text
         elif not active:
             return
         else:
+            if not settled and time.monotonic() - grew >= SETTLE_S:
+                settled = True
+                yield ""
             time.sleep(poll)

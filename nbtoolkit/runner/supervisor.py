@@ -37,7 +37,7 @@ import psutil
 from nbtoolkit.credentials import redact_args, resolve_args
 from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
 from nbtoolkit.metrics import budget, cost
-from nbtoolkit.metrics.parse import RANK_PREFIX, LogParser
+from nbtoolkit.metrics.parse import RANK_PREFIX, SETTLE_S, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
 from nbtoolkit.runner.listing import cost_usd
 from nbtoolkit.runner.lock import SupervisorLock
@@ -69,6 +69,7 @@ class Supervisor:
         self.metrics = MetricsReader(self.dir / METRICS_FILE)
         self.stages = [{"name": stage.name, "status": "pending"} for stage in self.launch.stages]
         self.unwritten: list[dict] = []  # parsed metric records a full disk kept out of metrics.jsonl
+        self.log_grew = time.monotonic()  # when the parser last got new log text
         self.noted: set[str] = set()
         self.stop_offset: int | None = None  # where the log stood when the stop came
         self.interrupted = False  # a stop ended a stage or kept one from starting (not one that had ended already)
@@ -201,6 +202,10 @@ class Supervisor:
                     chunk = handle.read()
                 log_offset += len(chunk)
                 self.unwritten += parser.feed(chunk.decode("utf-8", errors="replace"))
+                if chunk:
+                    self.log_grew = time.monotonic()
+                elif time.monotonic() - self.log_grew >= SETTLE_S:
+                    self.unwritten += parser.settle()
                 if final:
                     self.unwritten += parser.flush()
             if self.unwritten:

@@ -17,6 +17,7 @@ from typing import Literal, get_args
 
 from nbtoolkit.metrics.console import console_page
 from nbtoolkit.metrics.forecast import comparison_lines
+from nbtoolkit.metrics.parse import SETTLE_S
 from nbtoolkit.metrics.series import MAX_LINE_BYTES, METRICS_FILE, MetricsReader, downsample, tail_records
 from nbtoolkit.runner import control
 from nbtoolkit.runner.store import JOB_ID, LOG_FILE, STATUSES, JobRecord, JobStore
@@ -105,16 +106,18 @@ class JobsService:
             raise InvalidRequest(f"view '{str(view)[:40]}' is not a log view; use one of {', '.join(LOG_VIEWS)}")
         path = self.store.job_dir(record.id) / LOG_FILE
         try:
-            size = path.stat().st_size
+            written = path.stat()
         except FileNotFoundError:  # not written yet
             return LogPage(text="", offset=0, next=0, size=0, status=record.status)
+        size = written.st_size
         if offset < 0:
             offset = _next_line_start(path, max(0, size + offset))
         offset = min(offset, size)  # past the end (seek() refuses the largest offsets): an empty page
         if view == "console":
             chunk = control.read_log_bytes(record.id, store=self.store, offset=offset, limit=limit)
             more = offset + len(chunk) < size
-            text, used = console_page(chunk, final=not record.active and not more, more=more)
+            settled = time.time() - written.st_mtime >= SETTLE_S
+            text, used = console_page(chunk, final=not record.active and not more, more=more, settled=settled)
             next_offset = offset + used
         else:
             text, next_offset = control.read_log(record.id, store=self.store, offset=offset, limit=limit)
