@@ -141,15 +141,27 @@ OWN_PROGRAM = (
 TWO_LINES = 2 * max(len(line.encode()) + 1 for line in (AUTOLOGGED + OWN_PROGRAM).splitlines())
 
 
-def paged(service, job_id: str, limit: int) -> str:
-    """The console view of a job's log as a panel reads it: page after page from offset 0 to the end."""
-    text, offset = "", 0
+def paged(service, job_id: str, limit: int, offset: int = 0) -> tuple[str, int]:
+    """The console view of a job's log as a panel reads it: page after page from `offset` to where it stops (the end,
+    or a page that moves on no further), and that offset."""
+    text = ""
     while True:
         page = service.log(job_id, offset=offset, limit=limit, view="console")
         text += page.text
         if page.next == page.size or (page.next == offset and not page.text):
-            return text
+            return text, page.next
         offset = page.next
+
+
+def quiet(log) -> None:
+    """The log as it is once it has been quiet for longer than SETTLE_S."""
+    import os
+    import time
+
+    from nbtoolkit.metrics.parse import SETTLE_S
+
+    long_ago = time.time() - SETTLE_S - 1
+    os.utime(log, (long_ago, long_ago))
 
 
 @settings(max_examples=60, deadline=None)
@@ -171,14 +183,51 @@ def test_a_panel_paging_through_the_console_view_sees_each_step_once(tmp_path_fa
     log = store.job_dir(record.id) / LOG_FILE
     service = JobsService(store)
     log.write_text(log_text[: round(cut * len(log_text))])
-    running = paged(service, record.id, limit)
+    running, _ = paged(service, record.id, limit)
     assert all(running.count(line) <= 1 for line in running.splitlines() if "step" in line), running
     assert "[nbtoolkit] train" not in running, running  # no step shown twice: as its line and as its dict
     log.write_text(log_text)
     store.update(record.id, status="succeeded")
-    whole = paged(service, record.id, limit)
+    whole, _ = paged(service, record.id, limit)
     assert whole == shown(log_text)
     assert whole.count("[nbtoolkit] step") == 3 and "'loss'" not in whole and "[nbtoolkit] train" not in whole
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    log_text=st.sampled_from([AUTOLOGGED, OWN_PROGRAM]),
+    limit=st.integers(min_value=TWO_LINES, max_value=400),
+    cut=st.floats(min_value=0, max_value=1),
+)
+def test_a_log_that_went_quiet_anywhere_pages_each_step_once_and_goes_on_after_it(
+    tmp_path_factory, log_text, limit, cut
+):
+    """The log quiet for SETTLE_S where it was cut: a last train dict shows as its own line, nothing else changes;
+    paging on once the log grows (the dict's step line may come after all) shows no step twice; a finished log long
+    quiet pages as one view of the whole."""
+    from nbtoolkit.runner import JobStore
+    from nbtoolkit.runner.store import LOG_FILE
+    from nbtoolkit.server.service import JobsService
+
+    store = JobStore(tmp_path_factory.mktemp("nbhome"))
+    record = store.create(name="paged", task="causal-lm", backend="local")
+    store.update(record.id, status="running")
+    log = store.job_dir(record.id) / LOG_FILE
+    service = JobsService(store)
+    log.write_text(log_text[: round(cut * len(log_text))])
+    quiet(log)
+    before, offset = paged(service, record.id, limit)
+    settled = [line for line in before.splitlines() if line.startswith("[nbtoolkit] train")]
+    assert len(settled) <= 1 and (not settled or before.splitlines()[-1] == settled[0]), before
+    log.write_text(log_text)  # it goes on
+    after, _ = paged(service, record.id, limit, offset)
+    together = (before + after).splitlines()
+    assert "[nbtoolkit] train" not in after, (before, after)
+    assert all(together.count(line) == 1 for line in together if "step" in line), together
+    store.update(record.id, status="succeeded")
+    quiet(log)
+    whole, _ = paged(service, record.id, limit)
+    assert whole == shown(log_text)
 
 
 def test_the_console_view_always_moves_on_and_never_goes_back(store):
@@ -298,9 +347,7 @@ def test_a_quiet_running_logs_last_train_dict_shows_once_the_log_has_settled(sto
     page = service.log(record.id, view="console")
     assert page.text == QUIET_LINE
     assert page.next == len(QUIET_DICT)
-    log.write_text(QUIET_DICT + LATE_STEP_LINE)
-    assert service.log(record.id, offset=page.next, view="console").text == ""  # a step line, maybe of a next dict
-    store.update(record.id, status="succeeded")
+    log.write_text(QUIET_DICT + LATE_STEP_LINE)  # the log's order is now known: its step line, after its dict
     assert service.log(record.id, offset=page.next, view="console").text == LATE_STEP_LINE
 
 
@@ -328,3 +375,77 @@ def test_following_a_quiet_log_shows_its_held_dict(store, monkeypatch, capsys):
     monkeypatch.setattr(cli, "follow_log", lambda *_, **__: iter([QUIET_DICT, "", LATE_STEP_LINE, step_20]))
     assert cli.follow(Job(record.id, store)) == 0
     assert capsys.readouterr().out.startswith(QUIET_LINE + LATE_STEP_LINE + step_20.splitlines()[1] + "\n")
+
+
+def test_a_quiet_logs_page_waits_for_a_line_written_as_it_was_read(store, monkeypatch):
+    """The log went quiet, then step 20's dict was written between the page's look at the file and its read: that
+    dict is not quiet yet (its step line comes a moment later), so it waits."""
+    from nbtoolkit.runner import control
+    from nbtoolkit.runner.store import LOG_FILE
+    from nbtoolkit.server.service import JobsService
+
+    record = store.create(name="racing", task="causal-lm", backend="local")
+    store.update(record.id, status="running")
+    log = store.job_dir(record.id) / LOG_FILE
+    log.write_text(QUIET_DICT + LATE_STEP_LINE)
+    quiet(log)
+    read = control.read_log_bytes
+
+    def written_as_read(*args, **kwargs):
+        with open(log, "a") as handle:
+            handle.write("{'loss': '1.7', 'epoch': '0.5'}\n")
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(control, "read_log_bytes", written_as_read)
+    page = JobsService(store).log(record.id, offset=len(QUIET_DICT + LATE_STEP_LINE), view="console")
+    assert page.text == "" and page.next == len(QUIET_DICT + LATE_STEP_LINE)
+
+
+def test_a_quiet_log_in_nbtoolkits_order_still_waits_for_a_last_step_lines_dict(store):
+    """nbtoolkit's program prints the step line first: a quiet log's last step line still waits for its dict (else
+    the dict, when it comes, would show as a second line of that step)."""
+    from nbtoolkit.runner.store import LOG_FILE
+    from nbtoolkit.server.service import JobsService
+
+    record = store.create(name="own", task="causal-lm", backend="local")
+    store.update(record.id, status="running")
+    log = store.job_dir(record.id) / LOG_FILE
+    first_step = OWN_PROGRAM.splitlines(keepends=True)[:2]
+    log.write_text("".join(first_step) + "[nbtoolkit] step 50/300 (16%) | loss 1.6942\n")
+    quiet(log)
+    service = JobsService(store)
+    page = service.log(record.id, view="console")
+    assert page.text == first_step[0]
+    log.write_text(
+        "".join(first_step) + "[nbtoolkit] step 50/300 (16%) | loss 1.6942\n" + OWN_PROGRAM.split("\n")[4] + "\n"
+    )
+    assert (
+        service.log(record.id, offset=page.next, view="console").text == "[nbtoolkit] step 50/300 (16%) | loss 1.6942\n"
+    )
+
+
+def test_a_view_settled_twice_still_knows_the_dict_it_showed():
+    """`logs -f` settles again after a partial line: the dict it showed still pairs with its late step line."""
+    view = ConsoleView()
+    out = view.feed(QUIET_DICT) + view.settle() + view.settle() + view.feed("[nbtoolkit] step 10/40") + view.settle()
+    out += view.feed(" (25%) | loss 1.9000 | lr 1.00e-04\n{'loss': '1.7', 'epoch': '0.5'}\n")
+    out += view.feed("[nbtoolkit] step 20/40 (50%) | loss 1.7000\n")
+    assert out == QUIET_LINE + LATE_STEP_LINE + "[nbtoolkit] step 20/40 (50%) | loss 1.7000\n"
+
+
+def test_following_a_log_already_quiet_shows_its_held_dict_at_once(store):
+    """`logs -f` on a job whose log has been quiet for long: the quiet is the log's, not the follower's."""
+    import threading
+
+    from nbtoolkit.runner import control
+    from nbtoolkit.runner.store import LOG_FILE
+
+    record = store.create(name="quiet", task="causal-lm", backend="local")
+    store.update(record.id, status="running")
+    log = store.job_dir(record.id) / LOG_FILE
+    log.write_text(QUIET_DICT)
+    quiet(log)
+    ends = threading.Timer(1.0, store.update, args=(record.id,), kwargs={"status": "succeeded"})
+    ends.start()
+    assert list(control.follow_log(record.id, store=store, poll=0.05)) == [QUIET_DICT, ""]
+    ends.join()

@@ -78,8 +78,19 @@ class ConsoleView:
     def settle(self) -> str:
         """The log has been quiet for SETTLE_S: a held train dict has no step line coming, so it shows now (its
         values stay to tell the log's order if its step line comes all the same)."""
-        self._settled = self._held[2] if self._held else None
+        if self._held:
+            self._settled = self._held[2]
         return "".join(line + "\n" for line in self._release(dropped=False))
+
+    def resume(self, previous: str, order: str | None) -> None:
+        """A view that starts mid-log (a page): the log's line just before it and its order as far as known, so a
+        dict and its step line that the page's start split pair as they would in one view."""
+        self._order = order
+        values = trainer_dict(previous)
+        if values and classify(values) == "train":
+            self._settled = values  # shown by the page before it
+        elif STEP_LINE in previous and order == STEP_FIRST:
+            self._unpaired_step = previous
 
     def flush(self) -> str:
         rest = self._pending.take()
@@ -122,7 +133,9 @@ class ConsoleView:
         return shown
 
 
-def console_page(chunk: bytes, *, final: bool, more: bool, settled: bool = False) -> tuple[str, int]:
+def console_page(
+    chunk: bytes, *, final: bool, more: bool, settled: bool = False, previous: bytes = b"", order: str | None = None
+) -> tuple[str, int]:
     """A page of a log read by byte offset (a panel polling it) as a console shows it, and how many of its bytes
     it used (the next page starts after them).
 
@@ -130,19 +143,24 @@ def console_page(chunk: bytes, *, final: bool, more: bool, settled: bool = False
     whose other half may follow (the log's order is read from the page), so paging shows each step once.
     `final`: the job has ended and nothing follows, the page is shown whole. `more`: the log goes on past this page,
     so nothing is held back that would leave the page empty (a reader would wait on it forever): a line longer than
-    the page is cut at its last `\r` in it (a bar's drawing), else at a character's end. `settled`: the log has been
-    quiet for SETTLE_S, so no other half is coming and a last half pair shows (an unfinished line still waits).
+    the page is cut at its last `\r` in it (a bar's drawing), else at a character's end. `settled`: the log ends here
+    and has been quiet for SETTLE_S, so a last train dict has no step line coming and shows (an unfinished line, or a
+    step line whose dict may follow, still waits). `previous`: the log's line before the page, and `order` the log's
+    (`log_order`; else read from the page), so that a pair the page's start split is read as one.
     """
+    before = previous.decode("utf-8", errors="replace")
+    finished = chunk.split(b"\n")[:-1]  # the last piece is unfinished (or b"")
+    order = order or _page_order([line.decode("utf-8", errors="replace") for line in finished])
     used = chunk
     if not final:
-        finished = chunk.split(b"\n")[:-1]  # the last piece is unfinished (or b"")
         # a page too short for the pair shows its half rather than nothing (a reader would wait on it forever)
-        lines = (finished if settled else _without_a_half_pair(finished)) or (finished if more else [])
+        lines = _without_a_half_pair(finished, order, settled) or (finished if more else [])
         if lines or not more:
             used = b"".join(line + b"\n" for line in lines)
         else:
             used = _cut_long_line(chunk)
     view = ConsoleView()
+    view.resume(before, order)
     return view.feed(used.decode("utf-8", errors="replace")) + view.flush(), len(used)
 
 
@@ -155,26 +173,42 @@ def _cut_long_line(chunk: bytes) -> bytes:
     return chunk[: len(whole.encode("utf-8", "surrogateescape"))] or chunk
 
 
+def log_order(head: bytes) -> str | None:
+    """The log's order of step line and dict, read as the parser reads it: at its first step line, from the line
+    before it (None: no whole step line in `head`, the log's first bytes)."""
+    at = head.find(STEP_LINE.encode())
+    end = head.find(b"\n", at)
+    if at < 0 or end < 0:
+        return None
+    start = head.rfind(b"\n", 0, at) + 1
+    previous = head[head.rfind(b"\n", 0, start - 1) + 1 : start - 1] if start else b""
+    return _pair_order(head[start:end].decode("utf-8", errors="replace"), previous.decode("utf-8", errors="replace"))
+
+
 def _page_order(lines: list[str]) -> str | None:
-    """The log's order of step line and dict, from the first step line of the page (None: none in it)."""
+    """The order read from the first step line of a page (None: none in it), when the log's own is not known."""
     for index, line in enumerate(lines):
         if STEP_LINE in line:
-            values = trainer_dict(lines[index - 1]) if index else None
-            paired = values is not None and classify(values) == "train" and same_step(line, values)
-            return DICT_FIRST if paired else STEP_FIRST
+            return _pair_order(line, lines[index - 1] if index else "")
     return None
 
 
-def _without_a_half_pair(lines: list[bytes]) -> list[bytes]:
-    """The lines, less a last train dict (autolog: its step line may follow) or step line (nbtoolkit's program: its
-    dict may follow) whose other half may still come."""
+def _pair_order(step_line: str, previous: str) -> str:
+    """DICT_FIRST if the line before a log's first step line is its train dict, else STEP_FIRST."""
+    values = trainer_dict(previous)
+    paired = values is not None and classify(values) == "train" and same_step(step_line, values)
+    return DICT_FIRST if paired else STEP_FIRST
+
+
+def _without_a_half_pair(lines: list[bytes], order: str | None, settled: bool) -> list[bytes]:
+    """The lines, less a last train dict (autolog: its step line may follow, unless the log has `settled`) or step
+    line (nbtoolkit's program: its dict may follow) whose other half may still come."""
     if not lines:
         return lines
-    text = [line.decode("utf-8", errors="replace") for line in lines]
-    order = _page_order(text)
-    if STEP_LINE in text[-1]:
+    last = lines[-1].decode("utf-8", errors="replace")
+    if STEP_LINE in last:
         return lines[:-1] if order == STEP_FIRST else lines
-    values = trainer_dict(text[-1])
-    if values and classify(values) == "train" and order != STEP_FIRST:
+    values = trainer_dict(last)
+    if values and classify(values) == "train" and order != STEP_FIRST and not settled:
         return lines[:-1]
     return lines

@@ -193,19 +193,18 @@ def follow_log(job_id: str, *, store: JobStore | None = None, poll: float = 0.5)
     """Yield log text as it is written, until the job has ended and the log is drained; and "" once whenever the log
     has been quiet for SETTLE_S, so a reader shows what it held for a line that is not coming."""
     store = store or JobStore()
-    offset = 0
-    grew = time.monotonic()
-    settled = True
+    log = store.job_dir(job_id) / LOG_FILE
+    offset, grew, settled = 0, 0.0, True
     while True:
         active = store.get(job_id).active
         text, offset = read_log(job_id, store=store, offset=offset)
         if text:
-            grew, settled = time.monotonic(), False
+            grew, settled = log.stat().st_mtime, False  # a log already quiet when followed settles at once
             yield text
         elif not active:
             return
         else:
-            if not settled and time.monotonic() - grew >= SETTLE_S:
+            if not settled and time.time() - grew >= SETTLE_S:
                 settled = True
                 yield ""
             time.sleep(poll)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, get_args
 
-from nbtoolkit.metrics.console import console_page
+from nbtoolkit.metrics.console import console_page, log_order
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.metrics.parse import SETTLE_S
 from nbtoolkit.metrics.series import MAX_LINE_BYTES, METRICS_FILE, MetricsReader, downsample, tail_records
@@ -27,6 +27,10 @@ from nbtoolkit.spec import SpecError, load_spec
 from nbtoolkit.trackers import describe as describe_trackers
 
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 100, 1000
+#: how far back a console page looks for the line before it (a Trainer dict or a step line is far shorter)
+LINE_BEFORE_BYTES = 4096
+#: how far into a log its first step line is looked for (past a launcher's and DeepSpeed's start-up lines)
+ORDER_HEAD_BYTES = 1 << 20
 LOG_LIMIT_DEFAULT, LOG_LIMIT_MAX = 64 * 1024, 1024 * 1024
 #: what the log endpoint serves: the program's own output, or one line per logging step as every console shows
 LogView = Literal["raw", "console"]
@@ -106,18 +110,25 @@ class JobsService:
             raise InvalidRequest(f"view '{str(view)[:40]}' is not a log view; use one of {', '.join(LOG_VIEWS)}")
         path = self.store.job_dir(record.id) / LOG_FILE
         try:
-            written = path.stat()
+            size = path.stat().st_size
         except FileNotFoundError:  # not written yet
             return LogPage(text="", offset=0, next=0, size=0, status=record.status)
-        size = written.st_size
         if offset < 0:
             offset = _next_line_start(path, max(0, size + offset))
         offset = min(offset, size)  # past the end (seek() refuses the largest offsets): an empty page
         if view == "console":
             chunk = control.read_log_bytes(record.id, store=self.store, offset=offset, limit=limit)
             more = offset + len(chunk) < size
-            settled = time.time() - written.st_mtime >= SETTLE_S
-            text, used = console_page(chunk, final=not record.active and not more, more=more, settled=settled)
+            now = path.stat()  # after the read: a line written just before it is not yet quiet
+            settled = not more and now.st_size == offset + len(chunk) and time.time() - now.st_mtime >= SETTLE_S
+            text, used = console_page(
+                chunk,
+                final=not record.active and not more,
+                more=more,
+                settled=settled,
+                previous=_line_before(path, offset),
+                order=_log_order(path),
+            )
             next_offset = offset + used
         else:
             text, next_offset = control.read_log(record.id, store=self.store, offset=offset, limit=limit)
@@ -190,6 +201,25 @@ def _check_range(name: str, value: int, low: int, high: int | None) -> None:
     if value < low or (high is not None and value > high):
         valid = f"from {low} to {high}" if high is not None else f"{low} or more"
         raise InvalidRequest(f"{name} {value} is out of range; use {valid}")
+
+
+def _log_order(path: Path) -> str | None:
+    """The order of step line and dict in the log, from its first step line (in its first ORDER_HEAD_BYTES)."""
+    with open(path, "rb") as handle:
+        return log_order(handle.read(ORDER_HEAD_BYTES))
+
+
+def _line_before(path: Path, position: int) -> bytes:
+    """The whole line that ends just before `position` (b"" at the start, or for a line longer than we look back)."""
+    if position == 0:
+        return b""
+    with open(path, "rb") as handle:
+        handle.seek(max(0, position - LINE_BEFORE_BYTES))
+        behind = handle.read(min(position, LINE_BEFORE_BYTES))
+    if not behind.endswith(b"\n"):
+        return b""
+    start = behind.rfind(b"\n", 0, len(behind) - 1) + 1
+    return behind[start:-1] if start or position <= LINE_BEFORE_BYTES else b""
 
 
 def _next_line_start(path: Path, position: int) -> int:
