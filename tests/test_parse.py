@@ -62,22 +62,6 @@ def test_records_take_the_step_of_the_bar_redrawn_after_them_not_a_stale_one():
     assert parse_all(trainer_log([5, 10, 15], total=60, stale_by=2), chunk=3) == records
 
 
-def test_a_record_waiting_for_the_bar_takes_it_from_the_line_still_being_drawn():
-    """At 25 steps/s the bar drawn before a dict may be stale, and the one redrawn after it has no line end until the
-    next logging step's dict: the record comes with the redrawn bar's step as soon as it is drawn once more, not a
-    logging interval later; and the log reads the same whole, in chunks, and with a rank prefix."""
-    text = trainer_log([5], total=600, stale_by=2) + "".join("\r" + bar(step, 600) for step in range(6, 9))
-    parser = LogParser(clock=lambda: 0.0)
-    assert [(r["kind"], r["step"]) for r in parser.feed(text)] == [("train", 5)]
-    later = "{'loss': '1.1', 'learning_rate': '0.0004', 'epoch': '0.0167'}\n\r" + bar(10, 600) + "\r" + bar(11, 600)
-    assert [r["step"] for r in parser.feed(later)] == [10]
-    assert [r["step"] for r in parse_all(text + later)] == [5, 10]
-    assert parse_all(text + later, chunk=7) == parse_all(text + later)
-    for rank, steps in (("0", [5]), ("1", [])):  # torchrun prefixes each line, the one being drawn too
-        ranked = LogParser(clock=lambda: 0.0)
-        assert [r["step"] for r in ranked.feed("\n".join(f"[rank{rank}]:{line}" for line in text.split("\n")))] == steps
-
-
 def test_other_bars_never_set_the_training_step():
     """Data processing before training, the evaluation bar after it, and the checkpoint writer's bar at the end."""
     text = (

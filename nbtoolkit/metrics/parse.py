@@ -162,10 +162,6 @@ class PendingLine:
         return lines
 
     @property
-    def last_part(self) -> str:
-        return self._parts[-1] if self._parts else ""
-
-    @property
     def too_long(self) -> bool:
         return self.chars > self._look_at
 
@@ -173,22 +169,14 @@ class PendingLine:
         """The line up to its last `\r` (its earlier drawings); what follows stays, behind what `prefix` matches at
         the line's start. A line with no `\r` gives "" and is looked at again once it has doubled (each look joins
         it whole)."""
-        earlier = self.earlier_drawings(prefix)
-        if not earlier:
-            self._look_at = 2 * self.chars
-        return earlier
-
-    def earlier_drawings(self, prefix: re.Pattern[str] | None = None) -> str:
-        """The line's drawings before its last `\r`, taken ("" if it has none); its last drawing stays, behind what
-        `prefix` matches at the line's start."""
         line = self.take()
-        kept = prefix.match(line) if prefix else None
-        start = kept.end() if kept else 0
         cut = line.rfind("\r")
-        if cut <= start:
+        if cut <= 0:
             self._keep(line)
+            self._look_at = 2 * len(line)
             return ""
-        self._keep(line[:start] + line[cut:])
+        kept = prefix.match(line) if prefix else None
+        self._keep((kept.group(0) if kept else "") + line[cut:])
         return line[:cut]
 
     def take(self, text: str = "") -> str:
@@ -243,18 +231,7 @@ class LogParser:
         lines = self._pending.lines(text)
         if self._pending.too_long:  # read up to its last \r; what follows is still a rank's if it was one
             lines += filter(None, [self._pending.cut_drawings(prefix=RANK_PREFIX)])
-        records = [record for line in lines for record in self._parse_complete_line(line)]
-        return records + self._bar_redrawn()
-
-    def _bar_redrawn(self) -> list[dict[str, Any]]:
-        """A record waiting for the training bar's redrawing takes it from the unfinished line: the bar is redrawn
-        with `\r` and no line end, so it would else wait for the next logging step's line. Only the bar is read
-        there (the line's dict or step line, when its end comes, is read with the line)."""
-        if self._waiting is None or "\r" not in self._pending.last_part:
-            return []
-        drawings = self._pending.earlier_drawings(prefix=RANK_PREFIX)
-        rank_zero = self._rank_zero_text(drawings) if drawings and not RANK_SPLIT.search(drawings) else None
-        return self._read_bars(rank_zero.split("\r")) if rank_zero is not None else []
+        return [record for line in lines for record in self._parse_complete_line(line)]
 
     def flush(self) -> list[dict[str, Any]]:
         """Parse what is left of an unterminated last line (at the end of a log)."""
