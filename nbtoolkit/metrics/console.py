@@ -140,7 +140,7 @@ def console_page(
     it used (the next page starts after them).
 
     While the job runs, the page ends before an unfinished last line and before a last train dict or step line
-    whose other half may follow (the log's order is read from the page), so paging shows each step once.
+    whose other half may follow (in the log's order), so paging shows each step once.
     `final`: the job has ended and nothing follows, the page is shown whole. `more`: the log goes on past this page,
     so nothing is held back that would leave the page empty (a reader would wait on it forever): a line longer than
     the page is cut at its last `\r` in it (a bar's drawing), else at a character's end. `settled`: the log ends here

@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 from nbtoolkit.metrics.console import console_page, log_order
 from nbtoolkit.metrics.forecast import comparison_lines
-from nbtoolkit.metrics.parse import SETTLE_S
+from nbtoolkit.metrics.parse import SETTLE_S, STEP_LINE
 from nbtoolkit.metrics.series import MAX_LINE_BYTES, METRICS_FILE, MetricsReader, downsample, tail_records
 from nbtoolkit.runner import control
 from nbtoolkit.runner.store import JOB_ID, LOG_FILE, STATUSES, JobRecord, JobStore
@@ -121,13 +121,15 @@ class JobsService:
             more = offset + len(chunk) < size
             now = path.stat()  # after the read: a line written just before it is not yet quiet
             settled = not more and now.st_size == offset + len(chunk) and time.time() - now.st_mtime >= SETTLE_S
+            previous = _line_before(path, offset)
+            steps = STEP_LINE.encode()
             text, used = console_page(
                 chunk,
                 final=not record.active and not more,
                 more=more,
                 settled=settled,
-                previous=_line_before(path, offset),
-                order=_log_order(path),
+                previous=previous,
+                order=_log_order(path) if steps in chunk or steps in previous else None,  # a log of no step lines
             )
             next_offset = offset + used
         else:
@@ -204,9 +206,14 @@ def _check_range(name: str, value: int, low: int, high: int | None) -> None:
 
 
 def _log_order(path: Path) -> str | None:
-    """The order of step line and dict in the log, from its first step line (in its first ORDER_HEAD_BYTES)."""
+    """The order of step line and dict in the log, from its first step line (in its first ORDER_HEAD_BYTES; the
+    first 64 KiB are looked at first, where it is in most logs)."""
     with open(path, "rb") as handle:
-        return log_order(handle.read(ORDER_HEAD_BYTES))
+        head = handle.read(LOG_LIMIT_DEFAULT)
+        order = log_order(head)
+        if order is None and len(head) == LOG_LIMIT_DEFAULT:
+            order = log_order(head + handle.read(ORDER_HEAD_BYTES - LOG_LIMIT_DEFAULT))
+        return order
 
 
 def _line_before(path: Path, position: int) -> bytes:
