@@ -153,6 +153,15 @@ def paged(service, job_id: str, limit: int, offset: int = 0) -> tuple[str, int]:
         offset = page.next
 
 
+def running_log(store, name: str):
+    """A running job's id and its log's path (not written yet)."""
+    from nbtoolkit.runner.store import LOG_FILE
+
+    record = store.create(name=name, task="causal-lm", backend="local")
+    store.update(record.id, status="running")
+    return record.id, store.job_dir(record.id) / LOG_FILE
+
+
 def quiet(log) -> None:
     """The log as it is once it has been quiet for longer than SETTLE_S."""
     import os
@@ -174,21 +183,18 @@ def test_a_panel_paging_through_the_console_view_sees_each_step_once(tmp_path_fa
     """While the job runs (its log cut anywhere, even inside a line), pages of any size: no step twice, none lost;
     once it has ended, the pages add up to what a console shows of the whole log."""
     from nbtoolkit.runner import JobStore
-    from nbtoolkit.runner.store import LOG_FILE
     from nbtoolkit.server.service import JobsService
 
     store = JobStore(tmp_path_factory.mktemp("nbhome"))
-    record = store.create(name="paged", task="causal-lm", backend="local")
-    store.update(record.id, status="running")
-    log = store.job_dir(record.id) / LOG_FILE
+    job_id, log = running_log(store, "paged")
     service = JobsService(store)
     log.write_text(log_text[: round(cut * len(log_text))])
-    running, _ = paged(service, record.id, limit)
+    running, _ = paged(service, job_id, limit)
     assert all(running.count(line) <= 1 for line in running.splitlines() if "step" in line), running
     assert "[nbtoolkit] train" not in running, running  # no step shown twice: as its line and as its dict
     log.write_text(log_text)
-    store.update(record.id, status="succeeded")
-    whole, _ = paged(service, record.id, limit)
+    store.update(job_id, status="succeeded")
+    whole, _ = paged(service, job_id, limit)
     assert whole == shown(log_text)
     assert whole.count("[nbtoolkit] step") == 3 and "'loss'" not in whole and "[nbtoolkit] train" not in whole
 
@@ -206,27 +212,24 @@ def test_a_log_that_went_quiet_anywhere_pages_each_step_once_and_goes_on_after_i
     paging on once the log grows (the dict's step line may come after all) shows no step twice; a finished log long
     quiet pages as one view of the whole."""
     from nbtoolkit.runner import JobStore
-    from nbtoolkit.runner.store import LOG_FILE
     from nbtoolkit.server.service import JobsService
 
     store = JobStore(tmp_path_factory.mktemp("nbhome"))
-    record = store.create(name="paged", task="causal-lm", backend="local")
-    store.update(record.id, status="running")
-    log = store.job_dir(record.id) / LOG_FILE
+    job_id, log = running_log(store, "paged")
     service = JobsService(store)
     log.write_text(log_text[: round(cut * len(log_text))])
     quiet(log)
-    before, offset = paged(service, record.id, limit)
+    before, offset = paged(service, job_id, limit)
     settled = [line for line in before.splitlines() if line.startswith("[nbtoolkit] train")]
     assert len(settled) <= 1 and (not settled or before.splitlines()[-1] == settled[0]), before
     log.write_text(log_text)  # it goes on
-    after, _ = paged(service, record.id, limit, offset)
+    after, _ = paged(service, job_id, limit, offset)
     together = (before + after).splitlines()
     assert "[nbtoolkit] train" not in after, (before, after)
     assert all(together.count(line) == 1 for line in together if "step" in line), together
-    store.update(record.id, status="succeeded")
+    store.update(job_id, status="succeeded")
     quiet(log)
-    whole, _ = paged(service, record.id, limit)
+    whole, _ = paged(service, job_id, limit)
     assert whole == shown(log_text)
 
 
@@ -333,22 +336,19 @@ def test_a_quiet_running_logs_last_train_dict_shows_once_the_log_has_settled(sto
     import time
 
     from nbtoolkit.metrics.parse import SETTLE_S
-    from nbtoolkit.runner.store import LOG_FILE
     from nbtoolkit.server.service import JobsService
 
-    record = store.create(name="quiet", task="causal-lm", backend="local")
-    store.update(record.id, status="running")
-    log = store.job_dir(record.id) / LOG_FILE
+    job_id, log = running_log(store, "quiet")
     log.write_text(QUIET_DICT + "eval 3/8")
     service = JobsService(store)
-    assert service.log(record.id, view="console").text == ""
+    assert service.log(job_id, view="console").text == ""
     quiet = time.time() - SETTLE_S - 1
     os.utime(log, (quiet, quiet))
-    page = service.log(record.id, view="console")
+    page = service.log(job_id, view="console")
     assert page.text == QUIET_LINE
     assert page.next == len(QUIET_DICT)
     log.write_text(QUIET_DICT + LATE_STEP_LINE)  # the log's order is now known: its step line, after its dict
-    assert service.log(record.id, offset=page.next, view="console").text == LATE_STEP_LINE
+    assert service.log(job_id, offset=page.next, view="console").text == LATE_STEP_LINE
 
 
 def test_following_a_quiet_log_shows_its_held_dict(store, monkeypatch, capsys):
@@ -359,21 +359,19 @@ def test_following_a_quiet_log_shows_its_held_dict(store, monkeypatch, capsys):
     from nbtoolkit import cli
     from nbtoolkit.api import Job
     from nbtoolkit.runner import control
-    from nbtoolkit.runner.store import LOG_FILE
 
     monkeypatch.setattr(control, "SETTLE_S", 0.2)
-    record = store.create(name="quiet", task="causal-lm", backend="local")
-    store.update(record.id, status="running")
-    (store.job_dir(record.id) / LOG_FILE).write_text(QUIET_DICT)
-    ends = threading.Timer(2.0, store.update, args=(record.id,), kwargs={"status": "succeeded"})
+    job_id, log = running_log(store, "quiet")
+    log.write_text(QUIET_DICT)
+    ends = threading.Timer(2.0, store.update, args=(job_id,), kwargs={"status": "succeeded"})
     ends.start()
-    assert list(control.follow_log(record.id, store=store, poll=0.05)) == [QUIET_DICT, ""]  # "": quiet, once
+    assert list(control.follow_log(job_id, store=store, poll=0.05)) == [QUIET_DICT, ""]  # "": quiet, once
     ends.join()
 
     # its step line came late all the same: the log's order is still autolog's, so step 20 shows once
     step_20 = "{'loss': '1.7', 'epoch': '0.5'}\n[nbtoolkit] step 20/40 (50%) | loss 1.7000\n"
     monkeypatch.setattr(cli, "follow_log", lambda *_, **__: iter([QUIET_DICT, "", LATE_STEP_LINE, step_20]))
-    assert cli.follow(Job(record.id, store)) == 0
+    assert cli.follow(Job(job_id, store)) == 0
     assert capsys.readouterr().out.startswith(QUIET_LINE + LATE_STEP_LINE + step_20.splitlines()[1] + "\n")
 
 
@@ -381,12 +379,9 @@ def test_a_quiet_logs_page_waits_for_a_line_written_as_it_was_read(store, monkey
     """The log went quiet, then step 20's dict was written between the page's look at the file and its read: that
     dict is not quiet yet (its step line comes a moment later), so it waits."""
     from nbtoolkit.runner import control
-    from nbtoolkit.runner.store import LOG_FILE
     from nbtoolkit.server.service import JobsService
 
-    record = store.create(name="racing", task="causal-lm", backend="local")
-    store.update(record.id, status="running")
-    log = store.job_dir(record.id) / LOG_FILE
+    job_id, log = running_log(store, "racing")
     log.write_text(QUIET_DICT + LATE_STEP_LINE)
     quiet(log)
     read = control.read_log_bytes
@@ -397,31 +392,26 @@ def test_a_quiet_logs_page_waits_for_a_line_written_as_it_was_read(store, monkey
         return read(*args, **kwargs)
 
     monkeypatch.setattr(control, "read_log_bytes", written_as_read)
-    page = JobsService(store).log(record.id, offset=len(QUIET_DICT + LATE_STEP_LINE), view="console")
+    page = JobsService(store).log(job_id, offset=len(QUIET_DICT + LATE_STEP_LINE), view="console")
     assert page.text == "" and page.next == len(QUIET_DICT + LATE_STEP_LINE)
 
 
 def test_a_quiet_log_in_nbtoolkits_order_still_waits_for_a_last_step_lines_dict(store):
     """nbtoolkit's program prints the step line first: a quiet log's last step line still waits for its dict (else
     the dict, when it comes, would show as a second line of that step)."""
-    from nbtoolkit.runner.store import LOG_FILE
     from nbtoolkit.server.service import JobsService
 
-    record = store.create(name="own", task="causal-lm", backend="local")
-    store.update(record.id, status="running")
-    log = store.job_dir(record.id) / LOG_FILE
+    job_id, log = running_log(store, "own")
     first_step = OWN_PROGRAM.splitlines(keepends=True)[:2]
     log.write_text("".join(first_step) + "[nbtoolkit] step 50/300 (16%) | loss 1.6942\n")
     quiet(log)
     service = JobsService(store)
-    page = service.log(record.id, view="console")
+    page = service.log(job_id, view="console")
     assert page.text == first_step[0]
     log.write_text(
         "".join(first_step) + "[nbtoolkit] step 50/300 (16%) | loss 1.6942\n" + OWN_PROGRAM.split("\n")[4] + "\n"
     )
-    assert (
-        service.log(record.id, offset=page.next, view="console").text == "[nbtoolkit] step 50/300 (16%) | loss 1.6942\n"
-    )
+    assert service.log(job_id, offset=page.next, view="console").text == "[nbtoolkit] step 50/300 (16%) | loss 1.6942\n"
 
 
 def test_a_view_settled_twice_still_knows_the_dict_it_showed():
@@ -438,14 +428,11 @@ def test_following_a_log_already_quiet_shows_its_held_dict_at_once(store):
     import threading
 
     from nbtoolkit.runner import control
-    from nbtoolkit.runner.store import LOG_FILE
 
-    record = store.create(name="quiet", task="causal-lm", backend="local")
-    store.update(record.id, status="running")
-    log = store.job_dir(record.id) / LOG_FILE
+    job_id, log = running_log(store, "quiet")
     log.write_text(QUIET_DICT)
     quiet(log)
-    ends = threading.Timer(1.0, store.update, args=(record.id,), kwargs={"status": "succeeded"})
+    ends = threading.Timer(1.0, store.update, args=(job_id,), kwargs={"status": "succeeded"})
     ends.start()
-    assert list(control.follow_log(record.id, store=store, poll=0.05)) == [QUIET_DICT, ""]
+    assert list(control.follow_log(job_id, store=store, poll=0.05)) == [QUIET_DICT, ""]
     ends.join()
