@@ -1,44 +1,21 @@
-"""Adapters (LoRA, QLoRA): which modules they wrap, per architecture family, and what they train.
+"""Adapters (LoRA, QLoRA): which modules they wrap, and whether PEFT is here to train them.
 
 Light on purpose (no torch, no peft): the spec, the planner and the training program read the
-same table, so the default the form shows is the one the run uses and the planner counts.
+same default, so what the form shows is what the run wraps and the planner counts.
 """
 
 from __future__ import annotations
 
 import importlib.util
 
-#: model_type -> the attention projections LoRA wraps by default (the LoRA paper's W_q and W_v)
-TARGET_MODULES: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("bert", "roberta", "xlm-roberta", "camembert", "electra"), ("query", "value")),
-    "distilbert": ("q_lin", "v_lin"),
-    **dict.fromkeys(("t5", "mt5", "umt5"), ("q", "v")),
-    "gpt2": ("c_attn",),
-    **dict.fromkeys(("gpt_neox", "falcon", "bloom"), ("query_key_value",)),
-    **dict.fromkeys(
-        (
-            "llama",
-            "mistral",
-            "mixtral",
-            "qwen2",
-            "qwen3",
-            "gemma",
-            "gemma2",
-            "gemma3_text",
-            "phi",
-            "opt",
-            "bart",
-            "mbart",
-            "pegasus",
-        ),
-        ("q_proj", "v_proj"),
-    ),
-}
+#: PEFT's spelling of "every linear layer but the output head" (peft.utils.constants.INCLUDE_LINEAR_LAYERS_SHORTHAND):
+#: the default, as Axolotl, LLaMA-Factory, Unsloth and the QLoRA paper wrap; it needs no per-family table
+ALL_LINEAR = "all-linear"
 
 
-def default_target_modules(model_type: str) -> tuple[str, ...] | None:
-    """The family's default, or None for a family the table does not know (the spec must then name them)."""
-    return TARGET_MODULES.get(model_type)
+def target_modules(adapter) -> list[str] | str:
+    """The module names an adapter block wraps: its own list, or every linear layer."""
+    return list(adapter.target_modules) if adapter.target_modules else ALL_LINEAR
 
 
 def missing_package(spec) -> str | None:

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from nbtoolkit import backends, catalog
+from nbtoolkit.adapters import ALL_LINEAR
 from nbtoolkit.chat_formats import NAMED_TEMPLATES, ChatFormat, assistant_only_loss, has_generation_markers, no_markers
 from nbtoolkit.reward_names import BUNDLED_REWARDS, defined_names
 from nbtoolkit.spec_block import SpecBlock
@@ -339,8 +340,10 @@ class TrainSpec(SpecBlock):
         "stacks into it too, or stop the job (the stacks are saved in the job folder in every case)",
     )
     save_total_limit: int | None = Field(2, ge=1, description="checkpoints kept; older ones are deleted")
-    gradient_checkpointing: bool = Field(
-        False, description="recompute activations in the backward pass: less memory, about a third more compute"
+    gradient_checkpointing: bool | None = Field(
+        None,
+        description="recompute activations in the backward pass: less memory, about a third more compute; "
+        "default on for chat, preference and grpo (as TRL's configs have it), off otherwise",
     )
     predict_with_generate: bool | None = Field(None, description="summarization; default on except on Neuron")
     from_config: bool = Field(
@@ -362,15 +365,24 @@ class AdapterSpec(SpecBlock):
     r: int = Field(8, ge=1, le=4096, description="rank of the low-rank update")
     alpha: float = Field(16, gt=0, description="scaling: the update is multiplied by alpha / r")
     dropout: float = Field(0.05, ge=0, lt=1, description="dropout on the adapter's input")
-    target_modules: list[str] | None = Field(None, description="module names to wrap; default per model family")
+    target_modules: list[str] | None = Field(
+        None, description="module names to wrap, or all-linear (PEFT's word); default all-linear"
+    )
 
-    @field_validator("target_modules")
+    @field_validator("target_modules", mode="before")
     @classmethod
-    def _some_modules(cls, value: list[str] | None) -> list[str] | None:
+    def _some_modules(cls, value: Any) -> Any:
+        if value == ALL_LINEAR:
+            return None  # the default, spelled as PEFT spells it
         if value is not None and not value:
             raise ValueError(
                 "adapter.target_modules is empty; name at least one module, e.g. [q_proj, v_proj], "
-                "or leave it out for the model family's default"
+                f"or leave it out (or write {ALL_LINEAR}) for every linear layer"
+            )
+        if isinstance(value, str):
+            raise ValueError(
+                f"adapter.target_modules {value!r} is neither a list of module names nor {ALL_LINEAR}; "
+                f"write e.g. [q_proj, v_proj], or {ALL_LINEAR}"
             )
         return value
 
@@ -687,6 +699,12 @@ class RunSpecCore(SpecBlock):
     def model_name(self) -> str:
         """The model to load: the spec's, or the bundled tiny model for the task."""
         return self.model or TASKS[self.task].bundled_model
+
+    @property
+    def gradient_checkpointing(self) -> bool:
+        """train.gradient_checkpointing, or the task's default: on where TRL's configs turn it on (chat, DPO, GRPO)."""
+        chosen = self.train.gradient_checkpointing
+        return self.task in TRL_TASKS if chosen is None else chosen
 
     @property
     def display_name(self) -> str:

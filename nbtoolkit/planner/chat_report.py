@@ -30,7 +30,8 @@ TOKENS = 1024
 
 
 def row_spec(model: str, method: str, task: str, instance: str) -> dict:
-    """bf16 on one GPU, 1024-token sequences (GRPO: prompts of 1024 + 256 generated), batch 1, no checkpointing."""
+    """bf16 on one GPU, 1024-token sequences (GRPO: prompts of 1024 + 256 generated), batch 1, the chat defaults
+    (gradient checkpointing on, as TRL has it; LoRA on every linear layer; a LoRA base loaded in bf16)."""
     spec = {
         "model": MODELS[model],
         "precision": "bf16",
@@ -80,8 +81,9 @@ def document() -> str:
             ),
             "",
             "Qwen2.5 Instruct models (" + ", ".join(MODELS.values()) + ") in bf16 on one GPU, "
-            f"{TOKENS}-token sequences, batch 1, no gradient checkpointing, AdamW. LoRA and QLoRA: rank 16 on the "
-            "family's default target modules. DPO: chosen and rejected each a sequence. GRPO: 256 generated tokens "
+            f"{TOKENS}-token sequences, batch 1, gradient checkpointing on (TRL's default for these tasks, and "
+            "nbtoolkit's), AdamW. LoRA and QLoRA: rank 16 on every linear layer (all-linear); LoRA's frozen base "
+            "loads in bf16, QLoRA's in NF4. DPO: chosen and rejected each a sequence. GRPO: 256 generated tokens "
             "after the prompt, no KL term (reward.beta 0: no reference model). Each cell: does it fit, the largest "
             "batch that does, and the memory per GPU at batch 1. The instances: "
             + ", ".join(f"{name} ({size})" for name, size in GPUS.items())

@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from nbtoolkit.adapters import ALL_LINEAR
 from nbtoolkit.planner.shapes import ModelShape
+from nbtoolkit.precision import DTYPE_BYTES
 
 Offload = Literal["none", "cpu", "nvme"]
 
@@ -144,26 +146,42 @@ def deepspeed_model_states(
 
 #: projections that compute queries, keys and values in one matrix (their output is 3x the attention width)
 FUSED_QKV = ("c_attn", "query_key_value", "qkv_proj", "Wqkv")
+#: model families whose attention computes q, k and v in one of FUSED_QKV
+FUSED_QKV_FAMILIES = ("gpt2", "gpt_neox", "falcon", "bloom", "phi3")
 
 
-def lora_params(shape: ModelShape, rank: int, modules: tuple[str, ...] | list[str]) -> int:
-    """Trainable LoRA parameters: r x (inputs + outputs) per wrapped projection in every attention block (an
-    encoder-decoder's decoder layers have two). A projection maps hidden -> attention width (3x when fused);
-    for grouped-query attention's k and v that is an upper bound."""
+def lora_params(shape: ModelShape, rank: int, modules: tuple[str, ...] | list[str] | str) -> int:
+    """Trainable LoRA parameters: r x (inputs + outputs) per wrapped projection in every block.
+
+    Named modules are attention projections (hidden -> attention width, 3x when fused) in every attention block
+    (an encoder-decoder's decoder layers have two). `all-linear` wraps every block's attention (q, k, v and output,
+    or the fused qkv and output) and feed-forward (2 matrices, 3 when gated) projections, and the decoder's
+    cross-attention. Grouped-query attention's k and v are counted at the full width: an upper bound.
+    """
     blocks = shape.layers + 2 * shape.decoder_layers
-    per_block = sum(shape.hidden_size + shape.attention_dim * (3 if name in FUSED_QKV else 1) for name in modules)
+    h, inner = shape.hidden_size, shape.attention_dim
+    if modules == ALL_LINEAR:
+        fused = shape.model_type in FUSED_QKV_FAMILIES
+        attention = (h + 3 * inner) + (inner + h) if fused else 4 * (h + inner)
+        feed_forward = (3 if shape.gated_ffn else 2) * (h + shape.ffn_dim)
+        return rank * (blocks * attention + (shape.layers + shape.decoder_layers) * feed_forward)
+    per_block = sum(h + inner * (3 if name in FUSED_QKV else 1) for name in modules)
     return blocks * rank * per_block
 
 
 def adapter_model_states(
-    params: float, trainable: float, embedding_params: float, *, quantized: bool, devices_per_node: int
+    params: float, trainable: float, embedding_params: float, *, base_dtype: str, devices_per_node: int
 ) -> ModelStates:
-    """A frozen base and trainable adapters (PyTorch, one process per device): the base's weights only, fp32 as
-    nbtoolkit loads them (QLoRA: NF4 linear layers, bf16 embeddings), and 16 bytes per trainable parameter
-    (fp32 weight 4 + gradient 4 + AdamW's two moments 8). Host: the fp32 model each process loads; QLoRA
+    """A frozen base and trainable adapters (PyTorch, one process per device): the base's weights only, in the dtype
+    nbtoolkit.precision loads it in (QLoRA: NF4 linear layers, bf16 embeddings), and 16 bytes per trainable
+    parameter (fp32 weight 4 + gradient 4 + AdamW's two moments 8). Host: the weights each process loads; QLoRA
     quantizes shard by shard onto the device, so the host holds about the quantized model."""
-    base = (params - embedding_params) * NF4_BYTES + 2 * embedding_params if quantized else 4 * params
-    host = base * devices_per_node * HOST_BUFFER_FACTOR if quantized else _loading_host_bytes(params, devices_per_node)
+    if base_dtype == "nf4":
+        base = (params - embedding_params) * NF4_BYTES + 2 * embedding_params
+        host = base * devices_per_node * HOST_BUFFER_FACTOR
+    else:
+        base = DTYPE_BYTES[base_dtype] * params
+        host = _loading_host_bytes(params, devices_per_node, DTYPE_BYTES[base_dtype])
     return ModelStates(
         weights=base + 4 * trainable,
         gradients=4 * trainable,
@@ -174,9 +192,10 @@ def adapter_model_states(
     )
 
 
-def _loading_host_bytes(params: float, devices_per_node: int) -> float:
-    """Each process on the node holds the fp32 weights it loads (DeepSpeed's no-offload host count)."""
-    return 4 * params * devices_per_node * HOST_BUFFER_FACTOR
+def _loading_host_bytes(params: float, devices_per_node: int, weight_bytes: int = 4) -> float:
+    """Each process on the node holds the weights it loads (fp32 but for a frozen base; DeepSpeed's no-offload
+    host count)."""
+    return weight_bytes * params * devices_per_node * HOST_BUFFER_FACTOR
 
 
 # -- activations ---------------------------------------------------------------------------------

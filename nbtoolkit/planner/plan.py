@@ -13,10 +13,11 @@ from dataclasses import dataclass, replace
 from pydantic import BaseModel, ConfigDict
 
 from nbtoolkit import catalog
-from nbtoolkit.adapters import default_target_modules
+from nbtoolkit.adapters import target_modules
 from nbtoolkit.planner import memory, timing
 from nbtoolkit.planner.shapes import ModelShape, model_shape, train_samples
-from nbtoolkit.spec import Offload, Precision, RewardSpec, RunSpec, load_spec
+from nbtoolkit.precision import DTYPE_BYTES, load_dtype
+from nbtoolkit.spec import AdapterSpec, Offload, Precision, RewardSpec, RunSpec, load_spec
 
 GiB = 2**30
 #: allocator fragmentation and short-lived buffers, as a fraction of what is estimated
@@ -45,6 +46,8 @@ class Setup:
     checkpointing: bool
     batch_size: int
     grad_accum: int
+    #: the spec's hardware.accelerator (cpu, cuda, neuron): what the program loads the weights for
+    accelerator_kind: str = "cpu"
 
     @property
     def devices(self) -> int:
@@ -189,6 +192,7 @@ class Estimate(_Model):
     problems: list[str] = []
     changes: list[str] = []
     description: str = ""
+    adapter: str = "none"  # lora or qlora: a frozen base with trainable adapters
 
     def line(self) -> str:
         """One short line: setup, fit, hours and cost."""
@@ -224,7 +228,6 @@ class Plan(Estimate):
     price_note: str
     #: why the run has no cost when it has a time (a Slurm cluster without hardware.hourly_price_usd)
     price_unknown: str | None = None
-    adapter: str = "none"
     trainable_params: int
 
     def summary_lines(self) -> list[str]:
@@ -281,9 +284,10 @@ class Plan(Estimate):
         if better:
             lines.append("cheaper setups that fit:" if self.fits else "setups that fit:")
             lines.extend(f"  {alt.line()}" for alt in better)
-        here = None if self.fits else self.best_on_same_hardware()
-        if here is not None:
-            lines.append(f"on this hardware: {', '.join(here.changes)} -> {here.line()}")
+        if not self.fits:
+            for here in (self.best_on_same_hardware(), self.best_on_same_hardware(adapter=True)):
+                if here is not None:
+                    lines.append(f"on this hardware: {', '.join(here.changes)} -> {here.line()}")
         return lines
 
     def wont_fit_message(self) -> str | None:
@@ -307,19 +311,30 @@ class Plan(Estimate):
         here = self.best_on_same_hardware()
         if here is not None:
             hints.append(f"on this hardware try {', '.join(here.changes)}")
-        cheapest = next((alt for alt in self.alternatives if alt.fits), None)
+        adapted = self.best_on_same_hardware(adapter=True)
+        if adapted is not None:
+            hints.append(
+                f"adapters fit on this hardware: {', '.join(adapted.changes)} "
+                f"({adapted.per_device_bytes / GiB:.1f} GiB per device)"
+            )
+        cheapest = next((alt for alt in self.alternatives if alt.fits and alt.adapter == self.adapter), None)
         if cheapest is not None and cheapest is not here:
             hints.append(f"the cheapest setup that fits is {', '.join(cheapest.changes)}")
         hint = "; ".join(["", *hints])
         return f"{problem}{hint} (see `nbtoolkit plan`), or force the launch (--force, force=True)"
 
-    def best_on_same_hardware(self) -> Estimate | None:
-        """The cheapest alternative that fits on the spec's own instance type and count."""
+    def best_on_same_hardware(self, *, adapter: bool = False) -> Estimate | None:
+        """The cheapest alternative that fits on the spec's own instance type and count: one that trains as the spec
+        does, or with `adapter` one that trains LoRA/QLoRA adapters instead (offered when a full fine-tune does not
+        fit)."""
         return next(
             (
                 alt
                 for alt in self.alternatives
-                if alt.fits and alt.instance_type == self.instance_type and alt.nodes == self.nodes
+                if alt.fits
+                and alt.instance_type == self.instance_type
+                and alt.nodes == self.nodes
+                and (alt.adapter != self.adapter) == adapter
             ),
             None,
         )
@@ -338,7 +353,7 @@ def _model_states(setup: Setup, work: Workload) -> memory.ModelStates:
             shape.params,
             work.trained_params,
             shape.vocab_size * shape.hidden_size,
-            quantized=work.adapter == "qlora",
+            base_dtype=load_dtype(setup.precision, setup.accelerator_kind, work.adapter),
             devices_per_node=setup.devices_per_node,
         )
     states = _policy_states(setup, work)
@@ -550,9 +565,10 @@ def _spec_setup(spec: RunSpec) -> tuple[Setup, list[str]]:
         zero_stage=par.zero_stage,
         offload_optimizer=par.offload_optimizer,
         offload_params=par.offload_params,
-        checkpointing=spec.train.gradient_checkpointing,
+        checkpointing=spec.gradient_checkpointing,
         batch_size=spec.train.batch_size,
         grad_accum=spec.train.grad_accum,
+        accelerator_kind=hw.accelerator,
     )
     if par.tensor_parallel_degree > 1 or par.pipeline_parallel_degree > 1:
         problems.append("tensor/pipeline model parallelism is not modelled; the plan assumes data parallelism")
@@ -565,7 +581,7 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
         samples = min(dataset_size, spec.dataset.max_train_samples or dataset_size)
     is_seq2seq = shape.architecture == "encoder-decoder"
     adapter = spec.adapter
-    modules = (adapter.target_modules or default_target_modules(shape.model_type) or ("q", "v")) if adapter else ()
+    modules = target_modules(adapter) if adapter else ()
     reward = spec.reward or RewardSpec()
     grpo = spec.task == "grpo"
     with_reference = (
@@ -625,8 +641,10 @@ def plan(
     own = estimate(setup, work, measured=measured)
     others = [other for other in alternative_setups(setup, shape) if work.adapter == "none" or not other.deepspeed]
     ranked = _kept(rank(others, work, own=setup), own) if alternatives else []
+    if alternatives and work.adapter == "none" and own.fits is False:
+        ranked = [*_adapter_alternatives(setup, work), *ranked]
     return Plan(
-        **{**own.model_dump(), "problems": problems + own.problems},
+        **{**own.model_dump(), "problems": problems + own.problems, "adapter": work.adapter},
         model=spec.model_name,
         params=shape.params,
         params_exact=shape.exact,
@@ -646,7 +664,6 @@ def plan(
         alternatives=ranked,
         price_note=catalog.prices_note(),
         price_unknown=None if work.catalog_price or work.hourly_price_override is not None else CLUSTER_PRICE_UNKNOWN,
-        adapter=work.adapter,
         trainable_params=work.trained_params,
     )
 
@@ -687,6 +704,27 @@ def alternative_setups(current: Setup, shape: ModelShape) -> list[Setup]:
                             )
                         )
     return [setup for setup in setups if setup != current]
+
+
+def _adapter_alternatives(setup: Setup, work: Workload) -> list[Estimate]:
+    """LoRA, and QLoRA where bitsandbytes runs (CUDA), on the spec's own hardware without DeepSpeed, at the adapter
+    block's defaults: what people turn to when a full fine-tune does not fit their GPU."""
+    defaults = AdapterSpec()
+    plain = replace(setup, deepspeed=False, zero_stage=0, offload_optimizer="none", offload_params="none")
+    found = []
+    for kind in ("lora", "qlora") if setup.accelerator_kind == "cuda" else ("lora",):
+        adapted = replace(
+            work,
+            adapter=kind,
+            trainable_params=memory.lora_params(work.shape, defaults.r, target_modules(defaults)),
+            reference_model=False,  # the reference is the base with the adapters off
+        )
+        result = estimate(plain, adapted)
+        edits = [f"adapter.type {kind}", *changes(setup, plain)]
+        found.append(
+            result.model_copy(update={"adapter": kind, "changes": edits, "description": f"{result.description}, {kind}"})
+        )
+    return found
 
 
 def _precisions(device: catalog.Accelerator, shape: ModelShape) -> list[Precision]:
@@ -776,7 +814,11 @@ def formula(setup: Setup, work: Workload) -> str:
             "quantization, bf16 embeddings; adapters Ψ_a in fp32 with gradients and AdamW moments)"
         )
     elif work.adapter == "lora":
-        states = "4Ψ + 16Ψ_a (frozen fp32 base; adapters Ψ_a in fp32 with gradients and AdamW moments)"
+        base_dtype = load_dtype(setup.precision, setup.accelerator_kind, "lora")
+        states = (
+            f"{DTYPE_BYTES[base_dtype]}Ψ + 16Ψ_a (frozen {base_dtype} base; adapters Ψ_a in fp32 with gradients and "
+            "AdamW moments)"
+        )
     elif not setup.deepspeed:
         states = "16Ψ (PyTorch AdamW: fp32 weights 4 + gradients 4 + two moments 8; not partitioned)"
     else:

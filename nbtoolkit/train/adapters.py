@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from nbtoolkit.adapters import default_target_modules, missing_package
+from nbtoolkit.adapters import ALL_LINEAR, missing_package, target_modules
 from nbtoolkit.bundled import is_bundled
 from nbtoolkit.spec import AdapterSpec, RunSpec
 from nbtoolkit.tasks import TRL_TASKS
@@ -26,6 +26,8 @@ TASK_MODELS: dict[str, tuple[str, str]] = {
     "causal-lm": ("CAUSAL_LM", "AutoModelForCausalLM"),
 }
 TASK_MODELS.update(dict.fromkeys(TRL_TASKS, TASK_MODELS["causal-lm"]))  # chat, preference, grpo train a causal LM
+#: task heads PEFT trains whole (its modules_to_save for SEQ_CLS and QUESTION_ANS): all-linear must not wrap them too
+TASK_HEADS = ["classifier", "score", "qa_outputs"]
 #: beside the adapter in the model directory: the base model's config, and its weights when bundled
 BASE_DIR = "base"
 
@@ -34,19 +36,6 @@ def auto_class(task: str):
     import transformers
 
     return getattr(transformers, TASK_MODELS[task][1])
-
-
-def target_modules(spec: RunSpec, config) -> list[str]:
-    """The spec's target modules, or the model family's default."""
-    if spec.adapter.target_modules:
-        return list(spec.adapter.target_modules)
-    default = default_target_modules(config.model_type)
-    if default is None:
-        raise TrainError(
-            f"adapter.target_modules has no default for {config.model_type} models; name the "
-            f"modules to wrap, e.g. target_modules: [q_proj, v_proj]"
-        )
-    return list(default)
 
 
 def linear_module_names(task: str, config) -> set[str]:
@@ -78,9 +67,9 @@ def check_adapter(spec: RunSpec, config) -> None:
                 "adapter.type 'qlora' needs bitsandbytes, which is not installed here; "
                 "pip install bitsandbytes on the CUDA machine, or use type: lora"
             )
-    wanted = target_modules(spec, config)
+    wanted = target_modules(spec.adapter)
     found = linear_module_names(spec.task, config)
-    missing = [name for name in wanted if name not in found]
+    missing = [name for name in wanted if name not in found] if wanted != ALL_LINEAR else []
     if missing:
         raise TrainError(
             f"adapter.target_modules {', '.join(missing)} not found in model '{spec.model_name}' "
@@ -94,13 +83,14 @@ def wrap(model, spec: RunSpec):
 
     adapter: AdapterSpec = spec.adapter
     if adapter.type == "qlora":
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=spec.train.gradient_checkpointing)
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=spec.gradient_checkpointing)
     config = LoraConfig(
         task_type=TASK_MODELS[spec.task][0],
         r=adapter.r,
         lora_alpha=adapter.alpha,
         lora_dropout=adapter.dropout,
-        target_modules=target_modules(spec, model.config),
+        target_modules=target_modules(adapter),
+        exclude_modules=TASK_HEADS if target_modules(adapter) == ALL_LINEAR else None,
     )
     return get_peft_model(model, config)
 

@@ -8,6 +8,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from nbtoolkit.bundled import TINY_MODELS, is_bundled, tokenizer_dir
 from nbtoolkit.packaged import packaged_model_path
+from nbtoolkit.precision import spec_load_dtype
 from nbtoolkit.train.errors import TrainError
 
 
@@ -51,30 +52,32 @@ def ensure_pad_token(tokenizer: PreTrainedTokenizerBase) -> None:
         tokenizer.pad_token = tokenizer.eos_token
 
 
-def load_model(
-    auto_class,
-    name: str,
-    tokenizer: PreTrainedTokenizerBase,
-    *,
-    quantized: bool = False,
-    from_config: bool = False,
-    **config_overrides,
-):
-    """`auto_class` (e.g. AutoModelForSequenceClassification) from the hub/a path, or built tiny.
+def load_model(auto_class, spec, tokenizer: PreTrainedTokenizerBase, **config_overrides):
+    """`auto_class` (e.g. AutoModelForSequenceClassification) for the spec's model: from the hub or a path in
+    the dtype nbtoolkit.precision names (transformers 5 would keep the checkpoint's own), or built tiny.
 
-    `quantized`: 4-bit weights for QLoRA (pretrained models only; the adapter check says so first).
-    `from_config`: the model's architecture with random weights (training from scratch, train.from_config).
+    QLoRA loads 4-bit weights (pretrained models only; the adapter check says so first);
+    `train.from_config` builds the model's architecture with random weights (training from scratch).
     """
+    name = spec.model_name
+    dtype = spec_load_dtype(spec)
     if is_bundled(name):
-        return auto_class.from_config(tiny_config(name, tokenizer, **config_overrides))
-    if from_config:
+        return auto_class.from_config(tiny_config(name, tokenizer, **config_overrides), dtype=torch_dtype(dtype))
+    if spec.train.from_config:
         config = model_config(name)
         for key, value in config_overrides.items():
             setattr(config, key, value)
-        return auto_class.from_config(config)
-    if quantized:
-        config_overrides = {**config_overrides, **quantized_loading()}
-    return auto_class.from_pretrained(model_source(name), **config_overrides)
+        return auto_class.from_config(config, dtype=torch_dtype(dtype))
+    if dtype == "nf4":
+        return auto_class.from_pretrained(model_source(name), **config_overrides, **quantized_loading())
+    return auto_class.from_pretrained(model_source(name), dtype=torch_dtype(dtype), **config_overrides)
+
+
+def torch_dtype(name: str):
+    """The torch dtype of a nbtoolkit.precision name (NF4's unquantized layers are bf16)."""
+    import torch
+
+    return torch.bfloat16 if name == "nf4" else getattr(torch, name)
 
 
 def model_source(name: str) -> str:
@@ -98,5 +101,5 @@ def quantized_loading() -> dict:
             bnb_4bit_use_double_quant=True,
             bnb_4bit_compute_dtype=torch.bfloat16,
         ),
-        "dtype": torch.bfloat16,
+        "dtype": torch_dtype("nf4"),
     }

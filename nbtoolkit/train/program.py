@@ -57,7 +57,7 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments
         # losses comparable across process counts (transformers 5 averages tokens across devices)
         average_tokens_across_devices=False,
     )
-    if train.gradient_checkpointing:  # renamed in transformers 5.2x; the old name warns
+    if spec.gradient_checkpointing:  # renamed in transformers 5.2x; the old name warns
         renamed = "activation_checkpointing" in TrainingArguments.__dataclass_fields__
         kwargs["activation_checkpointing" if renamed else "gradient_checkpointing"] = True
     kwargs.update(overrides)

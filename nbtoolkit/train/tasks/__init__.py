@@ -26,11 +26,6 @@ class TaskSetup:
     trainer_arguments: dict[str, Any] = field(default_factory=dict)  # more for the trainer, e.g. TRL's reward_funcs
 
 
-def is_qlora(spec) -> bool:
-    """The base loads in 4 bits (QLoRA)."""
-    return spec.adapter is not None and spec.adapter.type == "qlora"
-
-
 def check_task(spec) -> None:
     """Fail in one sentence, before any data or weights load, if the model cannot do the task."""
     from nbtoolkit.train.models import model_config

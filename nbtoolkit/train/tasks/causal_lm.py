@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, Trainer, default_data_collator
 from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import ensure_pad_token, load_model, load_tokenizer
-from nbtoolkit.train.tasks import TaskSetup, is_qlora
+from nbtoolkit.train.tasks import TaskSetup
 
 
 class PerplexityTrainer(Trainer):
@@ -38,9 +38,7 @@ def setup(spec, splits) -> TaskSetup:
     text = column(spec, train, "text_column")
     tokenizer = load_tokenizer(spec.model_name)
     ensure_pad_token(tokenizer)
-    model = load_model(
-        AutoModelForCausalLM, spec.model_name, tokenizer, quantized=is_qlora(spec), from_config=spec.train.from_config
-    )
+    model = load_model(AutoModelForCausalLM, spec, tokenizer)
     block = block_size(spec, tokenizer, model.config)
 
     def pack(batch):

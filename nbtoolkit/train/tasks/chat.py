@@ -16,14 +16,14 @@ from nbtoolkit.chat_formats import FormatError, as_messages, detect_format
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model, loss_template
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model
-from nbtoolkit.train.tasks import TaskSetup, is_qlora
+from nbtoolkit.train.tasks import TaskSetup
 
 
 def trl_overrides(spec) -> dict:
     """What every TRL config needs from the spec beyond TrainingArguments' fields.
 
     TRL's configs turn activation checkpointing on by default (and bf16, which the program sets already);
-    unset here, the spec's train.gradient_checkpointing decides as it does for every task.
+    unset here, the spec decides as it does for every task (its default for the TRL tasks is on, as TRL's).
     """
     return dict(gradient_checkpointing=None)
 
@@ -50,7 +50,7 @@ def conversations(spec, dataset, split: str):
 def setup(spec, splits) -> TaskSetup:
     tokenizer = chat_tokenizer(spec)
     loss_template(spec, tokenizer)  # a template assistant-only loss cannot use: one sentence before loading weights
-    model = load_model(AutoModelForCausalLM, spec.model_name, tokenizer, quantized=is_qlora(spec))
+    model = load_model(AutoModelForCausalLM, spec, tokenizer)
     fit_model(model, tokenizer)
     return TaskSetup(
         model=model,

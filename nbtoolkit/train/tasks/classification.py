@@ -7,7 +7,7 @@ from transformers import AutoModelForSequenceClassification, DataCollatorWithPad
 
 from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.models import ensure_pad_token, load_model, load_tokenizer
-from nbtoolkit.train.tasks import TaskSetup, is_qlora
+from nbtoolkit.train.tasks import TaskSetup
 
 
 def label_names(dataset, label_column: str) -> list[str]:
@@ -66,10 +66,8 @@ def setup(spec, splits) -> TaskSetup:
 
     model = load_model(
         AutoModelForSequenceClassification,
-        spec.model_name,
+        spec,
         tokenizer,
-        quantized=is_qlora(spec),
-        from_config=spec.train.from_config,
         num_labels=len(names),
         id2label=dict(enumerate(names)),
         label2id=label2id,

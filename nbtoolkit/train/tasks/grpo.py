@@ -21,7 +21,7 @@ from nbtoolkit.spec import RewardSpec
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model
-from nbtoolkit.train.tasks import TaskSetup, is_qlora
+from nbtoolkit.train.tasks import TaskSetup
 from nbtoolkit.train.tasks.chat import trl_overrides
 
 
@@ -53,7 +53,7 @@ def setup(spec, splits) -> TaskSetup:
     reward = spec.reward or RewardSpec()
     tokenizer = chat_tokenizer(spec)
     tokenizer.padding_side = "left"  # generation continues the prompt's last token
-    model = load_model(AutoModelForCausalLM, spec.model_name, tokenizer, quantized=is_qlora(spec))
+    model = load_model(AutoModelForCausalLM, spec, tokenizer)
     fit_model(model, tokenizer)
     if reward.beta > 0 and spec.adapter is None and is_bundled(spec.model_name):
         reference_source(model)

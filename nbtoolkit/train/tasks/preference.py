@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model
-from nbtoolkit.train.tasks import TaskSetup, is_qlora
+from nbtoolkit.train.tasks import TaskSetup
 from nbtoolkit.train.tasks.chat import trl_overrides
 
 COLUMNS = ("prompt", "chosen", "rejected")
@@ -68,7 +68,7 @@ def unpaired(dataset):
 def setup(spec, splits) -> TaskSetup:
     preference = spec.preference or type(spec).model_fields["preference"].annotation.__args__[0]()
     tokenizer = chat_tokenizer(spec)
-    model = load_model(AutoModelForCausalLM, spec.model_name, tokenizer, quantized=is_qlora(spec))
+    model = load_model(AutoModelForCausalLM, spec, tokenizer)
     fit_model(model, tokenizer)
     trainer_class, config_class, method_fields = trainer_and_config(preference.method)
     datasets = {split: pairs(dataset, split) for split, dataset in splits.items()}

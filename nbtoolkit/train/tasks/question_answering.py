@@ -19,7 +19,7 @@ from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
 from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model, load_tokenizer
-from nbtoolkit.train.tasks import TaskSetup, is_qlora
+from nbtoolkit.train.tasks import TaskSetup
 
 N_BEST = 20  # candidate starts and ends per feature
 MAX_ANSWER_TOKENS = 30
@@ -171,13 +171,7 @@ def setup(spec, splits) -> TaskSetup:
         return {"exact_match": float(scores[:, 0].mean()), "f1": float(scores[:, 1].mean())}
 
     return TaskSetup(
-        model=load_model(
-            AutoModelForQuestionAnswering,
-            spec.model_name,
-            tokenizer,
-            quantized=is_qlora(spec),
-            from_config=spec.train.from_config,
-        ),
+        model=load_model(AutoModelForQuestionAnswering, spec, tokenizer),
         tokenizer=tokenizer,
         train_dataset=prepare(train, keep_for_eval=False),
         eval_dataset=eval_features,

@@ -16,7 +16,7 @@ from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqT
 from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model, load_tokenizer
-from nbtoolkit.train.tasks import TaskSetup, is_qlora
+from nbtoolkit.train.tasks import TaskSetup
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -84,9 +84,7 @@ def setup(spec, splits) -> TaskSetup:
             encode, batched=True, remove_columns=dataset.column_names, num_proc=map_workers(spec, len(dataset))
         )
 
-    model = load_model(
-        AutoModelForSeq2SeqLM, spec.model_name, tokenizer, quantized=is_qlora(spec), from_config=spec.train.from_config
-    )
+    model = load_model(AutoModelForSeq2SeqLM, spec, tokenizer)
     generate = spec.generates_in_evaluation
 
     def compute_metrics(prediction):
