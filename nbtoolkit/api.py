@@ -17,6 +17,7 @@ from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, KEEPS_FIT, fork_spec
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.preflight import input_problems
 from nbtoolkit.rewards import with_rewards
 from nbtoolkit.runner import stall_watch
 from nbtoolkit.runner.checkpoint_request import CHECKPOINT_WAIT_S, checkpoint_now
@@ -228,14 +229,23 @@ class Job:
 
 def plan(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, past_jobs: bool = True, **options: Any):
     """The planner's answer for a spec (see nbtoolkit.planner.plan for `options`), at the measured pace of
-    past jobs of the same setup when the store has some and no `measured` pace is given; it says so."""
+    past jobs of the same setup when the store has some and no `measured` pace is given; it says so. Its `refused`
+    lists what launch would refuse in the spec's inputs (nbtoolkit.preflight: model, data, adapter targets)."""
+    from nbtoolkit.planner import ModelShapeError
     from nbtoolkit.planner import plan as planner_plan
 
     spec = load_spec(spec)
     past = past_pace.past_pace(spec, store or JobStore()) if past_jobs and not options.get("measured") else None
     if past:
         options = {**options, "measured": past.samples_per_second, "measured_from": past.describe()}
-    return planner_plan(spec, **options)
+    refused = input_problems(spec)
+    try:
+        planned = planner_plan(spec, **options)
+    except ModelShapeError:
+        if refused:  # the model is not here to size: say why and how to fetch it
+            raise ModelShapeError(refused[0]) from None
+        raise
+    return planned.model_copy(update={"refused": refused})
 
 
 def launch(
@@ -258,8 +268,8 @@ def launch(
     spec = load_spec(spec)
     if rewards:  # functions of this kernel, carried as their source in the spec (task grpo)
         spec = with_rewards(spec, rewards)
-    check_fit(spec, force=force)
     dispatch.preflight(spec)
+    check_fit(spec, force=force)
     launch_ = dispatch.render(spec)
     if workdir is not None and launch_.workdir is not None:
         launch_ = replace(launch_, workdir=workdir)

@@ -147,6 +147,29 @@ def _text(value: Any, where: str) -> str:
     return value
 
 
+def template_syntax_error(template: str) -> str | None:
+    """Why a Jinja chat template does not parse as transformers compiles it (its `{% generation %}` tag and loop
+    controls known), or None; jinja2 is light and comes with transformers."""
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Generation(jinja2.ext.Extension):
+        tags = {"generation"}  # noqa: RUF012 (jinja2 declares it so)
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.Scope(body).set_lineno(lineno)
+
+    environment = ImmutableSandboxedEnvironment(extensions=[Generation, jinja2.ext.loopcontrols])
+    try:
+        environment.parse(template)
+    except jinja2.TemplateSyntaxError as exc:
+        return f"line {exc.lineno}: {exc.message}"
+    return None
+
+
 def template_source(chat_template: str | None) -> str | None:
     """A spec's dataset.chat_template as Jinja text: a named one's, a template as given, None for the model's."""
     if chat_template is None:

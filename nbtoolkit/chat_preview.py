@@ -18,11 +18,9 @@ from nbtoolkit.chat_formats import (
     assistant_only_loss,
     detect_format,
 )
+from nbtoolkit.data_files import TASK_COLUMNS
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.train.errors import TrainError
-
-#: what each task reads, when it is not one of the chat formats
-TASK_COLUMNS = {"preference": ("prompt", "chosen", "rejected"), "grpo": ("prompt",)}
 
 
 @dataclass(frozen=True)

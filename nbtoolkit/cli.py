@@ -268,7 +268,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         utilisation=args.utilisation,
     )
     print(json.dumps(result.to_json_dict()) if args.json else "\n".join(result.summary_lines()))
-    return 1 if result.fits is False else 0
+    return 1 if result.fits is False or result.refused else 0
 
 
 def cmd_data(args: argparse.Namespace) -> int:

@@ -28,7 +28,14 @@ from pydantic import (
 
 from nbtoolkit import backends, catalog
 from nbtoolkit.adapters import ALL_LINEAR
-from nbtoolkit.chat_formats import NAMED_TEMPLATES, ChatFormat, assistant_only_loss, has_generation_markers, no_markers
+from nbtoolkit.chat_formats import (
+    NAMED_TEMPLATES,
+    ChatFormat,
+    assistant_only_loss,
+    has_generation_markers,
+    no_markers,
+    template_syntax_error,
+)
 from nbtoolkit.reward_names import BUNDLED_REWARDS, defined_names
 from nbtoolkit.spec_block import SpecBlock
 from nbtoolkit.tasks import TASK_NAMES, TASKS, TRL_TASKS
@@ -127,10 +134,17 @@ class DatasetSpec(SpecBlock):
     @field_validator("chat_template")
     @classmethod
     def _template_or_name(cls, value: str | None) -> str | None:
-        if value is not None and value not in NAMED_TEMPLATES and "{{" not in value and "{%" not in value:
+        if value is None or value in NAMED_TEMPLATES:
+            return value
+        if "{{" not in value and "{%" not in value:
             raise ValueError(
                 f"dataset.chat_template {value!r} is neither a Jinja template nor a named one; "
                 f"use one of {', '.join(NAMED_TEMPLATES)} or give the template text"
+            )
+        error = template_syntax_error(value)
+        if error:
+            raise ValueError(
+                f"dataset.chat_template is not a valid Jinja template ({error}); fix it or use a named one"
             )
         return value
 

@@ -155,7 +155,10 @@ def test_lora_job_trains_adapter_only_and_merges_to_the_same_model(lora_jobs, ta
             torch.testing.assert_close(got[key], expected[key], rtol=1e-4, atol=1e-4)
 
     # all-linear is saved resolved, as the wrapped modules' full names
-    targets = {name.rpartition(".")[2] for name in json.loads((model_dir / "adapter_config.json").read_text())["target_modules"]}
+    targets = {
+        name.rpartition(".")[2]
+        for name in json.loads((model_dir / "adapter_config.json").read_text())["target_modules"]
+    }
     changed = {name for name, tensor in merged.state_dict().items() if not torch.equal(tensor, base_state[name])}
     owners = {name.split(".")[-2] for name in changed}
     assert owners and owners <= targets | set(HEADS), sorted(changed)

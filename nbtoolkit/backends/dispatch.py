@@ -14,6 +14,7 @@ from nbtoolkit.adapters import missing_package
 from nbtoolkit.backends import LaunchError, select
 from nbtoolkit.credentials import credential_problem, redact_spec
 from nbtoolkit.launches import Launch
+from nbtoolkit.preflight import input_problems
 from nbtoolkit.runtime import SPEC_FILE
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.spec_paths import absolute_paths
@@ -32,7 +33,11 @@ def render(spec: RunSpec) -> Launch:
 
 
 def preflight(spec: RunSpec) -> None:
-    """Raise LaunchError if this machine cannot start the spec (checked at submit, not at export)."""
+    """Raise LaunchError if this machine cannot start the spec (checked at submit, not at export): its inputs
+    (nbtoolkit.preflight: model, data, adapter targets), credentials, script and packages, then the backend's own."""
+    inputs = input_problems(spec)
+    if inputs:
+        raise LaunchError(inputs[0])
     problem_here = credential_problem(spec)
     if problem_here:
         raise LaunchError(problem_here)

@@ -229,6 +229,9 @@ class Plan(Estimate):
     #: why the run has no cost when it has a time (a Slurm cluster without hardware.hourly_price_usd)
     price_unknown: str | None = None
     trainable_params: int
+    #: what launch refuses in the spec's inputs (nbtoolkit.preflight: model, data, adapter targets), filled by
+    #: nbtoolkit.plan; the arithmetic does not read the data
+    refused: list[str] = []
 
     def summary_lines(self) -> list[str]:
         """Short lines for people: what was planned, memory and fit, time and cost, best alternatives."""
@@ -273,6 +276,7 @@ class Plan(Estimate):
         elif self.price_unknown:
             lines.append(f"cost: unknown ({self.price_unknown})")
         lines.extend(f"problem: {problem}" for problem in self.problems)
+        lines.extend(f"refused before launch: {problem}" for problem in self.refused)
         better: list[Estimate] = []
         seen: set[tuple[str | None, int]] = set()
         for alt in self.alternatives:  # the best setup of each instance type and count
@@ -722,7 +726,9 @@ def _adapter_alternatives(setup: Setup, work: Workload) -> list[Estimate]:
         result = estimate(plain, adapted)
         edits = [f"adapter.type {kind}", *changes(setup, plain)]
         found.append(
-            result.model_copy(update={"adapter": kind, "changes": edits, "description": f"{result.description}, {kind}"})
+            result.model_copy(
+                update={"adapter": kind, "changes": edits, "description": f"{result.description}, {kind}"}
+            )
         )
     return found
 

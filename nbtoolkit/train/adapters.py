@@ -67,14 +67,24 @@ def check_adapter(spec: RunSpec, config) -> None:
                 "adapter.type 'qlora' needs bitsandbytes, which is not installed here; "
                 "pip install bitsandbytes on the CUDA machine, or use type: lora"
             )
+    problem = missing_targets(spec, config)
+    if problem:
+        raise TrainError(problem)
+
+
+def missing_targets(spec: RunSpec, config) -> str | None:
+    """One sentence if adapter.target_modules names a module the model has no linear layer of (all-linear fits)."""
     wanted = target_modules(spec.adapter)
+    if wanted == ALL_LINEAR:
+        return None
     found = linear_module_names(spec.task, config)
-    missing = [name for name in wanted if name not in found] if wanted != ALL_LINEAR else []
-    if missing:
-        raise TrainError(
-            f"adapter.target_modules {', '.join(missing)} not found in model '{spec.model_name}' "
-            f"({config.model_type}); its linear layers are {', '.join(sorted(found))}"
-        )
+    missing = [name for name in wanted if name not in found]
+    if not missing:
+        return None
+    return (
+        f"adapter.target_modules {', '.join(missing)} not found in model '{spec.model_name}' "
+        f"({config.model_type}); its linear layers are {', '.join(sorted(found))}"
+    )
 
 
 def wrap(model, spec: RunSpec):

@@ -12,11 +12,11 @@ from datasets.exceptions import DatasetNotFoundError
 from nbtoolkit.bundled import bundled_files
 from nbtoolkit.catalog import CatalogError
 from nbtoolkit.catalog import instance as catalog_instance
+from nbtoolkit.data_files import FILE_FORMATS, check_paths
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.errors import TrainError
 
-FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 #: below this many rows per worker, starting map workers costs more than it saves
 ROWS_PER_MAP_WORKER = 1000
 
@@ -64,20 +64,9 @@ def _hub_errors(name: str):
 
 
 def _load_files(files: dict[str, str]) -> DatasetDict:
-    suffixes = {Path(path).suffix.lower() for path in files.values()}
-    unknown = suffixes - FILE_FORMATS.keys()
-    if unknown:
-        raise TrainError(
-            f"dataset.files: {', '.join(sorted(unknown))} files are not supported; use {', '.join(FILE_FORMATS)}"
-        )
-    if len(suffixes) > 1:
-        raise TrainError("dataset.files mixes formats; give every split in the same format")
-    for split, path in files.items():
-        if not Path(path).expanduser().is_file():
-            raise TrainError(f"dataset.files.{split}: {path} does not exist")
-    return load_dataset(
-        FILE_FORMATS[suffixes.pop()], data_files={k: str(Path(v).expanduser()) for k, v in files.items()}
-    )
+    check_paths(files)
+    suffix = Path(next(iter(files.values()))).suffix.lower()
+    return load_dataset(FILE_FORMATS[suffix], data_files={k: str(Path(v).expanduser()) for k, v in files.items()})
 
 
 def _split(splits: DatasetDict, name: str, limit: int | None) -> Dataset:

@@ -1,0 +1,176 @@
+"""A spec's local data files, read row by row without `datasets`: every row checked for what its task reads.
+
+Light (json and csv only), so `plan`, `run`, the form and `%%finetune` can refuse bad data in one
+sentence naming the file, the row and the field before any process starts, instead of a job failing
+20-30 s later with a traceback (a broken JSON line was a `DatasetGenerationError`, a pair without a
+rejected answer an `AttributeError` deep in TRL, a conversation without a reply a template error).
+Parquet files are checked for existence only (reading them needs pyarrow).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from nbtoolkit.chat_formats import FormatError, as_messages, as_turns, assistant_only_loss, detect_format
+from nbtoolkit.spec import DatasetSpec
+from nbtoolkit.tasks import columns_used
+from nbtoolkit.train.errors import TrainError
+
+#: file suffix -> the `datasets` loader that reads it (the training program loads files with these)
+FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+#: the columns preference and grpo rows need (texts or conversations)
+TASK_COLUMNS = {"preference": ("prompt", "chosen", "rejected"), "grpo": ("prompt",)}
+#: rows checked per file at most: enough to catch a bad row anywhere in any fine-tuning file people keep as JSON
+MAX_ROWS = 1_000_000
+
+
+class DataError(TrainError):
+    """A data file that cannot train as the spec says; the message is one sentence."""
+
+
+def check_files(spec) -> None:
+    """Raise DataError with one sentence for the first problem in the spec's local data files (none: no files).
+    A file's verdict is kept while it is unchanged (the form checks as the user types)."""
+    files = spec.dataset.files or {}
+    check_paths(files)
+    reads = (spec.task, spec.dataset.model_dump_json(), assistant_only_loss(spec.task, spec.extra))
+    for split, name in files.items():
+        path = Path(name).expanduser()
+        if path.suffix.lower() != ".parquet":
+            status = path.stat()
+            problem = _file_problem(
+                f"dataset.files.{split} ({name})", str(path), status.st_mtime_ns, status.st_size, *reads
+            )
+            if problem:
+                raise DataError(problem)
+
+
+@lru_cache(maxsize=64)
+def _file_problem(where: str, path: str, _mtime_ns: int, _size: int, task: str, dataset: str, assistant_only: bool):
+    try:
+        check_rows(task, DatasetSpec.model_validate_json(dataset), assistant_only, where, rows(Path(path), where))
+    except DataError as exc:
+        return str(exc)
+    return None
+
+
+def check_paths(files: dict[str, str]) -> None:
+    """Every split's file exists, in one format `datasets` reads."""
+    suffixes = {Path(path).suffix.lower() for path in files.values()}
+    unknown = suffixes - FILE_FORMATS.keys()
+    if unknown:
+        raise DataError(
+            f"dataset.files: {', '.join(sorted(unknown))} files are not supported; use {', '.join(FILE_FORMATS)}"
+        )
+    if len(suffixes) > 1:
+        raise DataError("dataset.files mixes formats; give every split in the same format")
+    for split, name in files.items():
+        if not Path(name).expanduser().is_file():
+            raise DataError(f"dataset.files.{split}: {name} does not exist (or is not a file); give the path of a file")
+
+
+def rows(path: Path, where: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row number from 1, row) of a JSON array, a JSON Lines or a CSV file, as `datasets` reads them."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(
+            f"{where} cannot be read ({exc.__class__.__name__}: {exc}); give a readable UTF-8 file"
+        ) from None
+    if path.suffix.lower() == ".csv":
+        yield from enumerate(csv.DictReader(text.splitlines()), 1)
+        return
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+        yield from _objects(enumerate(whole, 1), where)
+        return
+    yield from _objects(_json_lines(text, where), where)
+
+
+def _json_lines(text: str, where: str) -> Iterator[tuple[int, Any]]:
+    number = 0
+    for line_number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        number += 1
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                f"{where}: line {line_number} is not valid JSON ({exc.msg} at column {exc.colno}); "
+                "each line must be one JSON object: fix or remove that line"
+            ) from None
+
+
+def _objects(numbered, where: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, row in numbered:
+        if number > MAX_ROWS:
+            return
+        if not isinstance(row, dict):
+            raise DataError(f"{where}: row {number} is a {type(row).__name__}, not an object of columns")
+        yield number, row
+
+
+def check_rows(task: str, dataset, assistant_only: bool, where: str, numbered: Iterator[tuple[int, dict]]) -> None:
+    """Every row has what the task reads: a column mapping's columns (`dataset`, a spec's dataset block), a chat
+    format's conversation with a turn that trains (`assistant_only`: the loss is on replies), preference pairs with
+    both answers."""
+    fmt = None
+    for number, row in numbered:
+        at = f"{where}: row {number}"
+        if task == "chat":
+            fmt = fmt or _format(dataset.format, row, at)
+            _check_conversation(row, fmt, number, at, assistant_only)
+        elif task in TASK_COLUMNS:
+            for column in TASK_COLUMNS[task]:
+                _check_turns(row, column, task, at)
+        else:
+            for field, column in columns_used(task, dataset).items():
+                if row.get(column) in (None, ""):
+                    have = ", ".join(row) or "no columns"
+                    raise DataError(
+                        f"{at} has no '{column}' (dataset.{field}; the row has {have}); "
+                        f"fill it, remove the row, or set dataset.{field} to the column that holds it"
+                    )
+
+
+def _format(declared: str, row: dict[str, Any], at: str) -> str:
+    try:
+        return detect_format([key for key, value in row.items() if value is not None], declared)
+    except FormatError as exc:
+        raise DataError(f"{at}: {exc}") from None
+
+
+def _check_conversation(row: dict[str, Any], fmt: str, number: int, at: str, assistant_only: bool) -> None:
+    try:
+        messages = as_messages(row, fmt, number)
+    except (FormatError, KeyError) as exc:
+        reason = str(exc) if isinstance(exc, FormatError) else f"it has no {exc} column, as the first rows did"
+        raise DataError(f"{at.rpartition(': row')[0]}: {reason}") from None
+    if assistant_only and not any(m["role"] == "assistant" for m in messages):
+        raise DataError(
+            f"{at} has no assistant turn, so nothing in it trains (the loss is on the assistant's replies); "
+            "add the reply, remove the row, or set extra: {assistant_only_loss: false}"
+        )
+
+
+def _check_turns(row: dict[str, Any], column: str, task: str, at: str) -> None:
+    value = row.get(column)
+    if value is None:
+        raise DataError(
+            f"{at} has no '{column}'; {task} rows need {', '.join(TASK_COLUMNS[task])} "
+            "(texts or conversations): fill it or remove the row"
+        )
+    try:
+        as_turns(value, "user", f"{at}'s {column}")
+    except FormatError as exc:
+        raise DataError(str(exc)) from None

@@ -1,0 +1,96 @@
+"""The inputs a run reads, checked on this machine before anything starts: its model, its data files and the
+modules its adapters name, one sentence each.
+
+`plan` lists what it finds (and exits 1), `launch` refuses the spec on the first (so `run`, the form and
+`%%finetune` do too): before, a missing file, data without the task's columns or replies, a module the model
+does not have or an unreachable model all passed `plan` and failed 20-30 s into the job. Only what this machine
+can see is checked: a remote backend's machines read their own model and data. Light but for adapter targets
+named by hand, which build the model on the meta device (no weights).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from nbtoolkit.bundled import is_bundled
+from nbtoolkit.data_files import check_files
+from nbtoolkit.packaged import packaged_model_path
+from nbtoolkit.train.errors import TrainError
+
+#: what huggingface_hub reads as "on" in HF_HUB_OFFLINE (its constants.ENV_VARS_TRUE_VALUES)
+TRUE_VALUES = {"1", "ON", "YES", "TRUE"}
+
+
+def input_problems(spec) -> list[str]:
+    """Every problem found in the spec's model, data and adapter targets, as one sentence each."""
+    if spec.script is not None:  # a user's script reads its own inputs
+        return []
+    found = [model_problem(spec), data_problem(spec)]
+    if not found[0]:
+        found.append(target_modules_problem(spec))
+    return [problem for problem in found if problem]
+
+
+def runs_here(spec) -> bool:
+    """Whether the job's processes read this machine's files (the local launchers)."""
+    return spec.hardware.target == "local"
+
+
+def model_problem(spec) -> str | None:
+    """A model this machine's job cannot load: a path that is not a saved model, or a hub id not fetched while the
+    hub is off."""
+    name = spec.model_name
+    if is_bundled(name) or not runs_here(spec):
+        return None
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            return f"model {name} is a folder without config.json; give a folder saved by save_pretrained, or a hub id"
+        return None
+    if path.exists() or name.startswith((".", "/", "~")):
+        return f"model {name} is not a model folder (it does not exist, or is a file); give a saved model's folder"
+    if packaged_model_path(name) or in_hub_cache(name):
+        return None
+    if os.environ.get("HF_HUB_OFFLINE", "").upper() in TRUE_VALUES:
+        return (
+            f"model '{name}' is not on this machine and the Hugging Face Hub is off here (HF_HUB_OFFLINE); "
+            f"fetch it first (hf download {name}) or give a local model folder"
+        )
+    return None
+
+
+def in_hub_cache(name: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except ValueError:  # not a valid repo id
+        return False
+
+
+def data_problem(spec) -> str | None:
+    if not spec.dataset.files or not runs_here(spec):
+        return None
+    try:
+        check_files(spec)
+    except TrainError as exc:
+        return str(exc)
+    return None
+
+
+def target_modules_problem(spec) -> str | None:
+    """adapter.target_modules named by hand that the model has no linear layer of (all-linear always fits)."""
+    if spec.adapter is None or not spec.adapter.target_modules:
+        return None
+    if not (
+        is_bundled(spec.model_name) or Path(spec.model_name).expanduser().is_dir() or in_hub_cache(spec.model_name)
+    ):
+        return None  # the config is not here to read
+    from nbtoolkit.train.adapters import missing_targets
+    from nbtoolkit.train.models import model_config
+
+    try:
+        return missing_targets(spec, model_config(spec.model_name))
+    except TrainError as exc:
+        return str(exc)

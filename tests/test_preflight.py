@@ -1,0 +1,148 @@
+"""One preflight before anything starts: `plan` lists what the spec's inputs get wrong (and exits 1), `launch` refuses
+it with the same sentence and starts nothing. Each case used to pass `plan` and fail 20-30 s into the job."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from nbtoolkit import cli
+from nbtoolkit.api import launch, plan
+from nbtoolkit.backends import LaunchError
+from nbtoolkit.planner import ModelShapeError
+from nbtoolkit.spec import SpecError, load_spec
+
+TRAIN = {"max_steps": 2}
+
+
+def _jsonl(path, rows) -> str:
+    path.write_text("".join((row if isinstance(row, str) else json.dumps(row)) + "\n" for row in rows))
+    return str(path)
+
+
+def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    unanswered = {"messages": [{"role": "user", "content": "hi"}]}
+    pair = {"prompt": "2+2?", "chosen": "4", "rejected": "5"}
+    return {
+        "missing file": (
+            {"task": "chat", "dataset": {"files": {"train": str(tmp_path / "nowhere.jsonl")}}},
+            f"dataset.files.train: {tmp_path / 'nowhere.jsonl'} does not exist",
+        ),
+        "SFT data for preference": (
+            {"task": "preference", "dataset": {"files": {"train": _jsonl(tmp_path / "sft.jsonl", [chat])}}},
+            "row 1 has no 'prompt'; preference rows need prompt, chosen, rejected",
+        ),
+        "no assistant turn": (
+            {"task": "chat", "dataset": {"files": {"train": _jsonl(tmp_path / "chat.jsonl", [chat, unanswered])}}},
+            "row 2 has no assistant turn, so nothing in it trains",
+        ),
+        "pair without rejected": (
+            {
+                "task": "preference",
+                "dataset": {"files": {"train": _jsonl(tmp_path / "pairs.jsonl", [pair, {**pair, "rejected": None}])}},
+            },
+            "row 2 has no 'rejected'",
+        ),
+        "broken JSON line": (
+            {
+                "task": "chat",
+                "dataset": {"files": {"train": _jsonl(tmp_path / "broken.jsonl", [chat, '{"messages": ['])}},
+            },
+            "line 2 is not valid JSON",
+        ),
+        "missing column": (
+            {
+                "task": "text-classification",
+                "dataset": {
+                    "files": {"train": _jsonl(tmp_path / "cls.jsonl", [{"text": "a", "label": 1}, {"text": "b"}])}
+                },
+            },
+            "row 2 has no 'label' (dataset.label_column",
+        ),
+        "adapter module the model lacks": (
+            {"task": "causal-lm", "adapter": {"target_modules": ["q_proj"]}},
+            "adapter.target_modules q_proj not found in model 'nbtoolkit/tiny-gpt2'",
+        ),
+        "hub model not fetched while offline": (
+            {"task": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct"},  # the planner sizes it from its own table
+            "model 'Qwen/Qwen2.5-0.5B-Instruct' is not on this machine and the Hugging Face Hub is off here",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing file",
+        "SFT data for preference",
+        "no assistant turn",
+        "pair without rejected",
+        "broken JSON line",
+        "missing column",
+        "adapter module the model lacks",
+        "hub model not fetched while offline",
+    ],
+)
+def test_each_bad_input_is_refused_by_plan_and_launch_in_one_sentence(case, tmp_path, store, capsys):
+    spec, sentence = _cases(tmp_path)[case]
+    spec = {**spec, "train": TRAIN}
+    planned = plan(spec, store=store)
+    assert len(planned.refused) == 1 and sentence in planned.refused[0], planned.refused
+    assert "\n" not in planned.refused[0] and "Traceback" not in planned.refused[0]
+
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    assert cli.main(["plan", str(spec_file)]) == 1
+    assert sentence in capsys.readouterr().out
+
+    with pytest.raises(LaunchError) as refused:
+        launch(spec, store=store)
+    assert str(refused.value) == planned.refused[0]
+    assert store.list() == []  # nothing started
+
+
+@pytest.mark.parametrize("where", ["hub", "folder"])
+def test_a_model_the_planner_cannot_size_either_is_refused_saying_why(where, tmp_path, store, capsys):
+    model, sentence = {
+        "hub": ("nobody-here/never-fetched-7b", "(hf download nobody-here/never-fetched-7b) or give a local model"),
+        "folder": (str(tmp_path), f"model {tmp_path} is a folder without config.json"),
+    }[where]
+    spec = {"task": "chat", "model": model, "train": TRAIN}
+    with pytest.raises(ModelShapeError) as unsized:
+        plan(spec, store=store)
+    assert sentence in str(unsized.value)
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    assert cli.main(["plan", str(spec_file)]) != 0
+    assert sentence in capsys.readouterr().err
+    with pytest.raises(LaunchError, match=re.escape(sentence)):
+        launch(spec, store=store)
+    assert store.list() == []
+
+
+def test_good_inputs_pass_the_preflight(tmp_path, store):
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    spec = {"task": "chat", "dataset": {"files": {"train": _jsonl(tmp_path / "ok.jsonl", [chat] * 3)}}, "train": TRAIN}
+    assert plan(spec, store=store).refused == []
+
+
+def test_an_invalid_chat_template_is_refused_as_invalid_not_as_unmarked():
+    """Before, a template with a Jinja syntax error was refused for having no {% generation %} markers (or failed
+    in the job with a 45-line traceback)."""
+    with pytest.raises(
+        SpecError, match=r"dataset.chat_template is not a valid Jinja template \(line 1: unexpected '}'\)"
+    ):
+        load_spec({"task": "chat", "dataset": {"chat_template": "{% generation %}{{ x }{% endgeneration %}"}})
+
+
+def test_the_data_command_refuses_a_broken_line_in_one_sentence(tmp_path, capsys):
+    spec = {"task": "chat", "dataset": {"files": {"train": _jsonl(tmp_path / "broken.jsonl", ['{"messages": ['])}}}
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    assert cli.main(["data", str(spec_file)]) != 0
+    captured = capsys.readouterr()
+    assert "line 1 is not valid JSON" in captured.err + captured.out
+    assert "Traceback" not in captured.err + captured.out
