@@ -135,7 +135,7 @@ def check_rows(task: str, dataset, assistant_only: bool, where: str, numbered: I
                 _check_turns(row, column, task, at)
         else:
             for field, column in columns_used(task, dataset).items():
-                if row.get(column) in (None, ""):
+                if row.get(column) is None:
                     have = ", ".join(row) or "no columns"
                     raise DataError(
                         f"{at} has no '{column}' (dataset.{field}; the row has {have}); "

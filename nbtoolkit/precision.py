@@ -22,7 +22,7 @@ LoadDtype = Literal["float32", "bfloat16", "float16", "nf4"]
 #: bytes of one parameter of each dtype a base can load in (NF4 is counted by the planner's own constant)
 DTYPE_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
 
-_HALF = {"bf16": "bfloat16", "fp16": "float16"}
+_HALF: dict[str, LoadDtype] = {"bf16": "bfloat16", "fp16": "float16"}
 
 
 def load_dtype(precision: str, accelerator: str, adapter: str = "none") -> LoadDtype:
@@ -30,7 +30,7 @@ def load_dtype(precision: str, accelerator: str, adapter: str = "none") -> LoadD
     if adapter == "qlora":
         return "nf4"
     if adapter == "lora" and accelerator != "cpu" and precision in _HALF:
-        return _HALF[precision]  # type: ignore[return-value]
+        return _HALF[precision]
     return "float32"
 
 

@@ -59,6 +59,26 @@ def home(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture
+def fetched(tmp_path, monkeypatch):
+    """`fetched(name)`: the hub model's config.json in a Hugging Face cache of this test's own, as `hf download`
+    leaves it, so the preflight sees the model as on this machine; no weights, nothing downloaded."""
+    import huggingface_hub.constants
+
+    cache = tmp_path / "hub-cache"
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    revision = "0" * 40
+
+    def fetch(name: str) -> None:
+        repo = cache / f"models--{name.replace('/', '--')}"
+        (repo / "snapshots" / revision).mkdir(parents=True)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(revision)
+        (repo / "snapshots" / revision / "config.json").write_text("{}")
+
+    return fetch
+
+
+@pytest.fixture
 def store(home):
     from nbtoolkit.runner import JobStore
 

@@ -17,7 +17,8 @@ def write(tmp_path, spec: dict):
     return str(path)
 
 
-def test_plan_json_is_one_object(tmp_path, capsys):
+def test_plan_json_is_one_object(tmp_path, capsys, fetched):
+    fetched("google/flan-t5-xxl")
     spec = write(tmp_path, row_spec("google/flan-t5-xxl", "p4d.24xlarge", "bf16", "none", batch_size=8))
     assert main(["plan", spec, "--json", "--measured", "23.9"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -27,14 +28,16 @@ def test_plan_json_is_one_object(tmp_path, capsys):
     assert "DeepSpeed 0.19.8 ZeRO-3 estimator" in data["formula"]
 
 
-def test_plan_says_what_does_not_fit_and_exits_1(tmp_path, capsys):
+def test_plan_says_what_does_not_fit_and_exits_1(tmp_path, capsys, fetched):
+    fetched("google/flan-t5-xxl")
     spec = write(tmp_path, row_spec("google/flan-t5-xxl", "g5.24xlarge", "bf16", "none", batch_size=8))
     assert main(["plan", spec]) == 1
     out = capsys.readouterr().out
     assert "does NOT fit" in out and "setups that fit:" in out and "on this hardware: " in out
 
 
-def test_run_refuses_a_spec_that_will_not_fit_unless_forced(tmp_path, home, capsys):
+def test_run_refuses_a_spec_that_will_not_fit_unless_forced(tmp_path, home, capsys, fetched):
+    fetched("bert-large-uncased")
     spec = write(
         tmp_path,
         {
@@ -68,4 +71,5 @@ def test_plan_of_a_model_that_cannot_be_sized_is_one_sentence(tmp_path, capsys):
     )
     assert main(["plan", spec]) == 2
     error = capsys.readouterr().err
-    assert error.startswith("nbtoolkit: model someone/unknown-t5 could not be sized offline") and error.count("\n") == 1
+    assert error.startswith("nbtoolkit: model 'someone/unknown-t5' is not on this machine") and error.count("\n") == 1
+    assert "(hf download someone/unknown-t5)" in error

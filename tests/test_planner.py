@@ -206,7 +206,7 @@ def test_a_7b_model_fits_one_24gb_gpu_with_lora_or_qlora_but_not_in_a_full_fine_
     assert full.fits is False and lora.fits is True and qlora.fits is True
     # the frozen base has no gradients or AdamW moments; LoRA's base loads in bf16 on a GPU, 4-bit weights are
     # about a quarter of that
-    assert full.memory.optimizer > 1000 * qlora.memory.optimizer
+    assert full.memory.optimizer > 300 * qlora.memory.optimizer
     assert 3.5 < lora.memory.weights / qlora.memory.weights < 4
     assert "bfloat16 base" in lora.formula and "NF4" in qlora.formula
     # all-linear at r=8 on Llama-2-7B: 19,988,480 trainable, as PEFT's print_trainable_parameters reports it
@@ -233,7 +233,8 @@ def test_planned_lora_parameters_are_what_peft_trains(task):
     trained = {name: p.numel() for name, p in model.named_parameters() if p.requires_grad and "lora_" in name}
     in_blocks = sum(count for name, count in trained.items() if ".pooler." not in name)
     assert memory.lora_params(model_shape(TASKS[task].bundled_model), 4, ALL_LINEAR) == in_blocks
-    assert len(trained) > 2 * config.num_hidden_layers * 4  # attention and feed-forward projections alike
+    first_block = {name.split(".lora_")[0] for name in trained if ".0." in name}
+    assert len(first_block) >= 4  # attention and feed-forward projections alike
 
 
 def test_adapters_doc_is_the_commands_output():
@@ -267,3 +268,26 @@ def test_a_launch_predicted_to_cost_more_than_its_budget_is_refused_naming_the_c
     nothing = fit_problem({**spec, "train": {**spec.get("train", {}), "budget_usd": 0.01}})
     assert "over its train.budget_usd of $0.01; no setup the planner knows trains it for that" in nothing
     assert fit_problem({**spec, "train": {**spec.get("train", {}), "budget_usd": predicted.cost_usd + 1}}) is None
+
+
+def test_a_7b_chat_lora_fits_one_a10g_with_the_chat_defaults_and_a_full_fine_tune_is_offered_it():
+    """Qwen2.5-7B-Instruct with LoRA at the chat defaults (bf16 base, all-linear, gradient checkpointing as TRL has
+    it) fits one 24 GB A10G at batch 1 and 1,024 tokens, as Axolotl and Unsloth users run it; before, the planner
+    counted an fp32 base (28.4 GiB of weights, 40.3 GiB in all). A full fine-tune does not, and is offered LoRA."""
+    spec = {
+        "task": "chat",
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "precision": "bf16",
+        "dataset": {"max_length": 1024},
+        "hardware": {"instance_type": "g5.2xlarge", "devices": 1},
+        "train": {"batch_size": 1},
+    }
+    lora = plan({**spec, "adapter": {"type": "lora"}}, alternatives=False)
+    assert lora.fits and lora.gradient_checkpointing
+    assert 2 <= (lora.memory.weights - 4 * lora.trainable_params) / lora.params < 2.001  # the bf16 base
+    full = plan(spec)
+    assert full.fits is False
+    offered = full.best_on_same_hardware(adapter=True)
+    assert offered.changes == ["adapter.type lora"] and offered.fits
+    assert offered.per_device_bytes == lora.per_device_bytes
+    assert "adapters fit on this hardware: adapter.type lora" in full.wont_fit_message()

@@ -245,6 +245,13 @@ def make_widget(path: str, label: str, value: Any, look: Look) -> widgets.ValueW
         return widgets.Dropdown(
             options=[(str(option), option) for option in options], value=value, **common, **look.of(widgets.Dropdown)
         )
+    if kind is bool and optional(path):  # unset means the task's default (train.gradient_checkpointing)
+        return widgets.Dropdown(
+            options=[("task default", None), ("on", True), ("off", False)],
+            value=value,
+            **common,
+            **look.of(widgets.Dropdown),
+        )
     if kind is bool:
         return widgets.Checkbox(value=value, **common, **look.of(widgets.Checkbox))
     if kind is int and not optional(path):

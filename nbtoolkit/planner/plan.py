@@ -225,6 +225,8 @@ class Plan(Estimate):
     formula: str
     assumptions: list[str]
     alternatives: list[Estimate]
+    #: when a full fine-tune does not fit: LoRA (and QLoRA on CUDA) on the spec's own hardware
+    adapter_alternatives: list[Estimate] = []
     price_note: str
     #: why the run has no cost when it has a time (a Slurm cluster without hardware.hourly_price_usd)
     price_unknown: str | None = None
@@ -321,7 +323,7 @@ class Plan(Estimate):
                 f"adapters fit on this hardware: {', '.join(adapted.changes)} "
                 f"({adapted.per_device_bytes / GiB:.1f} GiB per device)"
             )
-        cheapest = next((alt for alt in self.alternatives if alt.fits and alt.adapter == self.adapter), None)
+        cheapest = next((alt for alt in self.alternatives if alt.fits), None)
         if cheapest is not None and cheapest is not here:
             hints.append(f"the cheapest setup that fits is {', '.join(cheapest.changes)}")
         hint = "; ".join(["", *hints])
@@ -334,11 +336,8 @@ class Plan(Estimate):
         return next(
             (
                 alt
-                for alt in self.alternatives
-                if alt.fits
-                and alt.instance_type == self.instance_type
-                and alt.nodes == self.nodes
-                and (alt.adapter != self.adapter) == adapter
+                for alt in (self.adapter_alternatives if adapter else self.alternatives)
+                if alt.fits and alt.instance_type == self.instance_type and alt.nodes == self.nodes
             ),
             None,
         )
@@ -645,8 +644,9 @@ def plan(
     own = estimate(setup, work, measured=measured)
     others = [other for other in alternative_setups(setup, shape) if work.adapter == "none" or not other.deepspeed]
     ranked = _kept(rank(others, work, own=setup), own) if alternatives else []
-    if alternatives and work.adapter == "none" and own.fits is False:
-        ranked = [*_adapter_alternatives(setup, work), *ranked]
+    adapted = (
+        _adapter_alternatives(setup, work) if alternatives and work.adapter == "none" and own.fits is False else []
+    )
     return Plan(
         **{**own.model_dump(), "problems": problems + own.problems, "adapter": work.adapter},
         model=spec.model_name,
@@ -666,6 +666,7 @@ def plan(
         formula=formula(setup, work),
         assumptions=assumptions(),
         alternatives=ranked,
+        adapter_alternatives=adapted,
         price_note=catalog.prices_note(),
         price_unknown=None if work.catalog_price or work.hourly_price_override is not None else CLUSTER_PRICE_UNKNOWN,
         trainable_params=work.trained_params,
