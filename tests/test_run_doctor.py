@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from nbtoolkit.runner.health import DoctorError, assess, parse_stall_floor, proc
 from nbtoolkit.runner.stacks import RankStack, StacksReport, dump, rank_processes, rank_range, take_stacks
 from nbtoolkit.runner.store import this_host
 from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV, tagged_processes
+from nbtoolkit.server.run_doctor import DoctorService
 from nbtoolkit.spec import SpecError, load_spec, parse_settings
 from tests.conftest import SCRIPTS, TESTS
 
@@ -425,9 +427,18 @@ def test_checkpoint_now_then_fork_with_a_new_learning_rate(store):
     )
     wait_for(lambda: len(job.health()["ranks"]) == 2, job, "heartbeats from both ranks")
     wait_for(lambda: any(r.get("kind") == "train" for r in job.records()), job, "a logged step")  # the chain has one
-    checkpoint = job.checkpoint(timeout=TIMEOUT)
+    for malformed in ({"id": "x", "at_step": "5"}, {"id": "y", "at_step": None}, {"id": ["z"]}):
+        (job.dir / REQUEST_FILE).write_text(json.dumps(malformed))  # what anything that writes the folder may write
+        seen = max(rank["step"] for rank in job.health()["ranks"])
+        wait_for(lambda seen=seen: min(r["step"] for r in job.health()["ranks"]) > seen + 2, job, "steps past it")
+    assert job.logs().count("[nbtoolkit] ignoring the checkpoint request:") == 3
+    doctor = DoctorService(job.store)
+    with ThreadPoolExecutor(20) as pool:  # twenty clicks at once, through the server's service
+        replies = list(pool.map(lambda _: doctor.checkpoint(job.id).message, range(20)))
+    assert set(replies) == {f"job {job.id} saves a checkpoint at its next steps and carries on"}
+    checkpoint = job.checkpoint(timeout=TIMEOUT)  # the same request: it waits for that checkpoint
     step = checkpoint_step(checkpoint)
-    assert is_complete(checkpoint) and checkpoint.parent == job.dir / "output" / KEPT_DIR
+    assert is_complete(checkpoint) and os.listdir(job.dir / "output" / KEPT_DIR) == [checkpoint.name]
     wait_for(lambda: job.record.step and job.record.step > step, job, "step after the checkpoint")  # it went on
     job.stop()
 
