@@ -269,6 +269,7 @@ def test_a_checkpoint_saved_on_request_outlives_the_rotation(tmp_path, monkeypat
     shutil.rmtree(tmp_path / "output" / "checkpoint-5")  # save_total_limit's rotation at a later save
     saved = Path(checkpoint_request(tmp_path)["saved"])
     assert saved == tmp_path / "output" / KEPT_DIR / "checkpoint-5" and is_complete(saved)
+    assert saved.parent.stat().st_mode & 0o777 == 0o700  # private, as the job folder, whatever the umask
 
 
 def test_a_fork_keeps_its_checkpoint_before_it_launches(tmp_path):
