@@ -307,6 +307,10 @@ def test_a_fork_records_its_changes_as_the_spec_reads_them(tmp_path):
         "abcd1234", load_spec({"task": "text-classification"}), tmp_path / "output", "5", changes
     )
     assert paths == {"train.learning_rate": 0.0005, "train.max_steps": 76} and spec.train.learning_rate == 0.0005
+    named, _, _ = fork_spec(
+        "abcd1234", load_spec({"task": "text-classification"}), tmp_path / "output", "5", fork_settings(["name=lower"])
+    )
+    assert named.name == "lower"  # as the docs list it among what a fork may change
     assert parse_settings(["extra.save_strategy=no"]) == {"extra.save_strategy": "no"}  # YAML 1.2: no is text
     with pytest.raises(SpecError, match=r"""^--set name: '\[' is not a YAML value; .* e.g. --set "name='\['"$"""):
         parse_settings(["name=["])
@@ -325,11 +329,12 @@ def test_a_fork_with_a_batch_that_will_not_fit_is_refused_unless_forced(store):
         with pytest.raises(LaunchError, match=r"^predicted .* GiB per device for gpt2 .* exceeds the 22.5 GiB of one"):
             Job(record.id, store).fork(**change)
     assert [job.id for job in store.list()] == [record.id]  # refused before anything started
-    with pytest.raises(SpecError, match=r"^--set force: no train field is called force; a fork may change "):
+    with pytest.raises(SpecError, match=r"^--set force: no train or spec field is called force; a fork may change "):
         fork_settings(["force=true"])
-    assert fork_settings(["learning_rate=1.0e-4", "dataset.max_length=64"]) == {
+    assert fork_settings(["learning_rate=1.0e-4", "dataset.max_length=64", "name=lower-rate"]) == {
         "train.learning_rate": 1e-4,
         "dataset.max_length": 64,
+        "name": "lower-rate",
     }
 
 
