@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,14 +106,6 @@ def load_stamped_json(path: Path) -> tuple[dict[str, Any], float] | None:
     if not isinstance(data, dict):
         raise UntrustedFile(f"{path} holds a JSON {type(data).__name__}, not an object")
     return data, status.st_mtime
-
-
-def read_stamped_json(path: Path) -> tuple[dict[str, Any], float] | None:
-    """`load_stamped_json`, None for a file that is no such file (what the views poll: they skip it)."""
-    try:
-        return load_stamped_json(path)
-    except UntrustedFile:
-        return None
 
 
 def _memory() -> tuple[float | None, str]:
@@ -219,7 +211,7 @@ FIELDS = {
 }
 
 
-def clean_heartbeat(found: tuple[dict[str, Any], float] | None) -> dict[str, Any] | None:
+def clean_heartbeat(found: tuple[dict[str, Any], float]) -> dict[str, Any] | None:
     """A heartbeat as written by any process that can write the job folder (with its file's mtime): None without
     a rank, each field of the wrong type or out of range None, and `time` on this host's clock.
 
@@ -227,7 +219,7 @@ def clean_heartbeat(found: tuple[dict[str, Any], float] | None) -> dict[str, Any
     seem to lie in the future and hide a hang. The file's mtime is stamped by the reader's filesystem when
     the rank wrote it, at the rank's `written`; their difference is the rank's skew. A step never comes
     after the write that reports it, so `time` is at most the mtime."""
-    if found is None or _count(found[0].get("rank"), 0) is None:
+    if _count(found[0].get("rank"), 0) is None:
         return None
     data, mtime = found
     beat = {"rank": data["rank"], **{name: valid(data.get(name)) for name, valid in FIELDS.items()}}
@@ -237,11 +229,23 @@ def clean_heartbeat(found: tuple[dict[str, Any], float] | None) -> dict[str, Any
     return beat
 
 
-def read_heartbeats(job_dir: str | Path) -> list[dict[str, Any]]:
-    """Every rank's last heartbeat, by rank; of two files naming the same rank, the newer."""
+def read_heartbeats(job_dir: str | Path, ignored: Callable[[str], None] = lambda why: None) -> list[dict[str, Any]]:
+    """Every rank's last heartbeat, by rank; of two files naming the same rank, the newer. A file that is no
+    heartbeat (see `load_stamped_json`; no rank in it) is skipped, and `ignored` hears why (the supervisor says it
+    once in the log; the views, polling, skip it quietly)."""
     folder = Path(job_dir) / RANKS_DIR
-    found = [read_stamped_json(path) for path in folder.glob("rank-*.json")] if folder.is_dir() else []
-    beats = (clean_heartbeat(file) for file in sorted(filter(None, found), key=lambda file: file[1]))
+    found = []
+    for path in sorted(folder.glob("rank-*.json")) if folder.is_dir() else []:
+        try:
+            file = load_stamped_json(path)
+        except UntrustedFile as exc:
+            ignored(str(exc))
+            continue
+        if file is not None and _count(file[0].get("rank"), 0) is None:
+            ignored(f"{path}: rank is {_shown(file[0].get('rank'))}, not a rank (an integer from 0)")
+        elif file is not None:
+            found.append(file)
+    beats = (clean_heartbeat(file) for file in sorted(found, key=lambda file: file[1]))
     newest = {beat["rank"]: beat for beat in beats if beat}
     return [newest[rank] for rank in sorted(newest)]
 

@@ -26,6 +26,7 @@ from nbtoolkit.heartbeat import (
     request_checkpoint,
     write_json,
 )
+from nbtoolkit.runner.stall_watch import StallWatch
 from nbtoolkit.server.run_doctor import DoctorService
 
 JSON = st.recursive(
@@ -196,3 +197,27 @@ def test_twenty_checkpoint_requests_at_once_are_one_checkpoint(store, rank_zero)
     assert os.listdir(job_dir / "output" / KEPT_DIR) == ["checkpoint-3"]
     assert (job_dir / "output" / KEPT_DIR).stat().st_mode & 0o777 == 0o700
     assert request_checkpoint(job_dir) != request["id"]  # once saved, a new request is a new one
+
+
+def test_the_supervisor_hears_of_each_file_among_the_heartbeats_that_is_none(store):
+    """What its stall watch reads: a FIFO, a symlink, a file too big and one without a rank are skipped, each named
+    (the supervisor's `_note` says each once in the log); the views read the same heartbeats quietly."""
+    record = store.create(name="odd", task="text-classification", backend="local")
+    store.update(record.id, status="running")
+    ranks = store.job_dir(record.id) / RANKS_DIR
+    ranks.mkdir()
+    write_json(ranks / "rank-0.json", {"rank": 0, "step": 3})
+    fifo(ranks / "rank-1.json")
+    (ranks / "rank-2.json").symlink_to(ranks / "rank-0.json")
+    oversized(ranks / "rank-3.json")
+    write_json(ranks / "rank-4.json", {"rank": "4", "step": 3})
+    size = (ranks / "rank-3.json").stat().st_size
+    notes: list[str] = []
+    StallWatch(store, record.id).check(print, notes.append)
+    assert notes == [
+        f"ignoring a heartbeat: {ranks / 'rank-1.json'} is not a regular file",
+        f"ignoring a heartbeat: {ranks / 'rank-2.json'} is a symlink, which is not followed",
+        f"ignoring a heartbeat: {ranks / 'rank-3.json'} holds {size} bytes, more than the {MAX_FILE_BYTES} it may",
+        f'ignoring a heartbeat: {ranks / "rank-4.json"}: rank is "4", not a rank (an integer from 0)',
+    ]
+    assert [beat["rank"] for beat in read_heartbeats(store.job_dir(record.id))] == [0]

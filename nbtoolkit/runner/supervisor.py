@@ -266,7 +266,7 @@ class Supervisor:
     def _watch_health(self, log) -> bool:
         """The job's health (see stall_watch); True when train.on_stall says stop. Never ends the supervisor."""
         try:
-            return self.stall_watch.check(lambda text: self._say(log, text))
+            return self.stall_watch.check(lambda text: self._say(log, text), self._note)
         except Exception as exc:
             self._note(f"could not check the job's health ({exc}); checking again")
             return False
