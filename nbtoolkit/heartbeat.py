@@ -211,16 +211,14 @@ FIELDS = {
 }
 
 
-def clean_heartbeat(found: tuple[dict[str, Any], float]) -> dict[str, Any] | None:
-    """A heartbeat as written by any process that can write the job folder (with its file's mtime): None without
-    a rank, each field of the wrong type or out of range None, and `time` on this host's clock.
+def clean_heartbeat(found: tuple[dict[str, Any], float]) -> dict[str, Any]:
+    """A heartbeat with a rank as written by any process that can write the job folder (with its file's mtime):
+    each field of the wrong type or out of range None, and `time` on this host's clock.
 
     A rank's clock may run ahead of the reader's (another node): compared as written, its last step would
     seem to lie in the future and hide a hang. The file's mtime is stamped by the reader's filesystem when
     the rank wrote it, at the rank's `written`; their difference is the rank's skew. A step never comes
     after the write that reports it, so `time` is at most the mtime."""
-    if _count(found[0].get("rank"), 0) is None:
-        return None
     data, mtime = found
     beat = {"rank": data["rank"], **{name: valid(data.get(name)) for name, valid in FIELDS.items()}}
     if beat["time"] is not None:
@@ -246,7 +244,7 @@ def read_heartbeats(job_dir: str | Path, ignored: Callable[[str], None] = lambda
         elif file is not None:
             found.append(file)
     beats = (clean_heartbeat(file) for file in sorted(found, key=lambda file: file[1]))
-    newest = {beat["rank"]: beat for beat in beats if beat}
+    newest = {beat["rank"]: beat for beat in beats}
     return [newest[rank] for rank in sorted(newest)]
 
 
@@ -271,6 +269,9 @@ def read_request(path: Path) -> dict[str, Any] | None:
     return request
 
 
+_REQUESTS_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _requests_locked(path: Path) -> Iterator[None]:
     """One requester at a time, threads of a process (the server's) and processes (the CLI beside it) alike."""
@@ -281,9 +282,6 @@ def _requests_locked(path: Path) -> Iterator[None]:
             yield
         finally:
             os.close(fd)  # and with it the flock
-
-
-_REQUESTS_LOCK = threading.Lock()
 
 
 def request_checkpoint(job_dir: str | Path) -> str:
