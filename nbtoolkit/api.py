@@ -13,7 +13,7 @@ from nbtoolkit import runner as job_control
 from nbtoolkit.backends import dispatch
 from nbtoolkit.backends.program import script_resume_arg
 from nbtoolkit.checkpoints import is_complete, last_checkpoint
-from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, KEEPS_FIT, fork_spec
+from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, KEEPS_FIT, fork_spec, refuse_training_nothing
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
@@ -338,6 +338,13 @@ def resume(
         spec["train"]["max_steps"] = max_steps
     if budget_usd is not None:
         spec["train"]["budget_usd"] = budget_usd
+    if old_spec.script is None:  # a script's steps are its own arguments
+        refuse_training_nothing(
+            spec["train"]["max_steps"],
+            checkpoint,
+            f"resuming job {record.id}",
+            f"nbtoolkit resume {record.id} --max-steps {{}}",
+        )
     workdir = job_launch(old.dir).workdir
     try:  # the same spec already ran: the planner's fit check had its say at the first launch
         return launch(spec, store=old.store, force=True, resumed_from=record.id, workdir=workdir)

@@ -26,6 +26,10 @@ from nbtoolkit.spec import RunSpec
 CREDENTIAL_NAME = re.compile(
     r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|SECRET_KEY|PRIVATE_KEY|SESSION_TOKEN|CREDENTIALS?)($|_)"
 )
+#: an environment variable's name that looks like one, more widely: the words services end their variables with
+#: (KAGGLE_KEY, GITHUB_PAT, HF_AUTH, DB_PASS). Only as the last word (SSH_AUTH_SOCK and KEY_FILE hold paths), and
+#: never for a flag or key of a spec, whose value would be refused or redacted (`--label_key`, `--sort_key`)
+SECRET_VARIABLE = re.compile(r"(^|_)(KEY|PAT|AUTH|PASS|PASSPHRASE|CREDS)$")
 REDACTED = "***"
 #: values shorter than this are not taken for secrets (a `..._TOKEN=1` switch would blank every digit 1)
 MIN_SECRET_CHARS = 8
@@ -39,6 +43,11 @@ ENV_REFERENCE = re.compile(r"^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-
 def is_credential(name: str) -> bool:
     """`--hf-token`, `hub_token`, `AWS_SECRET_ACCESS_KEY`: yes; `tokenizer_name`, `max_tokens`: no."""
     return bool(CREDENTIAL_NAME.search(name.lstrip("-").replace("-", "_").upper()))
+
+
+def is_secret_variable(name: str) -> bool:
+    """`HF_TOKEN`, `KAGGLE_KEY`, `GITHUB_PAT`: yes; `SSH_AUTH_SOCK`, `PATH`, `PWD`: no."""
+    return is_credential(name) or bool(SECRET_VARIABLE.search(name.upper()))
 
 
 def env_reference(value: Any) -> str | None:
@@ -175,7 +184,7 @@ def trainer_credentials(extra: Mapping[str, Any], environ: Mapping[str, str] | N
 def secret_values(environ: Mapping[str, str], names: Iterable[str] = ()) -> set[str]:
     """The values a job must never write: those of credential-named variables, and of the variables `names`
     (what its `$NAME` references resolve to)."""
-    chosen = {name for name in environ if is_credential(name)} | {name for name in names if name in environ}
+    chosen = {name for name in environ if is_secret_variable(name)} | {name for name in names if name in environ}
     return {environ[name] for name in chosen if len(environ[name]) >= MIN_SECRET_CHARS}
 
 
@@ -192,9 +201,14 @@ class Scrubber:
         self.secrets = found
         self.pattern = re.compile(b"|".join(re.escape(secret) for secret in found)) if found else None
         self.pending = b""  # the stream's tail that may be the start of a secret
+        self.ends = frozenset(byte for secret in found for byte in secret[:-1])  # what a held tail may end with
 
     def __bool__(self) -> bool:
         return self.pattern is not None
+
+    def stream(self) -> Scrubber:
+        """A scrubber of the same secrets for a stream of its own (its held tail its own)."""
+        return Scrubber(secret.decode() for secret in self.secrets)
 
     def scrubbed(self, data: bytes) -> bytes:
         return self.pattern.sub(REDACTED.encode(), data) if self.pattern is not None else data
@@ -217,10 +231,14 @@ class Scrubber:
     def feed(self, chunk: bytes) -> bytes:
         """What of a stream can be written now: scrubbed, less a tail that may begin a secret the next chunk ends."""
         data = self.scrubbed(self.pending + chunk)
-        held = max(
-            (size for secret in self.secrets for size in range(1, len(secret)) if data.endswith(secret[:size])),
-            default=0,
-        )
+        held = (
+            max(
+                (size for secret in self.secrets for size in range(1, len(secret)) if data.endswith(secret[:size])),
+                default=0,
+            )
+            if data and data[-1] in self.ends
+            else 0
+        )  # a line's end, mostly: no secret begins with it
         self.pending = data[len(data) - held :] if held else b""
         return data[: len(data) - held]
 

@@ -32,14 +32,15 @@ def field_path(name: str) -> str:
 
 
 def fork_settings(items: list[str]) -> dict[str, Any]:
-    """`--set` items of a fork (CLI, REST, the fork button) as {dotted field: value}; a bare name that is no train
-    field is refused here, in one sentence, before it could be taken for an argument of `Job.fork`."""
+    """`--set` items of a fork (CLI, REST, the fork button) as {dotted field: value}; a bare name that is neither a
+    train field nor a spec field (`name`) is refused here, in one sentence, before it could be taken for an
+    argument of `Job.fork` (`force`)."""
     changes = {field_path(name): value for name, value in parse_settings(items).items()}
     for path in changes:
-        if "." not in path:
+        if "." not in path and path not in RunSpec.model_fields:
             raise SpecError(
-                f"--set {path}: no train field is called {path}; a fork may change {', '.join(FORKABLE)} "
-                "(a bare train field name or a dotted path)"
+                f"--set {path}: no train or spec field is called {path}; a fork may change {', '.join(FORKABLE)}, "
+                "name and the like (a bare train field name, a spec field's name or a dotted path)"
             )
     return changes
 
@@ -113,17 +114,24 @@ def fork_spec(
     if "name" not in changes:
         data["name"] = f"{spec.display_name}-fork"
     forked = load_spec(data)
-    step = checkpoint_step(start)
-    if step is not None and forked.train.max_steps is not None and forked.train.max_steps <= step:
-        raise SpecError(
-            f"train.max_steps {forked.train.max_steps} is not above the checkpoint's step {step}: the fork would "
-            f"train nothing; give a larger one, e.g. --set max_steps={step + 100}"
-        )
+    refuse_training_nothing(forked.train.max_steps, start, "the fork", "--set max_steps={}")
     if start.parent == output:
         start = keep(job_id, start)
         forked = forked.model_copy(update={"resume": str(start)})
     as_checked = forked.model_dump(mode="json")  # the values as the spec reads them: 5e-4 is a number
     return forked, start, {path: value_at(as_checked, path, value) for path, value in changes.items()}
+
+
+def refuse_training_nothing(max_steps: int | None, checkpoint: Path, run: str, larger: str) -> None:
+    """A run from `checkpoint` to a train.max_steps not above its step is refused: it would train nothing (the
+    Trainer takes one step past the end at learning rate 0, `step 22/21 (104%)`). `larger` shows how to ask for
+    more steps, `{}` the number."""
+    step = checkpoint_step(checkpoint)
+    if step is not None and max_steps is not None and max_steps <= step:
+        raise SpecError(
+            f"train.max_steps {max_steps} is not above the checkpoint's step {step}: {run} would train nothing; "
+            f"give a larger one, e.g. {larger.format(step + 100)}"
+        )
 
 
 def value_at(data: dict[str, Any], path: str, default: Any) -> Any:

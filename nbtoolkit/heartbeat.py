@@ -11,12 +11,19 @@ A checkpoint request is `checkpoint-request.json`. Ranks must save at the same s
 is a collective), and they see the file at different moments; so rank 0 alone answers a new request
 by naming the step to save at, `CHECKPOINT_LEAD_STEPS` ahead. Ranks that meet in a collective every
 step are at most one step apart, so every rank reads that step before it reaches it.
+
+Both files are read as untrusted input: anything that can write the job folder can write them, and every rank
+acts on the request. A file of the wrong type, size or kind (a FIFO, a symlink) is ignored, the request with
+one warning line from rank 0 that names it; it never ends the job. Requests made while one still waits for its
+save (twenty clicks on "Checkpoint now") are that one request: one checkpoint.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
+import fcntl
 import functools
 import json
 import math
@@ -28,6 +35,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,35 +62,50 @@ def world_size() -> int:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Replace `path` whole: write a temporary file beside it, then rename over it."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    temporary.write_text(json.dumps(data))
-    os.replace(temporary, path)
+    """Replace `path` whole: write a temporary file beside it, then rename over it. The temporary file is this
+    writer's alone (a random name): the server's request threads share one pid, and a name by pid let one
+    thread's rename take the file another was still writing."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}")
+    try:
+        temporary.write_text(json.dumps(data))
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    found = read_stamped_json(path)
-    return found[0] if found else None
+class UntrustedFile(ValueError):
+    """A file in the job folder that is there but not one to act on; the message names it and says why."""
 
 
-def read_stamped_json(path: Path) -> tuple[dict[str, Any], float] | None:
-    """The JSON object in a regular file of at most `MAX_FILE_BYTES` and the file's mtime, else None: a FIFO or
-    a device planted in the job folder would block a plain read (and with it the supervisor, `show` and the
-    server); a symlink is not followed."""
+def load_stamped_json(path: Path) -> tuple[dict[str, Any], float] | None:
+    """The JSON object in a regular file of at most `MAX_FILE_BYTES` and the file's mtime; None when there is no
+    file, `UntrustedFile` when it is no such file: a FIFO or a device planted in the job folder would block a
+    plain read (and with it a rank, the supervisor, `show` and the server); a symlink is not followed."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        why = "is a symlink, which is not followed" if exc.errno == errno.ELOOP else f"cannot be read ({exc.strerror})"
+        raise UntrustedFile(f"{path} {why}") from None
     try:
         status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_FILE_BYTES:
-            return None
-        data = json.loads(os.read(fd, MAX_FILE_BYTES))
-    except (OSError, ValueError):
-        return None
+        if not stat.S_ISREG(status.st_mode):
+            raise UntrustedFile(f"{path} is not a regular file")
+        if status.st_size > MAX_FILE_BYTES:
+            raise UntrustedFile(f"{path} holds {status.st_size} bytes, more than the {MAX_FILE_BYTES} it may")
+        try:
+            data = json.loads(os.read(fd, MAX_FILE_BYTES))
+        except OSError as exc:
+            raise UntrustedFile(f"{path} cannot be read ({exc.strerror})") from None
+        except ValueError:  # JSON, and UTF-8 (UnicodeDecodeError)
+            raise UntrustedFile(f"{path} is not JSON") from None
     finally:
         os.close(fd)
-    return (data, status.st_mtime) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise UntrustedFile(f"{path} holds a JSON {type(data).__name__}, not an object")
+    return data, status.st_mtime
 
 
 def _memory() -> tuple[float | None, str]:
@@ -188,16 +211,14 @@ FIELDS = {
 }
 
 
-def clean_heartbeat(found: tuple[dict[str, Any], float] | None) -> dict[str, Any] | None:
-    """A heartbeat as written by any process that can write the job folder (with its file's mtime): None without
-    a rank, each field of the wrong type or out of range None, and `time` on this host's clock.
+def clean_heartbeat(found: tuple[dict[str, Any], float]) -> dict[str, Any]:
+    """A heartbeat with a rank as written by any process that can write the job folder (with its file's mtime):
+    each field of the wrong type or out of range None, and `time` on this host's clock.
 
     A rank's clock may run ahead of the reader's (another node): compared as written, its last step would
     seem to lie in the future and hide a hang. The file's mtime is stamped by the reader's filesystem when
     the rank wrote it, at the rank's `written`; their difference is the rank's skew. A step never comes
     after the write that reports it, so `time` is at most the mtime."""
-    if found is None or _count(found[0].get("rank"), 0) is None:
-        return None
     data, mtime = found
     beat = {"rank": data["rank"], **{name: valid(data.get(name)) for name, valid in FIELDS.items()}}
     if beat["time"] is not None:
@@ -206,24 +227,86 @@ def clean_heartbeat(found: tuple[dict[str, Any], float] | None) -> dict[str, Any
     return beat
 
 
-def read_heartbeats(job_dir: str | Path) -> list[dict[str, Any]]:
-    """Every rank's last heartbeat, by rank; of two files naming the same rank, the newer."""
+def read_heartbeats(job_dir: str | Path, ignored: Callable[[str], None] = lambda why: None) -> list[dict[str, Any]]:
+    """Every rank's last heartbeat, by rank; of two files naming the same rank, the newer. A file that is no
+    heartbeat (see `load_stamped_json`; no rank in it) is skipped, and `ignored` hears why (the supervisor says it
+    once in the log; the views, polling, skip it quietly)."""
     folder = Path(job_dir) / RANKS_DIR
-    found = [read_stamped_json(path) for path in folder.glob("rank-*.json")] if folder.is_dir() else []
-    beats = (clean_heartbeat(file) for file in sorted(filter(None, found), key=lambda file: file[1]))
-    newest = {beat["rank"]: beat for beat in beats if beat}
+    found = []
+    for path in sorted(folder.glob("rank-*.json")) if folder.is_dir() else []:
+        try:
+            file = load_stamped_json(path)
+        except UntrustedFile as exc:
+            ignored(str(exc))
+            continue
+        if file is not None and _count(file[0].get("rank"), 0) is None:
+            ignored(f"{path}: rank is {_shown(file[0].get('rank'))}, not a rank (an integer from 0)")
+        elif file is not None:
+            found.append(file)
+    beats = (clean_heartbeat(file) for file in sorted(found, key=lambda file: file[1]))
+    newest = {beat["rank"]: beat for beat in beats}
     return [newest[rank] for rank in sorted(newest)]
 
 
+def _shown(value: Any) -> str:
+    return json.dumps(value)[:40]
+
+
+def read_request(path: Path) -> dict[str, Any] | None:
+    """The checkpoint request in `path` (None without one), or `UntrustedFile` saying which field is wrong: the
+    id a string of 1 to 64 characters, `at_step` a step (an integer from 0), `saved` a path."""
+    found = load_stamped_json(path)
+    if found is None:
+        return None
+    request = found[0]
+    request_id = request.get("id")
+    if not (isinstance(request_id, str) and 0 < len(request_id) <= 64):
+        raise UntrustedFile(f"{path}: id is {_shown(request_id)}, not a request id (a string of 1 to 64 characters)")
+    if "at_step" in request and _count(request["at_step"], 0) is None:
+        raise UntrustedFile(f"{path}: at_step is {_shown(request['at_step'])}, not a step (an integer from 0)")
+    if "saved" in request and not isinstance(request["saved"], str):
+        raise UntrustedFile(f"{path}: saved is {_shown(request['saved'])}, not a checkpoint's path")
+    return request
+
+
+_REQUESTS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _requests_locked(path: Path) -> Iterator[None]:
+    """One requester at a time, threads of a process (the server's) and processes (the CLI beside it) alike."""
+    with _REQUESTS_LOCK:
+        fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # and with it the flock
+
+
 def request_checkpoint(job_dir: str | Path) -> str:
-    """Ask the running job to save a checkpoint at its next steps; returns the request's id."""
-    request_id = uuid.uuid4().hex[:8]
-    write_json(Path(job_dir) / REQUEST_FILE, {"id": request_id, "requested": time.time()})
+    """Ask the running job to save a checkpoint at its next steps; returns the request's id. A request that still
+    waits for its save answers for this one too (its id), so requests at once give one checkpoint, not one that
+    silently replaced another; a file that is no valid request is replaced."""
+    path = Path(job_dir) / REQUEST_FILE
+    with _requests_locked(path):
+        try:
+            waiting = read_request(path)
+        except UntrustedFile:
+            waiting = None
+        if waiting is not None and "saved" not in waiting:
+            return waiting["id"]
+        request_id = uuid.uuid4().hex[:8]
+        write_json(path, {"id": request_id, "requested": time.time()})
     return request_id
 
 
 def checkpoint_request(job_dir: str | Path) -> dict[str, Any] | None:
-    return read_json(Path(job_dir) / REQUEST_FILE)
+    """The job's checkpoint request, None without a valid one."""
+    try:
+        return read_request(Path(job_dir) / REQUEST_FILE)
+    except UntrustedFile:
+        return None
 
 
 def _link_or_copy(source: str, target: str) -> None:
@@ -242,7 +325,7 @@ def keep_checkpoint(checkpoint: Path) -> Path:
     kept = checkpoint.parent / KEPT_DIR / checkpoint.name
     if kept.is_dir():
         return kept
-    kept.parent.mkdir(exist_ok=True)
+    kept.parent.mkdir(mode=0o700, exist_ok=True)  # as private as the checkpoints it holds
     partial = kept.with_name(f".{kept.name}.{os.getpid()}.{uuid.uuid4().hex[:6]}")
     try:
         shutil.copytree(checkpoint, partial, copy_function=_link_or_copy)
@@ -273,7 +356,7 @@ class CheckpointRequests:
         except OSError:
             return False
         if mtime != self._seen_mtime:
-            self._seen_mtime, self._request = mtime, read_json(self.path)
+            self._seen_mtime, self._request = mtime, self._read()
         request = self._request
         if not request or request.get("id") in self._saved_ids:
             return False
@@ -288,6 +371,15 @@ class CheckpointRequests:
         self._saved_ids.add(request["id"])
         self.pending = True
         return True
+
+    def _read(self) -> dict[str, Any] | None:
+        """The request as it is now; one that is no valid request is ignored, and rank 0 says so in one line."""
+        try:
+            return read_request(self.path)
+        except UntrustedFile as exc:
+            if self.is_rank_zero:
+                print(f"[nbtoolkit] ignoring the checkpoint request: {exc}", file=sys.stderr, flush=True)
+            return None
 
     def saved(self, checkpoint: Path) -> None:
         """Once every rank has written the requested checkpoint, rank 0 keeps it out of the rotation (a later

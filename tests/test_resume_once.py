@@ -3,6 +3,7 @@ in the original job's working directory."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 
@@ -11,6 +12,7 @@ import pytest
 from nbtoolkit.api import Job, launch, resume
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.runner.control import job_launch
+from nbtoolkit.spec import SpecError, load_spec
 from tests.conftest import PYTHON, SCRIPTS
 
 RESUME_IN_A_PROCESS = (
@@ -88,3 +90,24 @@ def test_a_script_that_takes_no_checkpoint_is_not_resumed(store, ended_script_jo
     second = resume(job.id, store=store)
     assert job_launch(second.dir).main_stage.argv[-2:] == ["--steps", str(job.dir / "output" / "checkpoint-3")]
     second.wait(timeout=60)
+
+
+def test_a_job_that_reached_its_max_steps_is_not_resumed_to_train_nothing(store):
+    """Its last checkpoint is at train.max_steps: resumed as it was, the Trainer took one step at learning rate 0
+    (`step 22/21 (104%)`); a fork refused the same case."""
+    record = store.create(name="done", task="text-classification", backend="local")
+    store.update(record.id, status="succeeded")
+    spec = load_spec({"task": "text-classification", "train": {"max_steps": 21}})
+    (store.job_dir(record.id) / "spec.json").write_text(spec.model_dump_json())
+    checkpoint = store.job_dir(record.id) / "output" / "checkpoint-21"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 21}))
+    (checkpoint / "model.safetensors").write_bytes(b"weights")
+    for max_steps in (None, 21, 5):
+        with pytest.raises(SpecError) as refused:
+            resume(record.id, max_steps=max_steps, store=store)
+        assert str(refused.value) == (
+            f"train.max_steps {max_steps or 21} is not above the checkpoint's step 21: resuming job {record.id} "
+            f"would train nothing; give a larger one, e.g. nbtoolkit resume {record.id} --max-steps 121"
+        )
+    assert [job.id for job in store.list()] == [record.id] and store.get(record.id).resumed_by is None

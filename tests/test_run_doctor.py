@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from nbtoolkit.runner.health import DoctorError, assess, parse_stall_floor, proc
 from nbtoolkit.runner.stacks import RankStack, StacksReport, dump, rank_processes, rank_range, take_stacks
 from nbtoolkit.runner.store import this_host
 from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV, tagged_processes
+from nbtoolkit.server.run_doctor import DoctorService
 from nbtoolkit.spec import SpecError, load_spec, parse_settings
 from tests.conftest import SCRIPTS, TESTS
 
@@ -267,6 +269,7 @@ def test_a_checkpoint_saved_on_request_outlives_the_rotation(tmp_path, monkeypat
     shutil.rmtree(tmp_path / "output" / "checkpoint-5")  # save_total_limit's rotation at a later save
     saved = Path(checkpoint_request(tmp_path)["saved"])
     assert saved == tmp_path / "output" / KEPT_DIR / "checkpoint-5" and is_complete(saved)
+    assert saved.parent.stat().st_mode & 0o777 == 0o700  # private, as the job folder, whatever the umask
 
 
 def test_a_fork_keeps_its_checkpoint_before_it_launches(tmp_path):
@@ -304,6 +307,10 @@ def test_a_fork_records_its_changes_as_the_spec_reads_them(tmp_path):
         "abcd1234", load_spec({"task": "text-classification"}), tmp_path / "output", "5", changes
     )
     assert paths == {"train.learning_rate": 0.0005, "train.max_steps": 76} and spec.train.learning_rate == 0.0005
+    named, _, _ = fork_spec(
+        "abcd1234", load_spec({"task": "text-classification"}), tmp_path / "output", "5", fork_settings(["name=lower"])
+    )
+    assert named.name == "lower"  # as the docs list it among what a fork may change
     assert parse_settings(["extra.save_strategy=no"]) == {"extra.save_strategy": "no"}  # YAML 1.2: no is text
     with pytest.raises(SpecError, match=r"""^--set name: '\[' is not a YAML value; .* e.g. --set "name='\['"$"""):
         parse_settings(["name=["])
@@ -322,11 +329,12 @@ def test_a_fork_with_a_batch_that_will_not_fit_is_refused_unless_forced(store):
         with pytest.raises(LaunchError, match=r"^predicted .* GiB per device for gpt2 .* exceeds the 22.5 GiB of one"):
             Job(record.id, store).fork(**change)
     assert [job.id for job in store.list()] == [record.id]  # refused before anything started
-    with pytest.raises(SpecError, match=r"^--set force: no train field is called force; a fork may change "):
+    with pytest.raises(SpecError, match=r"^--set force: no train or spec field is called force; a fork may change "):
         fork_settings(["force=true"])
-    assert fork_settings(["learning_rate=1.0e-4", "dataset.max_length=64"]) == {
+    assert fork_settings(["learning_rate=1.0e-4", "dataset.max_length=64", "name=lower-rate"]) == {
         "train.learning_rate": 1e-4,
         "dataset.max_length": 64,
+        "name": "lower-rate",
     }
 
 
@@ -425,9 +433,18 @@ def test_checkpoint_now_then_fork_with_a_new_learning_rate(store):
     )
     wait_for(lambda: len(job.health()["ranks"]) == 2, job, "heartbeats from both ranks")
     wait_for(lambda: any(r.get("kind") == "train" for r in job.records()), job, "a logged step")  # the chain has one
-    checkpoint = job.checkpoint(timeout=TIMEOUT)
+    for malformed in ({"id": "x", "at_step": "5"}, {"id": "y", "at_step": None}, {"id": ["z"]}):
+        (job.dir / REQUEST_FILE).write_text(json.dumps(malformed))  # what anything that writes the folder may write
+        seen = max(rank["step"] for rank in job.health()["ranks"])
+        wait_for(lambda seen=seen: min(r["step"] for r in job.health()["ranks"]) > seen + 2, job, "steps past it")
+    assert job.logs().count("[nbtoolkit] ignoring the checkpoint request:") == 3
+    doctor = DoctorService(job.store)
+    with ThreadPoolExecutor(20) as pool:  # twenty clicks at once, through the server's service
+        replies = list(pool.map(lambda _: doctor.checkpoint(job.id).message, range(20)))
+    assert set(replies) == {f"job {job.id} saves a checkpoint at its next steps and carries on"}
+    checkpoint = job.checkpoint(timeout=TIMEOUT)  # the same request: it waits for that checkpoint
     step = checkpoint_step(checkpoint)
-    assert is_complete(checkpoint) and checkpoint.parent == job.dir / "output" / KEPT_DIR
+    assert is_complete(checkpoint) and os.listdir(job.dir / "output" / KEPT_DIR) == [checkpoint.name]
     wait_for(lambda: job.record.step and job.record.step > step, job, "step after the checkpoint")  # it went on
     job.stop()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import zipfile
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from nbtoolkit.api import launch
 from nbtoolkit.credentials import REDACTED, Scrubber, secret_values
-from nbtoolkit.runner.scrub import CHUNK_BYTES, scrub_job_files
+from nbtoolkit.runner.scrub import CHUNK_BYTES, RankStreams, scrub_job_files
 from nbtoolkit.server.service import LOG_LIMIT_MAX, JobsService
 from nbtoolkit.spec import load_spec
 from tests.conftest import SCRIPTS
@@ -24,6 +25,7 @@ from tests.conftest import SCRIPTS
 pytestmark = pytest.mark.heavy  # a DeepSpeed and a torchrun job: run first under pytest -n
 
 SECRET = "hf_SECRETVALUE24abcdef"
+PACED = SCRIPTS / "paced.py"
 ONE_STEP = {"max_steps": 1, "save_steps": 1, "batch_size": 4, "logging_steps": 1}
 TOKEN_IN_EXTRA = {"extra": {"hub_token": "$HF_TOKEN"}, "train": ONE_STEP}
 CASES = {
@@ -78,6 +80,30 @@ def files_holding(secret: str, root: Path) -> list[str]:
     return found
 
 
+def readable_in(secret: str, root: Path) -> list[str]:
+    """Every file under `root` where `secret` can be read once each rank's pieces are rejoined: torchrun's tee
+    writes what a rank prints in pieces, each after the rank's prefix (`[rank0]:h[rank1]:h[rank0]:f...`)."""
+    found = []
+    for path in root.rglob("*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        if any(secret.encode() in text for text in rank_texts(path.read_bytes()).values()):
+            found.append(str(path.relative_to(root)))
+    return found
+
+
+def test_a_token_two_ranks_print_a_character_at_a_time_is_in_no_file(home, store, monkeypatch):
+    """Each character reaches torchrun's tee on its own, and the log holds it after the rank's prefix; the token
+    is in a variable whose name no earlier list knew for a credential's."""
+    monkeypatch.setenv("KAGGLE_KEY", SECRET)
+    args = ["--steps", "1", "--pace", "0", "--dribble-env", "KAGGLE_KEY"]
+    spec = {"task": "text-classification", "hardware": {"devices": 2}, "script": {"path": str(PACED), "args": args}}
+    job = launch(spec, store=store)
+    assert job.wait(timeout=120) == "succeeded", job.logs(tail=40)
+    assert readable_in(SECRET, home) == [] and files_holding(SECRET, home) == []
+    assert job.logs().count(f"[rank0]:{REDACTED}") == job.logs().count(f"[rank1]:{REDACTED}") == 1
+
+
 def rest_answers(store, job_id: str) -> str:
     """What the REST API serves for the job (its service layer; the handlers add only HTTP)."""
     service = JobsService(store)
@@ -123,6 +149,19 @@ def test_secret_values_are_credential_named_variables_and_resolved_references():
     environ = {"HF_TOKEN": SECRET, "MY_VAR": "valueofmyvar", "TOKENIZERS_PARALLELISM": "false", "X_TOKEN": "1"}
     assert secret_values(environ) == {SECRET}  # a short switch is not a secret; a tokenizer setting not a token
     assert secret_values(environ, ["MY_VAR", "UNSET"]) == {SECRET, "valueofmyvar"}
+    wider = {
+        "KAGGLE_KEY": "kaggle-value",
+        "GITHUB_PAT": "github-value",
+        "HF_AUTH": "auth-value",
+        "DB_PASS": "pass-word",
+    }
+    paths = {
+        "SSH_AUTH_SOCK": "/tmp/ssh-agent.1",
+        "KEY_FILE": "/home/me/key.pem",
+        "PATH": "/usr/bin:/bin",
+        "PWD": "/work",
+    }
+    assert secret_values({**wider, **paths}) == set(wider.values())  # a credential's name, not a path's
 
 
 @settings(max_examples=300, deadline=None)
@@ -141,6 +180,45 @@ def test_a_stream_cut_anywhere_is_scrubbed_like_the_whole(before, after, cuts):
     assert streamed == Scrubber(secrets).scrubbed(data)
     assert SECRET.encode() not in streamed and secrets[1].encode() not in streamed
     assert streamed.count(REDACTED.encode()) >= 3
+
+
+def rank_texts(log: bytes) -> dict[bytes, bytes]:
+    """Each rank's text in a log torchrun teed (b"": the text before any prefix), its pieces rejoined."""
+    pieces = re.split(rb"(\[rank\d+\]:)", log)
+    ranks = {b"": pieces[0]}
+    for rank, piece in zip(pieces[1::2], pieces[2::2], strict=True):
+        ranks[rank] = ranks.get(rank, b"") + piece
+    return ranks
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.text(st.sampled_from("ab\n_é"), max_size=12), min_size=2, max_size=2),
+    pieces=st.lists(st.integers(1, 6), min_size=1, max_size=40),
+    order=st.lists(st.integers(0, 1), max_size=80),
+    cuts=st.lists(st.integers(0, 400), max_size=8),
+)
+def test_ranks_teed_in_pieces_of_any_size_are_scrubbed_rank_by_rank(texts, pieces, order, cuts):
+    """torchrun's tee writes each piece a rank printed after its prefix, the ranks' pieces interleaved (`order`);
+    the supervisor reads the whole cut anywhere (`cuts`). Each rank's text comes out scrubbed, prefixed as it was."""
+    ranks = [f"{text}{SECRET}{text[::-1]}\n".encode() for text in texts]
+    split: list[list[bytes]] = [[], []]
+    for rank, data in enumerate(ranks):
+        sizes = itertools.cycle(pieces)
+        while data:
+            size = min(next(sizes), data.find(b"\n") + 1 or len(data))  # a piece is at most a line, as readline
+            split[rank].append(data[:size])
+            data = data[size:]
+    teed = b""
+    for rank in [*order, *[0] * len(split[0]), *[1] * len(split[1])]:
+        if split[rank]:
+            teed += f"[rank{rank}]:".encode() + split[rank].pop(0)
+    streams = RankStreams(Scrubber([SECRET]))
+    edges = sorted({0, len(teed), *(cut for cut in cuts if cut < len(teed))})
+    log = b"".join(streams.feed(teed[start:end]) for start, end in itertools.pairwise(edges)) + streams.flush()
+    expected = Scrubber([SECRET]).scrubbed
+    assert rank_texts(log) == {b"": b"", b"[rank0]:": expected(ranks[0]), b"[rank1]:": expected(ranks[1])}
+    assert all(line.startswith((b"[rank0]:", b"[rank1]:")) for line in log.splitlines())
 
 
 def test_a_rank_log_of_any_size_is_scrubbed_whole_with_its_mode(tmp_path):

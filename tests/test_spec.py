@@ -142,6 +142,14 @@ INVALID = [
     ("task: causal-lm\ntrain: {batch_size: 0}", "train.batch_size: 0 is out of range; it must be >= 1"),
     ("task: causal-lm\ntrain: {learning_rate: 3}", "train.learning_rate: 3 is out of range; it must be < 1.0"),
     (
+        "task: causal-lm\ntrain: {learning_rate: .nan}",
+        "train.learning_rate: nan is not a number; it must be a number < 1.0",
+    ),
+    (
+        "task: causal-lm\ntrain: {learning_rate: 'nan'}",
+        "train.learning_rate: 'nan' is not a number; it must be a number < 1.0",
+    ),
+    (
         "task: causal-lm\nhardware: {nodes: 2, node_rank: 2}",
         "hardware.node_rank 2 is out of range for 2 node(s); use 0 to 1",
     ),

@@ -22,6 +22,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -180,8 +181,10 @@ def process_alive(beat: dict[str, Any]) -> bool | None:
         return False
 
 
-def job_health(store: JobStore, record: JobRecord, now: float | None = None) -> Health:
-    """`assess` over the job folder's heartbeats and this host's processes."""
-    beats = read_heartbeats(store.job_dir(record.id))
+def job_health(
+    store: JobStore, record: JobRecord, now: float | None = None, ignored: Callable[[str], None] = lambda why: None
+) -> Health:
+    """`assess` over the job folder's heartbeats and this host's processes; `ignored` hears of a file that is none."""
+    beats = read_heartbeats(store.job_dir(record.id), ignored)
     alive = {beat["rank"]: process_alive(beat) for beat in beats}
     return assess(beats, time.time() if now is None else now, alive, active=record.active, floor_s=stall_floor())

@@ -29,14 +29,15 @@ class StallWatch:
         #: set when train.on_stall: stop ended the job (its message)
         self.stop_message: str | None = None
 
-    def check(self, say: Callable[[str], None]) -> bool:
-        """Look at the job's health (every CHECK_EVERY_S); True when the job must stop (on_stall: stop)."""
+    def check(self, say: Callable[[str], None], note: Callable[[str], None]) -> bool:
+        """Look at the job's health (every CHECK_EVERY_S); True when the job must stop (on_stall: stop). `note`
+        hears, once each, of files in the ranks' folder that are no heartbeat."""
         now = time.time()
         if now - self.checked < CHECK_EVERY_S or self.stop_message:  # stopping: the stall stays the last word
             return False
         self.checked = now
         record = self.store.get(self.job_id)
-        health = job_health(self.store, record, now)
+        health = job_health(self.store, record, now, lambda why: note(f"ignoring a heartbeat: {why}"))
         if health.state != self.state:
             self.state = health.state
             self.store.set_info(self.job_id, INFO_KEY, {"state": health.state, "reason": health.reason, "time": now})

@@ -41,7 +41,7 @@ from nbtoolkit.metrics.parse import RANK_PREFIX, SETTLE_S, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
 from nbtoolkit.runner.listing import cost_usd
 from nbtoolkit.runner.lock import SupervisorLock
-from nbtoolkit.runner.scrub import job_scrubber, scrub_job_files
+from nbtoolkit.runner.scrub import RankStreams, job_scrubber, scrub_job_files
 from nbtoolkit.runner.stall_watch import StallWatch
 from nbtoolkit.runner.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.runner.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
@@ -171,11 +171,12 @@ class Supervisor:
         return exit_code
 
     def _pump(self, output, log) -> None:
-        """Copy a stage's output into the log through the scrubber, as it comes."""
+        """Copy a stage's output into the log through the scrubber, rank by rank, as it comes."""
+        streams = RankStreams(self.scrubber)
         with output:
             while chunk := os.read(output.fileno(), 1 << 16):
-                self._append(log, self.scrubber.feed(chunk))
-            self._append(log, self.scrubber.flush())
+                self._append(log, streams.feed(chunk))
+            self._append(log, streams.flush())
 
     def _append(self, log, data: bytes) -> None:
         """All of `data`: a full disk holds it until there is room (the program waits on its pipe meanwhile,
@@ -265,7 +266,7 @@ class Supervisor:
     def _watch_health(self, log) -> bool:
         """The job's health (see stall_watch); True when train.on_stall says stop. Never ends the supervisor."""
         try:
-            return self.stall_watch.check(lambda text: self._say(log, text))
+            return self.stall_watch.check(lambda text: self._say(log, text), self._note)
         except Exception as exc:
             self._note(f"could not check the job's health ({exc}); checking again")
             return False

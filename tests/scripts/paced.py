@@ -2,12 +2,14 @@
 
 `--child` starts a grandchild in its own session that sleeps (the orphan a dead supervisor would
 leave); `--own-metrics` writes records to metrics.jsonl itself instead (with odd values among
-them, as a user's script might); `--echo-token` prints the token it got (and reversed, which no scrubber knows); `--refuse-stop` answers SIGTERM as a program that could not
+them, as a user's script might); `--echo-token` prints the token it got (and reversed, which no scrubber knows); `--dribble-env NAME` prints a
+variable's value a character at a time; `--refuse-stop` answers SIGTERM as a program that could not
 stop what it runs: one `[nbtoolkit] error:` sentence, exit 2.
 """
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,7 +22,13 @@ parser.add_argument("--child", action="store_true")
 parser.add_argument("--own-metrics", action="store_true")
 parser.add_argument("--refuse-stop", action="store_true")
 parser.add_argument("--echo-token", help="print the token it was given (tests of credentials from the environment)")
+parser.add_argument("--dribble-env", help="print this variable's value a character at a time, each flushed")
 args = parser.parse_args()
+if args.dribble_env:
+    for character in os.environ[args.dribble_env]:
+        print(character, end="", flush=True)
+        time.sleep(0.12)  # longer than torchrun's tee waits between reads: it writes each character on its own
+    print(flush=True)
 if args.echo_token:
     print(f"token seen: {args.echo_token} reversed {args.echo_token[::-1]}", flush=True)  # the log scrubs the first
 

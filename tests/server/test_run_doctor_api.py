@@ -4,10 +4,11 @@ tested with real processes in tests/test_run_doctor.py, through the same functio
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
-from nbtoolkit.heartbeat import RANKS_DIR
+from nbtoolkit.heartbeat import RANKS_DIR, checkpoint_request, request_checkpoint
 from tests.server.test_contract import conforms
 from tests.server.test_handlers import API, error_of, finished_job, get_json
 
@@ -48,3 +49,17 @@ async def test_an_ended_job_cannot_be_asked_for_stacks_checkpoint_or_a_fork_with
     assert code == 400 and body["message"].startswith(f"job {job.id} has saved no complete checkpoint to fork from")
     code, body = await error_of(jp_fetch(API, "jobs", job.id, "fork", method="POST", body=b"", params={"set": "lr"}))
     assert code == 400 and "is not FIELD=VALUE" in body["message"]
+
+
+async def test_twenty_checkpoint_posts_at_once_answer_200_with_one_request(jp_fetch, store):
+    """Each POST runs in a thread of the server's process: their request files once shared one temporary name
+    (1 in 24 answered 500), and each replaced the one before."""
+    job = store.create(name="busy", task="text-classification", backend="local")
+    store.update(job.id, status="running")
+    (store.job_dir(job.id) / RANKS_DIR).mkdir()
+    (store.job_dir(job.id) / RANKS_DIR / "rank-0.json").write_text(json.dumps({"rank": 0, "can_checkpoint": True}))
+    posts = [jp_fetch(API, "jobs", job.id, "checkpoint", method="POST", body=b"") for _ in range(20)]
+    replies = await asyncio.gather(*posts)
+    assert {reply.code for reply in replies} == {200}
+    request = checkpoint_request(store.job_dir(job.id))
+    assert request is not None and request_checkpoint(store.job_dir(job.id)) == request["id"]  # one request

@@ -28,7 +28,7 @@ from nbtoolkit.backends.sagemaker.instances import (
 )
 from nbtoolkit.catalog import CatalogError, instance_names
 from nbtoolkit.catalog import instance as catalog_instance
-from nbtoolkit.credentials import is_credential
+from nbtoolkit.credentials import is_secret_variable
 from nbtoolkit.gpu_builds import build_known, cuda_of, image_build, pytorch_runs_on, sm_name
 from nbtoolkit.metrics.parse import pair_pattern
 from nbtoolkit.runtime import SPEC_FILE
@@ -580,7 +580,7 @@ def _check_inputs(spec: RunSpec) -> None:
 
 
 def _check_environment(environment: dict[str, str]) -> None:
-    secret = next((name for name in environment if is_credential(name)), None)
+    secret = next((name for name in environment if is_secret_variable(name)), None)
     if secret:
         raise SageMakerSetupError(
             f"sagemaker.environment.{secret} looks like a secret, and nbtoolkit never writes "
