@@ -118,11 +118,21 @@ class Job:
         self.store.merge_info(child.id, {FORKED_FROM: self.id, FORK_CHECKPOINT: str(start), FORK_CHANGES: paths})
         return child
 
-    def merge(self, out: str | Path | None = None) -> Path:
-        """The job's adapter merged into its base: a full model (default: the job's output/merged)."""
+    def merge(self, out: str | Path | None = None, dtype: str | None = None) -> Path:
+        """The job's adapter merged into its base: a full model (default: the job's output/merged), in the dtype the
+        base was saved in or `dtype` (float32, bfloat16, float16)."""
         out = Path(out or self.dir / "output" / "merged").resolve()
+        chosen = ["--dtype", dtype] if dtype else []
         self._run_program(
-            "nbtoolkit.train.adapters", "merge", "--spec", "spec.json", "--model-dir", "output/model", "--out", str(out)
+            "nbtoolkit.train.adapters",
+            "merge",
+            "--spec",
+            "spec.json",
+            "--model-dir",
+            "output/model",
+            "--out",
+            str(out),
+            *chosen,
         )
         return out
 

@@ -186,7 +186,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    print(f"merged model: {Job(args.job).merge(args.out)}")
+    print(f"merged model: {Job(args.job).merge(args.out, args.dtype)}")
     return 0
 
 
@@ -377,6 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     merge_ = commands.add_parser("merge", help="merge a finished job's adapter into its base: a full model")
     merge_.add_argument("job")
     merge_.add_argument("--out", default=None, help="default: the job's output/merged")
+    merge_.add_argument(
+        "--dtype", choices=("float32", "bfloat16", "float16"), help="default: the dtype the base was saved in"
+    )
     merge_.set_defaults(handler=cmd_merge)
 
     logs = commands.add_parser("logs", help="a job's log")

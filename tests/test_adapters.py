@@ -12,6 +12,7 @@ import json
 import pytest
 
 from nbtoolkit.api import Job, launch
+from nbtoolkit.backends import LaunchError
 from nbtoolkit.runner import JobStore
 from nbtoolkit.spec import SpecError, load_spec
 
@@ -53,15 +54,6 @@ def test_bad_adapter_fields_name_the_field(adapter, words):
         load_spec({"task": "causal-lm", "adapter": adapter})
 
 
-@pytest.mark.parametrize("task", TASK_RUNS)
-def test_family_defaults_exist_in_each_bundled_model(task):
-    from nbtoolkit.train.adapters import check_adapter
-    from nbtoolkit.train.models import model_config
-
-    spec = load_spec({"task": task, "adapter": {}})
-    check_adapter(spec, model_config(spec.model_name))  # raises if a default target is missing
-
-
 def test_unknown_target_module_is_one_sentence_naming_the_real_ones():
     from nbtoolkit.train.adapters import check_adapter
     from nbtoolkit.train.errors import TrainError
@@ -76,11 +68,11 @@ def test_unknown_target_module_is_one_sentence_naming_the_real_ones():
     )
 
 
-def test_wrong_target_fails_the_job_before_training(store):
-    job = launch({"task": "causal-lm", "adapter": {"target_modules": ["query"]}, "train": TRAIN}, store=store)
-    assert job.wait(timeout=120) == "failed"
-    assert job.record.message.startswith("adapter.target_modules query not found in model 'nbtoolkit/tiny-gpt2'")
-    assert not [record for record in job.records() if record["kind"] == "train"]
+def test_wrong_target_is_refused_before_anything_starts(store):
+    """Before the preflight it failed the job 20 s in; now launch refuses it and starts nothing."""
+    with pytest.raises(LaunchError, match="^adapter.target_modules query not found in model 'nbtoolkit/tiny-gpt2'"):
+        launch({"task": "causal-lm", "adapter": {"target_modules": ["query"]}, "train": TRAIN}, store=store)
+    assert store.list() == []
 
 
 @pytest.fixture(scope="module")
@@ -309,3 +301,13 @@ def test_without_peft_an_adapter_launch_is_refused_before_it_starts(store, monke
         == "adapter needs PEFT, which is not installed here; pip install 'nbtoolkit-finetune[adapters]'"
     )
     assert store.list() == []
+
+
+def test_merge_writes_the_dtype_the_base_was_saved_in_or_the_one_asked(lora_jobs, tmp_path):
+    from safetensors import safe_open
+
+    job = lora_jobs["causal-lm"]
+    for dtype, stored in ((None, "F32"), ("bfloat16", "BF16")):  # the bundled base is saved as built: fp32
+        out = job.merge(tmp_path / (dtype or "as-saved"), dtype=dtype)
+        with safe_open(out / "model.safetensors", "pt") as saved:
+            assert {saved.get_slice(name).get_dtype() for name in saved.keys()} == {stored}  # noqa: SIM118  not iterable

@@ -114,18 +114,27 @@ def save_base(model, spec: RunSpec, model_dir: str | Path) -> None:
         model.config.save_pretrained(target)
 
 
-def merge(model_dir: str | Path, out: str | Path, spec: RunSpec) -> Path:
-    """Base + adapter -> one full model in `out` (weights merged, loadable without PEFT)."""
+#: the dtypes `merge` can write
+MERGE_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def merge(model_dir: str | Path, out: str | Path, spec: RunSpec, dtype: str | None = None) -> Path:
+    """Base + adapter -> one full model in `out` (weights merged, loadable without PEFT), in the dtype the base
+    checkpoint was saved in (not the one the run loaded it in: a bf16 hub model trained on CPU merges as bf16), or
+    in `dtype`."""
     from peft import PeftModel
     from transformers import AutoConfig, AutoTokenizer
 
     model_dir, out = Path(model_dir), Path(out)
     if not (model_dir / "adapter_config.json").is_file():
         raise TrainError(f"{model_dir} holds no adapter to merge; merge applies to runs with an adapter block")
+    if dtype is not None and dtype not in MERGE_DTYPES:
+        raise TrainError(f"merge dtype {dtype!r} is not one of {', '.join(MERGE_DTYPES)}")
     base_dir = model_dir / BASE_DIR
     config = AutoConfig.from_pretrained(base_dir)
     weights = base_dir if any(base_dir.glob("*.safetensors")) else model_source(spec.model_name)
-    base = auto_class(spec.task).from_pretrained(weights, config=config)
+    saved_in = getattr(AutoConfig.from_pretrained(weights), "dtype", None)
+    base = auto_class(spec.task).from_pretrained(weights, config=config, dtype=dtype or saved_in or "float32")
     merged = PeftModel.from_pretrained(base, model_dir).merge_and_unload()
     merged.save_pretrained(out)
     AutoTokenizer.from_pretrained(model_dir).save_pretrained(out)
@@ -155,9 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="spec.json of the run")
     parser.add_argument("--model-dir", required=True, help="where the run saved its adapter")
     parser.add_argument("--out", required=True, help="where the merged model goes")
+    parser.add_argument("--dtype", choices=MERGE_DTYPES, help="default: the dtype the base was saved in")
     args = parser.parse_args(argv)
     try:
-        print(merge(args.model_dir, args.out, load_spec(Path(args.spec))))
+        print(merge(args.model_dir, args.out, load_spec(Path(args.spec)), args.dtype))
     except TrainError as exc:
         print(f"{ERROR_PREFIX} {exc}", file=sys.stderr, flush=True)
         return 2
