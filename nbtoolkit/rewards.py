@@ -258,7 +258,7 @@ def checked(function: Callable) -> Callable:
     return reward
 
 
-def _number(value: Any) -> float | None | Literal[False]:
+def _number(value: Any) -> float | Literal[False] | None:
     """The score as a float, None for no score, False for a value that is no number."""
     if value is None:
         return None

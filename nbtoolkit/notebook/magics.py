@@ -263,7 +263,6 @@ class FinetuneMagics(Magics):
         import pandas as pd
 
         from nbtoolkit.runner import JobStore
-        from nbtoolkit.runner.health import training_warning
         from nbtoolkit.runner.listing import listing_row
 
         args = parse_argstring(self.jobs, line)

@@ -241,7 +241,7 @@ class TrainingSigns:
         for record in records:
             if record.get("kind") != "train":
                 continue
-            step = record.get("step") if isinstance(record.get("step"), int) else self.records
+            step = record["step"] if isinstance(record.get("step"), int) else self.records
             self.records += 1
             self.first_step = step if self.first_step is None else self.first_step
             for key, value in record.items():
