@@ -25,15 +25,15 @@ def train(step: int, **values) -> dict:
     return {"kind": "train", "step": step, **values}
 
 
-def signs(task: str, records: list[dict]) -> TrainingSigns:
-    folded = TrainingSigns(task)
+def signs(records: list[dict]) -> TrainingSigns:
+    folded = TrainingSigns()
     folded.update(records)
     return folded
 
 
 def test_a_nan_counts_at_once_and_names_the_reward_function():
-    folded = signs("grpo", [train(10, loss=0.0, grad_norm=0.0, reward=None, **{"rewards/ratio/mean": None})])
-    assert folded.summary() == {
+    folded = signs([train(10, loss=0.0, grad_norm=0.0, reward=None, **{"rewards/ratio/mean": None})])
+    assert folded.summary("grpo") == {
         "anomalies": ["reward ratio is NaN or infinite at every logging step since step 10"],
         "whole_run": True,
     }
@@ -42,24 +42,22 @@ def test_a_nan_counts_at_once_and_names_the_reward_function():
 def test_a_flat_series_counts_after_flat_steps_and_no_longer_once_it_moves():
     steps = range(10, 10 * FLAT_STEPS + 10, 10)
     records = [train(step, loss=0.693, grad_norm=0.0) for step in steps]
-    assert signs("text-classification", records[:-1]).anomalies() == []  # FLAT_STEPS - 1 steps: a blip
-    assert [text for _, text in signs("text-classification", records).anomalies()] == [
+    assert signs(records[:-1]).anomalies("text-classification") == []  # FLAT_STEPS - 1 steps: a blip
+    assert [text for _, text in signs(records).anomalies("text-classification")] == [
         "the loss stays 0.693 at every logging step since step 10",
         "the gradient norm is 0 at every logging step since step 10: no weight moves",
     ]
-    moving = signs("text-classification", [*records, train(99, loss=0.5, grad_norm=0.3)])
-    assert moving.anomalies() == []
+    assert signs([*records, train(99, loss=0.5, grad_norm=0.3)]).anomalies("text-classification") == []
     # GRPO's loss is about 0 by design: only its gradient norm and reward say whether it learns
-    grpo = signs("grpo", [train(step, loss=0.0, grad_norm=0.1 * step, reward=step) for step in steps])
-    assert grpo.anomalies() == []
+    assert signs([train(step, loss=0.0, grad_norm=0.1 * step, reward=step) for step in steps]).anomalies("grpo") == []
 
 
 def test_a_grpo_run_without_reward_and_one_that_stopped_learning():
-    assert signs("grpo", [train(1, loss=0.1)]).anomalies() == [
+    assert signs([train(1, loss=0.1)]).anomalies("grpo") == [
         (1, "no reward is logged: the reward functions gave no number")
     ]
-    late = signs("grpo", [train(1, reward=0.2), *(train(step, reward=0.5) for step in range(2, 2 + FLAT_STEPS))])
-    assert late.summary() == {
+    late = signs([train(1, reward=0.2), *(train(step, reward=0.5) for step in range(2, 2 + FLAT_STEPS))])
+    assert late.summary("grpo") == {
         "anomalies": ["the reward stays 0.5 at every logging step since step 2: no completion is preferred"],
         "whole_run": False,
     }

@@ -713,7 +713,7 @@ export interface components {
             budget: components["schemas"]["Budget"] | null;
             /** @description why it failed or stopped */
             message: string | null;
-            /** @description once ended: what its numbers say went wrong in training, e.g. `learned nothing: the reward is NaN or infinite at every logging step since step 10` (the run doctor's training anomalies) */
+            /** @description a succeeded job whose numbers say it learned nothing: why, e.g. `learned nothing: the reward is NaN or infinite at every logging step since step 10` (the run doctor's training anomalies) */
             warning: string | null;
             /** @description train loss over the run (4 significant digits), thinned to a sparkline's points */
             loss_series: number[];
@@ -807,7 +807,7 @@ export interface components {
             budget: components["schemas"]["Budget"] | null;
             /** @description why it failed or stopped */
             message: string | null;
-            /** @description once ended: what its numbers say went wrong in training, e.g. `learned nothing: the reward is NaN or infinite at every logging step since step 10` (the run doctor's training anomalies) */
+            /** @description a succeeded job whose numbers say it learned nothing: why, e.g. `learned nothing: the reward is NaN or infinite at every logging step since step 10` (the run doctor's training anomalies) */
             warning: string | null;
             /** @description train loss over the run (4 significant digits), thinned to a sparkline's points */
             loss_series: number[];

@@ -231,8 +231,7 @@ class TrainingSigns:
     record). Watched: the loss, the gradient norm, and the rewards TRL logs (GRPO's total and per function,
     preference's margin)."""
 
-    def __init__(self, task: str | None) -> None:
-        self.task = task
+    def __init__(self) -> None:
         self.records = 0
         self.first_step: int | None = None
         self.runs: dict[str, Streak] = {}
@@ -254,8 +253,8 @@ class TrainingSigns:
                 else:
                     self.runs[key] = Streak(number, step, 1)
 
-    def anomalies(self) -> list[tuple[int, str]]:
-        """(the step since which it holds, the sentence) for each anomaly of the latest records."""
+    def anomalies(self, task: str | None) -> list[tuple[int, str]]:
+        """(the step since which it holds, the sentence) for each anomaly of the latest records of a `task` run."""
         found = []
         # a NaN total follows from its functions': name those
         named = any(_is_reward(key) and key != TOTAL and run.value is None for key, run in self.runs.items())
@@ -269,17 +268,17 @@ class TrainingSigns:
                 continue
             elif key == GRAD_NORM and run.value == 0:
                 found.append((run.since, f"the gradient norm is 0 {since}: no weight moves"))
-            elif key == LOSS and self.task != "grpo":  # GRPO's loss is about 0 by design (advantages sum to 0)
+            elif key == LOSS and task != "grpo":  # GRPO's loss is about 0 by design (advantages sum to 0)
                 found.append((run.since, f"the loss stays {run.value:.4g} {since}"))
             elif key in (TOTAL, MARGIN):
                 found.append((run.since, f"{label} stays {run.value:.4g} {since}: no completion is preferred"))
-        if self.task == "grpo" and self.records and not any(_is_reward(key) for key in self.runs):
+        if task == "grpo" and self.records and not any(_is_reward(key) for key in self.runs):
             found.append((self.first_step or 0, "no reward is logged: the reward functions gave no number"))
         return found
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, task: str | None) -> dict[str, Any]:
         """What the job's row keeps: the sentences, and whether they hold since the first logging step."""
-        found = self.anomalies()
+        found = self.anomalies(task)
         whole_run = bool(found) and all(since <= (self.first_step or 0) for since, _ in found)
         return {"anomalies": [text for _, text in found], "whole_run": whole_run}
 
@@ -291,15 +290,15 @@ def training_anomalies(record: JobRecord) -> list[str]:
 
 
 def training_verdict(record: JobRecord) -> str | None:
-    """An ended job's training anomalies in two words: `learned nothing` (since its first logging step) or
-    `stopped learning`; None when none were seen."""
-    if record.active or not training_anomalies(record):
+    """A succeeded job's training anomalies in two words: `learned nothing` (since its first logging step) or
+    `stopped learning`; None when none were seen (a failed or stopped job's message says what ended it)."""
+    if record.status != "succeeded" or not training_anomalies(record):
         return None
     return "learned nothing" if (record.info.get(TRAINING_KEY) or {}).get("whole_run") else "stopped learning"
 
 
 def training_warning(record: JobRecord) -> str | None:
-    """An ended job's training anomalies as the views show them beside its status (None: none seen), e.g.
+    """A succeeded job's training anomalies as the views show them beside its status (None: none seen), e.g.
     `learned nothing: the reward is NaN or infinite at every logging step since step 10`."""
     verdict = training_verdict(record)
     return f"{verdict}: {'; '.join(training_anomalies(record))}" if verdict else None

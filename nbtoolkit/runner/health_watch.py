@@ -33,7 +33,7 @@ class HealthWatch:
         self.state: str | None = None
         self.dumped = False
         #: the run's train records, fed by the supervisor as it reads them
-        self.training = TrainingSigns(store.get(job_id).task)
+        self.training = TrainingSigns()
         self.said: set[str] = set()
         self.recorded: dict | None = None
         #: set when train.on_stall or train.on_anomaly: stop ended the job (its message)
@@ -47,14 +47,13 @@ class HealthWatch:
             return False
         self.checked = now
         record = self.store.get(self.job_id)
-        stop = self._training(say, record.info.get(ON_ANOMALY_KEY) or "warn")
-        if final:
-            return False
-        return self._stall(say, record, now) or stop
+        stop = self._training(say, record.task, record.info.get(ON_ANOMALY_KEY) or "warn", final)
+        return not final and (self._stall(say, record, now) or stop)
 
-    def _training(self, say: Callable[[str], None], on_anomaly: str) -> bool:
-        """Record and say the training anomalies; True when train.on_anomaly: stop stops the job for them."""
-        summary = self.training.summary()
+    def _training(self, say: Callable[[str], None], task: str, on_anomaly: str, final: bool) -> bool:
+        """Record and say the training anomalies; True when train.on_anomaly: stop stops the job for them (not
+        once it has ended: `final`)."""
+        summary = self.training.summary(task)
         if summary != self.recorded:
             self.store.set_info(self.job_id, TRAINING_KEY, summary)
             self.recorded = summary
@@ -64,7 +63,7 @@ class HealthWatch:
         self.said.update(new)
         for text in new:
             say(f"training anomaly (train.on_anomaly: {on_anomaly}): {text}")
-        if on_anomaly != "stop" or self.stop_message:
+        if on_anomaly != "stop" or self.stop_message or final:
             return False
         self.stop_message = f"stopped by train.on_anomaly: stop: {'; '.join(summary['anomalies'])}"
         return True

@@ -75,7 +75,7 @@ def cost_text(record: JobRecord) -> str:
 
 def status_text(record: JobRecord) -> str:
     """`running (compile)`, `failed`, or `succeeded, but learned nothing` when its numbers say so."""
-    verdict = training_verdict(record) if record.status == "succeeded" else None
+    verdict = training_verdict(record)
     stage = f" ({record.stage})" if record.stage and record.stage != "train" else ""
     return record.status + stage + (f", but {verdict}" if verdict else "")
 

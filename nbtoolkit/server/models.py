@@ -65,8 +65,8 @@ class JobSummary(BaseModel):
     budget: Budget | None
     message: str | None = Field(description="why it failed or stopped")
     warning: str | None = Field(
-        description="once ended: what its numbers say went wrong in training, e.g. `learned nothing: the reward is "
-        "NaN or infinite at every logging step since step 10` (the run doctor's training anomalies)"
+        description="a succeeded job whose numbers say it learned nothing: why, e.g. `learned nothing: the reward "
+        "is NaN or infinite at every logging step since step 10` (the run doctor's training anomalies)"
     )
     loss_series: list[float] = Field(
         description="train loss over the run (4 significant digits), thinned to a sparkline's points"
