@@ -150,7 +150,8 @@ describe('notifications', () => {
       status: 'succeeded',
       active: false,
       created: 900,
-      warning: 'learned nothing: the reward is NaN or infinite at every logging step since step 10'
+      warning:
+        'learned nothing: the reward is NaN or infinite at every logging step since step 10'
     });
     const events2 = jobEvents(seen, [stopped, done, learnedNothing], 500);
     expect(events2.map(e => [e.kind, e.message])).toEqual([
