@@ -234,7 +234,7 @@ class TrainingSigns:
     def __init__(self) -> None:
         self.records = 0
         self.first_step: int | None = None
-        self.runs: dict[str, Streak] = {}
+        self.streaks: dict[str, Streak] = {}
 
     def update(self, records: list[dict[str, Any]]) -> None:
         for record in records:
@@ -247,32 +247,32 @@ class TrainingSigns:
                 if key not in (LOSS, GRAD_NORM) and not _is_reward(key):
                     continue
                 number = value if isinstance(value, (int, float)) and math.isfinite(value) else None
-                run = self.runs.get(key)
-                if run is not None and run.value == number:
-                    run.count += 1
+                streak = self.streaks.get(key)
+                if streak is not None and streak.value == number:
+                    streak.count += 1
                 else:
-                    self.runs[key] = Streak(number, step, 1)
+                    self.streaks[key] = Streak(number, step, 1)
 
     def anomalies(self, task: str | None) -> list[tuple[int, str]]:
         """(the step since which it holds, the sentence) for each anomaly of the latest records of a `task` run."""
         found = []
         # a NaN total follows from its functions': name those
-        named = any(_is_reward(key) and key != TOTAL and run.value is None for key, run in self.runs.items())
-        for key, run in self.runs.items():
-            label, since = _label(key), f"at every logging step since step {run.since}"
-            if run.value is None and key == TOTAL and named:
+        named = any(_is_reward(key) and key != TOTAL and streak.value is None for key, streak in self.streaks.items())
+        for key, streak in self.streaks.items():
+            label, since = _label(key), f"at every logging step since step {streak.since}"
+            if streak.value is None and key == TOTAL and named:
                 continue
-            if run.value is None and key != GRAD_NORM:  # fp16's loss scaler skips steps of an infinite norm
-                found.append((run.since, f"{label} is NaN or infinite {since}"))
-            elif run.count < FLAT_STEPS or run.value is None:
+            if streak.value is None and key != GRAD_NORM:  # fp16's loss scaler skips steps of an infinite norm
+                found.append((streak.since, f"{label} is NaN or infinite {since}"))
+            elif streak.count < FLAT_STEPS or streak.value is None:
                 continue
-            elif key == GRAD_NORM and run.value == 0:
-                found.append((run.since, f"the gradient norm is 0 {since}: no weight moves"))
+            elif key == GRAD_NORM and streak.value == 0:
+                found.append((streak.since, f"the gradient norm is 0 {since}: no weight moves"))
             elif key == LOSS and task != "grpo":  # GRPO's loss is about 0 by design (advantages sum to 0)
-                found.append((run.since, f"the loss stays {run.value:.4g} {since}"))
+                found.append((streak.since, f"the loss stays {streak.value:.4g} {since}"))
             elif key in (TOTAL, MARGIN):
-                found.append((run.since, f"{label} stays {run.value:.4g} {since}: no completion is preferred"))
-        if task == "grpo" and self.records and not any(_is_reward(key) for key in self.runs):
+                found.append((streak.since, f"{label} stays {streak.value:.4g} {since}: no completion is preferred"))
+        if task == "grpo" and self.records and not any(_is_reward(key) for key in self.streaks):
             found.append((self.first_step or 0, "no reward is logged: the reward functions gave no number"))
         return found
 
