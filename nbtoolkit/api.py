@@ -19,7 +19,7 @@ from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.preflight import input_problems
 from nbtoolkit.rewards import with_rewards
-from nbtoolkit.runner import stall_watch
+from nbtoolkit.runner import health_watch
 from nbtoolkit.runner.checkpoint_request import CHECKPOINT_WAIT_S, checkpoint_now
 from nbtoolkit.runner.control import job_launch
 from nbtoolkit.runner.health import job_health
@@ -278,8 +278,8 @@ def launch(
     spec = load_spec(spec)
     if rewards:  # functions of this kernel, carried as their source in the spec (task grpo)
         spec = with_rewards(spec, rewards)
+    check_fit(spec, force=force)  # first: a batch that cannot fit is the spec's to change, wherever it runs
     dispatch.preflight(spec)
-    check_fit(spec, force=force)
     launch_ = dispatch.render(spec)
     if workdir is not None and launch_.workdir is not None:
         launch_ = replace(launch_, workdir=workdir)
@@ -290,7 +290,8 @@ def launch(
         "hourly_price_usd": spec.hardware.run_price_usd,  # the whole run's (x nodes), as the budget counts it
         past_pace.INFO_KEY: past_pace.setup_key(spec),
         forecast.INFO_KEY: forecast.forecast(spec, past_pace.past_pace(spec, store)),
-        stall_watch.ON_STALL_KEY: spec.train.on_stall,  # the supervisor's answer to a stall
+        health_watch.ON_STALL_KEY: spec.train.on_stall,  # the supervisor's answer to a stall
+        health_watch.ON_ANOMALY_KEY: spec.train.on_anomaly,  # and to a run whose numbers say it learns nothing
     }
     record = job_control.submit(
         launch_, name=spec.display_name, task=spec.task, store=store, info=info, resumed_from=resumed_from

@@ -18,8 +18,8 @@ from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.runner import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
-from nbtoolkit.runner.health import DoctorError
-from nbtoolkit.runner.listing import format_table, listing_row
+from nbtoolkit.runner.health import DoctorError, training_warning
+from nbtoolkit.runner.listing import format_table, listing_row, status_text
 from nbtoolkit.runner.store import STATUSES, JobStatus, StoreError
 from nbtoolkit.spec import SpecError, load_spec
 from nbtoolkit.trackers import describe as describe_trackers
@@ -79,7 +79,8 @@ def follow(job: Job, raw: bool = False) -> int:
         print(f"\ndetached; job {job.id} keeps running (`nbtoolkit stop {job.id}` ends it)")
         return 130
     record = job.record
-    print(f"job {record.id} {record.status}" + (f": {record.message}" if record.message else ""))
+    why = record.message or training_warning(record)
+    print(f"job {record.id} {status_text(record)}" + (f": {why}" if why else ""))
     return 0 if record.status == JobStatus.SUCCEEDED else 1
 
 
@@ -155,6 +156,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         **listing_row(record),
         "dir": job.dir,
         "message": record.message or "",
+        "warning": training_warning(record) or "",
         "exit code": "" if record.exit_code is None else record.exit_code,
     }.items():
         print(f"{key:>10}: {value}")

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import ast
 import dis
+import functools
 import importlib
 import importlib.util
 import inspect
+import math
 import re
 import textwrap
 import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from nbtoolkit.reward_names import NotPython, defined_names
 from nbtoolkit.spec import SpecError
@@ -208,6 +210,82 @@ def load(reference: str | dict[str, str] | Any) -> Callable:
     if not callable(function):
         raise RewardError(f"reward.functions {reference!r}: {where} has no function {name!r}")
     return function
+
+
+def checked(function: Callable) -> Callable:
+    """`function` as GRPO calls it, its return checked: a failure, None, the wrong length or a value that is no
+    number stops the job with one sentence naming the function and the row (TRL's own errors name neither);
+    a NaN or infinite score is said once (TRL counts it as no score, and the run doctor flags what follows)."""
+    if inspect.iscoroutinefunction(function):
+        return function  # TRL awaits it on its own loop
+    name, warned = function.__name__, []
+
+    @functools.wraps(function)
+    def reward(**kwargs: Any) -> Any:
+        completions = kwargs.get("completions") or []
+        count, done = len(completions), getattr(kwargs.get("trainer_state"), "global_step", None)
+        at = f" at step {done + 1}" if done is not None else ""  # the step being made
+
+        def row(index: int) -> str:
+            prompts = kwargs.get("prompts") or []
+            prompt = f" (prompt {reply_text(prompts[index])[:60]!r})" if index < len(prompts) else ""
+            return f"row {index} of {count}{at}{prompt}"
+
+        try:
+            values = function(**kwargs)
+        except Exception as exc:
+            index = _failing_row(function, kwargs, count)
+            where = row(index) if index is not None else f"the batch of {count} completions{at}"
+            raise RewardError(f"reward {name} raised {type(exc).__name__}: {exc} on {where}") from exc
+        one_each = f"it must return a list of {count} numbers, one per completion (None for one it does not score)"
+        if values is None or isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
+            raise RewardError(f"reward {name} returned {_shown(values)} for the {count} completions{at}; {one_each}")
+        if len(values) != count:
+            raise RewardError(f"reward {name} returned {len(values)} values for {count} completions{at}; {one_each}")
+        for index, value in enumerate(values):
+            number = _number(value)
+            if number is False:
+                raise RewardError(f"reward {name} returned {_shown(value)} for {row(index)}; {one_each}")
+            if number is not None and not math.isfinite(number) and not warned:
+                warned.append(index)
+                print(
+                    f"[nbtoolkit] warning: reward {name} returned {number} for {row(index)}; GRPO counts it as no "
+                    "score (said once)",
+                    flush=True,
+                )
+        return values
+
+    return reward
+
+
+def _number(value: Any) -> float | Literal[False] | None:
+    """The score as a float, None for no score, False for a value that is no number."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)):
+        return False
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return False
+
+
+def _shown(value: Any) -> str:
+    return "None" if value is None else f"{str(value)[:40]!r} (a {type(value).__name__})"
+
+
+def _failing_row(function: Callable, kwargs: dict[str, Any], count: int) -> int | None:
+    """The first row the function fails on by itself (its per-completion arguments cut to that row), if any."""
+    for index in range(count):
+        alone = {
+            key: value[index : index + 1] if isinstance(value, list) and len(value) == count else value
+            for key, value in kwargs.items()
+        }
+        try:
+            function(**alone)
+        except Exception:
+            return index
+    return None
 
 
 def with_rewards(spec, functions: list[Callable]):

@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
+    ValidationInfo,
     create_model,
     field_validator,
     model_serializer,
@@ -354,6 +355,11 @@ class TrainSpec(SpecBlock):
         description="when no rank finishes a step for max(60 s, 10 steps): warn in the log, dump every rank's "
         "stacks into it too, or stop the job (the stacks are saved in the job folder in every case)",
     )
+    on_anomaly: Literal["warn", "stop"] = Field(
+        "warn",
+        description="when the numbers say the run learns nothing (loss or reward NaN, gradient norm 0, a reward "
+        "or loss that does not move, no reward): warn in the log and beside the final status, or stop the job",
+    )
     save_total_limit: int | None = Field(2, ge=1, description="checkpoints kept; older ones are deleted")
     gradient_checkpointing: bool | None = Field(
         None,
@@ -365,10 +371,10 @@ class TrainSpec(SpecBlock):
         False, description="random weights from the model's config, not its pretrained ones (run_clm's --model_type)"
     )
 
-    @field_validator("on_stall", mode="before")
+    @field_validator("on_stall", "on_anomaly", mode="before")
     @classmethod
-    def _null_on_stall_is_the_default(cls, value: Any) -> Any:
-        return "dump" if value is None else value
+    def _null_is_the_default(cls, value: Any, info: ValidationInfo) -> Any:
+        return cls.model_fields[info.field_name or ""].default if value is None else value
 
 
 class AdapterSpec(SpecBlock):

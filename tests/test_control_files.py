@@ -26,7 +26,7 @@ from nbtoolkit.heartbeat import (
     request_checkpoint,
     write_json,
 )
-from nbtoolkit.runner.stall_watch import StallWatch
+from nbtoolkit.runner.health_watch import HealthWatch
 from nbtoolkit.server.run_doctor import DoctorService
 
 JSON = st.recursive(
@@ -213,7 +213,7 @@ def test_the_supervisor_hears_of_each_file_among_the_heartbeats_that_is_none(sto
     write_json(ranks / "rank-4.json", {"rank": "4", "step": 3})
     size = (ranks / "rank-3.json").stat().st_size
     notes: list[str] = []
-    StallWatch(store, record.id).check(print, notes.append)
+    HealthWatch(store, record.id).check(print, notes.append)
     assert notes == [
         f"ignoring a heartbeat: {ranks / 'rank-1.json'} is not a regular file",
         f"ignoring a heartbeat: {ranks / 'rank-2.json'} is a symlink, which is not followed",

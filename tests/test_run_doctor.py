@@ -248,8 +248,9 @@ def test_checkpoint_with_a_timeout_that_is_no_positive_number_is_refused_unasked
     assert not (store.job_dir(record.id) / REQUEST_FILE).exists()
 
 
-def test_on_stall_null_is_the_default():
-    assert load_spec({"task": "text-classification", "train": {"on_stall": None}}).train.on_stall == "dump"
+@pytest.mark.parametrize(("field", "default"), [("on_stall", "dump"), ("on_anomaly", "warn")])
+def test_a_null_answer_is_the_default(field, default):
+    assert getattr(load_spec({"task": "text-classification", "train": {field: None}}).train, field) == default
 
 
 def fake_checkpoint(output, step: int):

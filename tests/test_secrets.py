@@ -239,3 +239,12 @@ def test_a_rank_log_of_any_size_is_scrubbed_whole_with_its_mode(tmp_path):
         assert handle.read(len(filler) + len(REDACTED) + 1) == filler + REDACTED.encode() + b"\n"
     assert files_holding(SECRET, tmp_path) == ["output/notes.txt"]
     assert rank_log.stat().st_size == len(filler) + (65 << 20) + 2 * (len(REDACTED) + 1)
+
+
+@pytest.mark.parametrize("cut", range(0, 40, 3))
+def test_a_rank_that_prints_its_own_prefix_keeps_it(cut):
+    """torch's C++ warnings begin `[rank0]:` themselves, so the tee writes `[rank0]:[rank0]:[W...`; the line comes
+    out as the launcher wrote it (a Slurm job's log holds its slurm-<id>.out lines whole), however it is read."""
+    teed = b"[rank0]:[rank0]:[W reducer.cpp] Warning\n[rank1]:step 1\n"
+    streams = RankStreams(Scrubber([SECRET]))
+    assert streams.feed(teed[:cut]) + streams.feed(teed[cut:]) + streams.flush() == teed

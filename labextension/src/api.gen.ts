@@ -713,6 +713,8 @@ export interface components {
             budget: components["schemas"]["Budget"] | null;
             /** @description why it failed or stopped */
             message: string | null;
+            /** @description a succeeded job whose numbers say it learned nothing: why, e.g. `learned nothing: the reward is NaN or infinite at every logging step since step 10` (the run doctor's training anomalies) */
+            warning: string | null;
             /** @description train loss over the run (4 significant digits), thinned to a sparkline's points */
             loss_series: number[];
             /** @description while running: the run doctor's last word on its ranks (the supervisor's check every 2 s) */
@@ -746,6 +748,8 @@ export interface components {
             ranks: components["schemas"]["RankHealth"][];
             /** @description seconds without a step after which the job counts as stalled */
             stall_after_s: number | null;
+            /** @description what the numbers say, one sentence each: loss or a reward NaN, gradient norm 0, a loss or reward that does not move, no reward (empty: nothing wrong seen) */
+            training: string[];
         };
         /**
          * JobList
@@ -803,6 +807,8 @@ export interface components {
             budget: components["schemas"]["Budget"] | null;
             /** @description why it failed or stopped */
             message: string | null;
+            /** @description a succeeded job whose numbers say it learned nothing: why, e.g. `learned nothing: the reward is NaN or infinite at every logging step since step 10` (the run doctor's training anomalies) */
+            warning: string | null;
             /** @description train loss over the run (4 significant digits), thinned to a sparkline's points */
             loss_series: number[];
             /** @description while running: the run doctor's last word on its ranks (the supervisor's check every 2 s) */

@@ -1,5 +1,6 @@
 /**
- * JupyterLab notifications (its own Notification API) when a job succeeds, fails, stalls or hits its budget,
+ * JupyterLab notifications (its own Notification API) when a job succeeds (with a warning when its numbers say it
+ * learned nothing), fails, stalls or hits its budget,
  * each with an action that opens the job. Read from the job list the panel already polls; what changed
  * since the last list is worked out by `jobEvents`, pure, so it is tested without a page.
  */
@@ -45,8 +46,10 @@ export function jobEvents(
     }
     if (job.status === 'succeeded') {
       events.push({
-        kind: 'success',
-        message: `job ${job.name} succeeded`,
+        kind: job.warning ? 'warning' : 'success',
+        message: job.warning
+          ? `job ${job.name} succeeded, but ${job.warning}`
+          : `job ${job.name} succeeded`,
         job
       });
     } else if (job.status === 'failed') {

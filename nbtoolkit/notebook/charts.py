@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from nbtoolkit.metrics.series import METRICS_FILE, MetricsReader
 from nbtoolkit.metrics.throughput import seconds_per_step
-from nbtoolkit.runner.listing import cost_text, duration
+from nbtoolkit.runner.listing import cost_text, duration, status_text
 
 #: at most one redraw per this many seconds while a run is going
 REDRAW_INTERVAL_S = 1.0
@@ -74,7 +74,7 @@ class JobSource:
 
     def state(self) -> RunState:
         record = self.job.record
-        return RunState(record.status, record.started, record.ended, not record.active, cost_text(record))
+        return RunState(status_text(record), record.started, record.ended, not record.active, cost_text(record))
 
 
 class FollowingChart:

@@ -282,6 +282,7 @@ class FinetuneMagics(Magics):
     def job(self, line: str) -> None:
         """One job: its live chart (a succeeded one's Try it box below it), then the tail of its log."""
         from nbtoolkit.runner import JobNotFound
+        from nbtoolkit.runner.health import training_warning
         from nbtoolkit.runner.listing import listing_row
 
         args = parse_argstring(self.job, line)
@@ -293,6 +294,8 @@ class FinetuneMagics(Magics):
 
         row = listing_row(job.record)
         print("  ".join(f"{key} {value}" for key, value in row.items() if value))
+        if warning := training_warning(job.record):
+            print(f"warning: {warning}")
         print("\n".join(comparison_lines(job.record, job.records())))
         for tracked in describe_trackers(job.spec, job.dir):
             print(f"tracking: {tracked}")

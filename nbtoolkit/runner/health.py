@@ -12,6 +12,11 @@ Rules (pure: `assess` takes the heartbeats, the clock and which processes live):
   the others go on).
 - unknown: the job is not running, or no rank has reported yet (a script without nbtoolkit's callback,
   autolog or `nbtoolkit.log`, a remote engine).
+
+Beside the processes, what the numbers say (`TrainingSigns`, folded from the train records of metrics.jsonl):
+the loss or a reward NaN or infinite, the gradient norm 0 or the loss or reward unchanged for `FLAT_STEPS`
+logging steps in a row, or a GRPO run with no reward series. Each is a state of the latest records: a loss
+that moves again is no longer one. A process can be ok while its run learns nothing (a reward of 0/0).
 """
 
 from __future__ import annotations
@@ -29,12 +34,19 @@ from typing import Any
 import psutil
 
 from nbtoolkit.heartbeat import read_heartbeats
+from nbtoolkit.metrics.rewards import TOTAL
 from nbtoolkit.runner.store import JobRecord, JobStore, this_host
 
 STALL_FLOOR_ENV, STALL_FLOOR_S = "NBTOOLKIT_STALL_FLOOR_S", 60.0
 STALL_STEPS = 10
 SLOW_RATIO, SLOW_MIN_S = 1.5, 0.01
 STATES = ("ok", "slow", "stalled", "unknown")
+#: logging steps a gradient norm of 0, or a loss or reward that does not change, must last to count: a blip
+#: (a sparse reward at 0 for a step or two) is not one; a NaN counts at once
+FLAT_STEPS = 5
+#: the job row's info key the supervisor keeps the training anomalies in (`TrainingSigns.summary`)
+TRAINING_KEY = "training"
+LOSS, GRAD_NORM, MARGIN = "loss", "grad_norm", "rewards/margins"
 
 
 class DoctorError(RuntimeError):
@@ -64,6 +76,8 @@ class Health:
     ranks: list[RankHealth] = field(default_factory=list)
     #: seconds without a step after which the job counts as stalled (None without heartbeats)
     stall_after_s: float | None = None
+    #: what the numbers say, one sentence each (empty: nothing wrong seen)
+    training: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -184,7 +198,110 @@ def process_alive(beat: dict[str, Any]) -> bool | None:
 def job_health(
     store: JobStore, record: JobRecord, now: float | None = None, ignored: Callable[[str], None] = lambda why: None
 ) -> Health:
-    """`assess` over the job folder's heartbeats and this host's processes; `ignored` hears of a file that is none."""
+    """`assess` over the job folder's heartbeats and this host's processes, with the training anomalies the
+    supervisor last recorded; `ignored` hears of a heartbeat file that is none."""
     beats = read_heartbeats(store.job_dir(record.id), ignored)
     alive = {beat["rank"]: process_alive(beat) for beat in beats}
-    return assess(beats, time.time() if now is None else now, alive, active=record.active, floor_s=stall_floor())
+    health = assess(beats, time.time() if now is None else now, alive, active=record.active, floor_s=stall_floor())
+    health.training = training_anomalies(record)
+    return health
+
+
+# -- what the numbers say --------------------------------------------------------------------------
+
+
+def _is_reward(key: str) -> bool:
+    return key in (TOTAL, MARGIN) or (key.startswith("rewards/") and key.endswith("/mean"))
+
+
+def _label(key: str) -> str:
+    if key.startswith("rewards/") and key.endswith("/mean"):
+        return f"reward {key.split('/')[1]}"
+    return {LOSS: "the loss", GRAD_NORM: "the gradient norm", TOTAL: "the reward", MARGIN: "the reward margin"}[key]
+
+
+@dataclass
+class Streak:
+    """A series' latest run of equal values: None for values that are no finite number."""
+
+    value: float | None
+    since: int
+    count: int
+
+
+class TrainingSigns:
+    """What a run's train records say about its learning, folded as they come (the supervisor feeds each new
+    record). Watched: the loss, the gradient norm, and the rewards TRL logs (GRPO's total and per function,
+    preference's margin)."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.first_step: int | None = None
+        self.streaks: dict[str, Streak] = {}
+
+    def update(self, records: list[dict[str, Any]]) -> None:
+        for record in records:
+            if record.get("kind") != "train":
+                continue
+            step = record["step"] if isinstance(record.get("step"), int) else self.records
+            self.records += 1
+            self.first_step = step if self.first_step is None else self.first_step
+            for key, value in record.items():
+                if key not in (LOSS, GRAD_NORM) and not _is_reward(key):
+                    continue
+                number = value if isinstance(value, (int, float)) and math.isfinite(value) else None
+                streak = self.streaks.get(key)
+                if streak is not None and streak.value == number:
+                    streak.count += 1
+                else:
+                    self.streaks[key] = Streak(number, step, 1)
+
+    def anomalies(self, task: str | None) -> list[tuple[int, str]]:
+        """(the step since which it holds, the sentence) for each anomaly of the latest records of a `task` run."""
+        found = []
+        # a NaN total follows from its functions': name those
+        named = any(_is_reward(key) and key != TOTAL and streak.value is None for key, streak in self.streaks.items())
+        for key, streak in self.streaks.items():
+            label, since = _label(key), f"at every logging step since step {streak.since}"
+            if streak.value is None and key == TOTAL and named:
+                continue
+            if streak.value is None and key != GRAD_NORM:  # fp16's loss scaler skips steps of an infinite norm
+                found.append((streak.since, f"{label} is NaN or infinite {since}"))
+            elif streak.count < FLAT_STEPS or streak.value is None:
+                continue
+            elif key == GRAD_NORM and streak.value == 0:
+                found.append((streak.since, f"the gradient norm is 0 {since}: no weight moves"))
+            elif key == LOSS and task != "grpo":  # GRPO's loss is about 0 by design (advantages sum to 0)
+                found.append((streak.since, f"the loss stays {streak.value:.4g} {since}"))
+            elif key in (TOTAL, MARGIN):
+                found.append((streak.since, f"{label} stays {streak.value:.4g} {since}: no completion is preferred"))
+        if task == "grpo" and self.records and not any(_is_reward(key) for key in self.streaks):
+            found.append((self.first_step or 0, "no reward is logged: the reward functions gave no number"))
+        return found
+
+    def summary(self, task: str | None) -> dict[str, Any]:
+        """What the job's row keeps: the sentences, and whether they hold since the first logging step."""
+        found = self.anomalies(task)
+        whole_run = bool(found) and all(since <= (self.first_step or 0) for since, _ in found)
+        return {"anomalies": [text for _, text in found], "whole_run": whole_run}
+
+
+def training_anomalies(record: JobRecord) -> list[str]:
+    """The training anomalies the supervisor last recorded for the job."""
+    anomalies = (record.info.get(TRAINING_KEY) or {}).get("anomalies")
+    return [str(text) for text in anomalies] if isinstance(anomalies, list) else []
+
+
+def training_verdict(record: JobRecord) -> str | None:
+    """A succeeded job's training anomalies in two words: `learned nothing` (since its first logging step) or
+    `stopped learning`; None when none were seen (a failed or stopped job's message says what ended it)."""
+    if record.status != "succeeded" or not training_anomalies(record):
+        return None
+    return "learned nothing" if (record.info.get(TRAINING_KEY) or {}).get("whole_run") else "stopped learning"
+
+
+def training_warning(record: JobRecord) -> str | None:
+    """A succeeded job's training anomalies as the views show them beside its status (None: none seen), e.g.
+    `learned nothing: the reward is NaN or infinite at every logging step since step 10`."""
+    verdict = training_verdict(record)
+    return f"{verdict}: {'; '.join(training_anomalies(record))}" if verdict else None

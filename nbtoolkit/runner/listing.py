@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from nbtoolkit.metrics import cost
+from nbtoolkit.runner.health import training_verdict
 from nbtoolkit.runner.store import JobRecord
 
 
@@ -72,6 +73,13 @@ def cost_text(record: JobRecord) -> str:
     return " · ".join(parts + ([f"projected {usd(projected)}"] if projected is not None else []))
 
 
+def status_text(record: JobRecord) -> str:
+    """`running (compile)`, `failed`, or `succeeded, but learned nothing` when its numbers say so."""
+    verdict = training_verdict(record)
+    stage = f" ({record.stage})" if record.stage and record.stage != "train" else ""
+    return record.status + stage + (f", but {verdict}" if verdict else "")
+
+
 def listing_row(record: JobRecord) -> dict[str, Any]:
     """One job as a listing shows it: short strings for people, nothing that needs the job dir."""
     progress = (
@@ -83,7 +91,7 @@ def listing_row(record: JobRecord) -> dict[str, Any]:
         "id": record.id,
         "name": record.name,
         "backend": record.backend,
-        "status": record.status + (f" ({record.stage})" if record.stage and record.stage != "train" else ""),
+        "status": status_text(record),
         "progress": progress,
         "loss": f"{record.loss:.4f}" if record.loss is not None else "",
         "samples/s": f"{record.samples_per_second:.1f}" if record.samples_per_second is not None else "",

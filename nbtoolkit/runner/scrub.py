@@ -43,6 +43,8 @@ class RankStreams:
         self.current = b""  # the prefix of the piece being read
         self.tail = b""  # a chunk's end that may begin a prefix
         self.open: bytes | None = None  # the prefix of the last text written, while its line goes on
+        self.prefixed = False  # the last bytes read were a prefix: the tee writes no empty piece, so a prefix
+        # right after one is the rank's own text (torch's C++ warnings begin `[rank0]:` themselves)
 
     def feed(self, chunk: bytes) -> bytes:
         data = self.tail + chunk
@@ -51,8 +53,11 @@ class RankStreams:
         out: list[bytes] = []
         start = 0
         for match in RANK_PIECE.finditer(data):
+            if match.start() == start and self.prefixed:
+                self.prefixed = False
+                continue
             self._piece(data[start : match.start()], out)
-            self.current, start = match.group(), match.end()
+            self.current, start, self.prefixed = match.group(), match.end(), True
         self._piece(data[start:], out)
         return b"".join(out)
 
@@ -67,6 +72,8 @@ class RankStreams:
 
     def _piece(self, text: bytes, out: list[bytes]) -> None:
         """A piece of the current prefix's; after its line's end, the text is no rank's until the next prefix."""
+        if text:
+            self.prefixed = False
         line_end = text.rfind(b"\n") + 1
         for part in (text[:line_end], text[line_end:]) if line_end else (text,):
             if part:

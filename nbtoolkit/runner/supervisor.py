@@ -39,10 +39,10 @@ from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
 from nbtoolkit.metrics import budget, cost
 from nbtoolkit.metrics.parse import RANK_PREFIX, SETTLE_S, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
+from nbtoolkit.runner.health_watch import HealthWatch
 from nbtoolkit.runner.listing import cost_usd
 from nbtoolkit.runner.lock import SupervisorLock
 from nbtoolkit.runner.scrub import RankStreams, job_scrubber, scrub_job_files
-from nbtoolkit.runner.stall_watch import StallWatch
 from nbtoolkit.runner.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.runner.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.runner.watcher import start_watcher
@@ -76,7 +76,7 @@ class Supervisor:
         self.reaper_pid: int | None = None
         self.log: IO[bytes] | None = None  # output.log, open while the stages run
         self.budget_recorded: dict | None = None  # the budget record last put in the job's info
-        self.stall_watch = StallWatch(store, job_id)  # health in the row; stacks and train.on_stall on a stall
+        self.health_watch = HealthWatch(store, job_id)  # health in the row; train.on_stall, train.on_anomaly
         self.started = 0.0  # when the job began (and began to be billed)
         self.scrubber = job_scrubber(self.dir, dict(os.environ))
 
@@ -157,7 +157,7 @@ class Supervisor:
                         process.returncode = code  # psutil reaped it: its status, not Popen's 0
             log_offset = self._follow(parser, log_offset)
             if self._watch_health(log):
-                self.stop_requested.set()  # train.on_stall: stop
+                self.stop_requested.set()  # train.on_stall or train.on_anomaly: stop
         terminate_tree(process.pid, grace=STOP_GRACE_S)  # stragglers a rank left behind
         # and any that left the tree and the group (a grandchild in its own session whose parent died)
         end_processes(tagged_processes(self.job_id, self.store.home, exclude=(self.reaper_pid or 0,)), STOP_GRACE_S)
@@ -212,7 +212,9 @@ class Supervisor:
             if self.unwritten:
                 append_records(self.dir / METRICS_FILE, self.scrubber.value(self.unwritten))
                 self.unwritten = []
-            changed = self.progress.update(self.metrics.read_new())
+            records = self.metrics.read_new()
+            changed = self.progress.update(records)
+            self.health_watch.training.update(records)
             for note in self.metrics.notes:
                 self._note(note)
             self.metrics.notes.clear()
@@ -235,11 +237,12 @@ class Supervisor:
 
     def _finish(self, exit_code: int, log) -> None:
         ended = time.time()
+        self._watch_health(log, final=True)  # the last records' training anomalies, beside the final status
         stop_error = self.stop_offset is not None and program_error(self.dir / LOG_FILE, self.stop_offset)
         if stop_error:  # the program said why it could not stop (a remote job it could not end)
             status, message = "failed", f"the stop did not complete: {stop_error}"
         elif self.interrupted:
-            status, message = "stopped", self.stall_watch.stop_message or "stopped on request"
+            status, message = "stopped", self.health_watch.stop_message or "stopped on request"
         elif exit_code == 0 and self._budget_stopped():
             status, message = "stopped", budget.stop_message(self._final_budget(ended), self.job_id)
         elif exit_code == 0:
@@ -263,10 +266,11 @@ class Supervisor:
                 self.store.set_info(self.job_id, budget.INFO_KEY, stopped)
         return stopped
 
-    def _watch_health(self, log) -> bool:
-        """The job's health (see stall_watch); True when train.on_stall says stop. Never ends the supervisor."""
+    def _watch_health(self, log, final: bool = False) -> bool:
+        """The job's health (see health_watch); True when train.on_stall or train.on_anomaly says stop. Never
+        ends the supervisor."""
         try:
-            return self.stall_watch.check(lambda text: self._say(log, text), self._note)
+            return self.health_watch.check(lambda text: self._say(log, text), self._note, final=final)
         except Exception as exc:
             self._note(f"could not check the job's health ({exc}); checking again")
             return False

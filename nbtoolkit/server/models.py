@@ -9,7 +9,8 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, Field
 
 from nbtoolkit.metrics import budget
-from nbtoolkit.runner import stall_watch
+from nbtoolkit.runner import health_watch
+from nbtoolkit.runner.health import training_warning
 from nbtoolkit.runner.listing import cost_usd, listing_row, projected_cost_usd, remaining_seconds
 from nbtoolkit.runner.store import ACTIVE, JobRecord, JobStatus
 
@@ -63,6 +64,10 @@ class JobSummary(BaseModel):
     )
     budget: Budget | None
     message: str | None = Field(description="why it failed or stopped")
+    warning: str | None = Field(
+        description="a succeeded job whose numbers say it learned nothing: why, e.g. `learned nothing: the reward "
+        "is NaN or infinite at every logging step since step 10` (the run doctor's training anomalies)"
+    )
     loss_series: list[float] = Field(
         description="train loss over the run (4 significant digits), thinned to a sparkline's points"
     )
@@ -85,7 +90,8 @@ class JobSummary(BaseModel):
             projected_cost_usd=projected_cost_usd(record),
             budget=budget_state(record),
             loss_series=loss_series,
-            health_state=(record.info.get(stall_watch.INFO_KEY) or {}).get("state") if record.active else None,
+            warning=training_warning(record),
+            health_state=(record.info.get(health_watch.INFO_KEY) or {}).get("state") if record.active else None,
             **facts,
         )
 
@@ -182,6 +188,10 @@ class JobHealth(BaseModel):
     reason: str = Field(description="why, in one sentence")
     ranks: list[RankHealth]
     stall_after_s: float | None = Field(description="seconds without a step after which the job counts as stalled")
+    training: list[str] = Field(
+        description="what the numbers say, one sentence each: loss or a reward NaN, gradient norm 0, a loss or "
+        "reward that does not move, no reward (empty: nothing wrong seen)"
+    )
 
 
 class StacksReply(BaseModel):

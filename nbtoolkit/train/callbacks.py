@@ -47,7 +47,9 @@ class MetricsCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        numbers = {key: value for key, value in logs.items() if isinstance(value, (int, float))}
+        # None stays, as null: TRL logs a mean of nothing but NaN (a reward of 0/0) as None, and the run doctor
+        # must see that series rather than none at all
+        numbers = {key: value for key, value in logs.items() if isinstance(value, (int, float)) or value is None}
         kind = classify(numbers)
         if kind is None:
             return
@@ -63,7 +65,7 @@ class MetricsCallback(TrainerCallback):
             record.update(self._window(state, now))
         record.update(
             {
-                key: value if math.isfinite(value) else None
+                key: value if value is not None and math.isfinite(value) else None
                 for key, value in numbers.items()
                 if key not in ("epoch", "step")
             }

@@ -258,7 +258,7 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     trainer.save_model(model_dir)  # with an adapter: the adapter alone (the base is in model_dir/base)
     if trainer.is_world_process_zero():
         shown = ", ".join(
-            f"{key} {value:.4f}"
+            f"{key} {value:.4f}" if isinstance(value, (int, float)) else f"{key} {value}"  # TRL's NaN mean is None
             for key, value in final.items()
             if key.startswith("eval_") and not key.endswith(("runtime", "per_second"))
         )

@@ -185,6 +185,24 @@ describe('JobList', () => {
     ).toContain('$0.05 so far, ~$0.20 in all');
   });
 
+  it('says beside a succeeded status that the job learned nothing', () => {
+    const warning =
+      'learned nothing: the gradient norm is 0 at every logging step since step 10: no weight moves';
+    const nothing = job({
+      status: 'succeeded',
+      active: false,
+      display: { ...job().display, status: 'succeeded, but learned nothing' },
+      warning
+    });
+    renderList({ jobs: [nothing, job({ id: 'ffff0000' })] });
+    const [row, other] = queryAll('.nbt-JobRow');
+    expect(row.querySelector('.nbt-JobRow-status')!.textContent).toBe(
+      'succeeded, but learned nothing'
+    );
+    expect(row.querySelector('.nbt-JobRow-warning')!.textContent).toBe(warning);
+    expect(other.querySelector('.nbt-JobRow-warning')).toBeNull();
+  });
+
   it('offers stop only for jobs that run, and the buttons call the actions', () => {
     const actions = recordingActions();
     const done = job({ id: 'dddd0000', status: 'succeeded', active: false });

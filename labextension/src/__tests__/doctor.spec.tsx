@@ -12,6 +12,7 @@ const HEALTH: IJobHealth = {
   state: 'slow',
   reason: 'rank 1 straggles: rank 1 takes 0.5 s a step, 2.5x the others',
   stall_after_s: 60,
+  training: [],
   ranks: [0, 1].map(rank => ({
     rank,
     step: 50 - rank * 10,
@@ -144,9 +145,25 @@ describe('notifications', () => {
       active: false,
       created: 900
     });
-    expect(jobEvents(seen, [stopped, done], 500).map(e => e.message)).toEqual([
-      'job emotion-bert hit its budget: $0.10 of the $0.10 budget spent (100%) at step 12',
-      'job emotion-bert succeeded'
+    const learnedNothing = job({
+      id: 'd',
+      status: 'succeeded',
+      active: false,
+      created: 900,
+      warning:
+        'learned nothing: the reward is NaN or infinite at every logging step since step 10'
+    });
+    const events2 = jobEvents(seen, [stopped, done, learnedNothing], 500);
+    expect(events2.map(e => [e.kind, e.message])).toEqual([
+      [
+        'warning',
+        'job emotion-bert hit its budget: $0.10 of the $0.10 budget spent (100%) at step 12'
+      ],
+      ['success', 'job emotion-bert succeeded'],
+      [
+        'warning',
+        'job emotion-bert succeeded, but learned nothing: the reward is NaN or infinite at every logging step since step 10'
+      ]
     ]);
   });
 });

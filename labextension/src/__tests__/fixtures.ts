@@ -39,6 +39,7 @@ export function job(values: Partial<IJobSummary> = {}): IJobSummary {
     projected_cost_usd: 0.2,
     budget: null,
     message: null,
+    warning: null,
     loss_series: [2.0, 1.4, 1.1, 0.8],
     health_state: null,
     ...values

@@ -7,7 +7,7 @@ import { DEFAULT_SMOOTHING } from '../chart';
 import { IDoctorAPI } from '../doctor';
 import { IFollowedJob } from '../model';
 import { chartJob, JobCharts } from './JobChart';
-import { BudgetWarning, rowFacts } from './JobRow';
+import { BudgetWarning, rowFacts, TrainingWarning } from './JobRow';
 import { RunDoctor } from './RunDoctor';
 
 export interface IJobDetailProps extends IFollowedJob {
@@ -68,6 +68,7 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
             </div>
           )}
           <BudgetWarning job={job} />
+          <TrainingWarning job={job} />
           {job.message && (
             <div className="nbt-JobRow-message">{job.message}</div>
           )}

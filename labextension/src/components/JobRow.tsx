@@ -59,6 +59,17 @@ export function BudgetWarning(props: { job: IJobSummary }): JSX.Element | null {
   ) : null;
 }
 
+/** An ended job whose numbers say it learned nothing says so beside its status (the run doctor's anomalies). */
+export function TrainingWarning(props: {
+  job: IJobSummary;
+}): JSX.Element | null {
+  return props.job.warning ? (
+    <div className="nbt-JobRow-budget nbt-JobRow-warning" role="status">
+      {props.job.warning}
+    </div>
+  ) : null;
+}
+
 export function ProgressBar(props: { job: IJobSummary }): JSX.Element {
   const fraction = progressFraction(props.job);
   const label = props.job.display.progress || 'no steps yet';
@@ -115,6 +126,7 @@ export function JobRow(props: {
         <div className="nbt-JobRow-facts">{facts.join(' · ')}</div>
       )}
       <BudgetWarning job={job} />
+      <TrainingWarning job={job} />
       {job.message && !job.active && job.status !== 'succeeded' && (
         <div className="nbt-JobRow-message">{job.message}</div>
       )}

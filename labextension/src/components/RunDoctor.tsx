@@ -30,6 +30,11 @@ export function RankTable(props: { health: IJobHealth }): JSX.Element {
         </span>{' '}
         {health.reason}
       </div>
+      {health.training.map(text => (
+        <div key={text} className="nbt-JobRow-budget nbt-RunDoctor-training">
+          {text}
+        </div>
+      ))}
       {health.ranks.length > 0 && (
         <table className="nbt-RunDoctor-ranks">
           <thead>

@@ -16,7 +16,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from nbtoolkit.bundled import is_bundled
 from nbtoolkit.reward_names import BUNDLED_REWARDS
-from nbtoolkit.rewards import RewardError, load
+from nbtoolkit.rewards import RewardError, checked, load
 from nbtoolkit.spec import RewardSpec
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
 from nbtoolkit.train.errors import TrainError
@@ -27,7 +27,7 @@ from nbtoolkit.train.tasks.chat import trl_overrides
 
 def reward_functions(reward: RewardSpec) -> list:
     try:
-        return [load(reference) for reference in reward.functions or BUNDLED_REWARDS]
+        return [checked(load(reference)) for reference in reward.functions or BUNDLED_REWARDS]
     except RewardError as exc:
         raise TrainError(str(exc)) from None
 

@@ -14,4 +14,4 @@ export TOKENIZERS_PARALLELISM=false
 export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]:'
 
 # stage: train
-torchrun --nnodes=1 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-7121d080cf1c --log_dir=logs --tee=3 -m nbtoolkit.train --spec spec.json
+torchrun --nnodes=1 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-1da134249b54 --log_dir=logs --tee=3 -m nbtoolkit.train --spec spec.json

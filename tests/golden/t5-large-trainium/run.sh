@@ -14,10 +14,10 @@ export TOKENIZERS_PARALLELISM=false
 export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]:'
 
 # stage: precompile
-neuron_parallel_compile torchrun --nnodes=1 --nproc_per_node=32 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-44265f6b796a --log_dir=logs --tee=3 -m nbtoolkit.train --spec precompile/spec.json --metrics precompile/metrics.jsonl --output-dir precompile/output
+neuron_parallel_compile torchrun --nnodes=1 --nproc_per_node=32 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-f228270c94b5 --log_dir=logs --tee=3 -m nbtoolkit.train --spec precompile/spec.json --metrics precompile/metrics.jsonl --output-dir precompile/output
 
 # stage: train
-torchrun --nnodes=1 --nproc_per_node=32 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-44265f6b796a --log_dir=logs --tee=3 -m nbtoolkit.train --spec spec.json
+torchrun --nnodes=1 --nproc_per_node=32 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-f228270c94b5 --log_dir=logs --tee=3 -m nbtoolkit.train --spec spec.json
 
 # stage: predict
 NEURON_NUM_DEVICES=0 OMP_NUM_THREADS=64 python3 -m nbtoolkit.train.predict --spec spec.json

@@ -14,10 +14,10 @@ export TOKENIZERS_PARALLELISM=false
 export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]:'
 
 # stage: precompile
-neuron_parallel_compile torchrun --nnodes=1 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-efe723d9a344 --log_dir=logs --tee=3 -m nbtoolkit.train --spec precompile/spec.json --metrics precompile/metrics.jsonl --output-dir precompile/output
+neuron_parallel_compile torchrun --nnodes=1 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-047e43b46384 --log_dir=logs --tee=3 -m nbtoolkit.train --spec precompile/spec.json --metrics precompile/metrics.jsonl --output-dir precompile/output
 
 # stage: train
-torchrun --nnodes=1 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-efe723d9a344 --log_dir=logs --tee=3 -m nbtoolkit.train --spec spec.json
+torchrun --nnodes=1 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:<port> --rdzv_id=nbtoolkit-047e43b46384 --log_dir=logs --tee=3 -m nbtoolkit.train --spec spec.json
 
 # stage: predict
 NEURON_NUM_DEVICES=0 OMP_NUM_THREADS=4 python3 -m nbtoolkit.train.predict --spec spec.json
