@@ -151,8 +151,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**record.to_dict(), "dir": str(job.dir), "health": job.health()}, indent=2))
         return 0
+    row = listing_row(record)
+    if row["samples/s"]:  # `planned` below gives the steady pace; this one is the last window's
+        row["samples/s"] += " (last logging window)"
     for key, value in {
-        **listing_row(record),
+        **row,
         "dir": job.dir,
         "message": record.message or "",
         "exit code": "" if record.exit_code is None else record.exit_code,
