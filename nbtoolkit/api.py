@@ -47,6 +47,11 @@ class Job:
         return self.record.status
 
     @property
+    def name(self) -> str:
+        """The name listings show (the spec's `name`, else task and model)."""
+        return self.record.name
+
+    @property
     def dir(self) -> Path:
         return self.store.job_dir(self.id)
 
@@ -361,6 +366,11 @@ def attach(name: str, *, region: str | None = None, backend: str = "sagemaker", 
     store = store or JobStore()
     record = job_control.submit(launch_, name=name, task="attached", store=store)
     return Job(record.id, store)
+
+
+def job(job_id: str, store: JobStore | None = None) -> Job:
+    """The handle on a job by its id or a unique prefix of it (what `nbtoolkit jobs` lists)."""
+    return Job(job_id, store)
 
 
 def jobs(status: str | None = None, limit: int = 100, store: JobStore | None = None) -> list[Job]:
