@@ -932,7 +932,9 @@ def _closest_field(parent: str, name: str, valid: list[str]) -> str | None:
 
 def _is_block(name: str) -> bool:
     annotation = RunSpec.model_fields[name].annotation
-    return any(isinstance(arg, type) and issubclass(arg, BaseModel) for arg in getattr(annotation, "__args__", (annotation,)))
+    return any(
+        isinstance(arg, type) and issubclass(arg, BaseModel) for arg in getattr(annotation, "__args__", (annotation,))
+    )
 
 
 def _field_names(dotted: str) -> list[str]:

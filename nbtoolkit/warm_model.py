@@ -9,6 +9,7 @@ ends (its stdin closes; `stop_all` at exit), and it loads the model again when t
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import subprocess
@@ -34,7 +35,8 @@ class ModelProcess:
 
     def __init__(self, job_dir: Path) -> None:
         self.job_dir = job_dir
-        self.log = tempfile.TemporaryFile()  # its stderr: the end of it says why it died, if it does
+        # its stderr, open as long as it runs (`stop` closes it): the end of it says why it died, if it does
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115
         idle = os.environ.get("NBTOOLKIT_PREDICT_IDLE_S", str(IDLE_S))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "nbtoolkit.train.inference", "--serve", "--idle-s", idle],
@@ -72,10 +74,8 @@ class ModelProcess:
     def stop(self) -> None:
         """Close its stdin (it ends at once when idle, after the answer it is computing otherwise), then kill it."""
         if self.process.stdin is not None and not self.process.stdin.closed:
-            try:
+            with contextlib.suppress(BrokenPipeError):  # it ended already, its pipe unread
                 self.process.stdin.close()
-            except BrokenPipeError:
-                pass
         try:
             self.process.wait(STOP_S)
         except subprocess.TimeoutExpired:

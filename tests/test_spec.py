@@ -191,8 +191,14 @@ def test_invalid_specs_get_one_sentence(text, message):
 @pytest.mark.parametrize(
     ("text", "start"),
     [
-        ("task: chat\ntrian: {max_steps: 3}", "trian is not a known field (did you mean train?); valid fields are name"),
-        ("task: chat\nTrain: {max_steps: 3}", "Train is not a known field (did you mean train?); valid fields are name"),
+        (
+            "task: chat\ntrian: {max_steps: 3}",
+            "trian is not a known field (did you mean train?); valid fields are name",
+        ),
+        (
+            "task: chat\nTrain: {max_steps: 3}",
+            "Train is not a known field (did you mean train?); valid fields are name",
+        ),
         (
             "task: chat\ntrain: {learnig_rate: 0.1}",
             "train.learnig_rate is not a known field (did you mean train.learning_rate?); valid fields of train are ",

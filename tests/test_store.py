@@ -238,7 +238,6 @@ def test_a_corrupt_or_newer_store_is_one_sentence_not_a_traceback(home):
     import sqlite3
 
     from nbtoolkit.runner.store import SCHEMA_VERSION
-
     from tests.test_cli import nbtoolkit
 
     home.mkdir(parents=True)
@@ -253,7 +252,9 @@ def test_a_corrupt_or_newer_store_is_one_sentence_not_a_traceback(home):
         conn.execute("PRAGMA user_version = 99")
     refused = nbtoolkit("jobs", check=False)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert f"was written by a newer nbtoolkit (store version 99; this one reads up to {SCHEMA_VERSION})" in refused.stderr
+    assert (
+        f"was written by a newer nbtoolkit (store version 99; this one reads up to {SCHEMA_VERSION})" in refused.stderr
+    )
 
 
 def test_a_server_over_a_corrupt_store_says_so_in_one_line_and_runs_on(home):

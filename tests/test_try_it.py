@@ -162,18 +162,13 @@ def test_a_rewritten_model_and_a_moved_job_folder_are_seen(finished):
 def test_the_warm_process_ends_with_the_process_that_started_it(finished):
     """A kernel killed outright leaves no model process behind: its stdin closes, and it ends."""
     job = finished["causal-lm"]
+    code = (
+        "import sys, time; from nbtoolkit.api import Job; from nbtoolkit.runner import JobStore; "
+        "from nbtoolkit import warm_model; job = Job(sys.argv[1], JobStore(sys.argv[2])); job.predict('The river'); "
+        "print(warm_model.running(job.dir).pid, flush=True); time.sleep(600)"
+    )
     kernel = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from nbtoolkit.api import Job; from nbtoolkit.runner import JobStore; "
-            "from nbtoolkit import warm_model; job = Job(sys.argv[1], JobStore(sys.argv[2])); job.predict('The river'); "
-            "print(warm_model.running(job.dir).pid, flush=True); time.sleep(600)",
-            job.id,
-            str(job.store.home),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-c", code, job.id, str(job.store.home)], stdout=subprocess.PIPE, text=True
     )
     pid = int(kernel.stdout.readline())
     os.kill(kernel.pid, signal.SIGKILL)

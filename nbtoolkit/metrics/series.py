@@ -160,7 +160,14 @@ class Progress:
                 self.budget = record
             if record.get("kind") in ("train", "summary"):  # a log's only figure may be the summary's average
                 self.samples_per_second = record.get("samples_per_second", self.samples_per_second)
-        return before != (self.step, self.total_steps, self.loss, self.reward, self.samples_per_second, self.seconds_per_step)
+        return before != (
+            self.step,
+            self.total_steps,
+            self.loss,
+            self.reward,
+            self.samples_per_second,
+            self.seconds_per_step,
+        )
 
 
 #: the value whose lowest and highest a downsampled series keeps, per kind of record
