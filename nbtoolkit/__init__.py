@@ -55,11 +55,10 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def __getattr__(name: str):
-    """`nbtoolkit.launch(spec)`, `nbtoolkit.plan(spec)` (at the pace of past jobs of its setup), `nbtoolkit.Job` and `nbtoolkit.log(step=..., loss=...)` (a custom loop's
-    metrics), imported on first use so `import nbtoolkit` stays light.
-
-    """
-    if name in ("launch", "plan", "Job", "jobs"):
+    """`nbtoolkit.launch(spec)`, `nbtoolkit.plan(spec)` (at the pace of past jobs of its setup), `nbtoolkit.job(ID)`,
+    `nbtoolkit.jobs()`, `nbtoolkit.Job` and `nbtoolkit.log(step=..., loss=...)` (a custom loop's metrics), imported
+    on first use so `import nbtoolkit` stays light."""
+    if name in ("launch", "plan", "Job", "job", "jobs"):
         from nbtoolkit import api
 
         return getattr(api, name)

@@ -48,6 +48,11 @@ class Job:
         return self.record.status
 
     @property
+    def name(self) -> str:
+        """The name listings show (the spec's `name`, else task and model)."""
+        return self.record.name
+
+    @property
     def dir(self) -> Path:
         return self.store.job_dir(self.id)
 
@@ -138,29 +143,25 @@ class Job:
 
     def predict(self, inputs: list | str | dict, checkpoint: str | Path | None = None) -> list[dict] | dict:
         """The trained model's answers: a label with its probabilities, a summary, an answer span with its score,
-        or a continuation. `inputs`: one text (QA: a {question, context} dict) or a list; `checkpoint`: a
-        checkpoint folder instead of the final model."""
-        import json
-        import tempfile
+        a continuation, or a chat reply. `inputs`: one text (QA: a {question, context} dict; chat: a conversation)
+        or a list; `checkpoint`: a checkpoint folder instead of the final model. The first call starts a process
+        that keeps the model loaded; the next ones answer from it (see nbtoolkit.warm_model)."""
+        from nbtoolkit import warm_model
 
         # a chat job's one conversation is a list of messages too
         single = not isinstance(inputs, list) or bool(inputs and isinstance(inputs[0], dict) and "role" in inputs[0])
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-            json.dump([inputs] if single else inputs, handle)
-        try:
-            extra = ("--checkpoint", str(Path(checkpoint).resolve())) if checkpoint else ()
-            answers = json.loads(
-                self._run_program("nbtoolkit.train.inference", "--inputs", handle.name, *extra).strip().splitlines()[-1]
-            )
-        finally:
-            Path(handle.name).unlink()
+        where = str(Path(checkpoint).expanduser().resolve()) if checkpoint else None
+        answers = warm_model.answers(self.id, self.dir, [inputs] if single else inputs, where)
         return answers[0] if single else answers
 
     def evaluate(self, dataset: str | Path) -> dict[str, float]:
-        """The final model's eval metrics (the task's: accuracy, ROUGE, F1, perplexity) on `dataset`: a split name
-        of the job's dataset, or a local .jsonl/.json/.csv/.parquet file with the job's columns."""
+        """The final model's eval metrics (the task's: accuracy, ROUGE, F1, perplexity; a chat job's loss and token
+        accuracy, a preference job's rewards) on `dataset`: a split name of the job's dataset, or a local
+        .jsonl/.json/.csv/.parquet file with the job's columns (a relative path is this process's, not the job's)."""
         import json
 
+        if isinstance(dataset, Path) or Path(dataset).suffix:  # a file (a split name has no suffix)
+            dataset = Path(dataset).expanduser().resolve()
         return json.loads(
             self._run_program("nbtoolkit.train.inference", "--evaluate", str(dataset)).strip().splitlines()[-1]
         )
@@ -393,6 +394,11 @@ def attach(name: str, *, region: str | None = None, backend: str = "sagemaker", 
     store = store or JobStore()
     record = job_control.submit(launch_, name=name, task="attached", store=store)
     return Job(record.id, store)
+
+
+def job(job_id: str, store: JobStore | None = None) -> Job:
+    """The handle on a job by its id or a unique prefix of it (what `nbtoolkit jobs` lists)."""
+    return Job(job_id, store)
 
 
 def jobs(status: str | None = None, limit: int = 100, store: JobStore | None = None) -> list[Job]:

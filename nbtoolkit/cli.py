@@ -152,8 +152,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**record.to_dict(), "dir": str(job.dir), "health": job.health()}, indent=2))
         return 0
+    row = listing_row(record)
+    if row["samples/s"]:  # `planned` below gives the steady pace; this one is the last window's
+        row["samples/s"] += " (last logging window)"
     for key, value in {
-        **listing_row(record),
+        **row,
         "dir": job.dir,
         "message": record.message or "",
         "warning": training_warning(record) or "",

@@ -6,6 +6,7 @@ backends, jobs) reads one. Cross-field rules live here so each front shows the s
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -920,6 +921,11 @@ def _looks_like_path(text: str) -> bool:
     return "\n" not in text and text.strip().endswith((".yaml", ".yml", ".json"))
 
 
+#: how alike a misspelt field and a valid one must be (difflib's ratio, lengths within a quarter) to be offered:
+#: trian ~ train is 0.8, learnig_rate ~ learning_rate 0.96
+TYPO_CUTOFF = 0.75
+
+
 def explain(exc: ValidationError) -> str:
     """The first problem of a ValidationError as one sentence a user can act on."""
     error = exc.errors()[0]
@@ -933,9 +939,13 @@ def explain(exc: ValidationError) -> str:
     if kind == "missing":
         return f"{location} is missing; it is required"
     if kind == "extra_forbidden":
-        parent, _, _field = location.rpartition(".")
+        parent, _, name = location.rpartition(".")
         valid = _field_names(parent)
-        return f"{location} is not a known field; valid fields{' of ' + parent if parent else ''} are {valid}"
+        close = _closest_field(parent, name, valid)
+        meant = f" (did you mean {close}?)" if close else ""
+        return f"{location} is not a known field{meant}; valid fields{' of ' + parent if parent else ''} are " + (
+            ", ".join(valid)
+        )
     if kind == "literal_error":
         return f"{location}: {given!r} is not valid; expected {context.get('expected')}"
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
@@ -945,7 +955,7 @@ def explain(exc: ValidationError) -> str:
             return f"{location}: {given!r} is not a number; it must be a number {bound} {limit}"
         return f"{location}: {given!r} is out of range; it must be {bound} {limit}"
     if kind == "model_type":
-        return f"{location}: {given!r} is not valid; expected a mapping with the fields {_field_names(location)}"
+        return f"{location}: {given!r} is not valid; expected a mapping with the fields {', '.join(_field_names(location))}"
     return f"{location}: {given!r} is not valid ({message.lower()})"
 
 
@@ -957,11 +967,30 @@ def _is_nan(value: Any) -> bool:
         return False
 
 
-def _field_names(dotted: str) -> str:
+def _closest_field(parent: str, name: str, valid: list[str]) -> str | None:
+    """The dotted field a misspelt one most likely meant: the most alike at its level, else (at the top) a block's
+    field of that very name (`epochs` for train.epochs)."""
+    alike = [field for field in valid if abs(len(field) - len(name)) <= max(1, len(name) // 4)]  # queue: not requeue
+    close = difflib.get_close_matches(name.lower(), alike, n=1, cutoff=TYPO_CUTOFF)
+    if close:
+        return f"{parent}.{close[0]}" if parent else close[0]
+    if parent:
+        return None
+    return next((f"{block}.{name}" for block in valid if _is_block(block) and name in _field_names(block)), None)
+
+
+def _is_block(name: str) -> bool:
+    annotation = RunSpec.model_fields[name].annotation
+    return any(
+        isinstance(arg, type) and issubclass(arg, BaseModel) for arg in getattr(annotation, "__args__", (annotation,))
+    )
+
+
+def _field_names(dotted: str) -> list[str]:
     model: type[BaseModel] = RunSpec
     for part in dotted.split("."):
         if not part or part.isdigit():  # an item of a list of blocks: its fields are the block's
             continue
         annotation = model.model_fields[part].annotation
         model = next(arg for arg in getattr(annotation, "__args__", (annotation,)) if isinstance(arg, type))
-    return ", ".join(model.model_fields)
+    return list(model.model_fields)

@@ -113,3 +113,39 @@ def test_every_console_view_takes_raw():
 
     for argv in (["run", "spec.yaml", "--raw"], ["logs", "abc", "--raw"], ["demo", "--raw"]):
         assert build_parser().parse_args(argv).raw is True
+
+
+def test_a_grpo_job_lists_its_reward_and_show_names_each_samples_per_second(store, capsys):
+    """A grpo job's loss stays near 0 whatever it learns: listings show its reward; `show` says which pace is which."""
+    from nbtoolkit.cli import main
+    from nbtoolkit.metrics.series import Progress
+    from nbtoolkit.runtime import SPEC_FILE
+
+    records = [
+        {"time": float(step), "step": step, "kind": "train", "loss": 0.0, "reward": reward, "samples_per_second": pace}
+        for step, reward, pace in [(1, 0.25, 30.0), (2, 0.5, 42.0), (3, 0.75, 48.0)]
+    ]
+    progress = Progress()
+    progress.update(records)
+    record = store.create(name="arithmetic", task="grpo", backend="local")
+    store.update(
+        record.id,
+        status="succeeded",
+        started=0.0,
+        ended=10.0,
+        step=progress.step,
+        loss=progress.loss,
+        reward=progress.reward,
+        samples_per_second=progress.samples_per_second,
+    )
+    folder = store.job_dir(record.id)
+    (folder / SPEC_FILE).write_text(load_spec({"task": "grpo"}).model_dump_json())
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(item) + "\n" for item in records))
+
+    assert main(["jobs"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert "reward" in header.split() and "0.750" in row.split() and "0.0000" not in row
+    assert main(["show", record.id]) == 0
+    shown = capsys.readouterr().out
+    assert "samples/s: 48.0 (last logging window)" in shown
+    assert "steady samples/s" in shown and "reward: 0.750" in shown

@@ -35,3 +35,15 @@ def test_every_notebook_shows_a_picture_or_a_table():
             for key in output.get("data", {})
         }
         assert kinds & {"image/png", "text/html"}, path.name
+
+
+def test_the_chat_notebook_says_its_smoke_rates_are_smoke_only_and_its_last_reply_is_reward_hacked():
+    """Its smoke learning rates would wreck a real model, and it ends on a reply GRPO's digit reward hacked: its text
+    says both, quoting the reply the saved run gave."""
+    notebook = nbformat.read(NOTEBOOKS / "chat-sft-dpo-grpo.ipynb", as_version=4)
+    config = next(cell.source for cell in notebook.cells if cell.source.startswith("## Configuration"))
+    assert "smoke learning rates are for smoke mode only" in config
+    last, reply = notebook.cells[-1], notebook.cells[-2]
+    assert last.cell_type == "markdown" and "reward hacking" in last.source
+    saved = "".join(output.get("data", {}).get("text/plain", "") for output in reply.outputs)
+    assert "'reply': ' 7 7 7" in saved and '"7 7 7 ..."' in last.source

@@ -21,6 +21,10 @@ def test_launch_and_jobs_from_the_top_package(store):
     try:
         listed = nbtoolkit.jobs()
         assert [item.id for item in listed] == [job.id] and isinstance(listed[0], Job)
+        found = nbtoolkit.job(job.id[:5])  # by a unique prefix, as `nbtoolkit jobs` shows it
+        assert (
+            isinstance(found, Job) and found.id == job.id and found.name == job.name == "text-classification-tiny-bert"
+        )
         assert nbtoolkit.runner.JobStore is type(store)  # the package is still the package
         assert nbtoolkit.Job is Job
     finally:

@@ -73,3 +73,11 @@ def test_plan_of_a_model_that_cannot_be_sized_is_one_sentence(tmp_path, capsys):
     error = capsys.readouterr().err
     assert error.startswith("nbtoolkit: model 'someone/unknown-t5' is not on this machine") and error.count("\n") == 1
     assert "(hf download someone/unknown-t5)" in error
+
+
+def test_plan_with_max_steps_but_no_pace_names_the_pace_not_the_steps(tmp_path, capsys):
+    """A chat spec on this CPU with train.max_steps: the steps are known, the hardware's pace is what is missing."""
+    spec = write(tmp_path, {"task": "chat", "train": {"max_steps": 10}})
+    main(["plan", spec, "--no-past-jobs"])
+    time_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("time:"))
+    assert "10 steps" in time_line and "hardware.instance_type" in time_line and "train.max_steps" not in time_line

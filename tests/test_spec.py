@@ -68,7 +68,7 @@ INVALID = [
     (
         "task: causal-lm\nepochs: 3",
         (
-            "epochs is not a known field; valid fields are name, task, model, dataset, hardware, parallelism, precision, "
+            "epochs is not a known field (did you mean train.epochs?); valid fields are name, task, model, dataset, hardware, parallelism, precision, "
             "compile, launcher, train, script, resume, extra, adapter, report_to, preference, reward, neuron, sagemaker, skypilot, slurm"
         ),
     ),
@@ -194,6 +194,34 @@ def test_invalid_specs_get_one_sentence(text, message):
         load_spec(text)
     assert str(caught.value) == message
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "start"),
+    [
+        (
+            "task: chat\ntrian: {max_steps: 3}",
+            "trian is not a known field (did you mean train?); valid fields are name",
+        ),
+        (
+            "task: chat\nTrain: {max_steps: 3}",
+            "Train is not a known field (did you mean train?); valid fields are name",
+        ),
+        (
+            "task: chat\ntrain: {learnig_rate: 0.1}",
+            "train.learnig_rate is not a known field (did you mean train.learning_rate?); valid fields of train are ",
+        ),
+        (
+            "task: chat\ndataset: {max_lenght: 64}",
+            "dataset.max_lenght is not a known field (did you mean dataset.max_length?); valid fields of dataset are ",
+        ),
+        ("task: chat\nlearning_rate: 0.1", "learning_rate is not a known field (did you mean train.learning_rate?);"),
+    ],
+)
+def test_a_misspelt_field_is_named_with_the_closest_valid_one(text, start):
+    with pytest.raises(SpecError) as caught:
+        load_spec(text)
+    assert str(caught.value).startswith(start) and "\n" not in str(caught.value)
 
 
 def test_script_short_form_and_yaml_scalars_in_args():

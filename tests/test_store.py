@@ -237,6 +237,7 @@ def test_the_store_records_its_schema_version(store):
 def test_a_corrupt_or_newer_store_is_one_sentence_not_a_traceback(home):
     import sqlite3
 
+    from nbtoolkit.runner.store import SCHEMA_VERSION
     from tests.test_cli import nbtoolkit
 
     home.mkdir(parents=True)
@@ -251,7 +252,9 @@ def test_a_corrupt_or_newer_store_is_one_sentence_not_a_traceback(home):
         conn.execute("PRAGMA user_version = 99")
     refused = nbtoolkit("jobs", check=False)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert "was written by a newer nbtoolkit (store version 99; this one reads up to 3)" in refused.stderr
+    assert (
+        f"was written by a newer nbtoolkit (store version 99; this one reads up to {SCHEMA_VERSION})" in refused.stderr
+    )
 
 
 def test_a_server_over_a_corrupt_store_says_so_in_one_line_and_runs_on(home):
@@ -267,3 +270,18 @@ def test_a_server_over_a_corrupt_store_says_so_in_one_line_and_runs_on(home):
     log.error = lambda message, *args: said.append(message % args)
     _load_jupyter_server_extension(SimpleNamespace(web_app=SimpleNamespace(settings={"base_url": "/"}), log=log))
     assert len(said) == 1 and said[0].startswith("nbtoolkit: the job API is off: ") and "move it aside" in said[0]
+
+
+def test_a_store_from_before_the_reward_column_gains_it(home):
+    import sqlite3
+
+    from nbtoolkit.runner import JobStore
+
+    old = JobStore(home).create(name="older", task="grpo", backend="local")
+    with sqlite3.connect(home / "jobs.db") as conn:
+        conn.execute("ALTER TABLE jobs DROP COLUMN reward")
+        conn.execute("PRAGMA user_version = 3")
+    store = JobStore(home)
+    assert store.get(old.id).reward is None
+    store.update(old.id, reward=0.5)
+    assert store.get(old.id).reward == 0.5

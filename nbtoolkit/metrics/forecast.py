@@ -58,7 +58,7 @@ def measured(record: JobRecord, records: list[dict[str, Any]]) -> dict[str, floa
 
 LABELS = {
     "device_memory_gib": ("memory per device", "{:.1f} GiB"),
-    "samples_per_second": ("samples/s", "{:.1f}"),
+    "samples_per_second": ("steady samples/s", "{:.1f}"),  # after the first logging window
     "hours": ("hours", "{:.2f}"),
     "cost_usd": ("cost", "${:,.2f}"),
 }

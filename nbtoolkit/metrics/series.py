@@ -129,6 +129,8 @@ class Progress:
     total_steps: int | None = None
     loss: float | None = None
     samples_per_second: float | None = None
+    #: the mean reward a grpo run logs (TRL's `reward`)
+    reward: float | None = None
     records: int = 0
     extras: dict[str, Any] = field(default_factory=dict)
     #: the first and the latest timed train record: the steady pace lies between them
@@ -142,7 +144,7 @@ class Progress:
 
     def update(self, records: list[dict[str, Any]]) -> bool:
         """Fold new records in; True if anything a listing shows changed."""
-        before = (self.step, self.total_steps, self.loss, self.samples_per_second, self.seconds_per_step)
+        before = (self.step, self.total_steps, self.loss, self.reward, self.samples_per_second, self.seconds_per_step)
         for record in records:
             self.records += 1
             if record.get("step") is not None:
@@ -151,13 +153,21 @@ class Progress:
                 self.total_steps = int(record["max_steps"])
             if record.get("kind") == "train":
                 self.loss = record.get("loss", self.loss)
+                self.reward = record.get("reward", self.reward)
                 if record.get("time") is not None and record.get("step") is not None:
                     self.pace_ends = [*self.pace_ends[:1], record]
             if record.get("kind") == BUDGET_KIND:
                 self.budget = record
             if record.get("kind") in ("train", "summary"):  # a log's only figure may be the summary's average
                 self.samples_per_second = record.get("samples_per_second", self.samples_per_second)
-        return before != (self.step, self.total_steps, self.loss, self.samples_per_second, self.seconds_per_step)
+        return before != (
+            self.step,
+            self.total_steps,
+            self.loss,
+            self.reward,
+            self.samples_per_second,
+            self.seconds_per_step,
+        )
 
 
 #: the value whose lowest and highest a downsampled series keeps, per kind of record

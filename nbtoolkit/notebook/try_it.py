@@ -1,7 +1,7 @@
 """The "Try it" box under a finished job: type an input, read the trained model's answer in the task's terms.
 
-The answer comes from `Job.predict` (the job's model in a process of its own: the kernel imports no
-torch), shown as a label with its probabilities, a summary, an answer span with its score, or a
+The answer comes from `Job.predict` (the job's model in a process of its own, kept loaded between messages: the
+kernel imports no torch), shown as a label with its probabilities, a summary, an answer span with its score, or a
 continuation.
 """
 

@@ -269,6 +269,11 @@ class Plan(Estimate):
             )
             if self.step is not None:
                 lines.append(f"  per step: {self.step.in_words()}")
+        elif self.steps is not None:  # the steps are known; the pace of this hardware is not
+            lines.append(
+                f"time: unknown for {self.steps:,} steps (no modelled pace for this hardware: set "
+                "hardware.instance_type, or run it once and plan again with that job's measured pace)"
+            )
         else:
             lines.append("time: unknown (give dataset.max_train_samples or train.max_steps)")
         if self.cost_usd is not None:

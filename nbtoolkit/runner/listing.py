@@ -93,7 +93,9 @@ def listing_row(record: JobRecord) -> dict[str, Any]:
         "backend": record.backend,
         "status": status_text(record),
         "progress": progress,
-        "loss": f"{record.loss:.4f}" if record.loss is not None else "",
+        # a grpo job shows its reward: its loss stays near 0 whatever it learns
+        "loss": f"{record.loss:.4f}" if record.loss is not None and record.reward is None else "",
+        "reward": f"{record.reward:.3f}" if record.reward is not None else "",
         "samples/s": f"{record.samples_per_second:.1f}" if record.samples_per_second is not None else "",
         "started": clock(record.started),
         "ended": clock(record.ended),

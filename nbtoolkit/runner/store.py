@@ -89,17 +89,18 @@ CREATE TABLE IF NOT EXISTS jobs (
     info TEXT NOT NULL DEFAULT '{}',
     stop_requested REAL,
     seconds_per_step REAL,
-    resumed_by TEXT
+    resumed_by TEXT,
+    reward REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
 """
 _JSON_COLUMNS = ("stages", "info")
-#: PRAGMA user_version of the schema above (1: stop_requested, 2: seconds_per_step, 3: resumed_by); a newer store
-#: is refused, an older upgraded
-SCHEMA_VERSION = 3
+#: PRAGMA user_version of the schema above (1: stop_requested, 2: seconds_per_step, 3: resumed_by, 4: reward); a
+#: newer store is refused, an older upgraded
+SCHEMA_VERSION = 4
 #: columns added since the first schema, each with its type: an older store gains them
-ADDED_COLUMNS = {"stop_requested": "REAL", "seconds_per_step": "REAL", "resumed_by": "TEXT"}
+ADDED_COLUMNS = {"stop_requested": "REAL", "seconds_per_step": "REAL", "resumed_by": "TEXT", "reward": "REAL"}
 
 
 class StoreError(RuntimeError):
@@ -152,6 +153,8 @@ class JobRecord:
     seconds_per_step: float | None = None
     #: the job that resumed this one (at most one: a second resume answers with it)
     resumed_by: str | None = None
+    #: a grpo job's last mean reward: its progress (its loss stays near 0, the advantages being centred)
+    reward: float | None = None
 
     @property
     def active(self) -> bool:

@@ -228,6 +228,7 @@ class Supervisor:
                     step=progress.step,
                     total_steps=progress.total_steps,
                     loss=progress.loss,
+                    reward=progress.reward,
                     samples_per_second=progress.samples_per_second,
                     seconds_per_step=progress.seconds_per_step,
                 )

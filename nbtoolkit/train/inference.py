@@ -1,7 +1,7 @@
 """`python -m nbtoolkit.train.inference`: a finished job's model answering new inputs, or evaluated on other data.
 
-Run apart from the notebook kernel (which never imports torch) by `Job.predict` and `Job.evaluate`,
-in the job directory. The model is the job's final one (output/model) or a chosen checkpoint; a
+Run apart from the notebook kernel (which never imports torch), in the job directory: `Job.evaluate` runs it
+once; `Job.predict` and Try-it keep one running with the model loaded (`--serve`, see nbtoolkit.warm_model). The model is the job's final one (output/model) or a chosen checkpoint; a
 run with an adapter is its base (saved beside the adapter at the start) with the adapter on top.
 """
 
@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import select
 import sys
+import traceback
 from pathlib import Path
 
-from nbtoolkit.runtime import ERROR_PREFIX
+from nbtoolkit.runtime import ERROR_PREFIX, SPEC_FILE
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 from nbtoolkit.tasks import TRL_TASKS
 from nbtoolkit.train.errors import TrainError
@@ -52,13 +55,49 @@ def trained_model(spec: RunSpec, checkpoint: str | None = None):
     return model.eval(), tokenizer
 
 
-def predict(spec: RunSpec, inputs: list, checkpoint: str | None = None) -> list[dict]:
+def answer(spec: RunSpec, model, tokenizer, inputs: list) -> list[dict]:
     """One answer per input, in the task's terms."""
     import torch
 
-    model, tokenizer = trained_model(spec, checkpoint)
     with torch.no_grad():
         return [_ANSWERS[spec.task](spec, model, tokenizer, item) for item in inputs]
+
+
+def model_files(where: Path) -> tuple:
+    """What tells a model folder's weights apart: its files' names, sizes and times (and the spec's), so that a
+    warm process notices a folder rewritten (a checkpoint saved again, a job folder replaced) and loads it anew."""
+    files = [Path(SPEC_FILE), *sorted(path for path in where.rglob("*") if path.is_file())] if where.is_dir() else []
+    return tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in files)
+
+
+def serve(job_dir: Path, idle_s: float, replies) -> None:
+    """Answer requests until stdin ends (the caller is gone) or none comes for `idle_s` seconds: one JSON line in
+    (`{"inputs": [...], "checkpoint": null}`), one JSON line out (`{"answers": [...]}` or `{"error": sentence}`).
+    The model stays loaded between requests; a request for another checkpoint, or after the model's files
+    changed, loads it again. Each request starts in the job folder afresh (it may have been replaced)."""
+    loaded: tuple = ((), None)  # (what was loaded, (model, tokenizer)): one model at a time
+    while select.select([sys.stdin], [], [], idle_s)[0]:
+        line = sys.stdin.readline()
+        if not line:
+            return
+        request = json.loads(line)
+        try:
+            try:
+                os.chdir(job_dir)
+            except FileNotFoundError:
+                raise TrainError(f"the job folder {job_dir} no longer exists") from None
+            spec = load_spec(Path(SPEC_FILE))
+            checkpoint = request.get("checkpoint")
+            key = (checkpoint, model_files(Path(checkpoint) if checkpoint else MODEL_DIR))
+            if key != loaded[0]:
+                loaded = ((), None)  # the old model goes before the new one loads
+                loaded = (key, trained_model(spec, checkpoint))
+            reply: dict = {"answers": answer(spec, *loaded[1], request["inputs"])}
+        except (SpecError, TrainError) as exc:
+            reply = {"error": str(exc)}
+        except Exception:  # the caller says it as the program's failure, with the traceback's end
+            reply = {"failed": traceback.format_exc()[-500:]}
+        print(json.dumps(reply), file=replies, flush=True)
 
 
 def _classify(spec, model, tokenizer, text: str) -> dict:
@@ -193,21 +232,23 @@ _ANSWERS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nbtoolkit.train.inference", description=__doc__)
-    parser.add_argument("--spec", default="spec.json")
-    parser.add_argument("--inputs", help="a JSON list of inputs to predict for")
-    parser.add_argument("--evaluate", metavar="SPLIT_OR_FILE", help="evaluate the final model on this data instead")
-    parser.add_argument("--checkpoint", default=None, help="a checkpoint-N folder instead of the final model")
+    parser.add_argument("--spec", default=SPEC_FILE)
+    parser.add_argument("--serve", action="store_true", help="answer JSON-line requests on stdin (see serve)")
+    parser.add_argument("--idle-s", type=float, default=300.0, help="with --serve: end after this long without one")
+    parser.add_argument("--evaluate", metavar="SPLIT_OR_FILE", help="evaluate the final model on this data")
     args = parser.parse_args(argv)
-    try:
-        from nbtoolkit.train.program import quiet_libraries
+    from nbtoolkit.train.program import quiet_libraries
 
-        quiet_libraries()
-        spec = load_spec(Path(args.spec))
-        answers = (
-            evaluate(spec, args.evaluate)
-            if args.evaluate
-            else predict(spec, json.loads(Path(args.inputs).read_text()), args.checkpoint)
-        )
+    quiet_libraries()
+    if args.serve:
+        replies = os.fdopen(os.dup(1), "w")  # the replies' own channel: anything else printed goes to stderr
+        os.dup2(2, 1)
+        serve(Path.cwd(), args.idle_s, replies)
+        return 0
+    if not args.evaluate:
+        parser.error("give --serve or --evaluate SPLIT_OR_FILE")
+    try:
+        answers = evaluate(load_spec(Path(args.spec)), args.evaluate)
     except (SpecError, TrainError) as exc:
         print(f"{ERROR_PREFIX} {exc}", file=sys.stderr, flush=True)
         return 2

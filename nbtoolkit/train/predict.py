@@ -59,7 +59,7 @@ def evaluate_model(spec: RunSpec, output_dir: Path, needs: str) -> dict:
     from nbtoolkit.train.data import load_splits
     from nbtoolkit.train.errors import TrainError
     from nbtoolkit.train.program import training_arguments
-    from nbtoolkit.train.tasks import setup_task
+    from nbtoolkit.train.tasks import setup_task, trainer_arguments
 
     task = setup_task(spec, load_splits(spec))
     if task.eval_dataset is None:
@@ -67,14 +67,17 @@ def evaluate_model(spec: RunSpec, output_dir: Path, needs: str) -> dict:
             f"{needs} needs an eval split, and the dataset has no '{spec.dataset.eval_split}' split; "
             "name a split it has, or a local file"
         )
-    args = training_arguments(spec, str(output_dir), has_eval=True, **task.argument_overrides)
+    # the task's own arguments class: a chat job's TRL settings (assistant_only_loss, ...) are SFTConfig's
+    args = training_arguments(
+        spec, str(output_dir), has_eval=True, arguments_class=task.arguments_class, **task.argument_overrides
+    )
     trainer = (task.trainer_class or Trainer)(
         model=task.model,
         args=args,
+        train_dataset=task.train_dataset,  # TRL's trainers refuse to start without one, even to evaluate
         eval_dataset=task.eval_dataset,
-        data_collator=task.data_collator,
         processing_class=task.tokenizer,
-        compute_metrics=task.compute_metrics,
+        **trainer_arguments(task),
     )
     return trainer.evaluate()
 

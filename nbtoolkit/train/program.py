@@ -178,7 +178,7 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     from nbtoolkit.train.data import load_splits
     from nbtoolkit.train.engines import engine_for
     from nbtoolkit.train.errors import TrainError
-    from nbtoolkit.train.tasks import check_task, setup_task
+    from nbtoolkit.train.tasks import check_task, setup_task, trainer_arguments
 
     quiet_libraries()
     os.environ.update(environment(spec, Path.cwd()))  # the trackers' callbacks read it (the job dir is the cwd)
@@ -207,17 +207,13 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
     )
     samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
     trainer_class = task.trainer_class or engine.trainer_class or Trainer
-    if task.data_collator is not None:  # TRL's GRPO trainer takes no collator and no metrics
-        task.trainer_arguments["data_collator"] = task.data_collator
-    if task.compute_metrics is not None:
-        task.trainer_arguments["compute_metrics"] = task.compute_metrics
     trainer = trainer_class(
         model=task.model,
         args=args,
         train_dataset=task.train_dataset,
         eval_dataset=task.eval_dataset,
         processing_class=task.tokenizer,
-        **task.trainer_arguments,
+        **trainer_arguments(task),
         callbacks=[
             MetricsCallback(metrics_path, samples_per_step),
             HeartbeatCallback(Path(metrics_path).resolve().parent),  # the job folder: metrics.jsonl's

@@ -55,7 +55,7 @@ async def test_an_ended_jobs_detail_reads_the_end_of_its_metrics(jp_fetch, store
     job = long_run(store)
     store.set_info(job.id, "forecast", {"samples_per_second": 40.0})
     detail = await get_json(jp_fetch, "jobs", job.id)
-    assert detail["planned"][0].split() == ["samples/s", "predicted", "40.0", "measured", "50.0", "1.25x"]
+    assert detail["planned"][0].split() == ["steady", "samples/s", "predicted", "40.0", "measured", "50.0", "1.25x"]
 
 
 async def test_a_job_that_did_not_change_is_answered_304(jp_fetch, store):

@@ -319,7 +319,7 @@ async def test_job_detail_shows_the_forecast_beside_what_was_measured_and_the_tr
     )
     detail = await get_json(jp_fetch, "jobs", job.id)
     # steady pace leaves out the first window: 50 samples/s measured against 40 predicted
-    assert detail["planned"][0].split() == ["samples/s", "predicted", "40.0", "measured", "50.0", "1.25x"]
+    assert detail["planned"][0].split() == ["steady", "samples/s", "predicted", "40.0", "measured", "50.0", "1.25x"]
     assert detail["tracking"][0].startswith("run name ") and detail["tracking"][1].startswith("tensorboard ")
     untracked = finished_job(store, name="plain")
     assert (await get_json(jp_fetch, "jobs", untracked.id))["tracking"] == []

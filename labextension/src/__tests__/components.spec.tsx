@@ -119,6 +119,17 @@ describe('JobList', () => {
     );
   });
 
+  it("shows a grpo job's mean reward where others show their loss", () => {
+    const grpo = job({
+      task: 'grpo',
+      display: { ...job().display, loss: '', reward: '0.750' }
+    });
+    renderList({ jobs: [grpo], total: 1 });
+    expect(query('.nbt-JobRow-facts').textContent).toBe(
+      'reward 0.750 · 45.2 samples/s · 0:40 elapsed · 2:00 left · $0.05 so far, ~$0.20 in all'
+    );
+  });
+
   it('warns while a job runs past 90% of its budget; one stopped at it says why in its message', () => {
     const summary = '$0.09 of the $0.10 budget spent (92%) at step 40';
     const near = job({

@@ -22,6 +22,10 @@ export function rowFacts(job: IJobSummary): string[] {
   if (shown.loss) {
     facts.push(`loss ${shown.loss}`);
   }
+  if (shown.reward) {
+    // a grpo job: its progress is its mean reward (its loss stays near 0)
+    facts.push(`reward ${shown.reward}`);
+  }
   if (shown['samples/s']) {
     facts.push(`${shown['samples/s']} samples/s`);
   }

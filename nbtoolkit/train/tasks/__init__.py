@@ -26,6 +26,13 @@ class TaskSetup:
     trainer_arguments: dict[str, Any] = field(default_factory=dict)  # more for the trainer, e.g. TRL's reward_funcs
 
 
+def trainer_arguments(task: TaskSetup) -> dict[str, Any]:
+    """What the task's trainer takes beside model, args and data: a collator and metrics only where the task has
+    them (TRL's GRPO trainer takes neither), and the task's own (TRL's reward_funcs, a reference model)."""
+    given = {"data_collator": task.data_collator, "compute_metrics": task.compute_metrics}
+    return {**{key: value for key, value in given.items() if value is not None}, **task.trainer_arguments}
+
+
 def check_task(spec) -> None:
     """Fail in one sentence, before any data or weights load, if the model cannot do the task."""
     from nbtoolkit.train.models import model_config
