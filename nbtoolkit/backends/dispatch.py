@@ -33,11 +33,9 @@ def render(spec: RunSpec) -> Launch:
 
 
 def preflight(spec: RunSpec) -> None:
-    """Raise LaunchError if this machine cannot start the spec (checked at submit, not at export): its inputs
-    (nbtoolkit.preflight: model, data, adapter targets), credentials, script and packages, then the backend's own."""
-    inputs = input_problems(spec)
-    if inputs:
-        raise LaunchError(inputs[0])
+    """Raise LaunchError if this machine cannot start the spec (checked at submit, not at export): credentials,
+    script and packages, the backend's own (a Trainium spec off Trainium is told so first), then its inputs
+    (nbtoolkit.preflight: model, data, adapter targets)."""
     problem_here = credential_problem(spec)
     if problem_here:
         raise LaunchError(problem_here)
@@ -47,3 +45,6 @@ def preflight(spec: RunSpec) -> None:
     if missing:
         raise LaunchError(missing)
     select(spec).preflight(spec)
+    inputs = input_problems(spec)
+    if inputs:
+        raise LaunchError(inputs[0])
