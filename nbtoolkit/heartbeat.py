@@ -99,7 +99,7 @@ def load_stamped_json(path: Path) -> tuple[dict[str, Any], float] | None:
             data = json.loads(os.read(fd, MAX_FILE_BYTES))
         except OSError as exc:
             raise UntrustedFile(f"{path} cannot be read ({exc.strerror})") from None
-        except ValueError:  # JSON, and UTF-8 (UnicodeDecodeError)
+        except (ValueError, RecursionError):  # JSON, UTF-8 (UnicodeDecodeError), and arrays nested too deep
             raise UntrustedFile(f"{path} is not JSON") from None
     finally:
         os.close(fd)

@@ -96,6 +96,11 @@ def not_utf8(path: Path) -> None:
     path.write_bytes(b'{"id": "\xff\xfe"}')
 
 
+def nested_too_deep(path: Path) -> None:
+    """Well under the size limit, but deeper than Python's recursion limit lets `json` parse."""
+    path.write_text('{"id": ' + "[" * 30000 + "]" * 30000 + "}")
+
+
 @pytest.mark.parametrize(
     ("plant", "said"),
     [
@@ -104,6 +109,7 @@ def not_utf8(path: Path) -> None:
         (oversized, f"more than the {MAX_FILE_BYTES} it may"),
         (folder, "is not a regular file"),
         (not_utf8, "is not JSON"),
+        (nested_too_deep, "is not JSON"),
     ],
 )
 def test_a_request_file_of_the_wrong_kind_never_blocks_a_rank(plant, said, tmp_path, rank_zero, capsys):
@@ -200,8 +206,9 @@ def test_twenty_checkpoint_requests_at_once_are_one_checkpoint(store, rank_zero)
 
 
 def test_the_supervisor_hears_of_each_file_among_the_heartbeats_that_is_none(store):
-    """What its stall watch reads: a FIFO, a symlink, a file too big and one without a rank are skipped, each named
-    (the supervisor's `_note` says each once in the log); the views read the same heartbeats quietly."""
+    """What its stall watch reads: a FIFO, a symlink, a file too big, one without a rank and one nested too deep to
+    parse are skipped, each named (the supervisor's `_note` says each once in the log); the views read the same
+    heartbeats quietly."""
     record = store.create(name="odd", task="text-classification", backend="local")
     store.update(record.id, status="running")
     ranks = store.job_dir(record.id) / RANKS_DIR
@@ -211,6 +218,7 @@ def test_the_supervisor_hears_of_each_file_among_the_heartbeats_that_is_none(sto
     (ranks / "rank-2.json").symlink_to(ranks / "rank-0.json")
     oversized(ranks / "rank-3.json")
     write_json(ranks / "rank-4.json", {"rank": "4", "step": 3})
+    nested_too_deep(ranks / "rank-5.json")
     size = (ranks / "rank-3.json").stat().st_size
     notes: list[str] = []
     HealthWatch(store, record.id).check(print, notes.append)
@@ -219,5 +227,6 @@ def test_the_supervisor_hears_of_each_file_among_the_heartbeats_that_is_none(sto
         f"ignoring a heartbeat: {ranks / 'rank-2.json'} is a symlink, which is not followed",
         f"ignoring a heartbeat: {ranks / 'rank-3.json'} holds {size} bytes, more than the {MAX_FILE_BYTES} it may",
         f'ignoring a heartbeat: {ranks / "rank-4.json"}: rank is "4", not a rank (an integer from 0)',
+        f"ignoring a heartbeat: {ranks / 'rank-5.json'} is not JSON",
     ]
     assert [beat["rank"] for beat in read_heartbeats(store.job_dir(record.id))] == [0]
