@@ -18,7 +18,7 @@ from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.runner import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
-from nbtoolkit.runner.health import DoctorError, training_warning
+from nbtoolkit.runner.health import DoctorError, training_anomalies, training_warning
 from nbtoolkit.runner.listing import format_table, listing_row, status_text
 from nbtoolkit.runner.store import STATUSES, JobStatus, StoreError
 from nbtoolkit.spec import SpecError, load_spec
@@ -79,7 +79,7 @@ def follow(job: Job, raw: bool = False) -> int:
         print(f"\ndetached; job {job.id} keeps running (`nbtoolkit stop {job.id}` ends it)")
         return 130
     record = job.record
-    why = record.message or training_warning(record)
+    why = record.message or "; ".join(training_anomalies(record))  # status_text already says `learned nothing`
     print(f"job {record.id} {status_text(record)}" + (f": {why}" if why else ""))
     return 0 if record.status == JobStatus.SUCCEEDED else 1
 
@@ -150,7 +150,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     job = Job(args.job)
     record = job.record
     if args.json:
-        print(json.dumps({**record.to_dict(), "dir": str(job.dir), "health": job.health()}, indent=2))
+        shown = {**record.to_dict(), "dir": str(job.dir), "warning": training_warning(record), "health": job.health()}
+        print(json.dumps(shown, indent=2))
         return 0
     row = listing_row(record)
     if row["samples/s"]:  # `planned` below gives the steady pace; this one is the last window's

@@ -6,6 +6,7 @@ reward (warn: it succeeds, but `show`, REST and the run doctor say it learned no
 from __future__ import annotations
 
 import io
+import json
 import math
 from contextlib import redirect_stdout
 from types import SimpleNamespace
@@ -61,6 +62,18 @@ def test_a_grpo_run_without_reward_and_one_that_stopped_learning():
         "anomalies": ["the reward stays 0.5 at every logging step since step 2: no completion is preferred"],
         "whole_run": False,
     }
+
+
+def test_a_finished_follow_says_learned_nothing_once_and_show_json_has_the_warning(store, capsys):
+    record = store.create(name="flat", task="text-classification", backend="local")
+    store.update(record.id, status="running")
+    flat = "the loss stays 0.693 at every logging step since step 10"
+    store.update(record.id, status="succeeded", info={"training": {"anomalies": [flat], "whole_run": True}})
+    (store.job_dir(record.id) / "output.log").write_text("")
+    assert cli.follow(Job(record.id, store=store)) == 0
+    assert capsys.readouterr().out == f"job {record.id} succeeded, but learned nothing: {flat}\n"
+    assert cli.main(["show", record.id, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warning"] == f"learned nothing: {flat}"
 
 
 def rows(count: int = 3) -> dict:
