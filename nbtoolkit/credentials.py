@@ -14,6 +14,7 @@ it resolves and every credential-named variable of its environment, and all it w
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -27,9 +28,10 @@ CREDENTIAL_NAME = re.compile(
     r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|SECRET_KEY|PRIVATE_KEY|SESSION_TOKEN|CREDENTIALS?)($|_)"
 )
 #: an environment variable's name that looks like one, more widely: the words services end their variables with
-#: (KAGGLE_KEY, GITHUB_PAT, HF_AUTH, DB_PASS). Only as the last word (SSH_AUTH_SOCK and KEY_FILE hold paths), and
-#: never for a flag or key of a spec, whose value would be refused or redacted (`--label_key`, `--sort_key`)
-SECRET_VARIABLE = re.compile(r"(^|_)(KEY|PAT|AUTH|PASS|PASSPHRASE|CREDS)$")
+#: (KAGGLE_KEY, GITHUB_PAT, HF_AUTH, DB_PASS), and a password glued to its service's name (PGPASSWORD). Only as
+#: the last word (SSH_AUTH_SOCK and KEY_FILE hold paths), and never for a flag or key of a spec, whose value
+#: would be refused or redacted (`--label_key`, `--sort_key`)
+SECRET_VARIABLE = re.compile(r"(^|_)(KEY|PAT|AUTH|PASS|PASSPHRASE|CREDS)$|PASSWORD$|PASSWD$")
 REDACTED = "***"
 #: values shorter than this are not taken for secrets (a `..._TOKEN=1` switch would blank every digit 1)
 MIN_SECRET_CHARS = 8
@@ -188,6 +190,14 @@ def secret_values(environ: Mapping[str, str], names: Iterable[str] = ()) -> set[
     return {environ[name] for name in chosen if len(environ[name]) >= MIN_SECRET_CHARS}
 
 
+def printed_forms(secret: str) -> set[str]:
+    """How a program may print a secret: as given, stripped (a token pasted with a space or newline, which the
+    Hub client and most programs strip before use), and inside a JSON string (`json.dumps` escapes `"`, `\\`,
+    control and, by default, non-ASCII characters)."""
+    forms = {secret, secret.strip()}
+    return forms | {json.dumps(form, ensure_ascii=ascii)[1:-1] for form in forms for ascii in (True, False)}
+
+
 class Scrubber:
     """Every known secret value replaced by `***`, in text, bytes, and a byte stream cut anywhere.
 
@@ -195,8 +205,11 @@ class Scrubber:
     """
 
     def __init__(self, secrets: Iterable[str]) -> None:
+        self.given = list(secrets)
         found = sorted(
-            {secret.encode() for secret in secrets if len(secret) >= MIN_SECRET_CHARS}, key=len, reverse=True
+            {form.encode() for secret in self.given for form in printed_forms(secret) if len(form) >= MIN_SECRET_CHARS},
+            key=len,
+            reverse=True,
         )
         self.secrets = found
         self.pattern = re.compile(b"|".join(re.escape(secret) for secret in found)) if found else None
@@ -208,7 +221,7 @@ class Scrubber:
 
     def stream(self) -> Scrubber:
         """A scrubber of the same secrets for a stream of its own (its held tail its own)."""
-        return Scrubber(secret.decode() for secret in self.secrets)
+        return Scrubber(self.given)
 
     def scrubbed(self, data: bytes) -> bytes:
         return self.pattern.sub(REDACTED.encode(), data) if self.pattern is not None else data

@@ -6,6 +6,7 @@ local, torchrun and DeepSpeed launchers (CPU, a tiny BERT, one step); the scrubb
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import zipfile
@@ -154,6 +155,7 @@ def test_secret_values_are_credential_named_variables_and_resolved_references():
         "GITHUB_PAT": "github-value",
         "HF_AUTH": "auth-value",
         "DB_PASS": "pass-word",
+        "PGPASSWORD": "postgres-word",
     }
     paths = {
         "SSH_AUTH_SOCK": "/tmp/ssh-agent.1",
@@ -162,6 +164,16 @@ def test_secret_values_are_credential_named_variables_and_resolved_references():
         "PWD": "/work",
     }
     assert secret_values({**wider, **paths}) == set(wider.values())  # a credential's name, not a path's
+
+
+def test_a_secret_printed_stripped_or_json_escaped_is_scrubbed():
+    """A token set with spaces around it, printed as programs use it (stripped); one with a quote, a backslash
+    and a non-ASCII letter, printed by `json.dumps`."""
+    padded = Scrubber(secret_values({"HF_TOKEN": f" {SECRET}\n"}))
+    assert padded.text(f"token={SECRET}.") == "token=***."
+    quoted = 'pa"ss\\wörd-9'
+    for printed in (json.dumps({"password": quoted}), json.dumps({"password": quoted}, ensure_ascii=False)):
+        assert Scrubber([quoted]).text(printed) == '{"password": "***"}'
 
 
 @settings(max_examples=300, deadline=None)
