@@ -140,9 +140,20 @@ def _turn(turn: Any, where: str) -> dict[str, str]:
     raise FormatError(f"{where} has the keys {found or 'none'}; a turn needs {wanted}")
 
 
+def json_kind(value: Any) -> str:
+    """A JSON value's type as a message names it: `a number`, `a string`, `an object`, ... (not Python's `a int`)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), f"a {type(value).__name__}")
+
+
 def _text(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        found = "null" if value is None else "empty" if isinstance(value, str) else f"a {type(value).__name__}"
+        found = "empty" if isinstance(value, str) else json_kind(value)
         raise FormatError(f"{where} is {found}; it must be a non-empty text")
     return value
 

@@ -10,13 +10,22 @@ Parquet files are checked for existence only (reading them needs pyarrow).
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit.chat_formats import FormatError, as_messages, as_turns, assistant_only_loss, detect_format
+from nbtoolkit.chat_formats import (
+    FormatError,
+    as_messages,
+    as_turns,
+    assistant_only_loss,
+    detect_format,
+    json_kind,
+)
 from nbtoolkit.spec import DatasetSpec
 from nbtoolkit.tasks import columns_used
 from nbtoolkit.train.errors import TrainError
@@ -75,22 +84,25 @@ def check_paths(files: dict[str, str]) -> None:
 
 
 def rows(path: Path, where: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(row number from 1, row) of a JSON array, a JSON Lines or a CSV file, as `datasets` reads them."""
+    """(row number from 1, row) of a JSON array, a JSON Lines or a CSV file, as `datasets` reads them: a leading
+    byte order mark skipped, lines split at line ends only (a JSON string or CSV cell may hold U+2028, which
+    `str.splitlines` would split at), and an empty CSV cell null (pandas reads it as NaN)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(
             f"{where} cannot be read ({exc.__class__.__name__}: {exc}); give a readable UTF-8 file"
         ) from None
     if path.suffix.lower() == ".csv":
-        yield from enumerate(csv.DictReader(text.splitlines()), 1)
+        for number, row in enumerate(csv.DictReader(io.StringIO(text, newline="")), 1):
+            yield number, {column: None if value == "" else value for column, value in row.items()}
         return
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
             whole = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise DataError(f"{where} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+            raise DataError(f"{where} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
         yield from _objects(enumerate(whole, 1), where)
         return
     yield from _objects(_json_lines(text, where), where)
@@ -98,7 +110,7 @@ def rows(path: Path, where: str) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def _json_lines(text: str, where: str) -> Iterator[tuple[int, Any]]:
     number = 0
-    for line_number, line in enumerate(text.splitlines(), 1):
+    for line_number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         number += 1
@@ -106,7 +118,7 @@ def _json_lines(text: str, where: str) -> Iterator[tuple[int, Any]]:
             yield number, json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(
-                f"{where}: line {line_number} is not valid JSON ({exc.msg} at column {exc.colno}); "
+                f"{where}: line {line_number} is not valid JSON (column {exc.colno}: {exc.msg}); "
                 "each line must be one JSON object: fix or remove that line"
             ) from None
 
@@ -116,7 +128,7 @@ def _objects(numbered, where: str) -> Iterator[tuple[int, dict[str, Any]]]:
         if number > MAX_ROWS:
             return
         if not isinstance(row, dict):
-            raise DataError(f"{where}: row {number} is a {type(row).__name__}, not an object of columns")
+            raise DataError(f"{where}: row {number} is {json_kind(row)}, not an object of columns")
         yield number, row
 
 
@@ -125,6 +137,8 @@ def check_rows(task: str, dataset, assistant_only: bool, where: str, numbered: I
     format's conversation with a turn that trains (`assistant_only`: the loss is on replies), preference pairs with
     both answers."""
     fmt = None
+    first: dict[str, tuple[int, Any]] = {}  # column -> the first row's number and value
+    number = 0
     for number, row in numbered:
         at = f"{where}: row {number}"
         if task == "chat":
@@ -135,12 +149,32 @@ def check_rows(task: str, dataset, assistant_only: bool, where: str, numbered: I
                 _check_turns(row, column, task, at)
         else:
             for field, column in columns_used(task, dataset).items():
-                if row.get(column) is None:
-                    have = ", ".join(row) or "no columns"
-                    raise DataError(
-                        f"{at} has no '{column}' (dataset.{field}; the row has {have}); "
-                        f"fill it, remove the row, or set dataset.{field} to the column that holds it"
-                    )
+                _check_value(row, field, column, at, first.setdefault(column, (number, row.get(column))))
+    if number == 0:
+        raise DataError(f"{where} holds no rows; give a file with at least one row")
+
+
+def _check_value(row: dict[str, Any], field: str, column: str, at: str, first: tuple[int, Any]) -> None:
+    """A column the task reads is there, a finite number if a number, and of the first row's type: `datasets`
+    reads a column of mixed types as JSON texts, and a NaN label as a class of its own, so either would train
+    on nonsense without an error."""
+    value = row.get(column)
+    if value is None:
+        have = ", ".join(key for key, held in row.items() if held is not None) or "no columns"
+        raise DataError(
+            f"{at} has no '{column}' (dataset.{field}; the row has {have}); "
+            f"fill it, remove the row, or set dataset.{field} to the column that holds it"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise DataError(
+            f"{at}'s '{column}' (dataset.{field}) is {json.dumps(value)}; give a finite number, or remove the row"
+        )
+    first_number, first_value = first
+    if json_kind(value) != json_kind(first_value):
+        raise DataError(
+            f"{at}'s '{column}' (dataset.{field}) is {json_kind(value)}, but row {first_number}'s is "
+            f"{json_kind(first_value)}; give it the same type in every row"
+        )
 
 
 def _format(declared: str, row: dict[str, Any], at: str) -> str:

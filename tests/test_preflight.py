@@ -12,6 +12,7 @@ from nbtoolkit import cli
 from nbtoolkit.api import launch, plan
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.planner import ModelShapeError
+from nbtoolkit.preflight import data_problem
 from nbtoolkit.spec import SpecError, load_spec
 
 TRAIN = {"max_steps": 2}
@@ -127,6 +128,36 @@ def test_good_inputs_pass_the_preflight(tmp_path, store):
     chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
     spec = {"task": "chat", "dataset": {"files": {"train": _jsonl(tmp_path / "ok.jsonl", [chat] * 3)}}, "train": TRAIN}
     assert plan(spec, store=store).refused == []
+
+
+ROWS = b'{"text": "a", "label": 1}\n'
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "sentence"),
+    [
+        ("empty.jsonl", b"", "holds no rows; give a file with at least one row"),
+        ("blank.jsonl", b"\n  \n\n", "holds no rows"),
+        ("header.csv", b"text,label\n", "holds no rows"),
+        ("labels.csv", b'text,label\nhi,a\nyo,""\n', "row 2 has no 'label' (dataset.label_column; the row has text)"),
+        (
+            "mixed.jsonl",
+            ROWS + b'{"text": "b", "label": "x"}\n',
+            "row 2's 'label' (dataset.label_column) is a string, but row 1's is a number; give it the same type",
+        ),
+        ("nan.jsonl", ROWS + b'{"text": "b", "label": NaN}\n', "row 2's 'label' (dataset.label_column) is NaN; give"),
+        ("number.jsonl", ROWS + b"7\n", "row 2 is a number, not an object of columns"),
+        ("broken.jsonl", b'{"text": "a\n', "line 1 is not valid JSON (column 10: Unterminated string starting at);"),
+        ("bom.jsonl", b"\xef\xbb\xbf" + ROWS, None),  # datasets reads these as the rows they are
+        ("separator.jsonl", '{"text": "a\u2028b", "label": 1}\n'.encode(), None),
+        ("separator.csv", "text,label\na\u2028b,1\n".encode(), None),
+    ],
+)
+def test_a_data_file_is_refused_naming_its_row_or_read_as_datasets_reads_it(name, content, sentence, tmp_path):
+    (tmp_path / name).write_bytes(content)
+    spec = load_spec({"task": "text-classification", "dataset": {"files": {"train": str(tmp_path / name)}}})
+    problem = data_problem(spec)
+    assert problem == sentence or (sentence in problem and problem.startswith(f"dataset.files.train ({tmp_path}"))
 
 
 def test_an_invalid_chat_template_is_refused_as_invalid_not_as_unmarked():
