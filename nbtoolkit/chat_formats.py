@@ -159,8 +159,9 @@ def _text(value: Any, where: str) -> str:
 
 
 def template_syntax_error(template: str) -> str | None:
-    """Why a Jinja chat template does not parse as transformers compiles it (its `{% generation %}` tag and loop
-    controls known), or None; jinja2 is light and comes with transformers."""
+    """Why a Jinja chat template does not compile as transformers compiles it (its `{% generation %}` tag and loop
+    controls known; a filter Jinja and transformers lack, as `| shout`, fails here, not in the job), or None;
+    jinja2 is light and comes with transformers."""
     import jinja2
     import jinja2.ext
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -175,9 +176,9 @@ def template_syntax_error(template: str) -> str | None:
 
     environment = ImmutableSandboxedEnvironment(extensions=[Generation, jinja2.ext.loopcontrols])
     try:
-        environment.parse(template)
-    except jinja2.TemplateSyntaxError as exc:
-        return f"line {exc.lineno}: {exc.message}"
+        environment.compile(template)
+    except jinja2.TemplateSyntaxError as exc:  # and its TemplateAssertionError: an unknown filter or test
+        return f"line {exc.lineno}: {(exc.message or '').rstrip('.')}"
     return None
 
 

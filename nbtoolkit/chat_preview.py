@@ -59,19 +59,27 @@ def read_columns(task: str, fmt: str) -> list[str]:
 
 def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered]]:
     """The sample's format and every row rendered through the run's template (first rows first)."""
+    from jinja2 import TemplateError
+
     from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
 
     fmt = data_format(spec, list(sample.column_names))
     tokenizer = chat_tokenizer(spec)
     template = loss_template(spec, tokenizer)  # the trainer's masking template, or its sentence why there is none
     every_token = spec.task == "chat" and not assistant_only_loss(spec.task, spec.extra)
-    try:
-        return fmt, [
-            render(tokenizer, spec.task, fmt, row, number, template, every_token)
-            for number, row in enumerate(sample, 1)
-        ]
-    except FormatError as exc:
-        raise TrainError(f"the {spec.dataset.train_split} split: {exc}") from None
+    rendered = []
+    for number, row in enumerate(sample, 1):
+        try:
+            rendered.append(render(tokenizer, spec.task, fmt, row, number, template, every_token))
+        except FormatError as exc:
+            raise TrainError(f"the {spec.dataset.train_split} split: {exc}") from None
+        except TemplateError as exc:  # what compiles can still fail on a row: raise_exception, an undefined name
+            whose = "dataset.chat_template" if spec.dataset.chat_template else f"model '{spec.model_name}''s template"
+            raise TrainError(
+                f"the chat template ({whose}) fails on row {number} of the {spec.dataset.train_split} split: {exc}; "
+                "fix the template or the row"
+            ) from None
+    return fmt, rendered
 
 
 def render(tokenizer, task: str, fmt: str, row: dict, number: int, template: str | None, every_token: bool) -> Rendered:

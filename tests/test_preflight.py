@@ -160,20 +160,39 @@ def test_a_data_file_is_refused_naming_its_row_or_read_as_datasets_reads_it(name
     assert problem == sentence or (sentence in problem and problem.startswith(f"dataset.files.train ({tmp_path}"))
 
 
-def test_an_invalid_chat_template_is_refused_as_invalid_not_as_unmarked():
+@pytest.mark.parametrize(
+    ("template", "error"),
+    [
+        ("{% generation %}{{ x }{% endgeneration %}", "line 1: unexpected '}'"),
+        ("{% generation %}{{ x | shout }}{% endgeneration %}", "line 1: No filter named 'shout'"),  # parses
+    ],
+)
+def test_an_invalid_chat_template_is_refused_as_invalid_not_as_unmarked(template, error):
     """Before, a template with a Jinja syntax error was refused for having no {% generation %} markers (or failed
     in the job with a 45-line traceback)."""
-    with pytest.raises(
-        SpecError, match=r"dataset.chat_template is not a valid Jinja template \(line 1: unexpected '}'\)"
-    ):
-        load_spec({"task": "chat", "dataset": {"chat_template": "{% generation %}{{ x }{% endgeneration %}"}})
+    with pytest.raises(SpecError, match=re.escape(f"dataset.chat_template is not a valid Jinja template ({error})")):
+        load_spec({"task": "chat", "dataset": {"chat_template": template}})
 
 
-def test_the_data_command_refuses_a_broken_line_in_one_sentence(tmp_path, capsys):
-    spec = {"task": "chat", "dataset": {"files": {"train": _jsonl(tmp_path / "broken.jsonl", ['{"messages": ['])}}}
+RAISING = "{% for m in messages %}{% generation %}{{ raise_exception('no turns') }}{% endgeneration %}{% endfor %}"
+CHAT = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+
+
+@pytest.mark.parametrize(
+    ("rows", "template", "sentence"),
+    [
+        (['{"messages": ['], None, "line 1 is not valid JSON"),
+        ([], None, "holds no rows"),
+        ([CHAT], RAISING, "the chat template (dataset.chat_template) fails on row 1 of the train split: no turns;"),
+    ],
+)
+def test_the_data_command_refuses_bad_data_in_one_sentence(rows, template, sentence, tmp_path, capsys):
+    spec = {"task": "chat", "dataset": {"files": {"train": _jsonl(tmp_path / "train.jsonl", rows)}}}
+    if template:
+        spec["dataset"]["chat_template"] = template
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(spec))
     assert cli.main(["data", str(spec_file)]) != 0
     captured = capsys.readouterr()
-    assert "line 1 is not valid JSON" in captured.err + captured.out
+    assert sentence in captured.err and len(captured.err.splitlines()) == 1
     assert "Traceback" not in captured.err + captured.out
