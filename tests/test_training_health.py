@@ -20,6 +20,8 @@ from nbtoolkit.runner import JobStore
 from nbtoolkit.runner.health import FLAT_STEPS, TrainingSigns
 from nbtoolkit.server.run_doctor import DoctorService
 from nbtoolkit.server.service import JobsService
+from nbtoolkit.spec import load_spec
+from nbtoolkit.train.program import training_arguments
 
 
 def train(step: int, **values) -> dict:
@@ -38,6 +40,23 @@ def test_a_nan_counts_at_once_and_names_the_reward_function():
         "anomalies": ["reward ratio is NaN or infinite at every logging step since step 10"],
         "whole_run": True,
     }
+
+
+def test_an_evaluation_loss_that_is_no_number_counts_at_once_and_no_longer_once_it_is():
+    nan_eval = [train(10, loss=0.5), {"kind": "eval", "step": 10, "eval_loss": None}, train(20, loss=0.4)]
+    assert signs(nan_eval).summary("text-classification") == {
+        "anomalies": ["the evaluation loss is NaN or infinite at every evaluation since step 10"],
+        "whole_run": True,
+    }
+    evals = [{"kind": "eval", "step": step, "eval_loss": 0.7} for step in range(10, 10 * FLAT_STEPS + 10, 10)]
+    assert signs([*nan_eval, *evals]).anomalies("text-classification") == []  # a flat eval loss is no sign
+
+
+def test_the_trainer_logs_the_loss_as_it_is():
+    """With transformers' default filter a NaN step logs the window's mean of the others, a window of NaN steps
+    `loss 0.0`: the run doctor would never see the NaN."""
+    args = training_arguments(load_spec({"task": "text-classification"}), "unused", has_eval=False)
+    assert args.logging_nan_inf_filter is False
 
 
 def test_a_flat_series_counts_after_flat_steps_and_no_longer_once_it_moves():

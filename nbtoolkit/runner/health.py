@@ -14,7 +14,7 @@ Rules (pure: `assess` takes the heartbeats, the clock and which processes live):
   autolog or `nbtoolkit.log`, a remote engine).
 
 Beside the processes, what the numbers say (`TrainingSigns`, folded from the train records of metrics.jsonl):
-the loss or a reward NaN or infinite, the gradient norm 0 or the loss or reward unchanged for `FLAT_STEPS`
+the loss, the evaluation loss or a reward NaN or infinite, the gradient norm 0 or the loss or reward unchanged for `FLAT_STEPS`
 logging steps in a row, or a GRPO run with no reward series. Each is a state of the latest records: a loss
 that moves again is no longer one. A process can be ok while its run learns nothing (a reward of 0/0).
 """
@@ -46,7 +46,7 @@ STATES = ("ok", "slow", "stalled", "unknown")
 FLAT_STEPS = 5
 #: the job row's info key the supervisor keeps the training anomalies in (`TrainingSigns.summary`)
 TRAINING_KEY = "training"
-LOSS, GRAD_NORM, MARGIN = "loss", "grad_norm", "rewards/margins"
+LOSS, GRAD_NORM, MARGIN, EVAL_LOSS = "loss", "grad_norm", "rewards/margins", "eval_loss"
 
 
 class DoctorError(RuntimeError):
@@ -217,7 +217,13 @@ def _is_reward(key: str) -> bool:
 def _label(key: str) -> str:
     if key.startswith("rewards/") and key.endswith("/mean"):
         return f"reward {key.split('/')[1]}"
-    return {LOSS: "the loss", GRAD_NORM: "the gradient norm", TOTAL: "the reward", MARGIN: "the reward margin"}[key]
+    return {
+        LOSS: "the loss",
+        GRAD_NORM: "the gradient norm",
+        TOTAL: "the reward",
+        MARGIN: "the reward margin",
+        EVAL_LOSS: "the evaluation loss",
+    }[key]
 
 
 @dataclass
@@ -232,7 +238,7 @@ class Streak:
 class TrainingSigns:
     """What a run's train records say about its learning, folded as they come (the supervisor feeds each new
     record). Watched: the loss, the gradient norm, and the rewards TRL logs (GRPO's total and per function,
-    preference's margin)."""
+    preference's margin); of the eval records, the evaluation loss (only whether it is a number)."""
 
     def __init__(self) -> None:
         self.records = 0
@@ -241,20 +247,24 @@ class TrainingSigns:
 
     def update(self, records: list[dict[str, Any]]) -> None:
         for record in records:
+            step = record["step"] if isinstance(record.get("step"), int) else self.records
+            if record.get("kind") == "eval" and EVAL_LOSS in record:
+                self._fold(EVAL_LOSS, record[EVAL_LOSS], step)
             if record.get("kind") != "train":
                 continue
-            step = record["step"] if isinstance(record.get("step"), int) else self.records
             self.records += 1
             self.first_step = step if self.first_step is None else self.first_step
             for key, value in record.items():
-                if key not in (LOSS, GRAD_NORM) and not _is_reward(key):
-                    continue
-                number = value if isinstance(value, (int, float)) and math.isfinite(value) else None
-                streak = self.streaks.get(key)
-                if streak is not None and streak.value == number:
-                    streak.count += 1
-                else:
-                    self.streaks[key] = Streak(number, step, 1)
+                if key in (LOSS, GRAD_NORM) or _is_reward(key):
+                    self._fold(key, value, step)
+
+    def _fold(self, key: str, value: Any, step: int) -> None:
+        number = value if isinstance(value, (int, float)) and math.isfinite(value) else None
+        streak = self.streaks.get(key)
+        if streak is not None and streak.value == number:
+            streak.count += 1
+        else:
+            self.streaks[key] = Streak(number, step, 1)
 
     def anomalies(self, task: str | None) -> list[tuple[int, str]]:
         """(the step since which it holds, the sentence) for each anomaly of the latest records of a `task` run."""
@@ -262,12 +272,13 @@ class TrainingSigns:
         # a NaN total follows from its functions': name those
         named = any(_is_reward(key) and key != TOTAL and streak.value is None for key, streak in self.streaks.items())
         for key, streak in self.streaks.items():
-            label, since = _label(key), f"at every logging step since step {streak.since}"
+            label = _label(key)
+            since = f"at every {'evaluation' if key == EVAL_LOSS else 'logging step'} since step {streak.since}"
             if streak.value is None and key == TOTAL and named:
                 continue
             if streak.value is None and key != GRAD_NORM:  # fp16's loss scaler skips steps of an infinite norm
                 found.append((streak.since, f"{label} is NaN or infinite {since}"))
-            elif streak.count < FLAT_STEPS or streak.value is None:
+            elif streak.count < FLAT_STEPS or streak.value is None or key == EVAL_LOSS:
                 continue
             elif key == GRAD_NORM and streak.value == 0:
                 found.append((streak.since, f"the gradient norm is 0 {since}: no weight moves"))

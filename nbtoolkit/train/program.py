@@ -56,6 +56,9 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments
         include_num_input_tokens_seen="non_padding",
         # losses comparable across process counts (transformers 5 averages tokens across devices)
         average_tokens_across_devices=False,
+        # the loss as it is: on, the Trainer logs a NaN step's loss as the mean of the window's earlier steps, and a
+        # window of NaN steps as 0.0, so a diverged run read as one that learned (the run doctor watches the loss)
+        logging_nan_inf_filter=False,
     )
     if spec.gradient_checkpointing:  # renamed in transformers 5.2x; the old name warns
         renamed = "activation_checkpointing" in TrainingArguments.__dataclass_fields__
