@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import os
 import re
 import warnings
@@ -948,23 +947,14 @@ def explain(exc: ValidationError) -> str:
         )
     if kind == "literal_error":
         return f"{location}: {given!r} is not valid; expected {context.get('expected')}"
+    if kind == "finite_number":  # SpecBlock refuses NaN and infinity
+        return f"{location}: {given!r} is not a finite number; give a number (NaN and infinity are not)"
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         bound = {"greater_than_equal": ">=", "less_than_equal": "<=", "greater_than": ">", "less_than": "<"}[kind]
-        limit = next(iter(context.values()))
-        if _is_nan(given):  # no bound holds for NaN: "must be < 1.0" would say it was too big
-            return f"{location}: {given!r} is not a number; it must be a number {bound} {limit}"
-        return f"{location}: {given!r} is out of range; it must be {bound} {limit}"
+        return f"{location}: {given!r} is out of range; it must be {bound} {next(iter(context.values()))}"
     if kind == "model_type":
         return f"{location}: {given!r} is not valid; expected a mapping with the fields {', '.join(_field_names(location))}"
     return f"{location}: {given!r} is not valid ({message.lower()})"
-
-
-def _is_nan(value: Any) -> bool:
-    """NaN as a number (YAML's `.nan`) or as text that reads as one (`--set learning_rate=nan`)."""
-    try:
-        return math.isnan(float(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def _closest_field(parent: str, name: str, valid: list[str]) -> str | None:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class SpecBlock(BaseModel):
-    """Unknown fields are refused (a typo fails with the field's name); assignments are validated."""
+    """Unknown fields are refused (a typo fails with the field's name); assignments are validated; a number field
+    refuses NaN and infinity (no bound holds for them, and spec.json would keep them as null)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)

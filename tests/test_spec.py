@@ -143,11 +143,19 @@ INVALID = [
     ("task: causal-lm\ntrain: {learning_rate: 3}", "train.learning_rate: 3 is out of range; it must be < 1.0"),
     (
         "task: causal-lm\ntrain: {learning_rate: .nan}",
-        "train.learning_rate: nan is not a number; it must be a number < 1.0",
+        "train.learning_rate: nan is not a finite number; give a number (NaN and infinity are not)",
     ),
     (
         "task: causal-lm\ntrain: {learning_rate: 'nan'}",
-        "train.learning_rate: 'nan' is not a number; it must be a number < 1.0",
+        "train.learning_rate: 'nan' is not a finite number; give a number (NaN and infinity are not)",
+    ),
+    (
+        "task: causal-lm\ntrain: {epochs: .inf}",  # no bound refused it
+        "train.epochs: inf is not a finite number; give a number (NaN and infinity are not)",
+    ),
+    (
+        "task: grpo\nreward: {weights: [1, .nan]}",  # spec.json kept it as null
+        "reward.weights.1: nan is not a finite number; give a number (NaN and infinity are not)",
     ),
     (
         "task: causal-lm\nhardware: {nodes: 2, node_rank: 2}",
