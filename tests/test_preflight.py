@@ -70,6 +70,10 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
             {"task": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct"},  # the planner sizes it from its own table
             "model 'Qwen/Qwen2.5-0.5B-Instruct' is not on this machine and the Hugging Face Hub is off here",
         ),
+        "hub dataset not cached while offline": (
+            {"task": "text-classification", "dataset": {"name": "nobody-here/NeverFetched"}},
+            "dataset.name 'nobody-here/NeverFetched' is not cached on this machine and the Hugging Face Hub is off",
+        ),
     }
 
 
@@ -84,6 +88,7 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
         "missing column",
         "adapter module the model lacks",
         "hub model not fetched while offline",
+        "hub dataset not cached while offline",
     ],
 )
 def test_each_bad_input_is_refused_by_plan_and_launch_in_one_sentence(case, tmp_path, store, capsys):
@@ -146,3 +151,18 @@ def test_the_data_command_refuses_a_broken_line_in_one_sentence(tmp_path, capsys
     captured = capsys.readouterr()
     assert "line 1 is not valid JSON" in captured.err + captured.out
     assert "Traceback" not in captured.err + captured.out
+
+
+def test_a_hub_dataset_cached_where_datasets_looks_passes_offline(tmp_path, monkeypatch):
+    """datasets loads an offline hub dataset from its cache, `<namespace>___<snake_case name>/<config>/<version>/<hash>`
+    (its CachedDatasetModuleFactory): one there passes, one elsewhere is refused."""
+    from datasets import config
+
+    from nbtoolkit.preflight import hub_dataset_problem
+
+    monkeypatch.setattr(config, "HF_DATASETS_CACHE", tmp_path)
+    (tmp_path / "nobody-here___never_fetched" / "default" / "0.0.0" / "0123abcd").mkdir(parents=True)
+    assert hub_dataset_problem("nobody-here/NeverFetched") is None
+    assert "is not cached on this machine" in hub_dataset_problem("nobody-here/other")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")  # datasets' own switch wins over the hub's
+    assert hub_dataset_problem("nobody-here/other") is None
