@@ -153,16 +153,13 @@ def test_the_data_command_refuses_a_broken_line_in_one_sentence(tmp_path, capsys
     assert "Traceback" not in captured.err + captured.out
 
 
-def test_a_hub_dataset_cached_where_datasets_looks_passes_offline(tmp_path, monkeypatch):
-    """datasets loads an offline hub dataset from its cache, `<namespace>___<snake_case name>/<config>/<version>/<hash>`
-    (its CachedDatasetModuleFactory): one there passes, one elsewhere is refused."""
-    from datasets import config
-
+def test_a_hub_dataset_cached_where_datasets_looks_passes_offline(cached_dataset, monkeypatch):
+    """datasets loads an offline hub dataset from its cache (the fixture lays it out as datasets does): one cached
+    passes, another is refused; datasets' own switch, HF_DATASETS_OFFLINE=0, wins over HF_HUB_OFFLINE."""
     from nbtoolkit.preflight import hub_dataset_problem
 
-    monkeypatch.setattr(config, "HF_DATASETS_CACHE", tmp_path)
-    (tmp_path / "nobody-here___never_fetched" / "default" / "0.0.0" / "0123abcd").mkdir(parents=True)
+    cached_dataset("nobody-here/NeverFetched")
     assert hub_dataset_problem("nobody-here/NeverFetched") is None
     assert "is not cached on this machine" in hub_dataset_problem("nobody-here/other")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")  # datasets' own switch wins over the hub's
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
     assert hub_dataset_problem("nobody-here/other") is None
