@@ -70,6 +70,8 @@ def in_hub_cache(name: str) -> bool:
 
 
 def data_problem(spec) -> str | None:
+    if spec.dataset.name and runs_here(spec):
+        return hub_dataset_problem(spec.dataset.name)
     if not spec.dataset.files or not runs_here(spec):
         return None
     try:
@@ -77,6 +79,25 @@ def data_problem(spec) -> str | None:
     except TrainError as exc:
         return str(exc)
     return None
+
+
+def hub_dataset_problem(name: str) -> str | None:
+    """A hub dataset this machine's job cannot load: datasets is offline here (HF_DATASETS_OFFLINE, else
+    HF_HUB_OFFLINE) and has no cached copy, where its load_dataset looks for one (CachedDatasetModuleFactory)."""
+    offline = os.environ.get("HF_DATASETS_OFFLINE", os.environ.get("HF_HUB_OFFLINE", ""))
+    if offline.upper() not in TRUE_VALUES or Path(name).expanduser().exists():
+        return None
+    from datasets import config
+    from datasets.naming import camelcase_to_snakecase
+
+    *namespace, dataset = name.split("/")
+    cached = Path(config.HF_DATASETS_CACHE) / "___".join([*namespace, camelcase_to_snakecase(dataset)])
+    if any(path.is_dir() for path in cached.glob("*/*/*")):
+        return None
+    return (
+        f"dataset.name '{name}' is not cached on this machine and the Hugging Face Hub is off here "
+        "(HF_DATASETS_OFFLINE or HF_HUB_OFFLINE); load it once online, or give local files in dataset.files"
+    )
 
 
 def target_modules_problem(spec) -> str | None:

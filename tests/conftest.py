@@ -79,6 +79,25 @@ def fetched(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def cached_dataset(tmp_path, monkeypatch):
+    """`cached_dataset(name)`: a folder where datasets looks for an offline hub dataset's cached copy
+    (`<namespace>___<snake_case name>/<config>/<version>/<hash>`, its CachedDatasetModuleFactory), in a cache of this
+    test's own, so the preflight sees the dataset as on this machine; no rows, nothing downloaded."""
+    from datasets import config
+    from datasets.naming import camelcase_to_snakecase
+
+    cache = tmp_path / "datasets-cache"
+    monkeypatch.setattr(config, "HF_DATASETS_CACHE", cache)
+
+    def cache_it(name: str) -> None:
+        *namespace, dataset = name.split("/")
+        folder = "___".join([*namespace, camelcase_to_snakecase(dataset)])
+        (cache / folder / "default" / "0.0.0" / "0123abcd").mkdir(parents=True)
+
+    return cache_it
+
+
+@pytest.fixture
 def store(home):
     from nbtoolkit.runner import JobStore
 

@@ -436,3 +436,20 @@ def test_following_a_log_already_quiet_shows_its_held_dict_at_once(store):
     ends.start()
     assert list(control.follow_log(job_id, store=store, poll=0.05)) == [QUIET_DICT, ""]
     ends.join()
+
+
+def test_a_grpo_runs_step_line_carries_its_reward_through_the_console():
+    """The console drops the Trainer's dict beside a step line, so a grpo run's reward must be on the line itself;
+    `%%track_metrics` over the console reads it back. A NaN reward (TRL logs None) shows no reward."""
+    from nbtoolkit.metrics.parse import LogParser
+    from nbtoolkit.train.callbacks import progress_line
+
+    record = {"step": 4, "max_steps": 8, "loss": 0.0123, "reward": 0.75, "learning_rate": 1e-5}
+    step_line = progress_line(record, elapsed=2.0)
+    text = "{'loss': '0.0123', 'reward': '0.75', 'learning_rate': '1e-05', 'epoch': '0.5'}\n" + step_line + "\n"
+    console = shown(text)
+    assert "| reward 0.7500 |" in console and "'reward'" not in console
+    parser = LogParser(clock=lambda: 0.0)
+    (train,) = [r for r in parser.feed(console) + parser.flush() if r["kind"] == "train"]
+    assert (train["step"], train["loss"], train["reward"]) == (4, 0.0123, 0.75)
+    assert "reward" not in progress_line({**record, "reward": None}, elapsed=2.0)

@@ -17,8 +17,9 @@ def write(tmp_path, spec: dict):
     return str(path)
 
 
-def test_plan_json_is_one_object(tmp_path, capsys, fetched):
+def test_plan_json_is_one_object(tmp_path, capsys, fetched, cached_dataset):
     fetched("google/flan-t5-xxl")
+    cached_dataset("cnn_dailymail")
     spec = write(tmp_path, row_spec("google/flan-t5-xxl", "p4d.24xlarge", "bf16", "none", batch_size=8))
     assert main(["plan", spec, "--json", "--measured", "23.9"]) == 0
     data = json.loads(capsys.readouterr().out)

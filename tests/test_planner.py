@@ -291,3 +291,5 @@ def test_a_7b_chat_lora_fits_one_a10g_with_the_chat_defaults_and_a_full_fine_tun
     assert offered.changes == ["adapter.type lora"] and offered.fits
     assert offered.per_device_bytes == lora.per_device_bytes
     assert "adapters fit on this hardware: adapter.type lora" in full.wont_fit_message()
+    offers = [line.split(" -> ")[0] for line in full.summary_lines() if line.startswith("on this hardware: adapter")]
+    assert offers == ["on this hardware: adapter.type lora", "on this hardware: adapter.type qlora"]  # as docs say

@@ -71,6 +71,10 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
             {"task": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct"},  # the planner sizes it from its own table
             "model 'Qwen/Qwen2.5-0.5B-Instruct' is not on this machine and the Hugging Face Hub is off here",
         ),
+        "hub dataset not cached while offline": (
+            {"task": "text-classification", "dataset": {"name": "nobody-here/NeverFetched"}},
+            "dataset.name 'nobody-here/NeverFetched' is not cached on this machine and the Hugging Face Hub is off",
+        ),
     }
 
 
@@ -85,6 +89,7 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
         "missing column",
         "adapter module the model lacks",
         "hub model not fetched while offline",
+        "hub dataset not cached while offline",
     ],
 )
 def test_each_bad_input_is_refused_by_plan_and_launch_in_one_sentence(case, tmp_path, store, capsys):
@@ -196,3 +201,15 @@ def test_the_data_command_refuses_bad_data_in_one_sentence(rows, template, sente
     captured = capsys.readouterr()
     assert sentence in captured.err and len(captured.err.splitlines()) == 1
     assert "Traceback" not in captured.err + captured.out
+
+
+def test_a_hub_dataset_cached_where_datasets_looks_passes_offline(cached_dataset, monkeypatch):
+    """datasets loads an offline hub dataset from its cache (the fixture lays it out as datasets does): one cached
+    passes, another is refused; datasets' own switch, HF_DATASETS_OFFLINE=0, wins over HF_HUB_OFFLINE."""
+    from nbtoolkit.preflight import hub_dataset_problem
+
+    cached_dataset("nobody-here/NeverFetched")
+    assert hub_dataset_problem("nobody-here/NeverFetched") is None
+    assert "is not cached on this machine" in hub_dataset_problem("nobody-here/other")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
+    assert hub_dataset_problem("nobody-here/other") is None

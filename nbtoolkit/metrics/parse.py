@@ -74,8 +74,8 @@ RANK_SPLIT = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:)")
 WINDOW = re.compile(r"\| (\d{1,15}(?:\.\d{0,15})?) (samples|tokens)/s")
 #: what nbtoolkit prints for each logging step (its program, or autolog in a script's Trainer)
 STEP_LINE = "[nbtoolkit] step "
-#: the numbers on a step line: `| loss 1.5320 | lr 4.00e-05`
-STEP_VALUES = re.compile(rf"\| (loss|lr) ({NUMBER})(?= \||\s*$)")
+#: the numbers on a step line: `| loss 1.5320 | reward 0.2500 | lr 4.00e-05` (reward: a grpo run's)
+STEP_VALUES = re.compile(rf"\| (loss|reward|lr) ({NUMBER})(?= \||\s*$)")
 #: the loss on a step line
 STEP_LOSS = re.compile(r"\| loss (\S+)")
 #: where a step line stands to the Trainer's dict of its step: nbtoolkit's program prints it just before the dict,

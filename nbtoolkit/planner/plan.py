@@ -296,9 +296,9 @@ class Plan(Estimate):
             lines.append("cheaper setups that fit:" if self.fits else "setups that fit:")
             lines.extend(f"  {alt.line()}" for alt in better)
         if not self.fits:
-            for here in (self.best_on_same_hardware(), self.best_on_same_hardware(adapter=True)):
-                if here is not None:
-                    lines.append(f"on this hardware: {', '.join(here.changes)} -> {here.line()}")
+            best = self.best_on_same_hardware()
+            for here in ([best] if best else []) + self.fitting_on_same_hardware(adapter=True):  # LoRA and QLoRA
+                lines.append(f"on this hardware: {', '.join(here.changes)} -> {here.line()}")
         return lines
 
     def wont_fit_message(self) -> str | None:
@@ -338,14 +338,15 @@ class Plan(Estimate):
         """The cheapest alternative that fits on the spec's own instance type and count: one that trains as the spec
         does, or with `adapter` one that trains LoRA/QLoRA adapters instead (offered when a full fine-tune does not
         fit)."""
-        return next(
-            (
-                alt
-                for alt in (self.adapter_alternatives if adapter else self.alternatives)
-                if alt.fits and alt.instance_type == self.instance_type and alt.nodes == self.nodes
-            ),
-            None,
-        )
+        return next(iter(self.fitting_on_same_hardware(adapter=adapter)), None)
+
+    def fitting_on_same_hardware(self, *, adapter: bool = False) -> list[Estimate]:
+        """Every alternative that fits on the spec's own instance type and count, cheapest first."""
+        return [
+            alt
+            for alt in (self.adapter_alternatives if adapter else self.alternatives)
+            if alt.fits and alt.instance_type == self.instance_type and alt.nodes == self.nodes
+        ]
 
     def to_json_dict(self) -> dict:
         return self.model_dump(mode="json")

@@ -116,11 +116,13 @@ def _peak_device_memory_mb() -> float | None:
 
 
 def progress_line(record: dict, elapsed: float) -> str:
-    """One human line per log: `[nbtoolkit] step 20/150 (13%) loss 1.532 ... eta 0:12`."""
+    """One human line per log: `[nbtoolkit] step 20/150 (13%) | loss 1.532 | reward 0.25 | ... | eta 0:12`."""
     step, total = record["step"], record.get("max_steps") or 0
     parts = [f"[nbtoolkit] step {step}/{total}" + (f" ({100 * step // total}%)" if total else "")]
     if record.get("loss") is not None:
         parts.append(f"loss {record['loss']:.4f}")
+    if record.get("reward") is not None:  # a grpo run's mean reward: its loss alone says little
+        parts.append(f"reward {record['reward']:.4f}")
     if record.get("learning_rate") is not None:
         parts.append(f"lr {record['learning_rate']:.2e}")
     if "samples_per_second" in record:
