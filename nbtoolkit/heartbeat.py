@@ -337,6 +337,15 @@ def keep_checkpoint(checkpoint: Path) -> Path:
     return kept
 
 
+def _is_empty(path: Path) -> bool:
+    """An empty regular file (a FIFO or a device reads 0 bytes too, and is said)."""
+    try:
+        found = path.lstat()
+    except OSError:
+        return True
+    return stat.S_ISREG(found.st_mode) and found.st_size == 0
+
+
 class CheckpointRequests:
     """A rank's side of checkpoint requests: `due(step)` after each step says whether to save now."""
 
@@ -373,11 +382,12 @@ class CheckpointRequests:
         return True
 
     def _read(self) -> dict[str, Any] | None:
-        """The request as it is now; one that is no valid request is ignored, and rank 0 says so in one line."""
+        """The request as it is now; one that is no valid request is ignored, and rank 0 says so in one line (an
+        empty file quietly: a writer that truncates and then writes, as `write_text` does, is caught between)."""
         try:
             return read_request(self.path)
         except UntrustedFile as exc:
-            if self.is_rank_zero:
+            if self.is_rank_zero and not _is_empty(self.path):
                 print(f"[nbtoolkit] ignoring the checkpoint request: {exc}", file=sys.stderr, flush=True)
             return None
 

@@ -126,6 +126,18 @@ def test_a_request_file_of_the_wrong_kind_never_blocks_a_rank(plant, said, tmp_p
     assert str(tmp_path / REQUEST_FILE) in line and said in line
 
 
+def test_a_request_caught_mid_write_is_read_once_written_and_not_called_invalid(tmp_path, rank_zero, capsys):
+    """`write_text` truncates, then writes: a rank that looks between finds an empty file. It waits quietly for the
+    request (before: "ignoring the checkpoint request: ... not JSON", an extra line for every such write)."""
+    (tmp_path / REQUEST_FILE).write_text("")
+    requests = CheckpointRequests(tmp_path)
+    assert not requests.due(3)
+    os.utime(tmp_path / REQUEST_FILE, ns=(1, 1))  # the write lands with its own mtime
+    (tmp_path / REQUEST_FILE).write_text(json.dumps({"id": "late", "at_step": 4}))
+    assert not requests.due(3) and requests.due(4)
+    assert capsys.readouterr().err == ""
+
+
 def test_only_rank_zero_says_it_ignores_a_request(tmp_path, monkeypatch, capsys):
     write_request(tmp_path, {"id": "x", "at_step": "5"})
     monkeypatch.setenv("RANK", "1")
