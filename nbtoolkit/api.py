@@ -17,6 +17,7 @@ from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, KEEPS_FIT, fork_spec, 
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.precision import save_dtype
 from nbtoolkit.preflight import input_problems
 from nbtoolkit.rewards import with_rewards
 from nbtoolkit.runner import health_watch
@@ -125,9 +126,12 @@ class Job:
 
     def merge(self, out: str | Path | None = None, dtype: str | None = None) -> Path:
         """The job's adapter merged into its base: a full model (default: the job's output/merged), in the dtype the
-        base was saved in or `dtype` (float32, bfloat16, float16)."""
+        base was saved in or `dtype` (fp32, bf16, fp16, or torch's float32, bfloat16, float16)."""
         out = Path(out or self.dir / "output" / "merged").resolve()
-        chosen = ["--dtype", dtype] if dtype else []
+        try:
+            chosen = ["--dtype", save_dtype(dtype)] if dtype else []
+        except ValueError as exc:
+            raise backends.LaunchError(f"merge {exc}") from None
         self._run_program(
             "nbtoolkit.train.adapters",
             "merge",

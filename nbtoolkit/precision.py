@@ -24,6 +24,16 @@ DTYPE_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 _HALF: dict[str, LoadDtype] = {"bf16": "bfloat16", "fp16": "float16"}
 
+#: the names a saved model's dtype goes by (`merge --dtype`): the spec's precision names and torch's own
+SAVE_DTYPES: dict[str, str] = {"fp32": "float32", **_HALF} | {name: name for name in DTYPE_BYTES}
+
+
+def save_dtype(name: str) -> str:
+    """torch's name for a dtype to save in, given by either name; a name of neither, refused in one sentence."""
+    if name not in SAVE_DTYPES:
+        raise ValueError(f"dtype {name!r} is not one of {', '.join(SAVE_DTYPES)}")
+    return SAVE_DTYPES[name]
+
 
 def load_dtype(precision: str, accelerator: str, adapter: str = "none") -> LoadDtype:
     """The dtype the model's weights load in, for a precision, an accelerator kind and an adapter type."""
