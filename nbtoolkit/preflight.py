@@ -1,11 +1,13 @@
 """The inputs a run reads, checked on this machine before anything starts: its model, its data files and the
-modules its adapters name, one sentence each.
+modules its adapters name, the chat template a TRL run renders with, one sentence each.
 
 `plan` lists what it finds (and exits 1), `launch` refuses the spec on the first (so `run`, the form and
 `%%finetune` do too): before, a missing file, data without the task's columns or replies, a module the model
 does not have or an unreachable model all passed `plan` and failed 20-30 s into the job. Only what this machine
 can see is checked: a remote backend's machines read their own model and data. Light but for adapter targets
-named by hand, which build the model on the meta device (no weights).
+named by hand, which build the model on the meta device (no weights), and for chat, preference and grpo runs,
+which load the model's tokenizer (no weights): a template without `{% generation %}` markers failed 6 s into
+the job.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from nbtoolkit.bundled import is_bundled
 from nbtoolkit.data_files import check_files
 from nbtoolkit.packaged import packaged_model_path
+from nbtoolkit.tasks import TRL_TASKS
 from nbtoolkit.train.errors import TrainError
 
 #: what huggingface_hub reads as "on" in HF_HUB_OFFLINE (its constants.ENV_VARS_TRUE_VALUES)
@@ -28,7 +31,7 @@ def input_problems(spec) -> list[str]:
         return []
     found = [model_problem(spec), data_problem(spec)]
     if not found[0]:
-        found.append(target_modules_problem(spec))
+        found += [target_modules_problem(spec), template_problem(spec)]
     return [problem for problem in found if problem]
 
 
@@ -79,13 +82,16 @@ def data_problem(spec) -> str | None:
     return None
 
 
+def model_files_here(name: str) -> bool:
+    """Whether the model's config and tokenizer can be read on this machine (bundled, a folder, the hub cache)."""
+    return is_bundled(name) or Path(name).expanduser().is_dir() or in_hub_cache(name)
+
+
 def target_modules_problem(spec) -> str | None:
     """adapter.target_modules named by hand that the model has no linear layer of (all-linear always fits)."""
     if spec.adapter is None or not spec.adapter.target_modules:
         return None
-    if not (
-        is_bundled(spec.model_name) or Path(spec.model_name).expanduser().is_dir() or in_hub_cache(spec.model_name)
-    ):
+    if not model_files_here(spec.model_name):
         return None  # the config is not here to read
     from nbtoolkit.train.adapters import missing_targets
     from nbtoolkit.train.models import model_config
@@ -94,3 +100,20 @@ def target_modules_problem(spec) -> str | None:
         return missing_targets(spec, model_config(spec.model_name))
     except TrainError as exc:
         return str(exc)
+
+
+def template_problem(spec) -> str | None:
+    """A TRL run's chat template that cannot train: none at all (a base model), or, with the loss on the
+    assistant's turns, one without `{% generation %}` markers that TRL has no training version of. The job's own
+    functions (nbtoolkit.train.chat_template), so the sentence is the one the job would print."""
+    if spec.task not in TRL_TASKS or not model_files_here(spec.model_name):
+        return None
+    from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
+
+    try:
+        loss_template(spec, chat_tokenizer(spec))
+    except TrainError as exc:
+        return str(exc)
+    except (OSError, ValueError):  # a tokenizer this machine cannot read (a hub cache with the config alone)
+        return None
+    return None

@@ -120,7 +120,9 @@ def test_a_template_without_generation_markers_trains_every_token_or_is_refused_
     spec = load_spec({"task": "chat"})
     tokenizer = chat_tokenizer(spec)
     tokenizer.chat_template = plain  # a model's own template TRL has no training version of: the job's check
-    with pytest.raises(TrainError, match=r"chat template has no \{% generation %\} markers"):
+    with pytest.raises(
+        TrainError, match=r"^the chat template of model 'nbtoolkit/tiny-chat' has no \{% generation %\} markers"
+    ):
         loss_template(spec, tokenizer)
 
 

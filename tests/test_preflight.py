@@ -22,6 +22,18 @@ def _jsonl(path, rows) -> str:
     return str(path)
 
 
+def _unmarked_model(path) -> str:
+    """A chat model's folder (config and tokenizer, no weights) whose own template marks no assistant tokens, and
+    which TRL has no training version of."""
+    from nbtoolkit.train.models import load_tokenizer, model_config
+
+    tokenizer = load_tokenizer("nbtoolkit/tiny-chat")
+    tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    tokenizer.save_pretrained(path)
+    model_config("nbtoolkit/tiny-chat").save_pretrained(path)
+    return str(path)
+
+
 def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
     chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
     unanswered = {"messages": [{"role": "user", "content": "hi"}]}
@@ -66,6 +78,13 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
             {"task": "causal-lm", "adapter": {"target_modules": ["q_proj"]}},
             "adapter.target_modules q_proj not found in model 'nbtoolkit/tiny-gpt2'",
         ),
+        "chat template without generation markers": (
+            {"task": "chat", "model": _unmarked_model(tmp_path / "unmarked")},
+            (
+                f"the chat template of model '{tmp_path / 'unmarked'}' has no {{% generation %}} markers, so the loss "
+                "on assistant turns only cannot find the assistant's tokens; set extra: {assistant_only_loss: false}"
+            ),
+        ),
         "hub model not fetched while offline": (
             {"task": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct"},  # the planner sizes it from its own table
             "model 'Qwen/Qwen2.5-0.5B-Instruct' is not on this machine and the Hugging Face Hub is off here",
@@ -83,6 +102,7 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
         "broken JSON line",
         "missing column",
         "adapter module the model lacks",
+        "chat template without generation markers",
         "hub model not fetched while offline",
     ],
 )
