@@ -115,12 +115,24 @@ def save_base(model, spec: RunSpec, model_dir: str | Path) -> None:
         model.config.save_pretrained(target)
 
 
+def saved_base(model_dir: Path, spec: RunSpec, dtype: str | None = None):
+    """The base an adapter run trained on (as save_base left it), in the dtype its checkpoint was saved in or
+    `dtype`."""
+    from transformers import AutoConfig
+
+    base_dir = model_dir / BASE_DIR
+    config = AutoConfig.from_pretrained(base_dir)
+    weights = base_dir if any(base_dir.glob("*.safetensors")) else model_source(spec.model_name)
+    saved_in = getattr(AutoConfig.from_pretrained(weights), "dtype", None)
+    return auto_class(spec.task).from_pretrained(weights, config=config, dtype=dtype or saved_in or "float32")
+
+
 def merge(model_dir: str | Path, out: str | Path, spec: RunSpec, dtype: str | None = None) -> Path:
     """Base + adapter -> one full model in `out` (weights merged, loadable without PEFT), in the dtype the base
     checkpoint was saved in (not the one the run loaded it in: a bf16 hub model trained on CPU merges as bf16), or
     in `dtype`."""
     from peft import PeftModel
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoTokenizer
 
     model_dir, out = Path(model_dir), Path(out)
     if not (model_dir / "adapter_config.json").is_file():
@@ -130,12 +142,7 @@ def merge(model_dir: str | Path, out: str | Path, spec: RunSpec, dtype: str | No
             dtype = save_dtype(dtype)
         except ValueError as exc:
             raise TrainError(f"merge {exc}") from None
-    base_dir = model_dir / BASE_DIR
-    config = AutoConfig.from_pretrained(base_dir)
-    weights = base_dir if any(base_dir.glob("*.safetensors")) else model_source(spec.model_name)
-    saved_in = getattr(AutoConfig.from_pretrained(weights), "dtype", None)
-    base = auto_class(spec.task).from_pretrained(weights, config=config, dtype=dtype or saved_in or "float32")
-    merged = PeftModel.from_pretrained(base, model_dir).merge_and_unload()
+    merged = PeftModel.from_pretrained(saved_base(model_dir, spec, dtype), model_dir).merge_and_unload()
     merged.save_pretrained(out)
     AutoTokenizer.from_pretrained(model_dir).save_pretrained(out)
     return out
