@@ -1,13 +1,14 @@
 """The inputs a run reads, checked on this machine before anything starts: its model, its data files and the
-modules its adapters name, the chat template a TRL run renders with, one sentence each.
+modules its adapters name, the chat template a TRL run renders with, the `extra` keys its trainer takes, one
+sentence each.
 
 `plan` lists what it finds (and exits 1), `launch` refuses the spec on the first (so `run`, the form and
 `%%finetune` do too): before, a missing file, data without the task's columns or replies, a module the model
 does not have or an unreachable model all passed `plan` and failed 20-30 s into the job. Only what this machine
 can see is checked: a remote backend's machines read their own model and data. Light but for adapter targets
-named by hand, which build the model on the meta device (no weights), and for chat, preference and grpo runs,
+named by hand, which build the model on the meta device (no weights), for chat, preference and grpo runs,
 which load the model's tokenizer (no weights): a template without `{% generation %}` markers failed 6 s into
-the job.
+the job, and for `extra`, which imports the task's config class (a misspelt key failed in the job).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def input_problems(spec) -> list[str]:
     """Every problem found in the spec's model, data and adapter targets, as one sentence each."""
     if spec.script is not None:  # a user's script reads its own inputs
         return []
-    found = [model_problem(spec), data_problem(spec)]
+    found = [model_problem(spec), data_problem(spec), extra_key_problem(spec)]
     if not found[0]:
         found += [target_modules_problem(spec), template_problem(spec)]
     return [problem for problem in found if problem]
@@ -117,3 +118,30 @@ def template_problem(spec) -> str | None:
     except (OSError, ValueError):  # a tokenizer this machine cannot read (a hub cache with the config alone)
         return None
     return None
+
+
+def extra_key_problem(spec) -> str | None:
+    """An `extra` key the task's trainer arguments do not have (a typo passed plan and failed in the job). Checked
+    against the classes installed here, so only for a job that runs here; not on Neuron (optimum-neuron's own)."""
+    if not spec.extra or not runs_here(spec) or spec.hardware.accelerator == "neuron":
+        return None
+    import dataclasses
+
+    from nbtoolkit.spec import closest_field
+    from nbtoolkit.spec_extra import set_by_field
+    from nbtoolkit.train.tasks import arguments_class
+
+    try:
+        config = arguments_class(spec)
+    except ImportError:  # TRL not installed here: the job says so
+        return None
+    fields = [field.name for field in dataclasses.fields(config) if field.init]
+    unknown = next((key for key in spec.extra if key not in fields), None)
+    if unknown is None:
+        return None
+    close = closest_field("extra", unknown, fields)
+    meant = close and set_by_field(spec.task).get(close.removeprefix("extra."), close)
+    return (
+        f"extra.{unknown} is not an argument of {config.__name__}, task {spec.task}'s trainer arguments"
+        f"{f' (did you mean {meant}?)' if meant else ''}; fix its name or remove it"
+    )

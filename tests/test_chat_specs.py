@@ -331,3 +331,22 @@ def test_finetune_magic_ships_a_reward_named_in_its_body(shell):
     assert [function["name"] for function in shipped] == ["short_reply"]
     assert shipped[0]["source"].startswith("def short_reply(completions, **kwargs):")
     assert load(shipped[0])(["ab"]) == [1.0 / 3]
+
+
+@pytest.mark.parametrize(
+    "task, key, field",
+    [
+        ("chat", "max_length", "dataset.max_length"),
+        ("chat", "packing", "dataset.packing"),
+        ("preference", "beta", "preference.beta"),
+        ("grpo", "beta", "reward.beta"),
+        ("grpo", "num_generations", "reward.num_generations"),
+    ],
+)
+def test_an_extra_key_a_task_sets_from_its_own_field_is_refused_naming_the_field(task, key, field):
+    """Each was applied over the field in the job (TRL's config took extra last) while the plan read the field."""
+    with pytest.raises(SpecError) as refused:
+        load_spec({"task": task, "extra": {key: 4}})
+    assert str(refused.value) == (
+        f"extra.{key} would override {field}, which sets it; set {field} instead and remove extra.{key}"
+    )

@@ -85,6 +85,17 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
                 "on assistant turns only cannot find the assistant's tokens; set extra: {assistant_only_loss: false}"
             ),
         ),
+        "misspelt extra key": (
+            {"task": "chat", "extra": {"lerning_rate": 1e-3}},
+            (
+                "extra.lerning_rate is not an argument of SFTConfig, task chat's trainer arguments (did you mean "
+                "train.learning_rate?); fix its name or remove it"
+            ),
+        ),
+        "extra key of another task": (
+            {"task": "causal-lm", "extra": {"max_length": 64}},  # SFT's and DPO's, not TrainingArguments'
+            "extra.max_length is not an argument of TrainingArguments, task causal-lm's trainer arguments; fix its",
+        ),
         "hub model not fetched while offline": (
             {"task": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct"},  # the planner sizes it from its own table
             "model 'Qwen/Qwen2.5-0.5B-Instruct' is not on this machine and the Hugging Face Hub is off here",
@@ -103,6 +114,8 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
         "missing column",
         "adapter module the model lacks",
         "chat template without generation markers",
+        "misspelt extra key",
+        "extra key of another task",
         "hub model not fetched while offline",
     ],
 )
