@@ -10,7 +10,8 @@ and the planner counts the bytes of that same dtype.
 - LoRA freezes the base, so it needs no master copy: on a GPU or Trainium it loads in the run's
   16-bit dtype (bf16 or fp16), on a CPU and with `precision: fp32` in fp32. The adapters train in
   fp32 either way (PEFT casts them).
-- QLoRA loads NF4 linear layers and bf16 for the rest (the QLoRA paper's).
+- QLoRA loads NF4 linear layers and bf16 for the rest (the QLoRA paper's); PEFT's
+  `prepare_model_for_kbit_training` then casts the rest (embeddings, output layer, norms) to fp32.
 """
 
 from __future__ import annotations

@@ -360,7 +360,7 @@ def _model_states(setup: Setup, work: Workload) -> memory.ModelStates:
         return memory.adapter_model_states(
             shape.params,
             work.trained_params,
-            shape.vocab_size * shape.hidden_size,
+            shape.quantized_params,
             base_dtype=load_dtype(setup.precision, setup.accelerator_kind, work.adapter),
             devices_per_node=setup.devices_per_node,
         )
@@ -822,8 +822,9 @@ def formula(setup: Setup, work: Workload) -> str:
     w = setup.weight_bytes
     if work.adapter == "qlora":
         states = (
-            f"{memory.NF4_BYTES:.3f}(Ψ - Ψ_emb) + 2Ψ_emb + 16Ψ_a (frozen base in NF4 with double "
-            "quantization, bf16 embeddings; adapters Ψ_a in fp32 with gradients and AdamW moments)"
+            f"{memory.NF4_BYTES:.3f}Ψ_q + 4(Ψ - Ψ_q) + 16Ψ_a (frozen base: the blocks' linear layers Ψ_q in NF4 with "
+            "double quantization, the rest (embeddings, output layer, norms) in fp32 as PEFT's "
+            "prepare_model_for_kbit_training casts it; adapters Ψ_a in fp32 with gradients and AdamW moments)"
         )
     elif work.adapter == "lora":
         base_dtype = load_dtype(setup.precision, setup.accelerator_kind, "lora")
