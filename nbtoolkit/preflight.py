@@ -3,7 +3,7 @@ modules its adapters name, the chat template a TRL run renders with, the `extra`
 sentence each.
 
 `plan` lists what it finds (and exits 1), `launch` refuses the spec on the first (so `run`, the form and
-`%%finetune` do too): before, a missing file, data without the task's columns or replies, a module the model
+`%%finetune` do too); `plan` also warns of chat rows `dataset.max_length` cuts before their reply. Before, a missing file, data without the task's columns or replies, a module the model
 does not have or an unreachable model all passed `plan` and failed 20-30 s into the job. Only what this machine
 can see is checked: a remote backend's machines read their own model and data. Light but for adapter targets
 named by hand, which build the model on the meta device (no weights), for chat, preference and grpo runs,
@@ -14,6 +14,7 @@ the job, and for `extra`, which imports the task's config class (a misspelt key 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from nbtoolkit.bundled import is_bundled
@@ -27,13 +28,24 @@ TRUE_VALUES = {"1", "ON", "YES", "TRUE"}
 
 
 def input_problems(spec) -> list[str]:
-    """Every problem found in the spec's model, data and adapter targets, as one sentence each."""
+    """Every problem found in the spec's model, data, extra keys, adapter targets and chat template, as one
+    sentence each."""
+    return input_findings(spec)[0]
+
+
+def input_findings(spec) -> tuple[list[str], list[str]]:
+    """(what launch refuses, what plan warns of): one sentence each. The warnings: chat rows that `max_length` cuts
+    before their first reply, which TRL drops."""
     if spec.script is not None:  # a user's script reads its own inputs
-        return []
+        return [], []
     found = [model_problem(spec), data_problem(spec), extra_key_problem(spec)]
+    warned = []
     if not found[0]:
-        found += [target_modules_problem(spec), template_problem(spec)]
-    return [problem for problem in found if problem]
+        template, cut = chat_template_and_cut(spec, check_lengths=not found[1])
+        found += [target_modules_problem(spec), template]
+        if cut is not None:
+            (found if cut.every_row_lost else warned).append(cut.sentence(spec))
+    return [problem for problem in found if problem], warned
 
 
 def runs_here(spec) -> bool:
@@ -103,21 +115,92 @@ def target_modules_problem(spec) -> str | None:
         return str(exc)
 
 
-def template_problem(spec) -> str | None:
+def chat_template_and_cut(spec, check_lengths: bool) -> tuple[str | None, CutReplies | None]:
     """A TRL run's chat template that cannot train: none at all (a base model), or, with the loss on the
-    assistant's turns, one without `{% generation %}` markers that TRL has no training version of. The job's own
-    functions (nbtoolkit.train.chat_template), so the sentence is the one the job would print."""
+    assistant's turns, one without `{% generation %}` markers that TRL has no training version of (the job's own
+    functions, nbtoolkit.train.chat_template, so the sentence is the one the job would print). Then, with
+    `check_lengths` (the data passed its check), the chat rows `dataset.max_length` cuts before their reply."""
     if spec.task not in TRL_TASKS or not model_files_here(spec.model_name):
-        return None
+        return None, None
     from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
 
     try:
-        loss_template(spec, chat_tokenizer(spec))
+        tokenizer = chat_tokenizer(spec)
+        template = loss_template(spec, tokenizer)
     except TrainError as exc:
-        return str(exc)
+        return str(exc), None
     except (OSError, ValueError):  # a tokenizer this machine cannot read (a hub cache with the config alone)
+        return None, None
+    return None, cut_replies(spec, tokenizer, template) if check_lengths else None
+
+
+#: rows of a chat run's train file the length check tokenizes at most (the bundled tokenizer renders and
+#: tokenizes about 2,000 short conversations a second here)
+LENGTH_ROWS = 200
+
+
+@dataclass(frozen=True)
+class CutReplies:
+    """Rows of a chat run's train file whose first reply starts at or past `dataset.max_length` tokens: TRL
+    truncates them (keep_start) to their prompt alone and drops them; when every row goes, the job fails with an
+    empty sampler (`num_samples=0`)."""
+
+    where: str
+    rows: int  # in the file
+    checked: int  # tokenized: the first LENGTH_ROWS
+    lost: int  # of those checked
+    longest: int  # the longest prompt of those, in tokens before its first reply
+
+    @property
+    def every_row_lost(self) -> bool:
+        return self.lost == self.checked == self.rows
+
+    def sentence(self, spec) -> str:
+        limit = spec.dataset.max_length
+        rows = f"all {self.rows}" if self.every_row_lost else f"{self.lost} of the {self.checked}"
+        checked = "" if self.checked == self.rows else f" first (of {self.rows})"
+        what = "so nothing trains" if self.every_row_lost else "and TRL drops them"
+        return (
+            f"{rows}{checked} rows of {self.where} lose every assistant turn at dataset.max_length {limit} (the "
+            f"longest prompt runs {self.longest} tokens before its first reply), {what}; raise dataset.max_length "
+            f"above {self.longest}, or shorten the prompts"
+        )
+
+
+def cut_replies(spec, tokenizer, template: str | None) -> CutReplies | None:
+    """The train file's rows a `max_length` cut leaves without a token of reply, tokenized as TRL's SFT trainer
+    tokenizes them (nbtoolkit.chat_preview.render); None when no row loses one, or nothing here to check (no local
+    file, the loss on every token, packing, or keep_end truncation, which keeps the end)."""
+    files = spec.dataset.files or {}
+    split = spec.dataset.train_split
+    if (
+        template is None
+        or split not in files
+        or not runs_here(spec)
+        or spec.dataset.packing
+        or spec.extra.get("truncation_mode", "keep_start") != "keep_start"
+    ):
         return None
-    return None
+    from nbtoolkit.chat_formats import detect_format
+    from nbtoolkit.chat_preview import render
+    from nbtoolkit.data_files import rows
+
+    path = Path(files[split]).expanduser()
+    if path.suffix.lower() == ".parquet":
+        return None
+    where = f"dataset.files.{split} ({files[split]})"
+    fmt = None
+    prompts = []
+    total = 0
+    for number, row in rows(path, where):
+        total += 1
+        if number <= LENGTH_ROWS:
+            fmt = fmt or detect_format([key for key, value in row.items() if value is not None], spec.dataset.format)
+            prompts.append(render(tokenizer, "chat", fmt, row, number, template, every_token=False).prompt_tokens)
+    lost = [tokens for tokens in prompts if tokens >= spec.dataset.max_length]
+    if not lost:
+        return None
+    return CutReplies(where, total, len(prompts), len(lost), max(lost))
 
 
 def extra_key_problem(spec) -> str | None:

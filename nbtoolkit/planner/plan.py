@@ -234,6 +234,8 @@ class Plan(Estimate):
     #: what launch refuses in the spec's inputs (nbtoolkit.preflight: model, data, adapter targets), filled by
     #: nbtoolkit.plan; the arithmetic does not read the data
     refused: list[str] = []
+    #: what launch lets through but the job will not do as written (chat rows max_length cuts before their reply)
+    warned: list[str] = []
 
     def summary_lines(self) -> list[str]:
         """Short lines for people: what was planned, memory and fit, time and cost, best alternatives."""
@@ -284,6 +286,7 @@ class Plan(Estimate):
             lines.append(f"cost: unknown ({self.price_unknown})")
         lines.extend(f"problem: {problem}" for problem in self.problems)
         lines.extend(f"refused before launch: {problem}" for problem in self.refused)
+        lines.extend(f"warning: {warning}" for warning in self.warned)
         better: list[Estimate] = []
         seen: set[tuple[str | None, int]] = set()
         for alt in self.alternatives:  # the best setup of each instance type and count
