@@ -17,7 +17,8 @@ from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, KEEPS_FIT, fork_spec, 
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
-from nbtoolkit.preflight import input_problems
+from nbtoolkit.precision import save_dtype
+from nbtoolkit.preflight import input_findings
 from nbtoolkit.rewards import with_rewards
 from nbtoolkit.runner import health_watch
 from nbtoolkit.runner.checkpoint_request import CHECKPOINT_WAIT_S, checkpoint_now
@@ -125,9 +126,12 @@ class Job:
 
     def merge(self, out: str | Path | None = None, dtype: str | None = None) -> Path:
         """The job's adapter merged into its base: a full model (default: the job's output/merged), in the dtype the
-        base was saved in or `dtype` (float32, bfloat16, float16)."""
+        base was saved in or `dtype` (fp32, bf16, fp16, or torch's float32, bfloat16, float16)."""
         out = Path(out or self.dir / "output" / "merged").resolve()
-        chosen = ["--dtype", dtype] if dtype else []
+        try:
+            chosen = ["--dtype", save_dtype(dtype)] if dtype else []
+        except ValueError as exc:
+            raise backends.LaunchError(f"merge {exc}") from None
         self._run_program(
             "nbtoolkit.train.adapters",
             "merge",
@@ -241,7 +245,8 @@ class Job:
 def plan(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, past_jobs: bool = True, **options: Any):
     """The planner's answer for a spec (see nbtoolkit.planner.plan for `options`), at the measured pace of
     past jobs of the same setup when the store has some and no `measured` pace is given; it says so. Its `refused`
-    lists what launch would refuse in the spec's inputs (nbtoolkit.preflight: model, data, adapter targets)."""
+    lists what launch would refuse in the spec's inputs (nbtoolkit.preflight: model, data, adapter targets), its
+    `warned` what the job would not do as written (chat rows dataset.max_length cuts before their reply)."""
     from nbtoolkit.planner import ModelShapeError
     from nbtoolkit.planner import plan as planner_plan
 
@@ -249,14 +254,14 @@ def plan(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, pa
     past = past_pace.past_pace(spec, store or JobStore()) if past_jobs and not options.get("measured") else None
     if past:
         options = {**options, "measured": past.samples_per_second, "measured_from": past.describe()}
-    refused = input_problems(spec)
+    refused, warned = input_findings(spec)
     try:
         planned = planner_plan(spec, **options)
     except ModelShapeError:
         if refused:  # the model is not here to size: say why and how to fetch it
             raise ModelShapeError(refused[0]) from None
         raise
-    return planned.model_copy(update={"refused": refused})
+    return planned.model_copy(update={"refused": refused, "warned": warned})
 
 
 def launch(

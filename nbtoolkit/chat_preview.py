@@ -25,10 +25,12 @@ from nbtoolkit.train.errors import TrainError
 
 @dataclass(frozen=True)
 class Rendered:
-    """One example as the model reads it: (text, carries loss) pieces in order, and its token count."""
+    """One example as the model reads it: (text, carries loss) pieces in order, its token count, and the tokens
+    before the first that carries loss (all of them when none does): what a `max_length` cut must keep past."""
 
     pieces: list[tuple[str, bool]]
     tokens: int
+    prompt_tokens: int
 
     def marked(self) -> str:
         """The text with the loss-carrying pieces in [[ ]] (the CLI's view)."""
@@ -107,4 +109,4 @@ def render(tokenizer, task: str, fmt: str, row: dict, number: int, template: str
         if end == len(ids) or mask[end] != mask[start]:
             pieces.append((tokenizer.decode(ids[start:end]), bool(mask[start])))
             start = end
-    return Rendered(pieces, len(ids))
+    return Rendered(pieces, len(ids), mask.index(1) if 1 in mask else len(ids))

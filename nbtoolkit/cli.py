@@ -17,6 +17,7 @@ from nbtoolkit.metrics.console import ConsoleView
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
+from nbtoolkit.precision import SAVE_DTYPES
 from nbtoolkit.runner import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
 from nbtoolkit.runner.health import DoctorError, training_anomalies, training_warning
 from nbtoolkit.runner.listing import format_table, listing_row, status_text
@@ -383,9 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge_ = commands.add_parser("merge", help="merge a finished job's adapter into its base: a full model")
     merge_.add_argument("job")
     merge_.add_argument("--out", default=None, help="default: the job's output/merged")
-    merge_.add_argument(
-        "--dtype", choices=("float32", "bfloat16", "float16"), help="default: the dtype the base was saved in"
-    )
+    merge_.add_argument("--dtype", choices=SAVE_DTYPES, help="default: the dtype the base was saved in")
     merge_.set_defaults(handler=cmd_merge)
 
     logs = commands.add_parser("logs", help="a job's log")

@@ -68,6 +68,15 @@ def _file_problem(where: str, path: str, _mtime_ns: int, _size: int, task: str, 
     return None
 
 
+def check_file(spec, path: Path, where: str) -> None:
+    """Raise DataError for the first row of a file beside the spec's own (Job.evaluate's) that the spec's task
+    cannot read, as check_files checks the spec's files; `where` names the file in the sentence."""
+    if path.suffix.lower() not in FILE_FORMATS:
+        raise DataError(f"{where}: {path.suffix} files are not supported; use {', '.join(FILE_FORMATS)}")
+    if path.suffix.lower() != ".parquet":
+        check_rows(spec.task, spec.dataset, assistant_only_loss(spec.task, spec.extra), where, rows(path, where))
+
+
 def check_paths(files: dict[str, str]) -> None:
     """Every split's file exists, in one format `datasets` reads."""
     suffixes = {Path(path).suffix.lower() for path in files.values()}

@@ -10,7 +10,8 @@ and the planner counts the bytes of that same dtype.
 - LoRA freezes the base, so it needs no master copy: on a GPU or Trainium it loads in the run's
   16-bit dtype (bf16 or fp16), on a CPU and with `precision: fp32` in fp32. The adapters train in
   fp32 either way (PEFT casts them).
-- QLoRA loads NF4 linear layers and bf16 for the rest (the QLoRA paper's).
+- QLoRA loads NF4 linear layers and bf16 for the rest (the QLoRA paper's); PEFT's
+  `prepare_model_for_kbit_training` then casts the rest (embeddings, output layer, norms) to fp32.
 """
 
 from __future__ import annotations
@@ -23,6 +24,16 @@ LoadDtype = Literal["float32", "bfloat16", "float16", "nf4"]
 DTYPE_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 _HALF: dict[str, LoadDtype] = {"bf16": "bfloat16", "fp16": "float16"}
+
+#: the names a saved model's dtype goes by (`merge --dtype`): the spec's precision names and torch's own
+SAVE_DTYPES: dict[str, str] = {"fp32": "float32", **_HALF} | {name: name for name in DTYPE_BYTES}
+
+
+def save_dtype(name: str) -> str:
+    """torch's name for a dtype to save in, given by either name; a name of neither, refused in one sentence."""
+    if name not in SAVE_DTYPES:
+        raise ValueError(f"dtype {name!r} is not one of {', '.join(SAVE_DTYPES)}")
+    return SAVE_DTYPES[name]
 
 
 def load_dtype(precision: str, accelerator: str, adapter: str = "none") -> LoadDtype:

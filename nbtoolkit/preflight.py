@@ -1,21 +1,26 @@
 """The inputs a run reads, checked on this machine before anything starts: its model, its data files and the
-modules its adapters name, one sentence each.
+modules its adapters name, the chat template a TRL run renders with, the `extra` keys its trainer takes, one
+sentence each.
 
 `plan` lists what it finds (and exits 1), `launch` refuses the spec on the first (so `run`, the form and
-`%%finetune` do too): before, a missing file, data without the task's columns or replies, a module the model
+`%%finetune` do too); `plan` also warns of chat rows `dataset.max_length` cuts before their reply. Before, a missing file, data without the task's columns or replies, a module the model
 does not have or an unreachable model all passed `plan` and failed 20-30 s into the job. Only what this machine
 can see is checked: a remote backend's machines read their own model and data. Light but for adapter targets
-named by hand, which build the model on the meta device (no weights).
+named by hand, which build the model on the meta device (no weights), for chat, preference and grpo runs,
+which load the model's tokenizer (no weights): a template without `{% generation %}` markers failed 6 s into
+the job, and for `extra`, which imports the task's config class (a misspelt key failed in the job).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from nbtoolkit.bundled import is_bundled
 from nbtoolkit.data_files import check_files
 from nbtoolkit.packaged import packaged_model_path
+from nbtoolkit.tasks import TRL_TASKS
 from nbtoolkit.train.errors import TrainError
 
 #: what huggingface_hub reads as "on" in HF_HUB_OFFLINE (its constants.ENV_VARS_TRUE_VALUES)
@@ -23,13 +28,24 @@ TRUE_VALUES = {"1", "ON", "YES", "TRUE"}
 
 
 def input_problems(spec) -> list[str]:
-    """Every problem found in the spec's model, data and adapter targets, as one sentence each."""
+    """Every problem found in the spec's model, data, extra keys, adapter targets and chat template, as one
+    sentence each."""
+    return input_findings(spec)[0]
+
+
+def input_findings(spec) -> tuple[list[str], list[str]]:
+    """(what launch refuses, what plan warns of): one sentence each. The warnings: chat rows that `max_length` cuts
+    before their first reply, which TRL drops."""
     if spec.script is not None:  # a user's script reads its own inputs
-        return []
-    found = [model_problem(spec), data_problem(spec)]
+        return [], []
+    found = [model_problem(spec), data_problem(spec), extra_key_problem(spec)]
+    warned = []
     if not found[0]:
-        found.append(target_modules_problem(spec))
-    return [problem for problem in found if problem]
+        template, cut = chat_template_and_cut(spec, check_lengths=not found[1])
+        found += [target_modules_problem(spec), template]
+        if cut is not None:
+            (found if cut.every_row_lost else warned).append(cut.sentence(spec))
+    return [problem for problem in found if problem], warned
 
 
 def runs_here(spec) -> bool:
@@ -100,13 +116,16 @@ def hub_dataset_problem(name: str) -> str | None:
     )
 
 
+def model_files_here(name: str) -> bool:
+    """Whether the model's config and tokenizer can be read on this machine (bundled, a folder, the hub cache)."""
+    return is_bundled(name) or Path(name).expanduser().is_dir() or in_hub_cache(name)
+
+
 def target_modules_problem(spec) -> str | None:
     """adapter.target_modules named by hand that the model has no linear layer of (all-linear always fits)."""
     if spec.adapter is None or not spec.adapter.target_modules:
         return None
-    if not (
-        is_bundled(spec.model_name) or Path(spec.model_name).expanduser().is_dir() or in_hub_cache(spec.model_name)
-    ):
+    if not model_files_here(spec.model_name):
         return None  # the config is not here to read
     from nbtoolkit.train.adapters import missing_targets
     from nbtoolkit.train.models import model_config
@@ -115,3 +134,118 @@ def target_modules_problem(spec) -> str | None:
         return missing_targets(spec, model_config(spec.model_name))
     except TrainError as exc:
         return str(exc)
+
+
+def chat_template_and_cut(spec, check_lengths: bool) -> tuple[str | None, CutReplies | None]:
+    """A TRL run's chat template that cannot train: none at all (a base model), or, with the loss on the
+    assistant's turns, one without `{% generation %}` markers that TRL has no training version of (the job's own
+    functions, nbtoolkit.train.chat_template, so the sentence is the one the job would print). Then, with
+    `check_lengths` (the data passed its check), the chat rows `dataset.max_length` cuts before their reply."""
+    if spec.task not in TRL_TASKS or not model_files_here(spec.model_name):
+        return None, None
+    from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
+
+    try:
+        tokenizer = chat_tokenizer(spec)
+        template = loss_template(spec, tokenizer)
+    except TrainError as exc:
+        return str(exc), None
+    except (OSError, ValueError):  # a tokenizer this machine cannot read (a hub cache with the config alone)
+        return None, None
+    return None, cut_replies(spec, tokenizer, template) if check_lengths else None
+
+
+#: rows of a chat run's train file the length check tokenizes at most (the bundled tokenizer renders and
+#: tokenizes about 2,000 short conversations a second here)
+LENGTH_ROWS = 200
+
+
+@dataclass(frozen=True)
+class CutReplies:
+    """Rows of a chat run's train file whose first reply starts at or past `dataset.max_length` tokens: TRL
+    truncates them (keep_start) to their prompt alone and drops them; when every row goes, the job fails with an
+    empty sampler (`num_samples=0`)."""
+
+    where: str
+    rows: int  # in the file
+    checked: int  # tokenized: the first LENGTH_ROWS
+    lost: int  # of those checked
+    longest: int  # the longest prompt of those, in tokens before its first reply
+
+    @property
+    def every_row_lost(self) -> bool:
+        return self.lost == self.checked == self.rows
+
+    def sentence(self, spec) -> str:
+        limit = spec.dataset.max_length
+        rows = f"all {self.rows}" if self.every_row_lost else f"{self.lost} of the {self.checked}"
+        checked = "" if self.checked == self.rows else f" first (of {self.rows})"
+        what = "so nothing trains" if self.every_row_lost else "and TRL drops them"
+        return (
+            f"{rows}{checked} rows of {self.where} lose every assistant turn at dataset.max_length {limit} (the "
+            f"longest prompt runs {self.longest} tokens before its first reply), {what}; raise dataset.max_length "
+            f"above {self.longest}, or shorten the prompts"
+        )
+
+
+def cut_replies(spec, tokenizer, template: str | None) -> CutReplies | None:
+    """The train file's rows a `max_length` cut leaves without a token of reply, tokenized as TRL's SFT trainer
+    tokenizes them (nbtoolkit.chat_preview.render); None when no row loses one, or nothing here to check (no local
+    file, the loss on every token, packing, or keep_end truncation, which keeps the end)."""
+    files = spec.dataset.files or {}
+    split = spec.dataset.train_split
+    if (
+        template is None
+        or split not in files
+        or not runs_here(spec)
+        or spec.dataset.packing
+        or spec.extra.get("truncation_mode", "keep_start") != "keep_start"
+    ):
+        return None
+    from nbtoolkit.chat_formats import detect_format
+    from nbtoolkit.chat_preview import render
+    from nbtoolkit.data_files import rows
+
+    path = Path(files[split]).expanduser()
+    if path.suffix.lower() == ".parquet":
+        return None
+    where = f"dataset.files.{split} ({files[split]})"
+    fmt = None
+    prompts = []
+    total = 0
+    for number, row in rows(path, where):
+        total += 1
+        if number <= LENGTH_ROWS:
+            fmt = fmt or detect_format([key for key, value in row.items() if value is not None], spec.dataset.format)
+            prompts.append(render(tokenizer, "chat", fmt, row, number, template, every_token=False).prompt_tokens)
+    lost = [tokens for tokens in prompts if tokens >= spec.dataset.max_length]
+    if not lost:
+        return None
+    return CutReplies(where, total, len(prompts), len(lost), max(lost))
+
+
+def extra_key_problem(spec) -> str | None:
+    """An `extra` key the task's trainer arguments do not have (a typo passed plan and failed in the job). Checked
+    against the classes installed here, so only for a job that runs here; not on Neuron (optimum-neuron's own)."""
+    if not spec.extra or not runs_here(spec) or spec.hardware.accelerator == "neuron":
+        return None
+    import dataclasses
+
+    from nbtoolkit.spec import closest_field
+    from nbtoolkit.spec_extra import set_by_field
+    from nbtoolkit.train.tasks import arguments_class
+
+    try:
+        config = arguments_class(spec)
+    except ImportError:  # TRL not installed here: the job says so
+        return None
+    fields = [field.name for field in dataclasses.fields(config) if field.init]
+    unknown = next((key for key in spec.extra if key not in fields), None)
+    if unknown is None:
+        return None
+    close = closest_field("extra", unknown, fields)
+    meant = close and set_by_field(spec.task).get(close.removeprefix("extra."), close)
+    return (
+        f"extra.{unknown} is not an argument of {config.__name__}, task {spec.task}'s trainer arguments"
+        f"{f' (did you mean {meant}?)' if meant else ''}; fix its name or remove it"
+    )

@@ -54,7 +54,8 @@ MODEL_DIR = "model"
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 #: what a rehearsal keeps of `extra`: TrainingArguments that change how training runs on this machine and send
 #: nothing anywhere. An allow-list: a key not named here (a push, a tracker, a destination, the real run's
-#: schedule, which the rehearsal's own few steps replace) is dropped and said
+#: schedule, which the rehearsal's own few steps replace) is dropped and said. Keys a spec field sets never
+#: reach here (nbtoolkit.spec_extra refuses them)
 REHEARSED_EXTRA = frozenset(
     {
         # optimization
@@ -64,21 +65,13 @@ REHEARSED_EXTRA = frozenset(
         "adam_beta1",
         "adam_beta2",
         "adam_epsilon",
-        "learning_rate",
-        "weight_decay",
-        "max_grad_norm",
-        "warmup_steps",
         "lr_scheduler_type",
         "lr_scheduler_kwargs",
         "label_smoothing_factor",
         "neftune_noise_alpha",
-        "seed",
-        "data_seed",
         "full_determinism",
         # memory and speed
-        "gradient_checkpointing",
         "gradient_checkpointing_kwargs",
-        "activation_checkpointing",
         "activation_checkpointing_kwargs",
         "auto_find_batch_size",
         "torch_compile_backend",

@@ -40,6 +40,7 @@ from nbtoolkit.chat_formats import (
 )
 from nbtoolkit.reward_names import BUNDLED_REWARDS, defined_names
 from nbtoolkit.spec_block import SpecBlock
+from nbtoolkit.spec_extra import extra_problem
 from nbtoolkit.tasks import TASK_NAMES, TASKS, TRL_TASKS
 
 if TYPE_CHECKING:  # the names are data (tasks.py, deepspeed_configs): a checker sees text
@@ -676,6 +677,9 @@ class RunSpecCore(SpecBlock):
                 f"reward.use_vllm needs a cuda accelerator (hardware.accelerator is '{hw.accelerator}'); "
                 "remove it to generate with transformers"
             )
+        problem = extra_problem(self.task, self.extra)
+        if problem:
+            raise ValueError(problem)
         template = self.dataset.chat_template
         custom = template if template is not None and template not in NAMED_TEMPLATES else None
         if custom and assistant_only_loss(self.task, self.extra) and not has_generation_markers(custom):
@@ -940,7 +944,7 @@ def explain(exc: ValidationError) -> str:
     if kind == "extra_forbidden":
         parent, _, name = location.rpartition(".")
         valid = _field_names(parent)
-        close = _closest_field(parent, name, valid)
+        close = closest_field(parent, name, valid)
         meant = f" (did you mean {close}?)" if close else ""
         return f"{location} is not a known field{meant}; valid fields{' of ' + parent if parent else ''} are " + (
             ", ".join(valid)
@@ -957,7 +961,7 @@ def explain(exc: ValidationError) -> str:
     return f"{location}: {given!r} is not valid ({message.lower()})"
 
 
-def _closest_field(parent: str, name: str, valid: list[str]) -> str | None:
+def closest_field(parent: str, name: str, valid: list[str]) -> str | None:
     """The dotted field a misspelt one most likely meant: the most alike at its level, else (at the top) a block's
     field of that very name (`epochs` for train.epochs)."""
     alike = [field for field in valid if abs(len(field) - len(name)) <= max(1, len(name) // 4)]  # queue: not requeue

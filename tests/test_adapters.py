@@ -306,8 +306,15 @@ def test_without_peft_an_adapter_launch_is_refused_before_it_starts(store, monke
 def test_merge_writes_the_dtype_the_base_was_saved_in_or_the_one_asked(lora_jobs, tmp_path):
     from safetensors import safe_open
 
+    from nbtoolkit.cli import build_parser
+
     job = lora_jobs["causal-lm"]
-    for dtype, stored in ((None, "F32"), ("bfloat16", "BF16")):  # the bundled base is saved as built: fp32
+    # the bundled base is saved as built: fp32; a dtype goes by the spec's precision name or torch's
+    for dtype, stored in ((None, "F32"), ("bf16", "BF16"), ("float16", "F16")):
         out = job.merge(tmp_path / (dtype or "as-saved"), dtype=dtype)
         with safe_open(out / "model.safetensors", "pt") as saved:
             assert {saved.get_slice(name).get_dtype() for name in saved.keys()} == {stored}  # noqa: SIM118  not iterable
+    with pytest.raises(LaunchError) as caught:
+        job.merge(tmp_path / "half", dtype="half")
+    assert str(caught.value) == ("merge dtype 'half' is not one of fp32, bf16, fp16, float32, bfloat16, float16")
+    assert build_parser().parse_args(["merge", job.id, "--dtype", "fp16"]).dtype == "fp16"

@@ -120,7 +120,9 @@ def test_a_template_without_generation_markers_trains_every_token_or_is_refused_
     spec = load_spec({"task": "chat"})
     tokenizer = chat_tokenizer(spec)
     tokenizer.chat_template = plain  # a model's own template TRL has no training version of: the job's check
-    with pytest.raises(TrainError, match=r"chat template has no \{% generation %\} markers"):
+    with pytest.raises(
+        TrainError, match=r"^the chat template of model 'nbtoolkit/tiny-chat' has no \{% generation %\} markers"
+    ):
         loss_template(spec, tokenizer)
 
 
@@ -329,3 +331,22 @@ def test_finetune_magic_ships_a_reward_named_in_its_body(shell):
     assert [function["name"] for function in shipped] == ["short_reply"]
     assert shipped[0]["source"].startswith("def short_reply(completions, **kwargs):")
     assert load(shipped[0])(["ab"]) == [1.0 / 3]
+
+
+@pytest.mark.parametrize(
+    "task, key, field",
+    [
+        ("chat", "max_length", "dataset.max_length"),
+        ("chat", "packing", "dataset.packing"),
+        ("preference", "beta", "preference.beta"),
+        ("grpo", "beta", "reward.beta"),
+        ("grpo", "num_generations", "reward.num_generations"),
+    ],
+)
+def test_an_extra_key_a_task_sets_from_its_own_field_is_refused_naming_the_field(task, key, field):
+    """Each was applied over the field in the job (TRL's config took extra last) while the plan read the field."""
+    with pytest.raises(SpecError) as refused:
+        load_spec({"task": task, "extra": {key: 4}})
+    assert str(refused.value) == (
+        f"extra.{key} would override {field}, which sets it; set {field} instead and remove extra.{key}"
+    )

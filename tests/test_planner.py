@@ -204,13 +204,69 @@ def test_a_7b_model_fits_one_24gb_gpu_with_lora_or_qlora_but_not_in_a_full_fine_
     qlora = plan({**spec, "adapter": {"type": "qlora"}}, alternatives=False)
     lora = plan({**spec, "adapter": {"type": "lora"}}, alternatives=False)
     assert full.fits is False and lora.fits is True and qlora.fits is True
-    # the frozen base has no gradients or AdamW moments; LoRA's base loads in bf16 on a GPU, 4-bit weights are
-    # about a quarter of that
+    # the frozen base has no gradients or AdamW moments; LoRA's base loads in bf16 on a GPU (2 bytes a weight).
+    # QLoRA's: the blocks' linear layers in NF4 (4.127 bits), the rest (embeddings, the untied output layer, the
+    # norms), which bitsandbytes leaves unquantized, in fp32 once PEFT's prepare_model_for_kbit_training casts it
     assert full.memory.optimizer > 300 * qlora.memory.optimizer
-    assert 3.5 < lora.memory.weights / qlora.memory.weights < 4
+    linear = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)  # q, k, v, o and the gated FFN's three, in 32 blocks
+    kept = 2 * 32000 * 4096 + (2 * 32 + 1) * 4096  # embeddings and lm_head; two norms a block and a final one
+    assert linear + kept == 6_738_415_616  # Llama-2-7B's parameter count
+    adapters = 4 * qlora.trainable_params  # fp32
+    assert qlora.memory.weights == pytest.approx(linear * 4.127 / 8 + 4 * kept + adapters, rel=1e-6)
+    assert lora.memory.weights == pytest.approx(2 * (linear + kept) + adapters, rel=1e-6)
     assert "bfloat16 base" in lora.formula and "NF4" in qlora.formula
     # all-linear at r=8 on Llama-2-7B: 19,988,480 trainable, as PEFT's print_trainable_parameters reports it
     assert "(QLoRA: 19.99M trainable)" in qlora.summary_lines()[0]
+
+
+@pytest.mark.parametrize(
+    "model_type, sizes",
+    [
+        (
+            "llama",
+            dict(
+                hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+            ),
+        ),
+        (
+            "llama",
+            dict(
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                tie_word_embeddings=True,
+            ),
+        ),
+        ("gpt2", dict(n_embd=64, n_layer=2, n_head=2)),  # Conv1D layers, lm_head tied to the embeddings
+        ("t5", dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4, feed_forward_proj="gated-gelu")),
+    ],
+)
+def test_qlora_counts_the_weights_transformers_quantizes_and_the_rest_as_peft_leaves_them(model_type, sizes):
+    """bitsandbytes' 4-bit loading replaces the linear layers transformers does not keep (the output layer, tied
+    weights: get_keys_to_not_convert); PEFT's prepare_model_for_kbit_training casts every other 16-bit weight to fp32.
+    Before, the planner counted the output layer as NF4 and the embeddings as bf16: a 7B QLoRA plan 2.8 GiB short."""
+    import torch
+    from peft import prepare_model_for_kbit_training
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+    from transformers.pytorch_utils import Conv1D
+    from transformers.quantizers.base import get_keys_to_not_convert
+    from transformers.quantizers.quantizers_utils import should_convert_module
+
+    from nbtoolkit.planner.shapes import shape_from_config
+
+    config = AutoConfig.for_model(model_type, vocab_size=500, **sizes)
+    auto = AutoModelForSeq2SeqLM if model_type == "t5" else AutoModelForCausalLM
+    model = auto.from_config(config, dtype=torch.bfloat16)
+    kept = get_keys_to_not_convert(model)
+    quantized = sum(
+        module.weight.numel()
+        for name, module in model.named_modules()
+        if (isinstance(module, Conv1D) or type(module) is torch.nn.Linear) and should_convert_module(name, kept)
+    )
+    assert shape_from_config("tiny", config.to_dict(), "test").quantized_params == quantized
+    prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}  # none here is 4-bit
 
 
 @pytest.mark.parametrize("task", ["text-classification", "summarization", "causal-lm"])

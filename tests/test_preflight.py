@@ -23,6 +23,25 @@ def _jsonl(path, rows) -> str:
     return str(path)
 
 
+def _unmarked_model(path) -> str:
+    """A chat model's folder (config and tokenizer, no weights) whose own template marks no assistant tokens, and
+    which TRL has no training version of."""
+    from nbtoolkit.train.models import load_tokenizer, model_config
+
+    tokenizer = load_tokenizer("nbtoolkit/tiny-chat")
+    tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    tokenizer.save_pretrained(path)
+    model_config("nbtoolkit/tiny-chat").save_pretrained(path)
+    return str(path)
+
+
+LONG = " ".join(["the river ran past the old mill"] * 40)  # about 300 tokens of the bundled tokenizer
+
+
+def _asked(question: str) -> dict:
+    return {"messages": [{"role": "user", "content": question}, {"role": "assistant", "content": "ok"}]}
+
+
 def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
     chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
     unanswered = {"messages": [{"role": "user", "content": "hi"}]}
@@ -67,6 +86,31 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
             {"task": "causal-lm", "adapter": {"target_modules": ["q_proj"]}},
             "adapter.target_modules q_proj not found in model 'nbtoolkit/tiny-gpt2'",
         ),
+        "chat template without generation markers": (
+            {"task": "chat", "model": _unmarked_model(tmp_path / "unmarked")},
+            (
+                f"the chat template of model '{tmp_path / 'unmarked'}' has no {{% generation %}} markers, so the loss "
+                "on assistant turns only cannot find the assistant's tokens; set extra: {assistant_only_loss: false}"
+            ),
+        ),
+        "every reply past max_length": (  # TRL dropped every row: a `num_samples=0` traceback in the job
+            {"task": "chat", "dataset": {"files": {"train": _jsonl(tmp_path / "long.jsonl", [_asked(LONG)] * 2)}}},
+            (
+                f"all 2 rows of dataset.files.train ({tmp_path / 'long.jsonl'}) lose every assistant turn at "
+                "dataset.max_length 128 (the longest prompt runs "
+            ),
+        ),
+        "misspelt extra key": (
+            {"task": "chat", "extra": {"lerning_rate": 1e-3}},
+            (
+                "extra.lerning_rate is not an argument of SFTConfig, task chat's trainer arguments (did you mean "
+                "train.learning_rate?); fix its name or remove it"
+            ),
+        ),
+        "extra key of another task": (
+            {"task": "causal-lm", "extra": {"max_length": 64}},  # SFT's and DPO's, not TrainingArguments'
+            "extra.max_length is not an argument of TrainingArguments, task causal-lm's trainer arguments; fix its",
+        ),
         "hub model not fetched while offline": (
             {"task": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct"},  # the planner sizes it from its own table
             "model 'Qwen/Qwen2.5-0.5B-Instruct' is not on this machine and the Hugging Face Hub is off here",
@@ -88,6 +132,10 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
         "broken JSON line",
         "missing column",
         "adapter module the model lacks",
+        "chat template without generation markers",
+        "every reply past max_length",
+        "misspelt extra key",
+        "extra key of another task",
         "hub model not fetched while offline",
         "hub dataset not cached while offline",
     ],
@@ -133,6 +181,34 @@ def test_good_inputs_pass_the_preflight(tmp_path, store):
     chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
     spec = {"task": "chat", "dataset": {"files": {"train": _jsonl(tmp_path / "ok.jsonl", [chat] * 3)}}, "train": TRAIN}
     assert plan(spec, store=store).refused == []
+
+
+def test_plan_warns_of_chat_rows_max_length_cuts_before_their_reply(tmp_path, store, capsys):
+    """TRL keeps a row's first max_length tokens and drops a row left without a reply token: silently, before."""
+    from transformers import AutoTokenizer
+
+    from nbtoolkit.bundled import tokenizer_dir
+
+    train = _jsonl(tmp_path / "some-long.jsonl", [_asked("hi"), _asked(LONG), _asked("2+2?")])
+    spec = {"task": "chat", "dataset": {"files": {"train": train}}, "train": TRAIN}
+    # the prompt before the reply, as the bundled ChatML template renders it up to the assistant's turn
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir("nbtoolkit/tiny-chat"))
+    question = _asked(LONG)["messages"][:1]
+    prompt = len(tokenizer.apply_chat_template(question, add_generation_prompt=True, return_dict=True)["input_ids"])
+    planned = plan(spec, store=store)
+    assert planned.refused == [] and planned.warned == [
+        (
+            f"1 of the 3 rows of dataset.files.train ({train}) lose every assistant turn at dataset.max_length 128 (the "
+            f"longest prompt runs {prompt} tokens before its first reply), and TRL drops them; raise dataset.max_length "
+            f"above {prompt}, or shorten the prompts"
+        )
+    ]
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(spec))
+    assert cli.main(["plan", str(spec_file)]) == 0
+    assert f"warning: 1 of the 3 rows of dataset.files.train ({train})" in capsys.readouterr().out
+    roomy = {**spec, "dataset": {**spec["dataset"], "max_length": prompt + 1}}
+    assert plan(roomy, store=store).warned == []
 
 
 ROWS = b'{"text": "a", "label": 1}\n'

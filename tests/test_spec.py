@@ -260,6 +260,21 @@ def test_fp16_with_t5_warns_of_overflow():
             {"extra": {"output_dir": "/tmp/elsewhere"}},
             "extra.output_dir cannot be set: a job keeps its outputs in its own",
         ),
+        # extra used to have the last word over the field (and the plan, which reads the field)
+        (
+            {"extra": {"gradient_checkpointing": True}},
+            (
+                "extra.gradient_checkpointing would override train.gradient_checkpointing, which sets it; set "
+                "train.gradient_checkpointing instead and remove extra.gradient_checkpointing"
+            ),
+        ),
+        ({"extra": {"bf16": True}}, "extra.bf16 would override precision, which sets it; set precision instead"),
+        ({"extra": {"learning_rate": 1e-3}}, "extra.learning_rate would override train.learning_rate"),
+        (
+            {"extra": {"adam_epsilon": float("nan")}},
+            "extra.adam_epsilon: nan holds a number that is not finite (NaN or infinity); give a finite number",
+        ),
+        ({"extra": {"lr_scheduler_kwargs": {"min_lr": float("-inf")}}}, "extra.lr_scheduler_kwargs: {'min_lr': -inf}"),
         ({"model": "~0"}, "model '~0' starts with ~0, but there is no user '0' here; write the folder's full path"),
         (
             {"dataset": {"files": {"train": "~nobody-here/train.jsonl"}}},

@@ -109,22 +109,29 @@ def test_yaml_1_1_number_forms_reach_the_script_as_written():
     ]
     spec = load_spec(f"task: causal-lm\nscript: {{path: train.py, args: [{', '.join(words)}]}}\n")
     assert spec.script.args == words
-    numbers = load_spec("task: causal-lm\nextra: {a: 12, b: -3, c: 0o17, d: 0x1f, e: 2.5, f: .inf}").extra
-    assert numbers == {"a": 12, "b": -3, "c": 15, "d": 31, "e": 2.5, "f": float("inf")}
+    numbers = load_spec("task: causal-lm\nextra: {a: 12, b: -3, c: 0o17, d: 0x1f, e: 2.5}").extra
+    assert numbers == {"a": 12, "b": -3, "c": 15, "d": 31, "e": 2.5}
+    with pytest.raises(SpecError, match=r"^extra.f: inf holds a number that is not finite"):  # `.inf` is a number
+        load_spec("task: causal-lm\nextra: {f: .inf}")
 
 
 def test_an_extra_number_written_without_its_dot_reaches_the_trainer_as_a_number():
     """`1e-4` stays text in a spec (above); TrainingArguments would keep the text and the optimizer fail on it."""
     from nbtoolkit.train.program import training_arguments
 
-    extra = {"weight_decay": "1e-4", "adam_epsilon": 1.0e-8, "warmup_steps": "3", "lr_scheduler_type": "cosine"}
-    spec = load_spec("task: causal-lm\nextra: {weight_decay: 1e-4, adam_epsilon: 1.0e-8, warmup_steps: '3'}")
-    assert {key: spec.extra[key] for key in ("weight_decay", "warmup_steps")} == {
-        "weight_decay": "1e-4",
-        "warmup_steps": "3",
+    extra = {
+        "adam_beta2": "1e-4",
+        "adam_epsilon": 1.0e-8,
+        "eval_accumulation_steps": "3",
+        "lr_scheduler_type": "cosine",
+    }
+    spec = load_spec("task: causal-lm\nextra: {adam_beta2: 1e-4, adam_epsilon: 1.0e-8, eval_accumulation_steps: '3'}")
+    assert {key: spec.extra[key] for key in ("adam_beta2", "eval_accumulation_steps")} == {
+        "adam_beta2": "1e-4",
+        "eval_accumulation_steps": "3",
     }
     args = training_arguments(load_spec({"task": "causal-lm", "extra": extra}), "unused", has_eval=False)
-    assert (args.weight_decay, args.adam_epsilon, args.warmup_steps) == (1e-4, 1e-8, 3)
+    assert (args.adam_beta2, args.adam_epsilon, args.eval_accumulation_steps) == (1e-4, 1e-8, 3)
     assert args.lr_scheduler_type == "cosine"
 
 

@@ -108,12 +108,13 @@ def document() -> str:
                 "(see what-fits-where.md)."
             ),
             (
-                f"- **LoRA**: the base is frozen (no gradients, no optimizer states), but it stays fp32 as nbtoolkit loads "
-                f"it: {lora.weights / GiB:.1f} GiB of weights, while the adapters' gradients and AdamW moments take "
+                f"- **LoRA**: the base is frozen (no gradients, no optimizer states) and loads in bf16 on a GPU: "
+                f"{lora.weights / GiB:.1f} GiB of weights, while the adapters' gradients and AdamW moments take "
                 f"{(lora.gradients + lora.optimizer) / GiB * 1024:.0f} MiB."
             ),
             (
-                f"- **QLoRA**: the frozen base is stored in 4-bit NF4 with double quantization (embeddings in bf16): "
+                f"- **QLoRA**: the frozen base's linear layers are stored in 4-bit NF4 with double quantization (the "
+                "embeddings, output layer and norms in fp32, as PEFT prepares them for training): "
                 f"{qlora.weights / GiB:.1f} GiB of weights, so the model fits one 24 GB GPU with room for activations."
             ),
             (

@@ -170,15 +170,21 @@ def lora_params(shape: ModelShape, rank: int, modules: tuple[str, ...] | list[st
 
 
 def adapter_model_states(
-    params: float, trainable: float, embedding_params: float, *, base_dtype: str, devices_per_node: int
+    params: float, trainable: float, quantized_params: float, *, base_dtype: str, devices_per_node: int
 ) -> ModelStates:
     """A frozen base and trainable adapters (PyTorch, one process per device): the base's weights only, in the dtype
-    nbtoolkit.precision loads it in (QLoRA: NF4 linear layers, bf16 embeddings), and 16 bytes per trainable
-    parameter (fp32 weight 4 + gradient 4 + AdamW's two moments 8). Host: the weights each process loads; QLoRA
-    quantizes shard by shard onto the device, so the host holds about the quantized model."""
+    nbtoolkit.precision loads it in, and 16 bytes per trainable parameter (fp32 weight 4 + gradient 4 + AdamW's two
+    moments 8).
+
+    QLoRA: bitsandbytes quantizes only the blocks' linear layers (`quantized_params`): transformers keeps the output
+    layer, tied weights and every non-linear module (embeddings, norms) unquantized, and PEFT's
+    `prepare_model_for_kbit_training` then casts all of those from bf16 to fp32 (4 bytes each; a 7B model with an
+    untied 152k vocabulary has 1.1B of them: 4 GiB). Host: the weights each process loads; QLoRA quantizes shard
+    by shard onto the device, so the host holds about the loaded model (NF4 and bf16)."""
     if base_dtype == "nf4":
-        base = (params - embedding_params) * NF4_BYTES + 2 * embedding_params
-        host = base * devices_per_node * HOST_BUFFER_FACTOR
+        kept = params - quantized_params
+        base = quantized_params * NF4_BYTES + 4 * kept
+        host = (quantized_params * NF4_BYTES + 2 * kept) * devices_per_node * HOST_BUFFER_FACTOR
     else:
         base = DTYPE_BYTES[base_dtype] * params
         host = _loading_host_bytes(params, devices_per_node, DTYPE_BYTES[base_dtype])

@@ -234,6 +234,8 @@ class Plan(Estimate):
     #: what launch refuses in the spec's inputs (nbtoolkit.preflight: model, data, adapter targets), filled by
     #: nbtoolkit.plan; the arithmetic does not read the data
     refused: list[str] = []
+    #: what launch lets through but the job will not do as written (chat rows max_length cuts before their reply)
+    warned: list[str] = []
 
     def summary_lines(self) -> list[str]:
         """Short lines for people: what was planned, memory and fit, time and cost, best alternatives."""
@@ -284,6 +286,7 @@ class Plan(Estimate):
             lines.append(f"cost: unknown ({self.price_unknown})")
         lines.extend(f"problem: {problem}" for problem in self.problems)
         lines.extend(f"refused before launch: {problem}" for problem in self.refused)
+        lines.extend(f"warning: {warning}" for warning in self.warned)
         better: list[Estimate] = []
         seen: set[tuple[str | None, int]] = set()
         for alt in self.alternatives:  # the best setup of each instance type and count
@@ -361,7 +364,7 @@ def _model_states(setup: Setup, work: Workload) -> memory.ModelStates:
         return memory.adapter_model_states(
             shape.params,
             work.trained_params,
-            shape.vocab_size * shape.hidden_size,
+            shape.quantized_params,
             base_dtype=load_dtype(setup.precision, setup.accelerator_kind, work.adapter),
             devices_per_node=setup.devices_per_node,
         )
@@ -823,8 +826,9 @@ def formula(setup: Setup, work: Workload) -> str:
     w = setup.weight_bytes
     if work.adapter == "qlora":
         states = (
-            f"{memory.NF4_BYTES:.3f}(Ψ - Ψ_emb) + 2Ψ_emb + 16Ψ_a (frozen base in NF4 with double "
-            "quantization, bf16 embeddings; adapters Ψ_a in fp32 with gradients and AdamW moments)"
+            f"{memory.NF4_BYTES:.3f}Ψ_q + 4(Ψ - Ψ_q) + 16Ψ_a (frozen base: the blocks' linear layers Ψ_q in NF4 with "
+            "double quantization, the rest (embeddings, output layer, norms) in fp32 as PEFT's "
+            "prepare_model_for_kbit_training casts it; adapters Ψ_a in fp32 with gradients and AdamW moments)"
         )
     elif work.adapter == "lora":
         base_dtype = load_dtype(setup.precision, setup.accelerator_kind, "lora")

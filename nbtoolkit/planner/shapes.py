@@ -77,6 +77,14 @@ class ModelShape(BaseModel):
     loss_upcasts_logits: bool = True
 
     @property
+    def quantized_params(self) -> int:
+        """The weights bitsandbytes' 4-bit loading quantizes: every block's linear layers, i.e. the weights tokens
+        multiply through but the output layer (transformers' get_keys_to_not_convert keeps it, the embeddings and
+        the norms are no linear layers)."""
+        output_layer = self.vocab_size * self.hidden_size if self.logits_on else 0
+        return self.input_matmul_params + self.target_matmul_params - output_layer
+
+    @property
     def logits_on(self) -> Literal["input", "target"] | None:
         """Which sequence the vocabulary logits cover (none for encoders: a small head)."""
         covered: dict[str, Literal["input", "target"]] = {"encoder-decoder": "target", "decoder": "input"}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from nbtoolkit.adapters import ALL_LINEAR, missing_package, target_modules
 from nbtoolkit.bundled import is_bundled
+from nbtoolkit.precision import SAVE_DTYPES, save_dtype
 from nbtoolkit.spec import AdapterSpec, RunSpec
 from nbtoolkit.tasks import TRL_TASKS
 from nbtoolkit.train.errors import TrainError
@@ -114,8 +115,16 @@ def save_base(model, spec: RunSpec, model_dir: str | Path) -> None:
         model.config.save_pretrained(target)
 
 
-#: the dtypes `merge` can write
-MERGE_DTYPES = ("float32", "bfloat16", "float16")
+def saved_base(model_dir: Path, spec: RunSpec, dtype: str | None = None):
+    """The base an adapter run trained on (as save_base left it), in the dtype its checkpoint was saved in or
+    `dtype`."""
+    from transformers import AutoConfig
+
+    base_dir = model_dir / BASE_DIR
+    config = AutoConfig.from_pretrained(base_dir)
+    weights = base_dir if any(base_dir.glob("*.safetensors")) else model_source(spec.model_name)
+    saved_in = getattr(AutoConfig.from_pretrained(weights), "dtype", None)
+    return auto_class(spec.task).from_pretrained(weights, config=config, dtype=dtype or saved_in or "float32")
 
 
 def merge(model_dir: str | Path, out: str | Path, spec: RunSpec, dtype: str | None = None) -> Path:
@@ -123,19 +132,17 @@ def merge(model_dir: str | Path, out: str | Path, spec: RunSpec, dtype: str | No
     checkpoint was saved in (not the one the run loaded it in: a bf16 hub model trained on CPU merges as bf16), or
     in `dtype`."""
     from peft import PeftModel
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoTokenizer
 
     model_dir, out = Path(model_dir), Path(out)
     if not (model_dir / "adapter_config.json").is_file():
         raise TrainError(f"{model_dir} holds no adapter to merge; merge applies to runs with an adapter block")
-    if dtype is not None and dtype not in MERGE_DTYPES:
-        raise TrainError(f"merge dtype {dtype!r} is not one of {', '.join(MERGE_DTYPES)}")
-    base_dir = model_dir / BASE_DIR
-    config = AutoConfig.from_pretrained(base_dir)
-    weights = base_dir if any(base_dir.glob("*.safetensors")) else model_source(spec.model_name)
-    saved_in = getattr(AutoConfig.from_pretrained(weights), "dtype", None)
-    base = auto_class(spec.task).from_pretrained(weights, config=config, dtype=dtype or saved_in or "float32")
-    merged = PeftModel.from_pretrained(base, model_dir).merge_and_unload()
+    if dtype is not None:
+        try:
+            dtype = save_dtype(dtype)
+        except ValueError as exc:
+            raise TrainError(f"merge {exc}") from None
+    merged = PeftModel.from_pretrained(saved_base(model_dir, spec, dtype), model_dir).merge_and_unload()
     merged.save_pretrained(out)
     AutoTokenizer.from_pretrained(model_dir).save_pretrained(out)
     return out
@@ -164,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="spec.json of the run")
     parser.add_argument("--model-dir", required=True, help="where the run saved its adapter")
     parser.add_argument("--out", required=True, help="where the merged model goes")
-    parser.add_argument("--dtype", choices=MERGE_DTYPES, help="default: the dtype the base was saved in")
+    parser.add_argument("--dtype", choices=SAVE_DTYPES, help="default: the dtype the base was saved in")
     args = parser.parse_args(argv)
     try:
         print(merge(args.model_dir, args.out, load_spec(Path(args.spec)), args.dtype))

@@ -65,4 +65,4 @@ def loss_template(spec: RunSpec, tokenizer) -> str | None:
     try:
         return get_training_chat_template(tokenizer)
     except ValueError:
-        raise TrainError(no_markers(f"model '{spec.model_name}''s chat template")) from None
+        raise TrainError(no_markers(f"the chat template of model '{spec.model_name}'")) from None

@@ -190,12 +190,14 @@ def evaluate(spec: RunSpec, dataset: str) -> dict:
     With an adapter, on the merged model (the same predictions as base + adapter, see adapters.merge).
     """
     from nbtoolkit.bundled import bundled_files
+    from nbtoolkit.data_files import check_file
     from nbtoolkit.train.adapters import full_model
     from nbtoolkit.train.predict import cpu_spec, evaluate_model
 
-    data = cpu_spec(spec, full_model(MODEL_DIR, spec).resolve()).model_dump(mode="json")
+    changes: dict = {"eval_split": dataset, "max_eval_samples": None}
     if Path(dataset).suffix:  # a local file is the eval split; the job's train split still names the labels
-        if not Path(dataset).expanduser().is_file():
+        path = Path(dataset).expanduser().resolve()
+        if not path.is_file():
             raise TrainError(
                 f"dataset {dataset} does not exist; give a local .jsonl/.json/.csv/.parquet file "
                 "or a split name of the job's dataset"
@@ -205,20 +207,39 @@ def evaluate(spec: RunSpec, dataset: str) -> dict:
                 f"evaluating on a file needs the job's training data as local files, and it trained on "
                 f"the hub dataset {spec.dataset.name}; give a split name of it instead"
             )
+        check_file(spec, path, f"the file to evaluate on ({path})")  # as launch checks the job's own files
         train = (spec.dataset.files or bundled_files(spec.task))[spec.dataset.train_split]
-        data["dataset"].update(
-            files={spec.dataset.train_split: train, "evaluate": str(Path(dataset).expanduser().resolve())},
-            eval_split="evaluate",
-            max_eval_samples=None,
+        changes.update(files={spec.dataset.train_split: train, "evaluate": str(path)}, eval_split="evaluate")
+    elif spec.dataset.files and dataset not in spec.dataset.files:
+        raise TrainError(
+            f"the job's dataset has no '{dataset}' split (it has "
+            f"{', '.join(spec.dataset.files)}); give a split it has or a file"
         )
-    else:
-        data["dataset"].update(eval_split=dataset, max_eval_samples=None)
-        if data["dataset"].get("files") and dataset not in data["dataset"]["files"]:
-            raise TrainError(
-                f"the job's dataset has no '{dataset}' split (it has "
-                f"{', '.join(data['dataset']['files'])}); give a split it has or a file"
-            )
-    return evaluate_model(RunSpec.model_validate(data), MODEL_DIR.parent / "evaluate", needs="evaluate")
+    data = cpu_spec(spec, full_model(MODEL_DIR, spec).resolve()).model_dump(mode="json")
+    data["dataset"].update(changes)
+    return evaluate_model(
+        RunSpec.model_validate(data), MODEL_DIR.parent / "evaluate", needs="evaluate", reference=lambda: start(spec)
+    )
+
+
+def start(spec: RunSpec):
+    """The job's model before it trained, on CPU: an adapter run's saved base (as merge loads it), else the spec's
+    model (a bundled one built again from the run's seed, as the run built it: from the same RNG state)."""
+    from transformers import AutoModelForCausalLM, set_seed
+
+    from nbtoolkit.train.adapters import saved_base
+    from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
+    from nbtoolkit.train.models import load_model
+    from nbtoolkit.train.predict import cpu_spec
+
+    if spec.adapter is not None:
+        return saved_base(MODEL_DIR, spec)
+    started = cpu_spec(spec, spec.model_name)
+    set_seed(spec.train.seed)
+    tokenizer = chat_tokenizer(started)
+    model = load_model(AutoModelForCausalLM, started, tokenizer)
+    fit_model(model, tokenizer)
+    return model
 
 
 _ANSWERS = {

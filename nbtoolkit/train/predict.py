@@ -14,7 +14,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from nbtoolkit.runtime import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
@@ -44,16 +46,19 @@ def keep_off_neuron() -> None:
     libneuronxla.configure_environment = lambda: None
 
 
-def cpu_spec(spec: RunSpec, model_dir: Path) -> RunSpec:
-    """The run's data and task, with the trained model, on CPU, generating where the task can."""
+def cpu_spec(spec: RunSpec, model: str | Path) -> RunSpec:
+    """The run's data and task, with `model` (the trained one, or the one it started from), on CPU, generating
+    where the task can."""
     data = {key: value for key, value in spec.model_dump(mode="json").items() if key not in TRAINING_ONLY}
-    data["model"] = str(model_dir)
+    data["model"] = str(model)
     data["train"]["predict_with_generate"] = True
     return RunSpec.model_validate(data)
 
 
-def evaluate_model(spec: RunSpec, output_dir: Path, needs: str) -> dict:
-    """The spec's model evaluated on the spec's eval split on CPU: the task's metrics (`needs` names the caller)."""
+def evaluate_model(spec: RunSpec, output_dir: Path, needs: str, reference: Callable[[], Any] | None = None) -> dict:
+    """The spec's model evaluated on the spec's eval split on CPU: the task's metrics (`needs` names the caller).
+    `reference` builds the model DPO and KTO measure against: the task's own is a copy of the model it loaded, which
+    for a trained model makes every reward 0 and the loss log 2."""
     from transformers import Trainer
 
     from nbtoolkit.train.data import load_splits
@@ -71,6 +76,8 @@ def evaluate_model(spec: RunSpec, output_dir: Path, needs: str) -> dict:
     args = training_arguments(
         spec, str(output_dir), has_eval=True, arguments_class=task.arguments_class, **task.argument_overrides
     )
+    if reference is not None and task.trainer_arguments.pop("ref_model", None) is not None:  # the copy goes first
+        task.trainer_arguments["ref_model"] = reference().eval().requires_grad_(False)
     trainer = (task.trainer_class or Trainer)(
         model=task.model,
         args=args,

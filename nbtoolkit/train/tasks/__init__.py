@@ -46,5 +46,16 @@ def check_task(spec) -> None:
         check_adapter(spec, config)
 
 
+def arguments_class(spec) -> type:
+    """The class of the task's trainer arguments (its module's `config_class`: TRL's configs, Seq2Seq's), else
+    TrainingArguments: the fields `extra` may set. An engine's own (optimum-neuron's) is not asked here."""
+    own = getattr(importlib.import_module(TASKS[spec.task].program), "config_class", None)
+    if own is not None:
+        return own(spec)
+    from transformers import TrainingArguments
+
+    return TrainingArguments
+
+
 def setup_task(spec, splits) -> TaskSetup:
     return importlib.import_module(TASKS[spec.task].program).setup(spec, splits)

@@ -28,6 +28,11 @@ def trl_overrides(spec) -> dict:
     return dict(gradient_checkpointing=None)
 
 
+def config_class(spec) -> type:
+    """The trainer arguments' class: the fields `extra` may set."""
+    return SFTConfig
+
+
 def conversations(spec, dataset, split: str):
     """The split as a `messages` column, its format detected (or checked) and said once."""
     try:
@@ -59,7 +64,7 @@ def setup(spec, splits) -> TaskSetup:
         eval_dataset=conversations(spec, splits["eval"], "eval") if "eval" in splits else None,
         data_collator=None,
         trainer_class=SFTTrainer,
-        arguments_class=SFTConfig,
+        arguments_class=config_class(spec),
         argument_overrides=dict(
             trl_overrides(spec),
             assistant_only_loss=True,

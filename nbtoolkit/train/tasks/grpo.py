@@ -25,6 +25,11 @@ from nbtoolkit.train.tasks import TaskSetup
 from nbtoolkit.train.tasks.chat import trl_overrides
 
 
+def config_class(spec) -> type:
+    """The trainer arguments' class: the fields `extra` may set."""
+    return GRPOConfig
+
+
 def reward_functions(reward: RewardSpec) -> list:
     try:
         return [checked(load(reference)) for reference in reward.functions or BUNDLED_REWARDS]
@@ -68,7 +73,7 @@ def setup(spec, splits) -> TaskSetup:
         eval_dataset=prompts(splits["eval"], "eval") if "eval" in splits else None,
         data_collator=None,
         trainer_class=GRPOTrainer,
-        arguments_class=GRPOConfig,
+        arguments_class=config_class(spec),
         argument_overrides=dict(
             trl_overrides(spec),
             num_generations=reward.num_generations,

@@ -42,6 +42,16 @@ def trainer_and_config(method: str) -> tuple[type, type, dict]:
     return CPOTrainer, CPOConfig, {"loss_type": "simpo", "cpo_alpha": 0.0, **uncounted}
 
 
+def preference_block(spec):
+    """The spec's preference block, or its defaults."""
+    return spec.preference or type(spec).model_fields["preference"].annotation.__args__[0]()
+
+
+def config_class(spec) -> type:
+    """The trainer arguments' class of the spec's method: the fields `extra` may set."""
+    return trainer_and_config(preference_block(spec).method)[1]
+
+
 def pairs(dataset, split: str):
     missing = [column for column in COLUMNS if column not in dataset.column_names]
     if missing:
@@ -67,7 +77,7 @@ def unpaired(dataset):
 
 
 def setup(spec, splits) -> TaskSetup:
-    preference = spec.preference or type(spec).model_fields["preference"].annotation.__args__[0]()
+    preference = preference_block(spec)
     tokenizer = chat_tokenizer(spec)
     model = load_model(AutoModelForCausalLM, spec, tokenizer)
     fit_model(model, tokenizer)

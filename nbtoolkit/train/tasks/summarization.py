@@ -22,6 +22,11 @@ ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
+def config_class(spec) -> type:
+    """The trainer arguments' class: the fields `extra` may set."""
+    return Seq2SeqTrainingArguments
+
+
 def prompted(tokenizer, texts: list[str], template: str | None, max_length: int) -> list[str]:
     """Each text inside the template, cut (at a token boundary) so the template's own words always fit."""
     if not template:
@@ -103,7 +108,7 @@ def setup(spec, splits) -> TaskSetup:
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
         compute_metrics=compute_metrics if generate else None,
         trainer_class=Seq2SeqTrainer,
-        arguments_class=Seq2SeqTrainingArguments,
+        arguments_class=config_class(spec),
         argument_overrides=dict(
             predict_with_generate=generate, generation_max_length=data.max_target_length, generation_num_beams=1
         ),

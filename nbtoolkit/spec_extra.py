@@ -1,0 +1,85 @@
+"""`extra`: the trainer's own arguments a spec passes through, and the ones it may not hold.
+
+The training program sets many trainer arguments from the spec's fields and then lets `extra` have the last
+word, so `extra: {learning_rate: 1e-3}` silently beat `train.learning_rate` (and the plan, which reads the
+field). A key the spec sets by a field is refused here, naming that field; so is a NaN or an infinity. Keys the
+trainer does not have at all are checked in the preflight (nbtoolkit.preflight), where the task's config class
+can be imported: the spec stays light.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: trainer arguments the program sets from a spec field, for every task (nbtoolkit.train.program)
+SET_BY_FIELD: dict[str, str] = {
+    "num_train_epochs": "train.epochs",
+    "max_steps": "train.max_steps",
+    "per_device_train_batch_size": "train.batch_size",
+    "per_device_eval_batch_size": "train.eval_batch_size",
+    "gradient_accumulation_steps": "train.grad_accum",
+    "learning_rate": "train.learning_rate",
+    "warmup_steps": "train.warmup",
+    "weight_decay": "train.weight_decay",
+    "max_grad_norm": "train.max_grad_norm",
+    "seed": "train.seed",
+    "data_seed": "train.seed",
+    "logging_steps": "train.logging_steps",
+    "eval_steps": "train.eval_steps",
+    "eval_on_start": "train.eval_on_start",
+    "save_steps": "train.save_steps",
+    "save_total_limit": "train.save_total_limit",
+    "gradient_checkpointing": "train.gradient_checkpointing",
+    "activation_checkpointing": "train.gradient_checkpointing",  # its name from transformers 5.2x
+    "bf16": "precision",
+    "fp16": "precision",
+    "use_cpu": "hardware.accelerator",
+    "torch_compile": "compile",
+    "report_to": "report_to",
+    "run_name": "name",
+}
+#: ... and the task's own (nbtoolkit.train.tasks.<task>: what its setup's argument_overrides read from the spec)
+SET_BY_TASK_FIELD: dict[str, dict[str, str]] = {
+    "summarization": {"predict_with_generate": "train.predict_with_generate"},
+    "chat": {"max_length": "dataset.max_length", "packing": "dataset.packing"},
+    "preference": {"max_length": "dataset.max_length", "beta": "preference.beta", "loss_type": "preference.loss_type"},
+    "grpo": {
+        "num_generations": "reward.num_generations",
+        "max_completion_length": "reward.max_completion_length",
+        "temperature": "reward.temperature",
+        "beta": "reward.beta",
+        "use_vllm": "reward.use_vllm",
+        "reward_weights": "reward.weights",
+    },
+}
+
+
+def set_by_field(task: str) -> dict[str, str]:
+    """Trainer argument -> the spec field that sets it, for a task."""
+    return SET_BY_FIELD | SET_BY_TASK_FIELD.get(task, {})
+
+
+def extra_problem(task: str, extra: dict[str, Any]) -> str | None:
+    """The first key of `extra` the spec must not hold, as one sentence (None: all may reach the trainer)."""
+    fields = set_by_field(task)
+    for key, value in extra.items():
+        if key in fields:
+            return (
+                f"extra.{key} would override {fields[key]}, which sets it; set {fields[key]} instead and remove "
+                f"extra.{key}"
+            )
+        if not finite(value):
+            return f"extra.{key}: {value!r} holds a number that is not finite (NaN or infinity); give a finite number"
+    return None
+
+
+def finite(value: Any) -> bool:
+    """No NaN or infinity in a value, nor in the lists and mappings it holds."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(finite(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(finite(item) for item in value)
+    return True
