@@ -61,27 +61,33 @@ def read_columns(task: str, fmt: str) -> list[str]:
 
 def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered]]:
     """The sample's format and every row rendered through the run's template (first rows first)."""
-    from jinja2 import TemplateError
-
     from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
 
     fmt = data_format(spec, list(sample.column_names))
     tokenizer = chat_tokenizer(spec)
     template = loss_template(spec, tokenizer)  # the trainer's masking template, or its sentence why there is none
     every_token = spec.task == "chat" and not assistant_only_loss(spec.task, spec.extra)
-    rendered = []
-    for number, row in enumerate(sample, 1):
-        try:
-            rendered.append(render(tokenizer, spec.task, fmt, row, number, template, every_token))
-        except FormatError as exc:
-            raise TrainError(f"the {spec.dataset.train_split} split: {exc}") from None
-        except TemplateError as exc:  # what compiles can still fail on a row: raise_exception, an undefined name
-            whose = "dataset.chat_template" if spec.dataset.chat_template else f"model '{spec.model_name}''s template"
-            raise TrainError(
-                f"the chat template ({whose}) fails on row {number} of the {spec.dataset.train_split} split: {exc}; "
-                "fix the template or the row"
-            ) from None
+    rendered = [
+        render_row(spec, tokenizer, spec.task, fmt, row, number, template, every_token)
+        for number, row in enumerate(sample, 1)
+    ]
     return fmt, rendered
+
+
+def render_row(
+    spec: RunSpec, tokenizer, task: str, fmt: str, row: dict, number: int, template, every_token
+) -> Rendered:
+    """`render`, with a row the data format or the template cannot render said in one sentence (TrainError)."""
+    try:
+        return render(tokenizer, task, fmt, row, number, template, every_token)
+    except FormatError as exc:
+        raise TrainError(f"the {spec.dataset.train_split} split: {exc}") from None
+    except Exception as exc:  # what compiles can still fail on a row: raise_exception, `content / 2`, an undefined
+        whose = "dataset.chat_template" if spec.dataset.chat_template else f"the template of model '{spec.model_name}'"
+        raise TrainError(
+            f"the chat template ({whose}) fails on row {number} of the {spec.dataset.train_split} split: "
+            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; fix the template or the row"
+        ) from None
 
 
 def render(tokenizer, task: str, fmt: str, row: dict, number: int, template: str | None, every_token: bool) -> Rendered:

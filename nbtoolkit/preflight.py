@@ -152,7 +152,10 @@ def chat_template_and_cut(spec, check_lengths: bool) -> tuple[str | None, CutRep
         return str(exc), None
     except (OSError, ValueError):  # a tokenizer this machine cannot read (a hub cache with the config alone)
         return None, None
-    return None, cut_replies(spec, tokenizer, template) if check_lengths else None
+    try:
+        return None, cut_replies(spec, tokenizer, template) if check_lengths else None
+    except TrainError as exc:  # the template fails on a row it renders
+        return str(exc), None
 
 
 #: rows of a chat run's train file the length check tokenizes at most (the bundled tokenizer renders and
@@ -203,7 +206,7 @@ def cut_replies(spec, tokenizer, template: str | None) -> CutReplies | None:
     ):
         return None
     from nbtoolkit.chat_formats import detect_format
-    from nbtoolkit.chat_preview import render
+    from nbtoolkit.chat_preview import render_row
     from nbtoolkit.data_files import rows
 
     path = Path(files[split]).expanduser()
@@ -217,7 +220,8 @@ def cut_replies(spec, tokenizer, template: str | None) -> CutReplies | None:
         total += 1
         if number <= LENGTH_ROWS:
             fmt = fmt or detect_format([key for key, value in row.items() if value is not None], spec.dataset.format)
-            prompts.append(render(tokenizer, "chat", fmt, row, number, template, every_token=False).prompt_tokens)
+            rendered = render_row(spec, tokenizer, "chat", fmt, row, number, template, every_token=False)
+            prompts.append(rendered.prompt_tokens)
     lost = [tokens for tokens in prompts if tokens >= spec.dataset.max_length]
     if not lost:
         return None

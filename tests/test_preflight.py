@@ -257,6 +257,21 @@ def test_an_invalid_chat_template_is_refused_as_invalid_not_as_unmarked(template
 
 RAISING = "{% for m in messages %}{% generation %}{{ raise_exception('no turns') }}{% endgeneration %}{% endfor %}"
 CHAT = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+#: compiles, and fails on every row with a Python error rather than a Jinja one
+DIVIDING = "{% for m in messages %}{% generation %}{{ m.content / 2 }}{% endgeneration %}{% endfor %}"
+
+
+def test_a_chat_template_that_fails_on_a_row_is_refused_by_plan_and_launch(tmp_path, store):
+    """Before, plan passed it (or printed a traceback) and the job failed on its first row."""
+    for template, said in ((RAISING, "no turns"), (DIVIDING, "unsupported operand type(s) for /")):
+        train = _jsonl(tmp_path / "train.jsonl", [CHAT])
+        spec = {"task": "chat", "dataset": {"files": {"train": train}, "chat_template": template}, "train": TRAIN}
+        (refused,) = plan(spec, store=store).refused
+        assert refused.startswith("the chat template (dataset.chat_template) fails on row 1 of the train split: ")
+        assert said in refused
+        with pytest.raises(LaunchError, match=re.escape(refused)):
+            launch(spec, store=store)
+    assert store.list() == []
 
 
 @pytest.mark.parametrize(
@@ -265,6 +280,7 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "c
         (['{"messages": ['], None, "line 1 is not valid JSON"),
         ([], None, "holds no rows"),
         ([CHAT], RAISING, "the chat template (dataset.chat_template) fails on row 1 of the train split: no turns;"),
+        ([CHAT], DIVIDING, "fails on row 1 of the train split: unsupported operand type(s) for /: 'str' and 'int';"),
     ],
 )
 def test_the_data_command_refuses_bad_data_in_one_sentence(rows, template, sentence, tmp_path, capsys):
