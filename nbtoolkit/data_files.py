@@ -103,18 +103,36 @@ def rows(path: Path, where: str) -> Iterator[tuple[int, dict[str, Any]]]:
             f"{where} cannot be read ({exc.__class__.__name__}: {exc}); give a readable UTF-8 file"
         ) from None
     if path.suffix.lower() == ".csv":
-        for number, row in enumerate(csv.DictReader(io.StringIO(text, newline="")), 1):
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        for number, row in enumerate(reader, 1):
+            if None in row:  # cells past the header's: pandas stops the file there ("Expected 2 fields ..., saw 3")
+                raise DataError(
+                    f"{where}: row {number} has {len(reader.fieldnames or []) + len(row[None])} cells but the header "
+                    f"names {len(reader.fieldnames or [])} columns; quote a cell that holds a comma, or fix the row"
+                )
             yield number, {column: None if value == "" else value for column, value in row.items()}
         return
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
-            whole = json.loads(text)
+            whole = json.loads(text)  # datasets reads an array with json, which keeps a repeated key's last value
         except json.JSONDecodeError as exc:
             raise DataError(f"{where} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
         yield from _objects(enumerate(whole, 1), where)
         return
     yield from _objects(_json_lines(text, where), where)
+
+
+class _KeyTwice(ValueError):
+    """A JSON Lines object with a key twice: json keeps the last, but Arrow, which datasets reads JSON Lines with,
+    fails on the whole file ("Column(/text) was specified twice")."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        raise _KeyTwice(next(key for index, (key, _) in enumerate(pairs) if key in dict(pairs[:index])))
+    return found
 
 
 def _json_lines(text: str, where: str) -> Iterator[tuple[int, Any]]:
@@ -124,11 +142,16 @@ def _json_lines(text: str, where: str) -> Iterator[tuple[int, Any]]:
             continue
         number += 1
         try:
-            yield number, json.loads(line)
+            yield number, json.loads(line, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as exc:
             raise DataError(
                 f"{where}: line {line_number} is not valid JSON (column {exc.colno}: {exc.msg}); "
                 "each line must be one JSON object: fix or remove that line"
+            ) from None
+        except _KeyTwice as exc:
+            raise DataError(
+                f"{where}: line {line_number} has the key '{exc}' twice in one object (datasets cannot read the file "
+                "then); keep one"
             ) from None
 
 
@@ -156,6 +179,7 @@ def check_rows(task: str, dataset, assistant_only: bool, where: str, numbered: I
         elif task in TASK_COLUMNS:
             for column in TASK_COLUMNS[task]:
                 _check_turns(row, column, task, at)
+            _check_same_kind(row, TASK_COLUMNS[task], number, at, first.setdefault("", (number, row)))
         else:
             for field, column in columns_used(task, dataset).items():
                 _check_value(row, field, column, at, first.setdefault(column, (number, row.get(column))))
@@ -184,6 +208,24 @@ def _check_value(row: dict[str, Any], field: str, column: str, at: str, first: t
             f"{at}'s '{column}' (dataset.{field}) is {json_kind(value)}, but row {first_number}'s is "
             f"{json_kind(first_value)}; give it the same type in every row"
         )
+
+
+def _check_same_kind(row: dict[str, Any], columns: tuple[str, ...], number: int, at: str, first: tuple[int, dict]):
+    """Every column a TRL row reads is a text or every one a conversation, as in the first row: TRL reads a row as
+    conversational or not from its prompt and fails on a mix (`can only concatenate str (not "list") to str`)."""
+    first_number, first_row = first
+    wanted = _kind(first_row[columns[0]])
+    for column in columns:
+        if _kind(row[column]) != wanted:
+            whose = columns[0] if first_number == number else f"row {first_number}'s {columns[0]}"
+            raise DataError(
+                f"{at}'s {column} is {_kind(row[column])} but {whose} is {wanted}; give every "
+                f"{', '.join(columns)} as texts, or every one as conversations"
+            )
+
+
+def _kind(value: Any) -> str:
+    return "a conversation" if isinstance(value, list) else "a text"
 
 
 def _format(declared: str, row: dict[str, Any], at: str) -> str:

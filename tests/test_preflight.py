@@ -111,6 +111,20 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
             {"task": "causal-lm", "extra": {"max_length": 64}},  # SFT's and DPO's, not TrainingArguments'
             "extra.max_length is not an argument of TrainingArguments, task causal-lm's trainer arguments; fix its",
         ),
+        "pair mixing a text and a conversation": (
+            {
+                "task": "preference",
+                "dataset": {
+                    "files": {
+                        "train": _jsonl(
+                            tmp_path / "mixed.jsonl",
+                            [pair, {**pair, "chosen": [{"role": "assistant", "content": "4"}]}],
+                        )
+                    }
+                },
+            },
+            "row 2's chosen is a conversation but row 1's prompt is a text; give every prompt, chosen, rejected as",
+        ),
         "hub model not fetched while offline": (
             {"task": "chat", "model": "Qwen/Qwen2.5-0.5B-Instruct"},  # the planner sizes it from its own table
             "model 'Qwen/Qwen2.5-0.5B-Instruct' is not on this machine and the Hugging Face Hub is off here",
@@ -136,6 +150,7 @@ def _cases(tmp_path) -> dict[str, tuple[dict, str]]:
         "every reply past max_length",
         "misspelt extra key",
         "extra key of another task",
+        "pair mixing a text and a conversation",
         "hub model not fetched while offline",
         "hub dataset not cached while offline",
     ],
@@ -229,6 +244,9 @@ ROWS = b'{"text": "a", "label": 1}\n'
         ("nan.jsonl", ROWS + b'{"text": "b", "label": NaN}\n', "row 2's 'label' (dataset.label_column) is NaN; give"),
         ("number.jsonl", ROWS + b"7\n", "row 2 is a number, not an object of columns"),
         ("broken.jsonl", b'{"text": "a\n', "line 1 is not valid JSON (column 10: Unterminated string starting at);"),
+        ("ragged.csv", b"text,label\nhi,a\nyo,b,c\n", "row 2 has 3 cells but the header names 2 columns; quote a"),
+        ("twice.jsonl", b'{"text": "a", "label": 1, "text": "b"}\n', "line 1 has the key 'text' twice in one object"),
+        ("twice.json", b'[{"text": "a", "label": 1, "label": 2}]', None),  # datasets reads an array with json
         ("bom.jsonl", b"\xef\xbb\xbf" + ROWS, None),  # datasets reads these as the rows they are
         ("separator.jsonl", '{"text": "a\u2028b", "label": 1}\n'.encode(), None),
         ("separator.csv", "text,label\na\u2028b,1\n".encode(), None),
