@@ -20,6 +20,7 @@ import re
 import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 from nbtoolkit.spec import RunSpec
 
@@ -28,10 +29,11 @@ CREDENTIAL_NAME = re.compile(
     r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|SECRET_KEY|PRIVATE_KEY|SESSION_TOKEN|CREDENTIALS?)($|_)"
 )
 #: an environment variable's name that looks like one, more widely: the words services end their variables with
-#: (KAGGLE_KEY, GITHUB_PAT, HF_AUTH, DB_PASS), and a password glued to its service's name (PGPASSWORD). Only as
+#: (KAGGLE_KEY, GITHUB_PAT, HF_AUTH, DB_PASS, MYSQL_PWD but not the shell's PWD), and a password glued to its
+#: service's name (PGPASSWORD). Only as
 #: the last word (SSH_AUTH_SOCK and KEY_FILE hold paths), and never for a flag or key of a spec, whose value
 #: would be refused or redacted (`--label_key`, `--sort_key`)
-SECRET_VARIABLE = re.compile(r"(^|_)(KEY|PAT|AUTH|PASS|PASSPHRASE|CREDS)$|PASSWORD$|PASSWD$")
+SECRET_VARIABLE = re.compile(r"(^|_)(KEY|PAT|AUTH|PASS|PASSPHRASE|CREDS)$|PASSWORD$|PASSWD$|_PWD$")
 REDACTED = "***"
 #: values shorter than this are not taken for secrets (a `..._TOKEN=1` switch would blank every digit 1)
 MIN_SECRET_CHARS = 8
@@ -187,15 +189,27 @@ def secret_values(environ: Mapping[str, str], names: Iterable[str] = ()) -> set[
     """The values a job must never write: those of credential-named variables, and of the variables `names`
     (what its `$NAME` references resolve to)."""
     chosen = {name for name in environ if is_secret_variable(name)} | {name for name in names if name in environ}
-    return {environ[name] for name in chosen if len(environ[name]) >= MIN_SECRET_CHARS}
+    found = {environ[name] for name in chosen} | {url_password(value) or "" for value in environ.values()}
+    return {value for value in found if len(value) >= MIN_SECRET_CHARS}
+
+
+def url_password(value: str) -> str | None:
+    """The password of a URL that carries one, whatever its variable's name: `DATABASE_URL=postgres://u:pw@h/db`."""
+    if "://" not in value or "@" not in value:
+        return None
+    try:
+        return urlsplit(value.strip()).password
+    except ValueError:  # not a URL after all (an invalid port, a bracket)
+        return None
 
 
 def printed_forms(secret: str) -> set[str]:
     """How a program may print a secret: as given, stripped (a token pasted with a space or newline, which the
-    Hub client and most programs strip before use), and inside a JSON string (`json.dumps` escapes `"`, `\\`,
-    control and, by default, non-ASCII characters)."""
+    Hub client and most programs strip before use), inside a JSON string (`json.dumps` escapes `"`, `\\`,
+    control and, by default, non-ASCII characters), and URL-quoted or unquoted (a URL's password is kept quoted)."""
     forms = {secret, secret.strip()}
-    return forms | {json.dumps(form, ensure_ascii=ascii)[1:-1] for form in forms for ascii in (True, False)}
+    escaped = {json.dumps(form, ensure_ascii=ascii)[1:-1] for form in forms for ascii in (True, False)}
+    return forms | escaped | {quote(form, safe="") for form in forms} | {unquote(form) for form in forms}
 
 
 class Scrubber:

@@ -156,14 +156,21 @@ def test_secret_values_are_credential_named_variables_and_resolved_references():
         "HF_AUTH": "auth-value",
         "DB_PASS": "pass-word",
         "PGPASSWORD": "postgres-word",
+        "MYSQL_PWD": "mysql-word",
     }
     paths = {
+        "OLDPWD": "/home/me/before",
         "SSH_AUTH_SOCK": "/tmp/ssh-agent.1",
         "KEY_FILE": "/home/me/key.pem",
         "PATH": "/usr/bin:/bin",
         "PWD": "/work",
     }
     assert secret_values({**wider, **paths}) == set(wider.values())  # a credential's name, not a path's
+    urls = {"DATABASE_URL": "postgres://me:db%2Fsecret-1@db.example/x", "HOME_PAGE": "https://example.org/@me"}
+    assert secret_values(urls) == {"db%2Fsecret-1"}  # any URL's password, whatever its variable is called
+    scrubber = Scrubber(secret_values(urls))
+    assert scrubber.text("db%2Fsecret-1 db/secret-1 db%2Fsecret-1") == "*** *** ***"  # as given, and unquoted
+    assert Scrubber(["pass word+1"]).text("u=pass%20word%2B1") == "u=***"  # a password put in a URL, quoted
 
 
 def test_a_secret_printed_stripped_or_json_escaped_is_scrubbed():
