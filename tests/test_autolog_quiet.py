@@ -1,4 +1,4 @@
-"""Autolog changes nothing a script asked for and says nothing where it has nothing to do: it leaves the
+"""Autolog changes nothing a script asked for but the logging of a NaN loss, and says nothing where it has nothing to do: it leaves the
 Trainer's token count as the script set it (switching it on cost a gather across ranks per step, and a
 warning per step for a model whose batch lacks its main input), and an interpreter the job starts that has
 no nbtoolkit (a tool's own Python) starts silently."""
@@ -25,6 +25,33 @@ def test_autolog_leaves_the_scripts_token_count_off(tmp_path, monkeypatch):
     add_metrics_callback(trainer)
     assert args.include_num_input_tokens_seen == "no"  # as the script left it: no gather, no per-step warning
     assert any(isinstance(callback, MetricsCallback) for callback in added)
+
+
+def test_autolog_has_a_scripts_trainer_log_a_nan_loss_as_nan(tmp_path, monkeypatch):
+    """The one argument autolog changes: with transformers' default logging_nan_inf_filter a window of NaN steps is
+    logged as loss 0.0, and the run doctor read a diverged script job as a converged one ("succeeded")."""
+    import math
+
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    class Diverged(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(1))
+
+        def forward(self, x):
+            return {"loss": (self.weight * x).sum() * float("nan")}
+
+    monkeypatch.setenv("NBTOOLKIT_JOB_DIR", str(tmp_path))
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", max_steps=2, logging_steps=2
+    )
+    trainer = Trainer(model=Diverged(), args=args, train_dataset=[{"x": torch.ones(1)}] * 4)
+    add_metrics_callback(trainer)
+    trainer.train()
+    (logged,) = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert math.isnan(logged)  # 0.0 with the filter on
 
 
 def test_an_interpreter_without_nbtoolkit_starts_silently_under_the_autolog_boot(tmp_path):

@@ -4,8 +4,10 @@ A script launch puts autolog_boot/ first on PYTHONPATH; its sitecustomize.py cal
 every Python process of the job. Nothing happens until the script imports `transformers.trainer`:
 then `Trainer.__init__` (subclasses such as Seq2SeqTrainer or TRL's included) ends by adding
 MetricsCallback, which writes the records nbtoolkit's own program writes (true step, windows'
-samples/s and tokens/s, eval metrics, peak memory) on rank 0. It changes none of the script's
-TrainingArguments: tokens/s comes only where the script counts input tokens itself
+samples/s and tokens/s, eval metrics, peak memory) on rank 0. It changes one of the script's TrainingArguments,
+what is logged and nothing trained: `logging_nan_inf_filter` off, so a NaN loss is logged as NaN (on, the default,
+the Trainer logs a window of NaN steps as 0.0 and the run doctor would read a diverged run as one that converged).
+None other: tokens/s comes only where the script counts input tokens itself
 (`include_num_input_tokens_seen`); switching the count on cost a gather across ranks per step, and a
 warning per step for a model whose batches lack its `main_input_name`. Never breaks a script: a failure
 here is one line in the log and the job's log parser stays on.
@@ -74,6 +76,7 @@ def add_metrics_callback(trainer) -> None:
     if os.environ.get(JOB_DIR_ENV) is None:
         return  # not a job
     args = trainer.args
+    args.logging_nan_inf_filter = False  # read at every step of the training loop
     callbacks = trainer.callback_handler.callbacks
     if not any(isinstance(callback, HeartbeatCallback) for callback in callbacks):  # every rank beats
         trainer.add_callback(HeartbeatCallback(os.environ[JOB_DIR_ENV]))
