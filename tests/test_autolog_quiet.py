@@ -1,7 +1,7 @@
 """Autolog changes nothing a script asked for but how a NaN loss is logged, and says nothing where it has nothing
-to do: it leaves the Trainer's token count as the script set it (switching it on cost a gather across ranks per step, and a
-warning per step for a model whose batch lacks its main input), and an interpreter the job starts that has
-no nbtoolkit (a tool's own Python) starts silently."""
+to do: it leaves the Trainer's token count as the script set it (switching it on cost a gather across ranks per
+step, and a warning per step for a model whose batch lacks its main input), and an interpreter the job starts that
+has no nbtoolkit (a tool's own Python) starts silently."""
 
 from __future__ import annotations
 
