@@ -54,6 +54,12 @@ SET_BY_TASK_FIELD: dict[str, dict[str, str]] = {
     },
 }
 
+#: trainer arguments the program sets for a reason of its own, whatever the spec says
+SET_BY_NBTOOLKIT: dict[str, str] = {
+    "logging_nan_inf_filter": "it stays off so that a NaN loss is logged as NaN and the run doctor sees it",
+    "local_rank": "the launcher gives each process its rank",
+}
+
 
 def set_by_field(task: str) -> dict[str, str]:
     """Trainer argument -> the spec field that sets it, for a task."""
@@ -69,13 +75,21 @@ def extra_problem(task: str, extra: dict[str, Any]) -> str | None:
                 f"extra.{key} would override {fields[key]}, which sets it; set {fields[key]} instead and remove "
                 f"extra.{key}"
             )
+        if key in SET_BY_NBTOOLKIT:
+            return f"extra.{key} is set by nbtoolkit ({SET_BY_NBTOOLKIT[key]}); remove extra.{key}"
         if not finite(value):
             return f"extra.{key}: {value!r} holds a number that is not finite (NaN or infinity); give a finite number"
     return None
 
 
 def finite(value: Any) -> bool:
-    """No NaN or infinity in a value, nor in the lists and mappings it holds."""
+    """No NaN or infinity in a value, nor in the lists and mappings it holds; nor a text that reads as one (YAML
+    reads `1e999` and `inf` as text, and the program turns a number's text into the number for the trainer)."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return True
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, dict):

@@ -275,6 +275,13 @@ def test_fp16_with_t5_warns_of_overflow():
             "extra.adam_epsilon: nan holds a number that is not finite (NaN or infinity); give a finite number",
         ),
         ({"extra": {"lr_scheduler_kwargs": {"min_lr": float("-inf")}}}, "extra.lr_scheduler_kwargs: {'min_lr': -inf}"),
+        # YAML reads these as text; the program would hand the trainer float('1e999'), an infinity
+        ({"extra": {"adam_epsilon": "1e999"}}, "extra.adam_epsilon: '1e999' holds a number that is not finite"),
+        ({"extra": {"adam_beta1": "inf"}}, "extra.adam_beta1: 'inf' holds a number that is not finite"),
+        (
+            {"extra": {"logging_nan_inf_filter": True}},
+            "extra.logging_nan_inf_filter is set by nbtoolkit (it stays off so that a NaN loss is logged as NaN",
+        ),
         ({"model": "~0"}, "model '~0' starts with ~0, but there is no user '0' here; write the folder's full path"),
         (
             {"dataset": {"files": {"train": "~nobody-here/train.jsonl"}}},
