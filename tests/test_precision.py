@@ -78,6 +78,41 @@ def test_weights_load_in_the_planned_dtype(bf16_checkpoint, precision, accelerat
     assert (planned.memory.weights - adapters) / planned.params == _bytes_per_parameter(model.parameters())
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_a_lora_runs_task_head_trains_in_fp32_over_a_16_bit_base(bf16_checkpoint, precision):
+    """A classifier's head (PEFT's modules_to_save) trains whole: PEFT casts its adapters to fp32, not the head, which
+    stayed 16-bit over a 16-bit GPU base (no fp32 master weights; fp16 gradients the GradScaler refuses)."""
+    from transformers import AutoModelForSequenceClassification
+
+    from nbtoolkit.train.adapters import wrap
+
+    spec = load_spec(
+        {
+            "task": "text-classification",
+            "model": str(bf16_checkpoint),
+            "precision": precision,
+            "hardware": {"accelerator": "cuda"},
+            "adapter": {"type": "lora"},
+        }
+    )
+    model = load_model(AutoModelForSequenceClassification, spec, tokenizer=None, num_labels=3)
+    wrapped = wrap(model, spec)
+    trained = {name: p.dtype for name, p in wrapped.named_parameters() if p.requires_grad}
+    assert any("score" in name for name in trained) and set(trained.values()) == {torch.float32}
+    assert {p.dtype for p in wrapped.parameters() if not p.requires_grad} == {
+        {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    }
+
+
+def test_qlora_computes_in_the_specs_precision():
+    """bf16 as the QLoRA paper; fp16 where the GPU has none (a T4, which the planner refuses bf16 on)."""
+    from nbtoolkit.train.models import quantized_loading
+
+    for precision, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16), ("fp32", torch.float32)):
+        options = quantized_loading(precision)
+        assert options["quantization_config"].bnb_4bit_compute_dtype == dtype and options["dtype"] == dtype
+
+
 def test_a_bf16_run_on_a_bf16_checkpoint_trains_and_saves_fp32_master_weights(bf16_checkpoint, store):
     """A real job: under bf16 autocast the trained weights stay fp32 (before, the bf16 checkpoint trained in bf16)."""
     job = launch(_spec(bf16_checkpoint, "bf16", "cpu"), store=store)

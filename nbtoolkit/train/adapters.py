@@ -90,6 +90,7 @@ def missing_targets(spec: RunSpec, config) -> str | None:
 
 def wrap(model, spec: RunSpec):
     """The model with the spec's adapters: base weights frozen, adapters (and a new task head) trainable."""
+    import torch
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     adapter: AdapterSpec = spec.adapter
@@ -103,7 +104,11 @@ def wrap(model, spec: RunSpec):
         target_modules=target_modules(adapter),
         exclude_modules=TASK_HEADS if target_modules(adapter) == ALL_LINEAR else None,
     )
-    return get_peft_model(model, config)
+    wrapped = get_peft_model(model, config)
+    for parameter in wrapped.parameters():  # PEFT casts its adapters to fp32, not a task head it trains whole
+        if parameter.requires_grad and parameter.dtype != torch.float32:  # (modules_to_save): fp32 master weights
+            parameter.data = parameter.data.float()
+    return wrapped
 
 
 def save_base(model, spec: RunSpec, model_dir: str | Path) -> None:

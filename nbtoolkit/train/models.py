@@ -69,7 +69,7 @@ def load_model(auto_class, spec, tokenizer: PreTrainedTokenizerBase, **config_ov
             setattr(config, key, value)
         return auto_class.from_config(config, dtype=torch_dtype(dtype))
     if dtype == "nf4":
-        return auto_class.from_pretrained(model_source(name), **config_overrides, **quantized_loading())
+        return auto_class.from_pretrained(model_source(name), **config_overrides, **quantized_loading(spec.precision))
     return auto_class.from_pretrained(model_source(name), dtype=torch_dtype(dtype), **config_overrides)
 
 
@@ -89,9 +89,10 @@ def model_source(name: str) -> str:
     return str(packaged) if packaged else name
 
 
-def quantized_loading() -> dict:
-    """from_pretrained options of QLoRA: 4-bit NF4 weights, double quantization, bf16 compute (the QLoRA paper's)."""
-    import torch
+def quantized_loading(precision: str) -> dict:
+    """from_pretrained options of QLoRA: 4-bit NF4 weights, double quantization, computing (and loading the layers
+    left unquantized) in the spec's precision: bf16 as the QLoRA paper, fp16 where the GPU has no bf16 (a T4)."""
+    dtype = torch_dtype({"fp32": "float32", "fp16": "float16"}.get(precision, "bfloat16"))
     from transformers import BitsAndBytesConfig
 
     return {
@@ -99,7 +100,7 @@ def quantized_loading() -> dict:
             load_in_4bit=True,
             bnb_4bit_quant_type="nf4",
             bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16,
+            bnb_4bit_compute_dtype=dtype,
         ),
-        "dtype": torch_dtype("nf4"),
+        "dtype": dtype,
     }
