@@ -215,13 +215,20 @@ def cut_replies(spec, tokenizer, template: str | None) -> CutReplies | None:
     where = f"dataset.files.{split} ({files[split]})"
     fmt = None
     prompts = []
-    total = 0
+    total = trained = 0
     for number, row in rows(path, where):
         total += 1
         if number <= LENGTH_ROWS:
             fmt = fmt or detect_format([key for key, value in row.items() if value is not None], spec.dataset.format)
             rendered = render_row(spec, tokenizer, "chat", fmt, row, number, template, every_token=False)
             prompts.append(rendered.prompt_tokens)
+            trained += any(loss for _, loss in rendered.pieces)
+    if prompts and not trained:  # TRL fails on it in the job ("may be missing the {% generation %} keyword")
+        whose = "dataset.chat_template" if spec.dataset.chat_template else f"the template of model '{spec.model_name}'"
+        raise TrainError(
+            f"no row of {where} has a token the loss is on: the chat template's ({whose}) {{% generation %}} blocks "
+            "hold none of the assistant's replies; put each reply inside one, or set extra: {assistant_only_loss: false}"
+        )
     lost = [tokens for tokens in prompts if tokens >= spec.dataset.max_length]
     if not lost:
         return None

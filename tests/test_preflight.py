@@ -279,6 +279,18 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "c
 DIVIDING = "{% for m in messages %}{% generation %}{{ m.content / 2 }}{% endgeneration %}{% endfor %}"
 
 
+def test_a_chat_template_whose_generation_blocks_hold_no_reply_is_refused(tmp_path, store):
+    """Markers present but wrapping nothing: every check passed and TRL failed in the job."""
+    template = (
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% generation %}{% endgeneration %}"
+    )
+    train = _jsonl(tmp_path / "train.jsonl", [CHAT])
+    spec = {"task": "chat", "dataset": {"files": {"train": train}, "chat_template": template}, "train": TRAIN}
+    (refused,) = plan(spec, store=store).refused
+    assert refused.startswith(f"no row of dataset.files.train ({train}) has a token the loss is on")
+
+
 def test_a_chat_template_that_fails_on_a_row_is_refused_by_plan_and_launch(tmp_path, store):
     """Before, plan passed it (or printed a traceback) and the job failed on its first row."""
     for template, said in ((RAISING, "no turns"), (DIVIDING, "unsupported operand type(s) for /")):
