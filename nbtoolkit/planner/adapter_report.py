@@ -20,7 +20,7 @@ TOKENS = 512
 
 
 def row_spec(method: str, instance: str, batch_size: int = 1) -> dict:
-    """One row: bf16, one GPU, 512-token blocks, no gradient checkpointing, LoRA/QLoRA r=8 on q_proj and v_proj."""
+    """One row: bf16, one GPU, 512-token blocks, no gradient checkpointing, LoRA/QLoRA r=8 on every linear layer."""
     spec = {
         "task": "causal-lm",
         "model": MODEL,
@@ -94,7 +94,7 @@ def document() -> str:
             "",
             f"{MODEL} ({params / 1e9:.2f}B parameters, as the planner counts its config), fine-tuned as a "
             f"causal LM in bf16 on one GPU, {TOKENS}-token blocks, batch 1 per GPU, no gradient checkpointing, "
-            "AdamW. LoRA and QLoRA: rank 8 on the Llama family's default target modules (q_proj, v_proj). "
+            "AdamW. LoRA and QLoRA: rank 8 on every linear layer (all-linear, the default target modules). "
             "The instances: " + ", ".join(f"{name} for {size}" for name, size in GPUS.items()) + ".",
             "",
             *lines,
