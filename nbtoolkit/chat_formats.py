@@ -182,6 +182,11 @@ def template_syntax_error(template: str) -> str | None:
     return None
 
 
+def template_owner(spec) -> str:
+    """Whose chat template a sentence means: the spec's (`dataset.chat_template`) or the model's own."""
+    return "dataset.chat_template" if spec.dataset.chat_template else f"the template of model '{spec.model_name}'"
+
+
 def template_source(chat_template: str | None) -> str | None:
     """A spec's dataset.chat_template as Jinja text: a named one's, a template as given, None for the model's."""
     if chat_template is None:

@@ -17,6 +17,7 @@ from nbtoolkit.chat_formats import (
     as_turns,
     assistant_only_loss,
     detect_format,
+    template_owner,
 )
 from nbtoolkit.data_files import TASK_COLUMNS
 from nbtoolkit.spec import RunSpec
@@ -83,9 +84,8 @@ def render_row(
     except FormatError as exc:
         raise TrainError(f"the {spec.dataset.train_split} split: {exc}") from None
     except Exception as exc:  # what compiles can still fail on a row: raise_exception, `content / 2`, an undefined
-        whose = "dataset.chat_template" if spec.dataset.chat_template else f"the template of model '{spec.model_name}'"
         raise TrainError(
-            f"the chat template ({whose}) fails on row {number} of the {spec.dataset.train_split} split: "
+            f"the chat template ({template_owner(spec)}) fails on row {number} of the {spec.dataset.train_split} split: "
             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; fix the template or the row"
         ) from None
 

@@ -205,7 +205,7 @@ def cut_replies(spec, tokenizer, template: str | None) -> CutReplies | None:
         or spec.extra.get("truncation_mode", "keep_start") != "keep_start"
     ):
         return None
-    from nbtoolkit.chat_formats import detect_format
+    from nbtoolkit.chat_formats import detect_format, template_owner
     from nbtoolkit.chat_preview import render_row
     from nbtoolkit.data_files import rows
 
@@ -224,10 +224,10 @@ def cut_replies(spec, tokenizer, template: str | None) -> CutReplies | None:
             prompts.append(rendered.prompt_tokens)
             trained += any(loss for _, loss in rendered.pieces)
     if prompts and not trained:  # TRL fails on it in the job ("may be missing the {% generation %} keyword")
-        whose = "dataset.chat_template" if spec.dataset.chat_template else f"the template of model '{spec.model_name}'"
         raise TrainError(
-            f"no row of {where} has a token the loss is on: the chat template's ({whose}) {{% generation %}} blocks "
-            "hold none of the assistant's replies; put each reply inside one, or set extra: {assistant_only_loss: false}"
+            f"no row of {where} has a token the loss is on: the chat template's ({template_owner(spec)}) "
+            "{% generation %} blocks hold none of the assistant's replies; put each reply inside one, or set "
+            "extra: {assistant_only_loss: false}"
         )
     lost = [tokens for tokens in prompts if tokens >= spec.dataset.max_length]
     if not lost:
