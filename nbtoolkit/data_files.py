@@ -179,7 +179,8 @@ def check_rows(task: str, dataset, assistant_only: bool, where: str, numbered: I
         elif task in TASK_COLUMNS:
             for column in TASK_COLUMNS[task]:
                 _check_turns(row, column, task, at)
-            _check_same_kind(row, TASK_COLUMNS[task], number, at, first.setdefault("", (number, row)))
+            lead = TASK_COLUMNS[task][0]
+            _check_same_kind(row, TASK_COLUMNS[task], number, at, first.setdefault(lead, (number, row[lead])))
         else:
             for field, column in columns_used(task, dataset).items():
                 _check_value(row, field, column, at, first.setdefault(column, (number, row.get(column))))
@@ -210,11 +211,11 @@ def _check_value(row: dict[str, Any], field: str, column: str, at: str, first: t
         )
 
 
-def _check_same_kind(row: dict[str, Any], columns: tuple[str, ...], number: int, at: str, first: tuple[int, dict]):
+def _check_same_kind(row: dict[str, Any], columns: tuple[str, ...], number: int, at: str, first: tuple[int, Any]):
     """Every column a TRL row reads is a text or every one a conversation, as in the first row: TRL reads a row as
     conversational or not from its prompt and fails on a mix (`can only concatenate str (not "list") to str`)."""
-    first_number, first_row = first
-    wanted = _kind(first_row[columns[0]])
+    first_number, first_value = first  # row 1's first column (its prompt)
+    wanted = _kind(first_value)
     for column in columns:
         if _kind(row[column]) != wanted:
             whose = columns[0] if first_number == number else f"row {first_number}'s {columns[0]}"
