@@ -47,9 +47,18 @@ def test_autolog_has_a_scripts_trainer_log_a_nan_loss_as_nan(tmp_path, monkeypat
     args = TrainingArguments(
         output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", max_steps=2, logging_steps=2
     )
-    trainer = Trainer(model=Diverged(), args=args, train_dataset=[{"x": torch.ones(1)}] * 4)
-    add_metrics_callback(trainer)
-    trainer.train()
+    environ = dict(os.environ)
+    try:
+        with torch.random.fork_rng():  # the Trainer seeds torch's global generator
+            trainer = Trainer(model=Diverged(), args=args, train_dataset=[{"x": torch.ones(1)}] * 4)
+            add_metrics_callback(trainer)
+            trainer.train()
+    finally:  # nothing of this in-process Trainer outlives the test: accelerate's shared state, variables it set
+        from accelerate.state import AcceleratorState
+
+        AcceleratorState._reset_state(reset_partial_state=True)
+        os.environ.clear()
+        os.environ.update(environ)
     (logged,) = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert math.isnan(logged)  # 0.0 with the filter on
 
