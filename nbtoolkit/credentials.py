@@ -19,10 +19,11 @@ import os
 import re
 import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
-from nbtoolkit.spec import RunSpec
+if TYPE_CHECKING:  # the supervisor redacts arguments without loading the spec's models (pydantic)
+    from nbtoolkit.spec import RunSpec
 
 #: a name (flag without dashes, key, environment variable) that looks like a credential
 CREDENTIAL_NAME = re.compile(

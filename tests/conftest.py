@@ -25,6 +25,8 @@ SCRIPTS = TESTS / "scripts"
 PYTHON = sys.executable
 #: browser tests run in their own pytest invocation (`pytest -p no:asyncio tests/ui`, see tests/ui/conftest.py)
 collect_ignore = ["ui"]
+#: a test that leaves process state changed behind it fails (tests/isolation.py)
+pytest_plugins = ["tests.isolation"]
 
 
 def pytest_configure(config):
@@ -40,7 +42,16 @@ def pytest_collection_modifyitems(config, items):
     """Files marked `heavy` (minutes of real multi-process training each) are collected first, so that
     `pytest -n 2 --dist loadfile --no-loadscope-reorder` starts them early and both workers end together,
     instead of one idling while the other runs the last heavy file."""
-    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)  # stable: pytest-randomly's order stays
+
+
+@pytest.fixture(autouse=True)
+def _torch_seeded(request):
+    """pytest-randomly reseeds `random` and numpy before each test with the run's seed; torch's generator too,
+    when torch is loaded, so a tolerance never depends on which tests ran before in the worker."""
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "manual_seed"):
+        torch.manual_seed(request.config.getoption("randomly_seed", default=0) or 0)
 
 
 def pytest_terminal_summary(terminalreporter, config):

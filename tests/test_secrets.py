@@ -137,7 +137,8 @@ def test_the_trainer_gets_a_token_from_the_environment_not_its_pickled_arguments
     from nbtoolkit.train.program import training_arguments
 
     monkeypatch.setenv("MY_HUB_SECRET", SECRET)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_TOKEN", "")  # recorded, so the token the code under test sets is taken away after
+    monkeypatch.delenv("HF_TOKEN")
     spec = load_spec(
         {"task": "text-classification", "extra": {"hub_token": "$MY_HUB_SECRET", "lr_scheduler_type": "cosine"}}
     )

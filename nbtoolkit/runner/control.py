@@ -28,7 +28,6 @@ from nbtoolkit.runner.store import (
     supervisor_process,
     this_host,
 )
-from nbtoolkit.runner.supervisor import POLL_S, stage_grace
 from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 
 
@@ -99,6 +98,9 @@ def stop(job_id: str, *, store: JobStore | None = None, grace: float = 5.0) -> J
     job that ended (or was lost) with processes still alive has them ended; they are found by the
     job's tag, never by a pid recorded elsewhere.
     """
+    # here, not at the top: `python -m nbtoolkit.runner.supervisor` must not find itself imported by the package
+    from nbtoolkit.runner.supervisor import POLL_S, stage_grace
+
     store = store or JobStore()
     record = store.get(job_id)
     grace = max(grace, *(stage_grace(stage) for stage in job_launch(store.job_dir(record.id)).stages))

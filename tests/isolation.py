@@ -1,0 +1,130 @@
+"""The isolation guard: a test that leaves process state changed behind it fails, naming what it changed.
+
+A change one test leaves in its worker (an environment variable, the working directory, a module swapped in
+`sys.modules`, a registry, torch's global settings) passes that test and breaks whichever test the worker
+runs next, in an order that changes with the seed. Each test's state is read before its set-up and again
+after its tear-down; a difference fails the test at tear-down. What a fixture of wider scope (module,
+session) sets up is its own to keep until it ends: those keys are excused for the rest of the session.
+Registered from tests/conftest.py (`pytest_plugins`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+import pytest
+
+BEFORE = pytest.StashKey[dict[str, dict[str, Any]]]()
+#: (part, key) pairs a fixture wider than one test changed while it was set up: it may keep them
+_owned: set[tuple[str, str]] = set()
+#: what libraries set once on their own, the first time they are imported or used: no test's doing
+LIBRARY_SET = {
+    ("environment variable", "KMP_DUPLICATE_LIB_OK"),  # scikit-learn's import (evaluate's metrics load it)
+    ("environment variable", "TORCHINDUCTOR_CACHE_DIR"),  # torch._inductor's cache_dir_utils, on first use
+    ("module", "__main__"),  # IPython's one shell puts its own module in, multiprocessing an alias of it
+    ("module", "__mp_main__"),
+}
+
+
+def _torch_state() -> dict[str, Any]:
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "get_default_dtype"):
+        return {}
+    return {
+        "default dtype": str(torch.get_default_dtype()),
+        "threads": torch.get_num_threads(),
+        "grad enabled": torch.is_grad_enabled(),
+        "deterministic algorithms": torch.are_deterministic_algorithms_enabled(),
+    }
+
+
+def _registries() -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    backends = sys.modules.get("nbtoolkit.backends")
+    if backends is not None and backends.registered.cache_info().currsize:
+        found["backends"] = {name: id(backend) for name, backend in backends.registered().items()}
+    views = sys.modules.get("nbtoolkit.views")
+    if views is not None:
+        found["views"] = {name: id(view) for name, view in views._provided.items()}
+    return found
+
+
+def process_state() -> dict[str, dict[str, Any]]:
+    """What one test must give back as it found it, by part, each a mapping of key to a comparable value."""
+    import logging
+
+    root = logging.getLogger()
+    return {
+        "environment variable": dict(os.environ),
+        "process": {
+            "working directory": os.getcwd(),
+            "sys.path": list(sys.path),
+            "SIGTERM handler": repr(signal.getsignal(signal.SIGTERM)),
+            "SIGINT handler": repr(signal.getsignal(signal.SIGINT)),
+            "root logger level": root.level,
+            "root logger handlers": [type(handler).__name__ for handler in root.handlers],
+        },
+        # modules imported during a test stay (imports are meant to be kept); one removed or swapped is a leak
+        "module": {name: id(module) for name, module in list(sys.modules.items())},
+        "torch": _torch_state(),
+        "registry": _registries(),
+    }
+
+
+def differences(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[str]:
+    found = []
+    for part, was in before.items():
+        now = after[part]
+        for key in sorted(set(was) | set(now)):
+            if (part, key) in _owned or (part, key) in LIBRARY_SET or was.get(key) == now.get(key):
+                continue
+            if part == "module" and key not in was:
+                continue  # a module first imported by this test
+            if key not in now:
+                found.append(f"{part} {key} removed")
+            elif key not in was:
+                found.append(f"{part} {key} added")
+            else:
+                found.append(f"{part} {key} changed: {_short(was[key])} -> {_short(now[key])}")
+    return found
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    if fixturedef.scope == "function":
+        return (yield)
+    before = process_state()
+    try:
+        return (yield)
+    finally:
+        after = process_state()
+        for part, was in before.items():
+            now = after[part]
+            _owned.update((part, key) for key in set(was) | set(now) if was.get(key) != now.get(key))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[BEFORE] = process_state()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    before = item.stash.get(BEFORE, None)
+    if before is not None and (changed := differences(before, process_state())):
+        pytest.fail(
+            f"{item.nodeid} left process state changed behind it (restore it, e.g. with monkeypatch): "
+            + "; ".join(changed),
+            pytrace=False,
+        )
+    return result
