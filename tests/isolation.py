@@ -83,8 +83,8 @@ def differences(before: dict[str, dict[str, Any]], after: dict[str, dict[str, An
         for key in sorted(set(was) | set(now)):
             if (part, key) in _owned or (part, key) in LIBRARY_SET or was.get(key) == now.get(key):
                 continue
-            if part == "module" and key not in was:
-                continue  # a module first imported by this test
+            if part in ("module", "torch") and key not in was:
+                continue  # a module (torch among them) first imported by this test
             if key not in now:
                 found.append(f"{part} {key} removed")
             elif key not in was:
