@@ -25,7 +25,7 @@ SCRIPTS = TESTS / "scripts"
 PYTHON = sys.executable
 #: browser tests run in their own pytest invocation (`pytest -p no:asyncio tests/ui`, see tests/ui/conftest.py)
 collect_ignore = ["ui"]
-#: a test that leaves process state changed behind it fails (tests/isolation.py)
+#: `pytest --isolation`: a test that leaves process state changed behind it fails (tests/isolation.py)
 pytest_plugins = ["tests.isolation"]
 
 
@@ -47,8 +47,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _torch_seeded(request):
-    """pytest-randomly reseeds `random` and numpy before each test with the run's seed; torch's generator too,
-    when torch is loaded, so a tolerance never depends on which tests ran before in the worker."""
+    """torch's generator reseeded before each test when torch is loaded (with the run's seed under
+    `-p randomly`, which reseeds `random` and numpy too), so a tolerance never depends on what ran before."""
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "manual_seed"):
         torch.manual_seed(request.config.getoption("randomly_seed", default=0) or 0)

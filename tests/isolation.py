@@ -76,21 +76,30 @@ def process_state() -> dict[str, dict[str, Any]]:
     }
 
 
+def changed_keys(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """Every (part, key) whose value differs between two readings, added and removed keys included."""
+    return [
+        (part, key)
+        for part, was in before.items()
+        for key in sorted(set(was) | set(after[part]))
+        if was.get(key) != after[part].get(key)
+    ]
+
+
 def differences(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[str]:
     found = []
-    for part, was in before.items():
-        now = after[part]
-        for key in sorted(set(was) | set(now)):
-            if (part, key) in _owned or (part, key) in LIBRARY_SET or was.get(key) == now.get(key):
-                continue
-            if part in ("module", "torch") and key not in was:
-                continue  # a module (torch among them) first imported by this test
-            if key not in now:
-                found.append(f"{part} {key} removed")
-            elif key not in was:
-                found.append(f"{part} {key} added")
-            else:
-                found.append(f"{part} {key} changed: {_short(was[key])} -> {_short(now[key])}")
+    for part, key in changed_keys(before, after):
+        was, now = before[part], after[part]
+        if (part, key) in _owned or (part, key) in LIBRARY_SET:
+            continue
+        if part in ("module", "torch") and key not in was:
+            continue  # a module (torch among them) first imported by this test
+        if key not in now:
+            found.append(f"{part} {key} removed")
+        elif key not in was:
+            found.append(f"{part} {key} added")
+        else:
+            found.append(f"{part} {key} changed: {_short(was[key])} -> {_short(now[key])}")
     return found
 
 
@@ -111,10 +120,7 @@ def pytest_fixture_setup(fixturedef, request):
     try:
         return (yield)
     finally:
-        after = process_state()
-        for part, was in before.items():
-            now = after[part]
-            _owned.update((part, key) for key in set(was) | set(now) if was.get(key) != now.get(key))
+        _owned.update(changed_keys(before, process_state()))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
