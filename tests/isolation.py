@@ -26,6 +26,8 @@ _owned: set[tuple[str, str]] = set()
 LIBRARY_SET = {
     ("environment variable", "KMP_DUPLICATE_LIB_OK"),  # scikit-learn's import (evaluate's metrics load it)
     ("environment variable", "TORCHINDUCTOR_CACHE_DIR"),  # torch._inductor's cache_dir_utils, on first use
+    ("environment variable", "KMP_INIT_AT_FORK"),  # scikit-learn's and joblib's import
+    ("environment variable", "PYTORCH_NVML_BASED_CUDA_CHECK"),  # deepspeed's import
     ("module", "__main__"),  # IPython's one shell puts its own module in, multiprocessing an alias of it
     ("module", "__mp_main__"),
 }
@@ -63,7 +65,8 @@ def process_state() -> dict[str, dict[str, Any]]:
         "environment variable": dict(os.environ),
         "process": {
             "working directory": os.getcwd(),
-            "sys.path": list(sys.path),
+            # setuptools' import appends its _vendor folder, once
+            "sys.path": [entry for entry in sys.path if not entry.endswith(os.path.join("setuptools", "_vendor"))],
             "SIGTERM handler": repr(signal.getsignal(signal.SIGTERM)),
             "SIGINT handler": repr(signal.getsignal(signal.SIGINT)),
             "root logger level": root.level,
@@ -98,6 +101,9 @@ def differences(before: dict[str, dict[str, Any]], after: dict[str, dict[str, An
             found.append(f"{part} {key} removed")
         elif key not in was:
             found.append(f"{part} {key} added")
+        elif isinstance(was[key], list):
+            added, removed = [x for x in now[key] if x not in was[key]], [x for x in was[key] if x not in now[key]]
+            found.append(f"{part} {key} changed: added {_short(added)}, removed {_short(removed)}")
         else:
             found.append(f"{part} {key} changed: {_short(was[key])} -> {_short(now[key])}")
     return found
