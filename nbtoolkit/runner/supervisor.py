@@ -57,6 +57,8 @@ STOP_GRACE_S = 5.0
 STORE_RETRY_S = 600.0
 #: below this many free bytes, a failure is put down to the full disk
 DISK_FULL_BYTES = 1 << 20
+#: first on PYTHONPATH in a local stage's processes: they exit without the final garbage collections (its docstring)
+STAGE_BOOT = Path(__file__).resolve().parent / "stage_boot"
 
 
 class Supervisor:
@@ -115,6 +117,8 @@ class Supervisor:
         self._set_stage(index, status="running", started=time.time())
         env = {**os.environ, **self.launch.env, **stage.env, JOB_ID_ENV: self.job_id, JOB_DIR_ENV: str(self.dir)}
         env[cost.BILLED_SINCE_ENV] = repr(self.started)  # the budget counts from where the listing does
+        if self.launch.backend == "local":  # a remote job's stage only follows it: its processes are elsewhere
+            env["PYTHONPATH"] = with_stage_boot(env.get("PYTHONPATH"))
         argv = [expand_job_dir(item, str(self.dir)) for item in stage.argv]
         try:
             process = subprocess.Popen(
@@ -347,6 +351,15 @@ def append_records(path: Path, records: list[dict]) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def with_stage_boot(pythonpath: str | None) -> str:
+    """PYTHONPATH with the stage boot first, unless one of nbtoolkit's boot folders is already (a script's
+    autolog boot runs the stage boot itself)."""
+    entries = pythonpath.split(os.pathsep) if pythonpath else []
+    if entries and Path(entries[0]).resolve().is_relative_to(STAGE_BOOT.parent.parent):
+        return os.pathsep.join(entries)
+    return os.pathsep.join([str(STAGE_BOOT), *entries])
 
 
 def stage_grace(stage: Stage) -> float:
