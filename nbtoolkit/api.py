@@ -204,9 +204,12 @@ class Job:
         import subprocess
         import sys
 
+        from nbtoolkit.runner.stage_boot import booted_env
         from nbtoolkit.runtime import ERROR_PREFIX
 
-        done = subprocess.run([sys.executable, "-m", module, *args], cwd=self.dir, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", module, *args], cwd=self.dir, env=booted_env(), capture_output=True, text=True
+        )
         if done.returncode:
             said = [line for line in done.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
             raise backends.LaunchError(

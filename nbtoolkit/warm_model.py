@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.runner.stage_boot import booted_env
 
 #: seconds a warm model process waits for the next request before it ends (a chat's pauses fit in it)
 IDLE_S = 300.0
@@ -41,6 +42,7 @@ class ModelProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "nbtoolkit.train.inference", "--serve", "--idle-s", idle],
             cwd=job_dir,
+            env=booted_env(),  # its exit, after the last answer, is not waited on for seconds
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,

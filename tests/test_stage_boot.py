@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from nbtoolkit.backends.program import AUTOLOG_BOOT
-from nbtoolkit.runner.supervisor import STAGE_BOOT, with_stage_boot
+from nbtoolkit.runner.stage_boot import STAGE_BOOT, with_stage_boot
 
 #: a program that leaves a reference cycle with a finalizer for the exit to collect, and an exit handler of its own
 PROGRAM = """

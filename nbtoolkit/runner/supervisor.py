@@ -43,6 +43,7 @@ from nbtoolkit.runner.health_watch import HealthWatch
 from nbtoolkit.runner.listing import cost_usd
 from nbtoolkit.runner.lock import SupervisorLock
 from nbtoolkit.runner.scrub import RankStreams, job_scrubber, scrub_job_files
+from nbtoolkit.runner.stage_boot import with_stage_boot
 from nbtoolkit.runner.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.runner.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.runner.watcher import start_watcher
@@ -57,8 +58,6 @@ STOP_GRACE_S = 5.0
 STORE_RETRY_S = 600.0
 #: below this many free bytes, a failure is put down to the full disk
 DISK_FULL_BYTES = 1 << 20
-#: first on PYTHONPATH in a local stage's processes: they exit without the final garbage collections (its docstring)
-STAGE_BOOT = Path(__file__).resolve().parent / "stage_boot"
 
 
 class Supervisor:
@@ -351,15 +350,6 @@ def append_records(path: Path, records: list[dict]) -> None:
             raise
     finally:
         os.close(fd)
-
-
-def with_stage_boot(pythonpath: str | None) -> str:
-    """PYTHONPATH with the stage boot first, unless one of nbtoolkit's boot folders is already (a script's
-    autolog boot runs the stage boot itself)."""
-    entries = pythonpath.split(os.pathsep) if pythonpath else []
-    if entries and Path(entries[0]).resolve().is_relative_to(STAGE_BOOT.parent.parent):
-        return os.pathsep.join(entries)
-    return os.pathsep.join([str(STAGE_BOOT), *entries])
 
 
 def stage_grace(stage: Stage) -> float:
