@@ -303,7 +303,14 @@ def launch(
         health_watch.ON_ANOMALY_KEY: spec.train.on_anomaly,  # and to a run whose numbers say it learns nothing
     }
     record = job_control.submit(
-        launch_, name=spec.display_name, task=spec.task, store=store, info=info, resumed_from=resumed_from
+        launch_,
+        name=spec.display_name,
+        task=spec.task,
+        store=store,
+        info=info,
+        resumed_from=resumed_from,
+        # not a user's script: its own files left in reference cycles are flushed only by the exit's collections
+        stage_boot=spec.hardware.target == backends.LOCAL and spec.script is None,
     )
     return Job(record.id, store)
 

@@ -1,6 +1,6 @@
-"""The stage boot (nbtoolkit/runner/stage_boot): every process of a local stage exits without the final garbage
-collections that took seconds per torch-importing process, yet runs every exit handler, still runs the site's own
-sitecustomize, and reaches a user's script through its autolog boot."""
+"""The stage boot (nbtoolkit/runner/stage_boot): every process of nbtoolkit's own program on this machine exits
+without the final garbage collections that took seconds per torch-importing process, yet runs every exit handler
+and the site's own sitecustomize as Python would; a user's script keeps the exit Python gives it."""
 
 from __future__ import annotations
 
@@ -48,8 +48,31 @@ def test_a_boot_skips_the_exits_collections_and_keeps_exit_handlers_and_the_site
     )
     assert result.stdout.split() == ["ran", "False"] and result.stderr == ""
     assert (out / "exit handler ran").exists()
-    # without a boot the exit collects the cycle (and runs its finalizer); under one it leaves it to the OS
-    assert (out / "collected").exists() == (boot is None)
+    # the stage boot leaves the cycle to the OS; a script's (autolog) boot keeps Python's collection, whose
+    # finalizers flush what a user's own objects hold
+    assert (out / "collected").exists() == (boot != STAGE_BOOT)
+
+
+def test_a_sites_sitecustomize_runs_once_as_sitecustomize_even_when_it_chains_the_next_one_itself(tmp_path):
+    """APM agents' bootstraps (New Relic's among them) drop their own folder from the path and import "the next"
+    sitecustomize themselves: here that is the stage boot again, which must not run theirs a second time."""
+    site = tmp_path / "agent"
+    (site / "sitecustomize").mkdir(parents=True)
+    (site / "sitecustomize" / "__init__.py").write_text(
+        "import importlib.machinery, importlib.util, os, sys\n"
+        "from . import setting\n"  # a package with relative imports: it must be registered as sitecustomize
+        "print('agent ran', setting.VALUE)\n"
+        "here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"
+        "path = [entry for entry in sys.path if os.path.abspath(entry) != here]\n"
+        "spec = importlib.machinery.PathFinder.find_spec('sitecustomize', path)\n"
+        "if spec is not None:\n"
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+    )
+    (site / "sitecustomize" / "setting.py").write_text("VALUE = 42\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(STAGE_BOOT), str(site)])}
+    code = "import atexit, sitecustomize; print(sitecustomize.setting.VALUE, atexit._ncallbacks())"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert result.stdout.split("\n")[:2] == ["agent ran 42", "42 1"] and result.stderr == ""
 
 
 def test_the_stage_boot_goes_first_once_and_leaves_a_scripts_autolog_boot_first():
@@ -59,3 +82,33 @@ def test_the_stage_boot_goes_first_once_and_leaves_a_scripts_autolog_boot_first(
     assert with_stage_boot(with_stage_boot(user)) == with_stage_boot(user)
     script = os.pathsep.join([str(AUTOLOG_BOOT), user])  # the autolog boot runs the stage boot itself
     assert with_stage_boot(script) == script
+
+
+@pytest.mark.parametrize(
+    ("spec", "booted"),
+    [
+        ({"task": "text-classification"}, True),
+        ({"task": "text-classification", "hardware": {"devices": 2}}, True),  # torchrun
+        ({"task": "text-classification", "hardware": {"devices": 2}, "parallelism": {"strategy": "deepspeed"}}, True),
+        ({"task": "causal-lm", "script": "train.py"}, False),  # the user's own exit, as Python gives it
+    ],
+    ids=["one process", "torchrun", "deepspeed", "script"],
+)
+def test_nbtoolkits_own_program_on_this_machine_is_launched_with_the_stage_boot(
+    spec, booted, store, monkeypatch, tmp_path
+):
+    from nbtoolkit import api
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("")
+
+    submitted = {}
+
+    def submit(launch, **options):
+        submitted.update(options)
+        raise SystemExit  # nothing starts
+
+    monkeypatch.setattr(api.job_control, "submit", submit)
+    with pytest.raises(SystemExit):
+        api.launch(spec, store=store)
+    assert submitted["stage_boot"] is booted

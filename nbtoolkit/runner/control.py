@@ -18,6 +18,7 @@ from nbtoolkit.launches import Launch
 from nbtoolkit.metrics.parse import SETTLE_S
 from nbtoolkit.metrics.series import METRICS_FILE
 from nbtoolkit.runner.scrub import job_scrubber, scrub_job_files
+from nbtoolkit.runner.stage_boot import with_stage_boot
 from nbtoolkit.runner.store import (
     ACTIVE,
     LOG_FILE,
@@ -53,8 +54,10 @@ def submit(
     store: JobStore | None = None,
     resumed_from: str | None = None,
     info: dict | None = None,
+    stage_boot: bool = False,
 ) -> JobRecord:
-    """Create the job, write its directory, and start its detached supervisor."""
+    """Create the job, write its directory, and start its detached supervisor; with `stage_boot` (nbtoolkit's
+    own program on this machine) the stage boot is first on the PYTHONPATH the supervisor hands its stages."""
     store = store or JobStore()
     record = store.create(name=name, task=task, backend=launch.backend, resumed_from=resumed_from, info=info)
     directory = store.job_dir(record.id)
@@ -63,6 +66,8 @@ def submit(
     (directory / METRICS_FILE).touch(mode=PRIVATE_FILE)
     (directory / "output").mkdir(mode=PRIVATE_DIR)
     env = {**os.environ, HOME_ENV: str(store.home), JOB_ID_ENV: record.id}  # the tag every process of it carries
+    if stage_boot:
+        env["PYTHONPATH"] = with_stage_boot(env.get("PYTHONPATH"))
     (directory / "supervisor.log").touch(mode=PRIVATE_FILE)  # private like the job's other files
     with open(directory / "supervisor.log", "wb") as supervisor_log:  # the child keeps its own copy
         process = subprocess.Popen(

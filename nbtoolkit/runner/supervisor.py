@@ -43,7 +43,6 @@ from nbtoolkit.runner.health_watch import HealthWatch
 from nbtoolkit.runner.listing import cost_usd
 from nbtoolkit.runner.lock import SupervisorLock
 from nbtoolkit.runner.scrub import RankStreams, job_scrubber, scrub_job_files
-from nbtoolkit.runner.stage_boot import with_stage_boot
 from nbtoolkit.runner.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.runner.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.runner.watcher import start_watcher
@@ -116,8 +115,6 @@ class Supervisor:
         self._set_stage(index, status="running", started=time.time())
         env = {**os.environ, **self.launch.env, **stage.env, JOB_ID_ENV: self.job_id, JOB_DIR_ENV: str(self.dir)}
         env[cost.BILLED_SINCE_ENV] = repr(self.started)  # the budget counts from where the listing does
-        if self.launch.backend == "local":  # a remote job's stage only follows it: its processes are elsewhere
-            env["PYTHONPATH"] = with_stage_boot(env.get("PYTHONPATH"))
         argv = [expand_job_dir(item, str(self.dir)) for item in stage.argv]
         try:
             process = subprocess.Popen(

@@ -1,6 +1,6 @@
-"""The stage boot's folder, put first on PYTHONPATH for every torch process nbtoolkit starts here: a local
-stage's (by the supervisor) and the kernel's own helpers (evaluate, merge, the warm model). Its
-sitecustomize.py says why: they exit without the final garbage collections."""
+"""The stage boot's folder, put first on PYTHONPATH for every torch process of nbtoolkit's own that starts here:
+a job's stages on this machine (through its supervisor's environment) and the kernel's helpers (evaluate, merge,
+the warm model). Its sitecustomize.py says why: they exit without the final garbage collections."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ STAGE_BOOT = Path(__file__).resolve().parent
 
 
 def with_stage_boot(pythonpath: str | None) -> str:
-    """PYTHONPATH with the stage boot first, unless one of nbtoolkit's boot folders is already (a script's
-    autolog boot runs the stage boot itself)."""
+    """PYTHONPATH with the stage boot first, unless one of nbtoolkit's boot folders is first already."""
     entries = pythonpath.split(os.pathsep) if pythonpath else []
     if entries and Path(entries[0]).resolve().is_relative_to(STAGE_BOOT.parent.parent):
         return os.pathsep.join(entries)

@@ -1,10 +1,29 @@
-"""First on PYTHONPATH in a user's script job: what the stage boot does (nbtoolkit/runner/stage_boot: a quick
-exit, then the site's own sitecustomize, which this one would otherwise hide), then install autolog.
+"""First on PYTHONPATH in a user's script job: run the next sitecustomize (if any), then install autolog.
+
+Python imports one `sitecustomize`; this one hands on to the one it hides, so a site's own setup still runs.
 """
 
+import importlib.machinery
+import importlib.util
 import os
-import runpy
 import sys
+
+
+def _run_hidden_sitecustomize() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    others = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        print(
+            f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for a traceback:\n{type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+
 
 try:  # first: a rank must not outlive the processes supervising it
     from nbtoolkit.runtime import die_with_parent
@@ -12,16 +31,7 @@ try:  # first: a rank must not outlive the processes supervising it
     die_with_parent()
 except ModuleNotFoundError:
     pass
-# the stage boot: an exit without the final garbage collections, then the site's own sitecustomize
-runpy.run_path(
-    os.path.join(
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-        "runner",
-        "stage_boot",
-        "sitecustomize.py",
-    ),
-    run_name="nbtoolkit_stage_boot",
-)
+_run_hidden_sitecustomize()
 try:
     from nbtoolkit.train.autolog import install
 
