@@ -154,14 +154,15 @@ test-setup: install $(LAB_BUILT) $(CHROMIUM) $(SBATCH) $(SKY_VENV)/.installed
 # are in, and stop the run on a finding; the docs build strict once the set-up is done.
 # The set-up is timed (its seconds in .venv/.setup-seconds, printed at the end). Two test workers, a
 # file each at a time (a file's fixtures are built once); most tests wait on one training process,
-# so two keep both cores busy. Browser tests run apart: Playwright's sync API cannot share
+# so two keep both cores busy, in a random order (its seed printed at the top) under the isolation guard
+# (tests/isolation.py; docs/development.md). Browser tests run apart: Playwright's sync API cannot share
 # pytest-jupyter's event loop
 test: lock-check
 	start=$$(date +%s) && $(MAKE) --no-print-directory -j4 lint test-setup && echo $$(( $$(date +%s) - start )) > $(SETUP_SECONDS)
 	$(BIN)/python -m pip check
 	$(MAKE) --no-print-directory docs-build
 	cd $(LAB) && $(WITH_VENV) jlpm test
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -p randomly --isolation
 	$(BIN)/python -m pytest -p no:asyncio tests/ui
 	@echo "set-up took $$(cat $(SETUP_SECONDS))s"
 
