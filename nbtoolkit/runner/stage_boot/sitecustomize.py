@@ -48,5 +48,6 @@ def _run_site_sitecustomize() -> None:
 
 if MARKER not in sys.modules:
     sys.modules[MARKER] = types.ModuleType(MARKER)
-    atexit.register(gc.freeze)
+    if __name__ == "sitecustomize":  # not when a script's autolog boot runs this file for its chaining alone
+        atexit.register(gc.freeze)
     _run_site_sitecustomize()

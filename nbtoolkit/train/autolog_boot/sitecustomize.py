@@ -1,29 +1,12 @@
 """First on PYTHONPATH in a user's script job: run the next sitecustomize (if any), then install autolog.
 
-Python imports one `sitecustomize`; this one hands on to the one it hides, so a site's own setup still runs.
+Python imports one `sitecustomize`; this one hands on to the one it hides (through the stage boot's chaining,
+nbtoolkit/runner/stage_boot), so a site's own setup still runs.
 """
 
-import importlib.machinery
-import importlib.util
 import os
+import runpy
 import sys
-
-
-def _run_hidden_sitecustomize() -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    others = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
-    if spec is None or spec.loader is None:
-        return
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        print(
-            f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for a traceback:\n{type(exc).__name__}: {exc}",
-            file=sys.stderr,
-        )
-
 
 try:  # first: a rank must not outlive the processes supervising it
     from nbtoolkit.runtime import die_with_parent
@@ -31,7 +14,17 @@ try:  # first: a rank must not outlive the processes supervising it
     die_with_parent()
 except ModuleNotFoundError:
     pass
-_run_hidden_sitecustomize()
+# the site's own sitecustomize, as the stage boot runs it (once, registered as sitecustomize); a script's exit
+# stays Python's own: the stage boot skips the final collections only when Python imports it as sitecustomize
+runpy.run_path(
+    os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        "runner",
+        "stage_boot",
+        "sitecustomize.py",
+    ),
+    run_name="nbtoolkit_autolog_boot_chain",
+)
 try:
     from nbtoolkit.train.autolog import install
 
