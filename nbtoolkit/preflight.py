@@ -20,6 +20,7 @@ from pathlib import Path
 from nbtoolkit.bundled import is_bundled
 from nbtoolkit.data_files import check_files
 from nbtoolkit.packaged import packaged_model_path
+from nbtoolkit.saved_models import config_folder
 from nbtoolkit.tasks import TRL_TASKS
 from nbtoolkit.train.errors import TrainError
 
@@ -61,7 +62,7 @@ def model_problem(spec) -> str | None:
         return None
     path = Path(name).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
+        if not (config_folder(path) / "config.json").is_file():
             return f"model {name} is a folder without config.json; give a folder saved by save_pretrained, or a hub id"
         return None
     if path.exists() or name.startswith((".", "/", "~")):

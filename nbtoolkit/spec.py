@@ -39,6 +39,7 @@ from nbtoolkit.chat_formats import (
     template_syntax_error,
 )
 from nbtoolkit.reward_names import BUNDLED_REWARDS, defined_names
+from nbtoolkit.saved_models import is_adapter_folder
 from nbtoolkit.spec_block import SpecBlock
 from nbtoolkit.spec_extra import extra_problem
 from nbtoolkit.tasks import TASK_NAMES, TASKS, TRL_TASKS
@@ -543,7 +544,10 @@ class RunSpecCore(SpecBlock):
 
     name: str | None = Field(None, max_length=80, description="the job's name in listings; default <task>-<model>")
     task: Task = Field(description="what the model learns; the data columns and metrics follow from it")
-    model: LocalPath | None = Field(None, description="hub id or local path; omitted -> bundled tiny model")
+    model: LocalPath | None = Field(
+        None,
+        description="hub id, local path, or job:ID / job:NAME (an earlier job's model); omitted -> bundled tiny model",
+    )
     dataset: DatasetSpec = Field(default_factory=DatasetSpec, description="where the examples come from")
     hardware: HardwareSpec = Field(default_factory=HardwareSpec, description="where the run executes, on which devices")
     parallelism: ParallelismSpec = Field(
@@ -659,6 +663,11 @@ class RunSpecCore(SpecBlock):
                 "adapter applies to nbtoolkit's own training program; with script: add the adapter "
                 "in your script, or remove the adapter block"
             )
+        if self.model and "://" in self.model and not (self.model.startswith("s3://") and hw.target == "sagemaker"):
+            raise ValueError(
+                f"model '{self.model}' is a URL, which only a SageMaker job reads (an s3:// model.tar.gz, as its "
+                "input channel); give a hub id, a local model folder, or job:ID for an earlier job's model"
+            )
         if self.train.budget_usd is not None and hw.run_price_usd is None:
             raise ValueError(
                 f"train.budget_usd needs a price to count against: set hardware.hourly_price_usd (USD per "
@@ -750,12 +759,16 @@ class RunSpecCore(SpecBlock):
 
     @property
     def extras_used(self) -> tuple[str, ...]:
-        """The optional extras of the distribution (pyproject.toml) this run needs: DeepSpeed's, PEFT's."""
+        """The optional extras of the distribution (pyproject.toml) this run needs: DeepSpeed's, PEFT's (an adapter
+        to train, or an earlier run's adapter to merge as the model loads: a model in S3 may be one)."""
+        starts_from_adapter = self.model is not None and (
+            self.model.startswith("s3://") or is_adapter_folder(self.model)
+        )
         return tuple(
             name
             for name, used in (
                 ("deepspeed", self.parallelism.strategy == "deepspeed"),
-                ("adapters", self.adapter is not None),
+                ("adapters", self.adapter is not None or starts_from_adapter),
                 ("chat", self.task in TRL_TASKS),
             )
             if used

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from nbtoolkit.bundled import bundled_files, is_bundled, tiny_config_fields
 from nbtoolkit.catalog import read_yaml
+from nbtoolkit.saved_models import config_folder
 from nbtoolkit.spec import RunSpec
 
 MODEL_CONFIGS = Path(__file__).with_name("model_configs.yaml")
@@ -277,7 +278,7 @@ def model_config_fields(name: str) -> tuple[dict[str, Any], str]:
         return entry, f"built-in table ({entry['canonical']})"
     path = Path(name).expanduser()
     if path.exists():
-        config_file = path / "config.json" if path.is_dir() else path
+        config_file = config_folder(path) / "config.json" if path.is_dir() else path
         if not config_file.is_file():
             raise ModelShapeError(
                 f"model path {name} has no config.json; give a model directory saved by save_pretrained"

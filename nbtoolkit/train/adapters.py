@@ -2,8 +2,9 @@
 
 The targets are checked against the model's own module names, built on the meta device from
 its config (no weights load), so a wrong name is one sentence before any training starts.
-The run saves the adapter alone; a base that exists nowhere else (a bundled tiny model, built
-at run time) is saved once beside it so that `merge` can rebuild the same model.
+The run saves the adapter alone; a base that exists nowhere else (a bundled tiny model built at run
+time, an earlier job's adapter merged at load, a model from a SageMaker input channel) is saved once
+beside it so that `merge` can rebuild the same model.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from pathlib import Path
 from nbtoolkit.adapters import ALL_LINEAR, missing_package, target_modules
 from nbtoolkit.bundled import is_bundled
 from nbtoolkit.precision import SAVE_DTYPES, save_dtype
+from nbtoolkit.saved_models import ADAPTER_CONFIG, BASE_DIR, base_weights, is_adapter_folder
 from nbtoolkit.spec import AdapterSpec, RunSpec
 from nbtoolkit.tasks import TRL_TASKS
 from nbtoolkit.train.errors import TrainError
-from nbtoolkit.train.models import model_source
+from nbtoolkit.train.models import base_made_here, model_source
 
 #: task -> (PEFT task type, the transformers auto class the task trains)
 TASK_MODELS: dict[str, tuple[str, str]] = {
@@ -29,8 +31,6 @@ TASK_MODELS: dict[str, tuple[str, str]] = {
 TASK_MODELS.update(dict.fromkeys(TRL_TASKS, TASK_MODELS["causal-lm"]))  # chat, preference, grpo train a causal LM
 #: task heads PEFT trains whole (its modules_to_save for SEQ_CLS and QUESTION_ANS): all-linear must not wrap them too
 TASK_HEADS = ["classifier", "score", "qa_outputs"]
-#: beside the adapter in the model directory: the base model's config, and its weights when bundled
-BASE_DIR = "base"
 
 
 def auto_class(task: str):
@@ -62,6 +62,12 @@ def check_adapter(spec: RunSpec, config) -> None:
             raise TrainError(
                 f"adapter.type 'qlora' quantizes pretrained weights as they load, but "
                 f"{spec.model_name} is built at run time; use type: lora or a hub/local model"
+            )
+        if is_adapter_folder(model_source(spec.model_name)):
+            raise TrainError(
+                f"adapter.type 'qlora' quantizes pretrained weights as they load, but {spec.model_name} is an "
+                "adapter merged into its base at load; merge it first (`nbtoolkit merge ID`) and start from the "
+                "merged folder, or use type: lora"
             )
         if importlib.util.find_spec("bitsandbytes") is None:
             raise TrainError(
@@ -111,10 +117,11 @@ def wrap(model, spec: RunSpec):
     return wrapped
 
 
-def save_base(model, spec: RunSpec, model_dir: str | Path) -> None:
-    """Before wrapping: the base's config (with the task's labels), and its weights when they exist nowhere else."""
+def save_base(model, spec: RunSpec, model_dir: str | Path, *, model_is_copy: bool = False) -> None:
+    """Before wrapping: the base's config (with the task's labels), and its weights when they exist nowhere else
+    (`model_is_copy`: the model folder is this run's copy, as a remote job's input channel is)."""
     target = Path(model_dir) / BASE_DIR
-    if is_bundled(spec.model_name):
+    if model_is_copy or base_made_here(spec):
         model.save_pretrained(target)
     else:
         model.config.save_pretrained(target)
@@ -127,7 +134,7 @@ def saved_base(model_dir: Path, spec: RunSpec, dtype: str | None = None):
 
     base_dir = model_dir / BASE_DIR
     config = AutoConfig.from_pretrained(base_dir)
-    weights = base_dir if any(base_dir.glob("*.safetensors")) else model_source(spec.model_name)
+    weights = base_weights(model_dir, model_source(spec.model_name))
     saved_in = getattr(AutoConfig.from_pretrained(weights), "dtype", None)
     return auto_class(spec.task).from_pretrained(weights, config=config, dtype=dtype or saved_in or "float32")
 
@@ -140,7 +147,7 @@ def merge(model_dir: str | Path, out: str | Path, spec: RunSpec, dtype: str | No
     from transformers import AutoTokenizer
 
     model_dir, out = Path(model_dir), Path(out)
-    if not (model_dir / "adapter_config.json").is_file():
+    if not (model_dir / ADAPTER_CONFIG).is_file():
         raise TrainError(f"{model_dir} holds no adapter to merge; merge applies to runs with an adapter block")
     if dtype is not None:
         try:
@@ -155,7 +162,7 @@ def merge(model_dir: str | Path, out: str | Path, spec: RunSpec, dtype: str | No
 
 def full_model(model_dir: Path, spec: RunSpec) -> Path:
     """The run's final model as a full model: `model_dir` itself, or with an adapter its merge (made once)."""
-    if not (model_dir / "adapter_config.json").is_file():
+    if not (model_dir / ADAPTER_CONFIG).is_file():
         return model_dir
     merged = model_dir.parent / "merged"
     if not (merged / "config.json").is_file():

@@ -29,7 +29,8 @@ def trained_model(spec: RunSpec, checkpoint: str | None = None):
     """(model, tokenizer) of the job's final model, or of `checkpoint` (a checkpoint-N folder)."""
     from transformers import AutoTokenizer
 
-    from nbtoolkit.train.adapters import BASE_DIR, auto_class
+    from nbtoolkit.saved_models import BASE_DIR, base_weights
+    from nbtoolkit.train.adapters import auto_class
 
     where = Path(checkpoint) if checkpoint else MODEL_DIR
     if not where.is_dir():
@@ -43,9 +44,8 @@ def trained_model(spec: RunSpec, checkpoint: str | None = None):
 
         from nbtoolkit.train.models import model_source
 
-        base_dir = MODEL_DIR / BASE_DIR
-        weights = base_dir if any(base_dir.glob("*.safetensors")) else model_source(spec.model_name)
-        base = auto_class(spec.task).from_pretrained(weights, config=AutoConfig.from_pretrained(base_dir))
+        weights = base_weights(MODEL_DIR, model_source(spec.model_name))
+        base = auto_class(spec.task).from_pretrained(weights, config=AutoConfig.from_pretrained(MODEL_DIR / BASE_DIR))
         model = PeftModel.from_pretrained(base, where)
     else:
         model = auto_class(spec.task).from_pretrained(where)

@@ -9,6 +9,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 from nbtoolkit.bundled import TINY_MODELS, is_bundled, tokenizer_dir
 from nbtoolkit.packaged import packaged_model_path
 from nbtoolkit.precision import spec_load_dtype
+from nbtoolkit.saved_models import base_weights, config_folder, is_adapter_folder
 from nbtoolkit.train.errors import TrainError
 
 
@@ -38,7 +39,7 @@ def model_config(name: str):
     if is_bundled(name):
         return tiny_config(name, load_tokenizer(name))
     try:
-        return AutoConfig.from_pretrained(model_source(name))
+        return AutoConfig.from_pretrained(config_folder(model_source(name)))
     except OSError as exc:  # not a local folder, and the hub is unreachable or has no such model
         raise TrainError(
             f"model '{name}' could not be loaded ({str(exc).splitlines()[0]}); "
@@ -63,6 +64,8 @@ def load_model(auto_class, spec, tokenizer: PreTrainedTokenizerBase, **config_ov
     dtype = spec_load_dtype(spec)
     if is_bundled(name):
         return auto_class.from_config(tiny_config(name, tokenizer, **config_overrides), dtype=torch_dtype(dtype))
+    if is_adapter_folder(model_source(name)) and not spec.train.from_config:
+        return merged_adapter(auto_class, model_source(name), dtype, **config_overrides)
     if spec.train.from_config:
         config = model_config(name)
         for key, value in config_overrides.items():
@@ -71,6 +74,22 @@ def load_model(auto_class, spec, tokenizer: PreTrainedTokenizerBase, **config_ov
     if dtype == "nf4":
         return auto_class.from_pretrained(model_source(name), **config_overrides, **quantized_loading(spec.precision))
     return auto_class.from_pretrained(model_source(name), dtype=torch_dtype(dtype), **config_overrides)
+
+
+def merged_adapter(auto_class, folder: str, dtype: str, **config_overrides):
+    """An earlier run's adapter merged into its base: the full model a chained run (`model: job:ID`) starts from."""
+    from peft import PeftModel
+
+    config = AutoConfig.from_pretrained(config_folder(folder), **config_overrides)
+    base = auto_class.from_pretrained(base_weights(folder), config=config, dtype=torch_dtype(dtype))
+    merged = PeftModel.from_pretrained(base, folder).merge_and_unload()
+    return merged.requires_grad_(True)  # PEFT loads an adapter frozen, for inference; this run trains it all
+
+
+def base_made_here(spec) -> bool:
+    """Whether the run's base model exists only in this run (an adapter run then saves its weights beside the
+    adapter): a bundled tiny model built from its config, or an earlier adapter merged at load."""
+    return is_bundled(spec.model_name) or is_adapter_folder(model_source(spec.model_name))
 
 
 def torch_dtype(name: str):

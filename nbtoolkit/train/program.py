@@ -173,7 +173,9 @@ def prepared_once_per_node(spec: RunSpec, output_dir: str):
     return ordering.main_process_first(local=True, desc="data preparation")
 
 
-def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None = None) -> dict:
+def run(
+    spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None = None, model_is_copy: bool = False
+) -> dict:
     import transformers
     from transformers import Trainer
 
@@ -195,7 +197,7 @@ def run(spec: RunSpec, metrics_path: str, output_dir: str, model_dir: str | None
         from nbtoolkit.train.adapters import save_base, wrap
 
         if os.environ.get("RANK", "0") == "0":
-            save_base(task.model, spec, model_dir)
+            save_base(task.model, spec, model_dir, model_is_copy=model_is_copy)
         task.model = wrap(task.model, spec)
     engine = engine_for(spec)
     if engine.prepare_model is not None:
@@ -289,15 +291,23 @@ def main(argv: list[str] | None = None) -> int:
         help="the final model, when not OUTPUT_DIR/model "
         "(SageMaker uploads /opt/ml/model; checkpoints live in /opt/ml/checkpoints)",
     )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="start from this model folder instead of the spec's model: a copy made for this run "
+        "(a SageMaker input channel holding an earlier job's model)",
+    )
     parser.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     from nbtoolkit.train.errors import TrainError
 
     try:
         spec = load_spec(Path(args.spec))
+        if args.model:
+            spec = spec.model_copy(update={"model": args.model})
         use_inductor_cache(spec)  # both here, in the process's entry point: they change the process for good
         hide_unused_integrations(spec)
-        run(spec, args.metrics, args.output_dir, args.model_dir)
+        run(spec, args.metrics, args.output_dir, args.model_dir, model_is_copy=args.model is not None)
     except (SpecError, TrainError) as exc:
         if os.environ.get("RANK", "0") == "0":
             print(f"{ERROR_PREFIX} {exc}", file=sys.stderr, flush=True)
