@@ -8,8 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit import backends, views
+from nbtoolkit import backends, chains, views
 from nbtoolkit import runner as job_control
+from nbtoolkit.artifacts import fetch, model_artifact
 from nbtoolkit.backends import dispatch
 from nbtoolkit.backends.program import script_resume_arg
 from nbtoolkit.checkpoints import is_complete, last_checkpoint
@@ -124,6 +125,13 @@ class Job:
         self.store.merge_info(child.id, {FORKED_FROM: self.id, FORK_CHECKPOINT: str(start), FORK_CHANGES: paths})
         return child
 
+    def model(self, download: bool = True) -> Path | str:
+        """The job's final model: its folder on this machine, fetched first (once, with a progress bar, checked)
+        when the job ran remotely; with `download=False`, where it lives (a folder's or S3's URI), fetching
+        nothing. merge, predict, evaluate, Try it and push_to_hub fetch it as they need it."""
+        artifact = model_artifact(self.store, self.record)
+        return fetch(artifact) if download else artifact.uri
+
     def merge(self, out: str | Path | None = None, dtype: str | None = None) -> Path:
         """The job's adapter merged into its base: a full model (default: the job's output/merged), in the dtype the
         base was saved in or `dtype` (fp32, bf16, fp16, or torch's float32, bfloat16, float16)."""
@@ -132,6 +140,7 @@ class Job:
             chosen = ["--dtype", save_dtype(dtype)] if dtype else []
         except ValueError as exc:
             raise backends.LaunchError(f"merge {exc}") from None
+        self.model()
         self._run_program(
             "nbtoolkit.train.adapters",
             "merge",
@@ -155,6 +164,8 @@ class Job:
         # a chat job's one conversation is a list of messages too
         single = not isinstance(inputs, list) or bool(inputs and isinstance(inputs[0], dict) and "role" in inputs[0])
         where = str(Path(checkpoint).expanduser().resolve()) if checkpoint else None
+        if where is None:
+            self.model()
         answers = warm_model.answers(self.id, self.dir, [inputs] if single else inputs, where)
         return answers[0] if single else answers
 
@@ -166,6 +177,7 @@ class Job:
 
         if isinstance(dataset, Path) or Path(dataset).suffix:  # a file (a split name has no suffix)
             dataset = Path(dataset).expanduser().resolve()
+        self.model()
         return json.loads(
             self._run_program("nbtoolkit.train.inference", "--evaluate", str(dataset)).strip().splitlines()[-1]
         )
@@ -184,7 +196,7 @@ class Job:
                 f"job {record.id} is {record.status}; only a succeeded job has a final model to push"
             )
         spec = self.spec
-        folder = self.merge() if merged and spec.adapter else self.dir / "output" / "model"
+        folder = self.merge() if merged and spec.adapter else Path(self.model())
         (folder / "README.md").write_text(model_card(spec, record, self.records()))
         # the base beside an adapter is pushed only when it exists nowhere else (a bundled tiny model)
         ignore = ["training_args.bin", *([] if is_bundled(spec.model_name) else ["base/*"])]
@@ -234,6 +246,8 @@ class Job:
                 f"job {record.id} is {record.status}; only a succeeded job has a final model "
                 "to try (or give one of its checkpoints)"
             )
+        if checkpoint is None:
+            self.model()
         return views.view("try_it")(self, str(Path(checkpoint).resolve()) if checkpoint else None)
 
     def _ipython_display_(self) -> None:
@@ -253,11 +267,13 @@ def plan(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, pa
     from nbtoolkit.planner import ModelShapeError
     from nbtoolkit.planner import plan as planner_plan
 
-    spec = load_spec(spec)
-    past = past_pace.past_pace(spec, store or JobStore()) if past_jobs and not options.get("measured") else None
+    store = store or JobStore()
+    chained = chains.resolve(load_spec(spec), store, fetching=False)  # a plan downloads nothing
+    spec = chained.sizing  # an earlier job's model is sized by what the planner can read of it (its shape)
+    past = past_pace.past_pace(spec, store) if past_jobs and not options.get("measured") else None
     if past:
         options = {**options, "measured": past.samples_per_second, "measured_from": past.describe()}
-    refused, warned = input_findings(spec)
+    refused, warned = input_findings(chained.spec)
     try:
         planned = planner_plan(spec, **options)
     except ModelShapeError:
@@ -287,15 +303,18 @@ def launch(
     spec = load_spec(spec)
     if rewards:  # functions of this kernel, carried as their source in the spec (task grpo)
         spec = with_rewards(spec, rewards)
-    check_fit(spec, force=force)  # first: a batch that cannot fit is the spec's to change, wherever it runs
+    store = store or JobStore()
+    chained = chains.resolve(spec, store)  # `model: job:ID`: what the backend's machines read (fetched if need be)
+    spec = chained.spec
+    check_fit(chained.sizing, force=force)  # first: a batch that cannot fit is the spec's to change, wherever it runs
     dispatch.preflight(spec)
     launch_ = dispatch.render(spec)
     if workdir is not None and launch_.workdir is not None:
         launch_ = replace(launch_, workdir=workdir)
     if env:
         launch_ = replace(launch_, env={**launch_.env, **env})
-    store = store or JobStore()
     info = {
+        **chained.info,
         "hourly_price_usd": spec.hardware.run_price_usd,  # the whole run's (x nodes), as the budget counts it
         past_pace.INFO_KEY: past_pace.setup_key(spec),
         forecast.INFO_KEY: forecast.forecast(spec, past_pace.past_pace(spec, store)),

@@ -11,7 +11,9 @@ import warnings
 from pathlib import Path
 
 from nbtoolkit.api import Job, attach, launch, resume
+from nbtoolkit.artifacts import fetch, model_artifact
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.chains import MODEL_FROM, MODEL_REF
 from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
 from nbtoolkit.metrics.console import ConsoleView
 from nbtoolkit.metrics.forecast import comparison_lines
@@ -173,6 +175,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 f", spot saved {info['spot_savings_pct']:.0f}%" if info.get("spot_savings_pct") is not None else ""
             )
             print(f"{'billable':>10}: {info['billable_seconds']} s{savings}")
+    if record.info.get(MODEL_FROM):  # a chained run: the job whose model it started from
+        print(f"{'model from':>10}: job {record.info[MODEL_FROM]} ({record.info.get(MODEL_REF)})")
     health = job.health()
     if health["ranks"] or record.active:
         print(f"{'health':>10}: {health['state']}: {health['reason']}")
@@ -189,6 +193,18 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"{'last eval':>10}: "
             + ", ".join(f"{key} {value:.4g}" for key, value in shown.items() if isinstance(value, (int, float)))
         )
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    job = Job(args.job)
+    artifact = model_artifact(job.store, job.record)
+    if args.download or not artifact.remote:
+        print(fetch(artifact))
+    elif artifact.here:
+        print(f"{artifact.uri} (fetched: {artifact.folder})")
+    else:
+        print(f"{artifact.uri} (`nbtoolkit model {job.id} --download` fetches it)")
     return 0
 
 
@@ -249,10 +265,13 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from nbtoolkit import chains
     from nbtoolkit.backends import dispatch
     from nbtoolkit.runner import write_launch_files
 
     spec = load_spec(args.spec)
+    if chains.is_job_ref(spec.model):  # `model: job:ID` as the launch would read it (only then is the store opened)
+        spec = chains.resolve(spec, JobStore()).spec
     launch_ = dispatch.render(spec)
     out = Path(args.out or f"nbtoolkit-export-{spec.display_name}")
     written = write_launch_files(launch_, out)
@@ -380,6 +399,13 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("job", help="job id or a unique prefix")
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=cmd_show)
+
+    model_ = commands.add_parser("model", help="where a finished job's model is; with --download, fetched here")
+    model_.add_argument("job")
+    model_.add_argument(
+        "--download", action="store_true", help="fetch a remote job's model into its job folder (once) and print it"
+    )
+    model_.set_defaults(handler=cmd_model)
 
     merge_ = commands.add_parser("merge", help="merge a finished job's adapter into its base: a full model")
     merge_.add_argument("job")

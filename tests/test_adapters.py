@@ -8,11 +8,13 @@ wrapped modules (and the task's new head, which classification and QA must train
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.cli import main as cli_main
 from nbtoolkit.runner import JobStore
 from nbtoolkit.spec import SpecError, load_spec
 
@@ -318,3 +320,60 @@ def test_merge_writes_the_dtype_the_base_was_saved_in_or_the_one_asked(lora_jobs
         job.merge(tmp_path / "half", dtype="half")
     assert str(caught.value) == ("merge dtype 'half' is not one of fp32, bf16, fp16, float32, bfloat16, float16")
     assert build_parser().parse_args(["merge", job.id, "--dtype", "fp16"]).dtype == "fp16"
+
+
+#: a step that changes nothing (Adam moves each weight by about the learning rate): what a chained run saves is
+#: the model it started from, so it can be compared to the earlier job's
+STANDING_STILL = {"max_steps": 1, "batch_size": 4, "learning_rate": 1e-30, "logging_steps": 1}
+
+
+def saved_weights(folder) -> dict:
+    """A saved full model's tensors as numpy arrays (no torch in the test process)."""
+    from safetensors.numpy import load_file
+
+    (weights,) = list(Path(folder).glob("*.safetensors"))
+    return load_file(weights)
+
+
+def assert_same_weights(got: dict, expected: dict) -> None:
+    import numpy as np
+
+    assert got.keys() == expected.keys()
+    for name, tensor in expected.items():
+        np.testing.assert_allclose(got[name], tensor, rtol=0, atol=1e-12, err_msg=name)
+
+
+def test_a_run_starts_from_an_earlier_adapter_jobs_model_as_a_full_model_or_a_new_adapter(
+    lora_jobs, monkeypatch, capsys
+):
+    """`model: job:NAME` (one process) and `job:ID` (two torchrun ranks, a new adapter) start from the earlier
+    job's base with its adapter merged in, and record where their model came from."""
+    parent = lora_jobs["causal-lm"]
+    store = parent.store
+    full = launch(
+        {"task": "causal-lm", "name": "chained-full", "model": f"job:{parent.name}", "train": STANDING_STILL},
+        store=store,
+    )
+    adapter = launch(
+        {
+            "task": "causal-lm",
+            "model": f"job:{parent.id}",
+            "adapter": {"r": 4},
+            "hardware": {"devices": 2},
+            "train": STANDING_STILL,
+        },
+        store=store,
+    )
+    assert full.wait(timeout=300) == "succeeded", full.logs(tail=30)
+    assert adapter.wait(timeout=300) == "succeeded", adapter.logs(tail=30)
+    expected = saved_weights(parent.merge())
+    assert_same_weights(saved_weights(full.model()), expected)
+    assert_same_weights(saved_weights(adapter.merge()), expected)
+    # the base merged at load exists nowhere else: its weights are kept beside the new adapter
+    assert (adapter.dir / "output" / "model" / "base" / "model.safetensors").is_file()
+    assert full.spec.model == str(parent.dir / "output" / "model")
+    for child, ref in ((full, f"job:{parent.name}"), (adapter, f"job:{parent.id}")):
+        assert child.record.info["model_from"] == parent.id and child.record.info["model_ref"] == ref
+    monkeypatch.setenv("NBTOOLKIT_HOME", str(store.home))
+    assert cli_main(["show", full.id]) == 0
+    assert f"model from: job {parent.id} (job:{parent.name})" in capsys.readouterr().out

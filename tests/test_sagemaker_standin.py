@@ -243,3 +243,32 @@ def test_a_sagemaker_job_stopped_at_its_budget_ends_stopped_saying_why(standin, 
     billed = job.record.info["cost_usd"]  # the job's one cost: SageMaker's billable seconds
     assert job.record.message.startswith(f"stopped at its budget: ${billed:.2f} of the $0.04 budget spent")
     assert job.record.info["budget"]["reached"] == "stopped" and job.record.info["status"] == "Completed"
+
+
+def test_a_sagemaker_job_starts_from_an_earlier_ones_model_data_and_its_own_comes_back(standin, store):
+    """SFT then the next step, both on SageMaker: the second reads the first's model.tar.gz as its `model` input
+    channel (never a folder of this machine), merges its adapter as it loads, and its own model comes back here."""
+    from tests.test_adapters import STANDING_STILL, assert_same_weights, saved_weights
+
+    steps = {"max_steps": 2, "batch_size": 4, "logging_steps": 1}
+    parent = launch(spec_for("chain-sft", task="causal-lm", adapter={"r": 4}, train=steps), store=store)
+    assert parent.wait(timeout=300) == "succeeded", parent.logs(tail=30)
+    uri = parent.model(download=False)
+    assert uri == standin.job(parent.record.remote_name).model_artifacts["S3ModelArtifacts"]
+    assert uri.startswith(f"s3://{BUCKET}/") and uri.endswith("/output/model.tar.gz")
+    child = launch(
+        spec_for("chain-next", task="causal-lm", model=f"job:{parent.id}", train=STANDING_STILL), store=store
+    )
+    assert child.wait(timeout=300) == "succeeded", child.logs(tail=30)
+    request = standin.requests[child.record.remote_name]
+    channels = {item["ChannelName"]: item["DataSource"]["S3DataSource"]["S3Uri"] for item in request["InputDataConfig"]}
+    assert channels["model"] == uri and child.spec.model == uri
+    assert "model" not in {
+        item["ChannelName"] for item in standin.requests[parent.record.remote_name]["InputDataConfig"]
+    }
+    folder = child.model()  # downloaded, checked, unpacked into the job's output/model
+    assert folder == child.dir / "output" / "model"
+    assert_same_weights(saved_weights(folder), saved_weights(parent.merge()))  # the parent's model came back too
+    assert set(child.predict("The river")) == {"continuation"}
+    stamp = (folder / "model.safetensors").stat().st_mtime_ns
+    assert child.model() == folder and (folder / "model.safetensors").stat().st_mtime_ns == stamp  # fetched once

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from nbtoolkit.adapters import missing_package
 from nbtoolkit.backends import LaunchError, select
+from nbtoolkit.chains import is_job_ref
 from nbtoolkit.credentials import credential_problem, redact_spec
 from nbtoolkit.launches import Launch
 from nbtoolkit.preflight import input_problems
@@ -26,6 +27,11 @@ __all__ = ["preflight", "render"]
 def render(spec: RunSpec) -> Launch:
     """The spec's launch; its relative paths are taken from the caller's working directory (a job runs in its own)
     and credential values are redacted (a job gets them from the environment)."""
+    if is_job_ref(spec.model):
+        raise LaunchError(
+            f"model '{spec.model}' names an earlier job, which is resolved as the run is launched or planned "
+            "(nbtoolkit.launch, nbtoolkit run, nbtoolkit export)"
+        )
     shown = redact_spec(absolute_paths(spec))
     launch = select(spec).render(shown)
     # every job folder keeps its spec in full (defaults included): it reruns the same if defaults change

@@ -112,8 +112,9 @@ def v3_script(job: TrainingJob, title: str) -> str:
         "from sagemaker.core.helper.session_helper import Session",
         "from sagemaker.train import ModelTrainer",
         (
-            "from sagemaker.core.training.configs import CheckpointConfig, Compute, MetricDefinition, SourceCode, "
-            "StoppingCondition"
+            "from sagemaker.core.training.configs import CheckpointConfig, Compute, "
+            + ("InputData, " if job.input_channels else "")
+            + "MetricDefinition, SourceCode, StoppingCondition"
         ),
         "from sagemaker.train.distributed import SMP, Torchrun",
         "",
@@ -153,9 +154,12 @@ def v3_script(job: TrainingJob, title: str) -> str:
         f"    hyperparameters={_literal(job.hyperparameters)},",
         ")",
     ]
+    channels = ", ".join(
+        f"InputData(channel_name={name!r}, data_source={uri!r})" for name, uri in job.input_channels.items()
+    )
     lines += [
         "trainer = trainer.with_metric_definitions(metric_definitions)",
-        "trainer.train(wait=False)",
+        f"trainer.train(input_data_config=[{channels}], wait=False)" if channels else "trainer.train(wait=False)",
         "print(trainer._latest_training_job.training_job_name)",
     ]
     return "\n".join(lines) + "\n"
@@ -242,7 +246,9 @@ def v2_script(job: TrainingJob, title: str) -> str:
         "    metric_definitions=metric_definitions,",
         "    sagemaker_session=session,",
         ")",
-        "estimator.fit(wait=False)",
+        f"estimator.fit(inputs={job.input_channels!r}, wait=False)"
+        if job.input_channels
+        else "estimator.fit(wait=False)",
         "print(estimator.latest_training_job.name)",
     ]
     return "\n".join(lines) + "\n"

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from nbtoolkit.artifacts import MODEL_URI_KEY
 from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_signals
 from nbtoolkit.backends.sagemaker.aws_errors import explain
 from nbtoolkit.backends.sagemaker.job import TrainingJob
@@ -240,6 +241,9 @@ class Follower:
         cost = f", cost ${facts['cost_usd']:.2f}" if facts.get("cost_usd") is not None else ""
         savings = f" (spot saved {facts['spot_savings_pct']:.0f}%)" if facts.get("spot_savings_pct") is not None else ""
         say(f"training job {self.name} {status}; billable {facts.get('billable_seconds')} s{cost}{savings}")
+        model = described.get("ModelArtifacts", {}).get("S3ModelArtifacts")  # where SageMaker keeps it: job.model()
+        if status == "Completed" and self.phase == "train" and model:
+            self.record.phase_facts(self.phase, {MODEL_URI_KEY: model})
         if status == "Completed" or (status == "Stopped" and self.stop_sent):
             return 0
         detail = f": {reason}" if reason else (f" ({described.get('SecondaryStatus')})" if status == "Stopped" else "")

@@ -49,6 +49,9 @@ REQUIREMENTS = "requirements.txt"
 #: where the training program keeps checkpoints in the container; synced to S3 when configured
 CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"
 CHECKPOINT_DIR_ENV = "NBTOOLKIT_CHECKPOINT_DIR"
+#: the input channel an earlier job's model (`model: s3://.../model.tar.gz`, what `model: job:ID` resolves to)
+#: arrives in: SageMaker copies it to /opt/ml/input/data/model and names that folder in SM_CHANNEL_MODEL
+MODEL_CHANNEL = "model"
 
 #: The newest Hugging Face training image the SDK knows (transformers 5, which nbtoolkit.train is written for)
 DEFAULT_VERSIONS = {"transformers_version": "5.3.0", "pytorch_version": "2.9.0", "py_version": "py312"}
@@ -140,6 +143,8 @@ class TrainingJob(BaseModel):
     smp: dict[str, int] | None
     precompile: bool
     environment: dict[str, str]
+    #: channel name -> S3 URI SageMaker copies into /opt/ml/input/data/<name> before the program starts
+    input_channels: dict[str, str]
     hyperparameters: dict[str, Any]
     metric_definitions: list[dict[str, str]]
     #: relative to the job directory (nbtoolkit's program, staged at submit) or an absolute path (user script)
@@ -221,6 +226,7 @@ def training_job(spec: RunSpec) -> TrainingJob:
         smp={"tensor_parallel_degree": spec.parallelism.tensor_parallel_degree} if strategy == "smp" else None,
         precompile=trainium and spec.neuron.precompile,
         environment=environment,
+        input_channels={MODEL_CHANNEL: spec.model} if spec.model and spec.model.startswith("s3://") else {},
         hyperparameters={} if own_program else script_hyperparameters(spec.script.args),
         metric_definitions=metric_definitions(),
         source_dir=CODE_DIR if own_program else str(_script_source_dir(spec)),
@@ -644,17 +650,29 @@ def _version(text: str) -> tuple[int, ...]:
 #: The entry script SageMaker runs (under torchrun for distributed jobs): nbtoolkit's program with
 #: SageMaker's directories. Hyperparameter arguments SageMaker appends are not for it and are ignored.
 ENTRY_SOURCE = f'''"""SageMaker entry point written by nbtoolkit: runs `python -m nbtoolkit.train` in the job's container."""
+import fcntl
 import os
 import sys
+import tarfile
 
 from nbtoolkit.train.program import main
 
 output_data = os.environ.get("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data")
 spec = os.environ.get("{SPEC_FILE_ENV}", "{SPEC_FILE}")
+model = os.environ.get("SM_CHANNEL_{MODEL_CHANNEL.upper()}")  # an earlier job's model.tar.gz, copied in by SageMaker
+if model:
+    archive = os.path.join(model, "model.tar.gz")
+    with open(os.path.join(model, ".unpack.lock"), "w") as lock:  # every process of the node runs this script
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.isfile(archive):
+            with tarfile.open(archive) as tar:
+                tar.extractall(model, **({{"filter": "data"}} if hasattr(tarfile, "data_filter") else {{}}))
+            os.remove(archive)
 sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__)), spec),
                "--metrics", os.path.join(output_data, "metrics.jsonl"),
                "--output-dir", os.environ.get("{CHECKPOINT_DIR_ENV}", "{CHECKPOINT_LOCAL_PATH}"),
-               "--model-dir", os.environ.get("SM_MODEL_DIR", "/opt/ml/model")]))
+               "--model-dir", os.environ.get("SM_MODEL_DIR", "/opt/ml/model"),
+               *(["--model", model] if model else [])]))
 '''
 
 #: What the container must add to a Hugging Face image for nbtoolkit's program (the image has torch,

@@ -11,8 +11,11 @@ from nbtoolkit.backends.sagemaker.aws_errors import NO_CREDENTIALS, NO_REGION
 from nbtoolkit.backends.sagemaker.export import export_files
 from nbtoolkit.backends.sagemaker.instances import unknown_instance_message
 from nbtoolkit.backends.sagemaker.job import JOB_FILE, SageMakerSetupError, code_files, training_job
+from nbtoolkit.backends.sagemaker.model_data import fetch_model, model_input
 from nbtoolkit.launches import Launch, Stage
 from nbtoolkit.spec import RunSpec
+
+__all__ = ["attach", "fetch_model", "model_input", "preflight", "render", "validate"]
 
 NAME = "sagemaker"
 FOLLOWER = "nbtoolkit.backends.sagemaker.follow"

@@ -11,9 +11,12 @@ service also does the following, which moto does not, so this module adds it:
 - moves a job through SageMaker's statuses (InProgress: Starting, Downloading, Training,
   Uploading; then Completed, Failed or Stopped) instead of reporting Completed at once, and
   reports billable and training seconds (a spot job bills 30% of its training time);
-- runs the job's "container": the code channel is fetched from S3 as SageMaker would, and the entry
-  script runs with SageMaker's SM_* variables, /opt/ml mapped to a directory of its own; its
-  output goes to CloudWatch Logs (/aws/sagemaker/TrainingJobs, stream NAME/algo-1-<time>).
+- runs the job's "container": every input channel (the code, an earlier job's model) is fetched from
+  S3 into /opt/ml/input/data/<channel> as File mode does, and the entry script runs with SageMaker's
+  SM_* variables (SM_CHANNEL_<NAME> among them), /opt/ml mapped to a directory of its own; its
+  output goes to CloudWatch Logs (/aws/sagemaker/TrainingJobs, stream NAME/algo-1-<time>);
+- on success, uploads /opt/ml/model as <S3OutputPath>/<name>/output/model.tar.gz and reports it as
+  ModelArtifacts (moto reports that URI from the start, and uploads nothing);
   Distributed jobs run as one process here, and requirements.txt is not installed;
 - StopTrainingJob (moto answers HTTP 500): Stopping, then Stopped;
 - spot interruptions: the container is ended, its /opt/ml/checkpoints synced to the job's
@@ -32,6 +35,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from datetime import datetime, timezone
@@ -66,14 +70,18 @@ class Container:
     def opt_ml(self, value: str) -> str:
         return value.replace("/opt/ml", str(self.root))
 
-    def fetch_code(self) -> Path:
-        code = self.root / "input" / "data" / "code"
-        channel = next(item for item in self.request["InputDataConfig"] if item["ChannelName"] == "code")
-        self.standin.download(channel["DataSource"]["S3DataSource"]["S3Uri"], code)
-        return code
+    def fetch_channels(self) -> dict[str, Path]:
+        """Every input channel copied into /opt/ml/input/data/<name>, as File mode does (a URI that names one object
+        leaves that object under its own name)."""
+        channels = {}
+        for item in self.request["InputDataConfig"]:
+            channels[item["ChannelName"]] = self.root / "input" / "data" / item["ChannelName"]
+            self.standin.download(item["DataSource"]["S3DataSource"]["S3Uri"], channels[item["ChannelName"]])
+        return channels
 
     def start(self) -> None:
-        code = self.fetch_code()
+        channels = self.fetch_channels()
+        code = channels["code"]
         for path in ("model", "output/data", "checkpoints"):
             (self.root / path).mkdir(parents=True, exist_ok=True)
         hyperparameters = self.request.get("HyperParameters", {})
@@ -85,6 +93,7 @@ class Container:
             "SM_HPS": json.dumps(hyperparameters),
             "TRAINING_JOB_NAME": self.name,
             "SM_CURRENT_HOST": "algo-1",
+            **{f"SM_CHANNEL_{name.upper()}": str(path) for name, path in channels.items()},
         }
         args = [item for key, value in hyperparameters.items() for item in (f"--{key}", value)]
         self.process = subprocess.Popen(
@@ -259,7 +268,7 @@ class SageMakerStandIn:
         job.environment = request.get("Environment", {})
         job.algorithm_specification = request["AlgorithmSpecification"]
         job.output_data_config = {"KmsKeyId": "", **request["OutputDataConfig"]}
-        for attribute in ("training_start_time", "training_end_time", "final_metric_data_list"):
+        for attribute in ("training_start_time", "training_end_time", "final_metric_data_list", "model_artifacts"):
             delattr(job, attribute)
         self._set(name, "InProgress", "Starting", "Preparing the instances for training")
         threading.Thread(target=self._run, args=(name, request), daemon=True).start()
@@ -288,7 +297,10 @@ class SageMakerStandIn:
             return self._finish(name, request, started, "Stopped", "Stopped", "Training job stopped on request")
         if container.process.returncode == 0:
             self._set(name, "InProgress", "Uploading", "Uploading generated training model")
-            return self._finish(name, request, started, "Completed", "Completed", "Training job completed")
+            artifacts = {"S3ModelArtifacts": self.upload_model(container, request)}
+            return self._finish(
+                name, request, started, "Completed", "Completed", "Training job completed", model_artifacts=artifacts
+            )
         return self._finish(
             name,
             request,
@@ -372,9 +384,20 @@ class SageMakerStandIn:
         bucket, _, prefix = uri.removeprefix("s3://").partition("/")
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for item in page.get("Contents", []):
-                target = directory / item["Key"][len(prefix) :].lstrip("/")
+                target = directory / (item["Key"][len(prefix) :].lstrip("/") or Path(item["Key"]).name)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 self.s3.download_file(bucket, item["Key"], str(target))
+
+    def upload_model(self, container: Container, request: dict[str, Any]) -> str:
+        """/opt/ml/model as SageMaker leaves it: model.tar.gz under <S3OutputPath>/<job name>/output/."""
+        archive = container.root / "output" / "model.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            for path in sorted((container.root / "model").iterdir()):
+                tar.add(path, arcname=path.name)
+        uri = f"{request['OutputDataConfig']['S3OutputPath'].rstrip('/')}/{container.name}/output/model.tar.gz"
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        self.s3.upload_file(str(archive), bucket, key)
+        return uri
 
     def upload(self, directory: Path, uri: str) -> None:
         bucket, _, prefix = uri.removeprefix("s3://").partition("/")

@@ -106,6 +106,13 @@ def model_trainer(job: TrainingJob, source_dir: Path, session, training_image: s
     return trainer
 
 
+def input_data(job: TrainingJob) -> list:
+    """The job's input channels (an earlier job's model) as the SDK takes them; SageMaker copies each in."""
+    from sagemaker.core.training.configs import InputData
+
+    return [InputData(channel_name=name, data_source=uri) for name, uri in job.input_channels.items()]
+
+
 def submit(job: TrainingJob, job_dir: Path) -> tuple[str, str]:
     """Stage the code, create the training job without waiting; returns (training job name, region)."""
     logging.getLogger("sagemaker").setLevel(logging.WARNING)
@@ -125,7 +132,7 @@ def submit(job: TrainingJob, job_dir: Path) -> tuple[str, str]:
         # so the container's start-up (image, pip, imports) counts against it as it does on the bill
         job = job.model_copy(update={"environment": {**job.environment, BILLED_SINCE_ENV: repr(time.time())}})
         trainer = model_trainer(job, stage_code(job, job_dir), session, image_uri(job, boto.region_name))
-        trainer.train(wait=False, logs=False)
+        trainer.train(input_data_config=input_data(job) or None, wait=False, logs=False)
     except SubmitError:
         raise
     except Exception as exc:  # the SDK and botocore raise many kinds; each becomes one sentence

@@ -1,12 +1,24 @@
 """SageMaker entry point written by nbtoolkit: runs `python -m nbtoolkit.train` in the job's container."""
+import fcntl
 import os
 import sys
+import tarfile
 
 from nbtoolkit.train.program import main
 
 output_data = os.environ.get("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data")
 spec = os.environ.get("NBTOOLKIT_SPEC_FILE", "spec.json")
+model = os.environ.get("SM_CHANNEL_MODEL")  # an earlier job's model.tar.gz, copied in by SageMaker
+if model:
+    archive = os.path.join(model, "model.tar.gz")
+    with open(os.path.join(model, ".unpack.lock"), "w") as lock:  # every process of the node runs this script
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.isfile(archive):
+            with tarfile.open(archive) as tar:
+                tar.extractall(model, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+            os.remove(archive)
 sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__)), spec),
                "--metrics", os.path.join(output_data, "metrics.jsonl"),
                "--output-dir", os.environ.get("NBTOOLKIT_CHECKPOINT_DIR", "/opt/ml/checkpoints"),
-               "--model-dir", os.environ.get("SM_MODEL_DIR", "/opt/ml/model")]))
+               "--model-dir", os.environ.get("SM_MODEL_DIR", "/opt/ml/model"),
+               *(["--model", model] if model else [])]))

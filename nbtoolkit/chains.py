@@ -1,0 +1,111 @@
+"""`model: job:ID` (or `job:NAME`): a run that starts from an earlier job's model, resolved at launch.
+
+Each backend names what its machines read for a model at a URI (`model_input` in its module): a launcher on
+this machine, and a Slurm cluster (which shares nbtoolkit's job folders), the job's model folder, fetched
+here first when the job ran remotely; a SageMaker job the earlier SageMaker job's S3 model data, as an input
+channel, never a folder of this machine. An adapter job's model is its base plus the adapter: the next run
+merges them as it loads. The new job records where its model came from (`model_from`), as forks do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from nbtoolkit.artifacts import fetch, model_artifact
+from nbtoolkit.backends import LaunchError, select
+from nbtoolkit.runner.store import JobNotFound, JobRecord, JobStore
+from nbtoolkit.spec import RunSpec, load_spec
+
+JOB_REF = "job:"
+#: the job's info keys of its lineage: the job whose model it started from, and the spec's `model:` as written
+MODEL_FROM = "model_from"
+MODEL_REF = "model_ref"
+
+
+@dataclass(frozen=True)
+class ChainedSpec:
+    """A spec with `model: job:...` resolved: `spec` for the machines, `sizing` for the planner (the model it
+    names has the earlier job's shape), `info` the lineage the new job records."""
+
+    spec: RunSpec
+    sizing: RunSpec
+    info: dict[str, Any]
+
+
+def is_job_ref(model: str | None) -> bool:
+    return model is not None and model.startswith(JOB_REF)
+
+
+def earlier_job(ref: str, store: JobStore) -> JobRecord:
+    """The job `job:ID` (an id or unique prefix) or `job:NAME` (the newest succeeded job of that name) names."""
+    wanted = ref.removeprefix(JOB_REF).strip()
+    if not wanted:
+        raise LaunchError(f"model '{ref}' names no job; write job:ID or job:NAME (`nbtoolkit jobs` lists them)")
+    try:
+        return store.get(wanted)
+    except JobNotFound:
+        pass
+    named = [record for record in store.list(limit=10_000) if record.name == wanted]
+    succeeded = [record for record in named if record.status == "succeeded"]
+    if succeeded:
+        return succeeded[0]
+    if named:
+        return named[0]  # its status is the sentence model_artifact says
+    raise LaunchError(f"model '{ref}': no job has that id or name; `nbtoolkit jobs` lists them")
+
+
+def resolve(spec: RunSpec, store: JobStore, *, fetching: bool = True) -> ChainedSpec:
+    """The spec as its backend's machines read it; a spec whose model names no job comes back as it is. Without
+    `fetching` (a plan) a remote model that would be fetched first is not: `spec` is then `sizing`."""
+    if not is_job_ref(spec.model):
+        return ChainedSpec(spec, spec, {})
+    record = earlier_job(spec.model, store)
+    artifact = model_artifact(store, record)
+    backend = select(spec)
+    model = model_input(backend, artifact.uri)
+    if model is None and artifact.remote:  # a copy on this machine may be what its machines read
+        if not fetching and model_input(backend, artifact.folder.as_uri()) is not None:
+            sizing = spec.model_copy(update={"model": sizing_model(store, record)})
+            return ChainedSpec(sizing, sizing, {MODEL_FROM: record.id, MODEL_REF: spec.model})
+        model = model_input(backend, fetch(artifact).as_uri())
+    if model is None:
+        raise LaunchError(
+            f"model '{spec.model}': job {record.id}'s model is at {artifact.uri}, which a {backend.name} job "
+            f"cannot read; start it from a job that ran on {backend.target}, or push the model to the Hub "
+            "(job.push_to_hub) and give its id"
+        )
+    return ChainedSpec(
+        spec.model_copy(update={"model": model}),
+        spec.model_copy(update={"model": sizing_model(store, record)}),
+        {MODEL_FROM: record.id, MODEL_REF: spec.model},
+    )
+
+
+def model_input(backend, uri: str) -> str | None:
+    """What a spec's `model:` becomes on the backend for a model at `uri`: its module's `model_input`, else (a
+    launcher of this machine) the folder a file URI names."""
+    reads = getattr(backend.module(), "model_input", None)
+    if reads is not None:
+        return reads(uri)
+    return local_folder(uri) if backend.target == "local" else None
+
+
+def local_folder(uri: str) -> str | None:
+    """The folder a `file://` URI names (what this machine's launchers read); None for any other URI."""
+    return str(Path(unquote(urlparse(uri).path))) if uri.startswith("file://") else None
+
+
+def sizing_model(store: JobStore, record: JobRecord) -> str:
+    """A model with the earlier job's shape that the planner can read offline: its own folder when here, else
+    (a remote job's) the model that job started from, followed back along the chain."""
+    folder = store.job_dir(record.id) / "output" / "model"
+    if folder.is_dir():
+        return str(folder)
+    started = load_spec(store.job_dir(record.id) / "spec.json").model_name
+    parent = record.info.get(MODEL_FROM)
+    if "://" in started and parent:
+        return sizing_model(store, store.get(parent))
+    return started
