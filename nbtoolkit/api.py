@@ -122,7 +122,10 @@ class Job:
         spec (`force=True` only warns)."""
         spec, start, paths = fork_spec(self.id, self.spec, self.dir / "output", checkpoint, changes)
         child = launch(spec, store=self.store, force=force or set(paths) <= KEEPS_FIT)
-        self.store.merge_info(child.id, {FORKED_FROM: self.id, FORK_CHECKPOINT: str(start), FORK_CHANGES: paths})
+        self.store.merge_info(
+            child.id,
+            {FORKED_FROM: self.id, FORK_CHECKPOINT: str(start), FORK_CHANGES: paths, **chains.lineage(self.record)},
+        )
         return child
 
     def model(self, download: bool = True) -> Path | str:
@@ -393,9 +396,11 @@ def resume(
         )
     workdir = job_launch(old.dir).workdir
     try:  # the same spec already ran: the planner's fit check had its say at the first launch
-        return launch(spec, store=old.store, force=True, resumed_from=record.id, workdir=workdir)
+        resumed = launch(spec, store=old.store, force=True, resumed_from=record.id, workdir=workdir)
     except AlreadyResumed as claimed:  # another resume of it got there first
         return Job(claimed.job_id, old.store)
+    resumed.store.merge_info(resumed.id, chains.lineage(record))
+    return resumed
 
 
 def check_fit(spec: RunSpec, *, force: bool = False) -> None:

@@ -9,6 +9,7 @@ job's own `output/model`, so that merge, predict, Try it and push work on it as 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import tempfile
@@ -72,7 +73,8 @@ def fetch(artifact: ModelArtifact) -> Path:
     """The model's folder on this machine, fetched by the job's backend first if it is remote and not here yet.
 
     The backend downloads into a scratch folder beside the job's (checking what the engine's checksums allow);
-    only a finished download is moved into place, with a marker naming its URI.
+    only a finished download is moved into place, with a marker naming its URI. One fetch at a time per job (a
+    lock file): a second caller waits for the first and finds the model here.
     """
     if artifact.here:
         return artifact.folder
@@ -82,13 +84,17 @@ def fetch(artifact: ModelArtifact) -> Path:
             f"job {artifact.job_id}'s model is at {artifact.uri}, which the {artifact.backend} backend cannot fetch"
         )
     artifact.folder.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".model-", dir=artifact.folder.parent))
-    try:
-        download(artifact.uri, scratch, region=artifact.region)
-        (scratch / FETCHED_FROM).write_text(json.dumps({"uri": artifact.uri}))
-        if artifact.folder.exists():  # an earlier model of another URI (a partial one never gets here)
-            shutil.rmtree(artifact.folder)
-        scratch.rename(artifact.folder)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with (artifact.folder.parent / ".model.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if artifact.here:  # fetched by another caller while this one waited
+            return artifact.folder
+        scratch = Path(tempfile.mkdtemp(prefix=".model-", dir=artifact.folder.parent))
+        try:
+            download(artifact.uri, scratch, region=artifact.region)
+            (scratch / FETCHED_FROM).write_text(json.dumps({"uri": artifact.uri}))
+            if artifact.folder.exists():  # an earlier model of another URI (a partial one never gets here)
+                shutil.rmtree(artifact.folder)
+            scratch.rename(artifact.folder)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return artifact.folder

@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlparse
 
 from nbtoolkit.artifacts import fetch, model_artifact
 from nbtoolkit.backends import LaunchError, select
-from nbtoolkit.runner.store import JobNotFound, JobRecord, JobStore
+from nbtoolkit.runner.store import JOB_ID_PREFIX, JobRecord, JobStore
 from nbtoolkit.spec import RunSpec, load_spec
 
 JOB_REF = "job:"
@@ -40,36 +40,43 @@ def is_job_ref(model: str | None) -> bool:
 
 
 def earlier_job(ref: str, store: JobStore) -> JobRecord:
-    """The job `job:ID` (an id or unique prefix) or `job:NAME` (the newest succeeded job of that name) names."""
+    """The job `job:NAME` (the newest succeeded job of that name; a name matches first) or `job:ID` (an id or a
+    unique prefix of one) names."""
     wanted = ref.removeprefix(JOB_REF).strip()
     if not wanted:
         raise LaunchError(f"model '{ref}' names no job; write job:ID or job:NAME (`nbtoolkit jobs` lists them)")
-    try:
-        return store.get(wanted)
-    except JobNotFound:
-        pass
-    named = [record for record in store.list(limit=10_000) if record.name == wanted]
-    succeeded = [record for record in named if record.status == "succeeded"]
-    if succeeded:
-        return succeeded[0]
-    if named:
-        return named[0]  # its status is the sentence model_artifact says
+    records = store.list(limit=100_000)
+    named = [record for record in records if record.name == wanted]
+    if named:  # the newest succeeded, else the newest, whose status is the sentence model_artifact says
+        return next((record for record in named if record.status == "succeeded"), named[0])
+    by_id = [record for record in records if record.id.startswith(wanted)] if JOB_ID_PREFIX.match(wanted) else []
+    if len(by_id) == 1:
+        return by_id[0]
+    if by_id:
+        raise LaunchError(f"model '{ref}': {len(by_id)} jobs have ids starting '{wanted}'; give more of the id")
     raise LaunchError(f"model '{ref}': no job has that id or name; `nbtoolkit jobs` lists them")
 
 
 def resolve(spec: RunSpec, store: JobStore, *, fetching: bool = True) -> ChainedSpec:
     """The spec as its backend's machines read it; a spec whose model names no job comes back as it is. Without
-    `fetching` (a plan) a remote model that would be fetched first is not: `spec` is then `sizing`."""
+    `fetching` (a plan, a preview) a remote model that would be fetched first is not: `spec` is then `sizing`."""
     if not is_job_ref(spec.model):
         return ChainedSpec(spec, spec, {})
     record = earlier_job(spec.model, store)
     artifact = model_artifact(store, record)
+    if spec.adapter is not None and spec.adapter.type == "qlora" and adapter_job(store, record):
+        raise LaunchError(
+            f"adapter.type 'qlora' quantizes pretrained weights as they load, but model '{spec.model}' is job "
+            f"{record.id}'s adapter, merged into its base at load; merge it first (`nbtoolkit merge {record.id}`) and "
+            "start from the merged folder, or use type: lora"
+        )
     backend = select(spec)
+    sizing = spec.model_copy(update={"model": sizing_model(store, record, artifact.uri)})
+    lineage = {MODEL_FROM: record.id, MODEL_REF: spec.model}
     model = model_input(backend, artifact.uri)
-    if model is None and artifact.remote:  # a copy on this machine may be what its machines read
-        if not fetching and model_input(backend, artifact.folder.as_uri()) is not None:
-            sizing = spec.model_copy(update={"model": sizing_model(store, record)})
-            return ChainedSpec(sizing, sizing, {MODEL_FROM: record.id, MODEL_REF: spec.model})
+    if model is None and artifact.remote and model_input(backend, artifact.folder.as_uri()) is not None:
+        if not fetching:  # a copy on this machine is what its machines would read: its shape is known
+            return ChainedSpec(sizing, sizing, lineage)
         model = model_input(backend, fetch(artifact).as_uri())
     if model is None:
         raise LaunchError(
@@ -77,11 +84,26 @@ def resolve(spec: RunSpec, store: JobStore, *, fetching: bool = True) -> Chained
             f"cannot read; start it from a job that ran on {backend.target}, or push the model to the Hub "
             "(job.push_to_hub) and give its id"
         )
-    return ChainedSpec(
-        spec.model_copy(update={"model": model}),
-        spec.model_copy(update={"model": sizing_model(store, record)}),
-        {MODEL_FROM: record.id, MODEL_REF: spec.model},
-    )
+    return ChainedSpec(spec.model_copy(update={"model": model}), sizing, lineage)
+
+
+def lineage(record: JobRecord) -> dict[str, Any]:
+    """Where a job's model came from, for a fork or resume of it to record as its own."""
+    return {key: record.info[key] for key in (MODEL_FROM, MODEL_REF) if key in record.info}
+
+
+def in_default_store(spec: RunSpec, *, fetching: bool = True) -> ChainedSpec:
+    """`resolve` against this user's job store, which is opened only when the spec names a job (an export or a
+    preview of any other spec leaves no store behind)."""
+    if not is_job_ref(spec.model):
+        return ChainedSpec(spec, spec, {})
+    return resolve(spec, JobStore(), fetching=fetching)
+
+
+def adapter_job(store: JobStore, record: JobRecord) -> bool:
+    """Whether the job trained an adapter (its model is an adapter beside its base)."""
+    spec_file = store.job_dir(record.id) / "spec.json"
+    return spec_file.is_file() and load_spec(spec_file).adapter is not None
 
 
 def model_input(backend, uri: str) -> str | None:
@@ -98,14 +120,16 @@ def local_folder(uri: str) -> str | None:
     return str(Path(unquote(urlparse(uri).path))) if uri.startswith("file://") else None
 
 
-def sizing_model(store: JobStore, record: JobRecord) -> str:
+def sizing_model(store: JobStore, record: JobRecord, uri: str) -> str:
     """A model with the earlier job's shape that the planner can read offline: its own folder when here, else
-    (a remote job's) the model that job started from, followed back along the chain."""
+    (a remote job's) the model that job started from, followed back along the chain; else its URI (an attached
+    job's: unknown shape, which the planner says)."""
     folder = store.job_dir(record.id) / "output" / "model"
-    if folder.is_dir():
-        return str(folder)
-    started = load_spec(store.job_dir(record.id) / "spec.json").model_name
+    spec_file = store.job_dir(record.id) / "spec.json"
+    if folder.is_dir() or not spec_file.is_file():
+        return str(folder) if folder.is_dir() else uri
+    started = load_spec(spec_file).model_name
     parent = record.info.get(MODEL_FROM)
     if "://" in started and parent:
-        return sizing_model(store, store.get(parent))
+        return sizing_model(store, store.get(parent), started)
     return started

@@ -269,9 +269,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from nbtoolkit.backends import dispatch
     from nbtoolkit.runner import write_launch_files
 
-    spec = load_spec(args.spec)
-    if chains.is_job_ref(spec.model):  # `model: job:ID` as the launch would read it (only then is the store opened)
-        spec = chains.resolve(spec, JobStore()).spec
+    spec = chains.in_default_store(load_spec(args.spec)).spec  # `model: job:ID` as the launch would read it
     launch_ = dispatch.render(spec)
     out = Path(args.out or f"nbtoolkit-export-{spec.display_name}")
     written = write_launch_files(launch_, out)

@@ -139,12 +139,16 @@ def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPr
 
     A wrong column mapping, missing files, or a model that cannot do the task raise TrainError with the
     training program's own sentence."""
+    from nbtoolkit.chains import is_job_ref, resolve
     from nbtoolkit.data_files import check_files
+    from nbtoolkit.runner import JobStore
     from nbtoolkit.train.data import column, load_sample
     from nbtoolkit.train.models import ensure_pad_token, load_tokenizer, model_config
     from nbtoolkit.train.pairing import check_pairing
 
     spec = load_spec(spec)
+    if is_job_ref(spec.model):  # an earlier job's model: its folder here, else its base
+        spec = resolve(spec, JobStore(), fetching=False).spec
     check_files(spec)  # a missing file, a broken line or a row the task cannot read, in one sentence
     check_pairing(spec, model_config(spec.model_name))  # an unreachable or unsuitable model, in one sentence
     with quiet_progress():

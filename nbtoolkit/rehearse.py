@@ -494,8 +494,12 @@ def rehearse(
 ) -> RehearsalReport:
     """Run the rehearsal of a spec here: one job per node, waited for; a report of each stage."""
     from nbtoolkit.api import launch
+    from nbtoolkit.chains import resolve
+    from nbtoolkit.runner import JobStore
 
     started = time.monotonic()
+    # `model: job:ID`: a tiny model of the earlier job's architecture stands in for it, as for any model
+    spec = resolve(load_spec(spec), store or JobStore(), fetching=False).sizing
     plan_ = rehearsal(spec, max_ranks=max_ranks)
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="nbtoolkit-rehearsal-"))
     node_specs = prepare(plan_, workdir)

@@ -7,6 +7,7 @@ tests/test_sagemaker_standin.py (SageMaker to SageMaker through an input channel
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
@@ -48,10 +49,28 @@ def test_a_job_reference_that_names_no_job_or_a_failed_one_is_one_sentence(store
         launch({"task": "causal-lm", "model": "job:"}, store=store)
 
 
-def test_a_name_means_its_newest_succeeded_job(store):
+def test_a_name_means_its_newest_succeeded_job_and_wins_over_an_id_it_begins(store):
     older = ended_job(store, "succeeded")
     ended_job(store, "failed")  # newer, but it left no model
     assert chains.earlier_job("job:sft", store).id == older.id
+    # a short name made of hex digits is the job of that name, not one whose id it begins
+    for first in "0123456789abcdef":
+        if not older.id.startswith(first):
+            named = ended_job(store, "succeeded", name=first)
+            break
+    assert chains.earlier_job(f"job:{first}", store).id == named.id
+    assert chains.earlier_job(f"job:{older.id[:6]}", store).id == older.id  # an id prefix of no name
+
+
+def test_an_id_prefix_of_several_jobs_says_so(store):
+    records = [ended_job(store, "succeeded", name=f"run-{index}") for index in range(40)]
+    first = sorted(record.id[0] for record in records)
+    shared = next(digit for digit in first if first.count(digit) > 1)  # 40 ids: some share a first digit
+    with pytest.raises(LaunchError) as caught:
+        chains.earlier_job(f"job:{shared}", store)
+    assert str(caught.value) == (
+        f"model 'job:{shared}': {first.count(shared)} jobs have ids starting '{shared}'; give more of the id"
+    )
 
 
 def test_a_sagemaker_run_never_gets_a_model_folder_of_this_machine(store):
@@ -75,6 +94,64 @@ def test_a_sagemaker_run_reads_an_earlier_sagemaker_jobs_model_data_as_is(store)
     planned = plan({"task": "causal-lm", "model": f"job:{remote.id}"}, store=store)
     assert planned.model == "nbtoolkit/tiny-gpt2"
     assert not (store.job_dir(remote.id) / "output" / "model").exists()
+
+
+def test_an_attached_job_without_a_spec_is_chained_by_its_model_data(store):
+    uri = "s3://bucket/elsewhere/output/model.tar.gz"
+    record = store.create(name="attached", task="attached", backend="sagemaker", info={"model_uri": uri})
+    store.update(record.id, status=JobStatus("succeeded"))
+    chained = chains.resolve(load_spec({"task": "causal-lm", "model": f"job:{record.id}", **SAGEMAKER}), store)
+    assert chained.spec.model == uri and chained.sizing.model == uri  # its shape is unknown: the planner says so
+
+
+def test_qlora_from_an_adapter_job_is_refused_before_anything_bills(store):
+    remote = ended_job(store, "succeeded", backend="sagemaker", info={"model_uri": "s3://b/m/output/model.tar.gz"})
+    adapter_spec = load_spec({"task": "causal-lm", "adapter": {"r": 4}})
+    (store.job_dir(remote.id) / "spec.json").write_text(adapter_spec.model_dump_json())
+    qlora = {"task": "causal-lm", "model": f"job:{remote.id}", "adapter": {"type": "qlora"}, **SAGEMAKER}
+    qlora["hardware"] = {**SAGEMAKER["hardware"], "accelerator": "cuda"}
+    with pytest.raises(LaunchError, match=f"is job {remote.id}'s adapter, merged into its base at load; merge it"):
+        chains.resolve(load_spec(qlora), store)
+
+
+def test_the_form_previews_a_chained_spec_as_it_would_launch(store, home):
+    from nbtoolkit.bundled import tiny_config_fields
+    from nbtoolkit.notebook.preview import preview
+
+    local = ended_job(store, "succeeded")
+    config = json.dumps(tiny_config_fields("nbtoolkit/tiny-gpt2"))
+    (store.job_dir(local.id) / "output" / "model" / "config.json").write_text(config)
+    shown = preview(load_spec({"task": "causal-lm", "model": "job:sft"}))
+    assert shown.launch is not None and shown.launch_error is None
+    assert str(store.job_dir(local.id) / "output" / "model") in shown.files["spec.json"]
+
+
+def test_the_container_refuses_a_model_archive_that_writes_outside_its_channel(tmp_path):
+    """The entry script unpacks the `model` channel itself: a link or a path out of the folder is one sentence."""
+    import io
+    import subprocess
+    import sys
+    import tarfile
+
+    from nbtoolkit.backends.sagemaker.job import ENTRY_SOURCE
+
+    channel = tmp_path / "channel"
+    channel.mkdir()
+    with tarfile.open(channel / "model.tar.gz", "w:gz") as tar:
+        member = tarfile.TarInfo("../escaped.txt")
+        member.size = 3
+        tar.addfile(member, io.BytesIO(b"bad"))
+    entry = tmp_path / "entry.py"
+    entry.write_text(ENTRY_SOURCE)
+    done = subprocess.run(
+        [sys.executable, str(entry)], env={"SM_CHANNEL_MODEL": str(channel)}, capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "[nbtoolkit] error: the earlier job's model in input channel 'model' did not unpack: it holds a link or a "
+        "path outside the model folder"
+    )
+    assert not (tmp_path / "escaped.txt").exists()
 
 
 def test_a_job_reference_is_resolved_at_launch_not_rendered_raw():
@@ -101,7 +178,7 @@ def test_a_fetch_cut_short_leaves_no_model_and_the_next_one_completes(store, mon
     with pytest.raises(LaunchError, match="the network went away"):
         fetch(artifact)
     assert not artifact.folder.exists() and not artifact.here
-    assert list(artifact.folder.parent.iterdir()) == []  # no scratch folder left behind
+    assert not list(artifact.folder.parent.glob(".model-*"))  # no scratch folder left behind
 
     def whole(uri, folder, *, region=None):
         (folder / "config.json").write_text("{}")
@@ -111,6 +188,42 @@ def test_a_fetch_cut_short_leaves_no_model_and_the_next_one_completes(store, mon
     assert (artifact.folder / FETCHED_FROM).is_file()
     monkeypatch.setattr(sagemaker_render, "fetch_model", cut_short)
     assert fetch(artifact) == artifact.folder  # fetched once: not again
+
+
+def test_parallel_fetches_download_once_and_never_replace_the_folder_one_returned(store, monkeypatch):
+    import threading
+    import time
+
+    remote = ended_job(store, "succeeded", backend="sagemaker", info={"model_uri": "s3://bucket/m/output/model.tar.gz"})
+    artifact = model_artifact(store, remote)
+    downloads = []
+
+    def slow(uri, folder, *, region=None):
+        downloads.append(uri)
+        time.sleep(0.5)
+        (folder / "config.json").write_text("{}")
+
+    monkeypatch.setattr(sagemaker_render, "fetch_model", slow)
+    folders, inodes = [], []
+
+    def fetch_and_look():
+        folders.append(fetch(artifact))
+        inodes.append((artifact.folder / "config.json").stat().st_ino)
+
+    threads = [threading.Thread(target=fetch_and_look) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert downloads == [artifact.uri] and folders == [artifact.folder] * 3 and len(set(inodes)) == 1
+
+
+def test_an_etag_is_an_md5_only_for_an_object_s3_did_not_encrypt_with_kms_or_a_customer_key():
+    from nbtoolkit.backends.sagemaker.model_data import etag_is_md5
+
+    assert etag_is_md5({}) and etag_is_md5({"ServerSideEncryption": "AES256"})
+    assert not etag_is_md5({"ServerSideEncryption": "aws:kms"})
+    assert not etag_is_md5({"SSECustomerAlgorithm": "AES256"})
 
 
 def test_a_download_that_differs_from_s3_is_refused(tmp_path):

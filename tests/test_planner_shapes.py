@@ -131,3 +131,9 @@ def test_training_examples_known_offline(tmp_path):
     assert train_samples(load_spec(local)) == 2
     bundled = train_samples(load_spec({"task": "text-classification"}))
     assert bundled is not None and bundled > 10
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "bert", "t5"])
+def test_a_config_cut_short_is_one_sentence_not_a_key_error(model_type):
+    with pytest.raises(ModelShapeError, match=rf"^model saved \({model_type}\): its config has no '\w+' field, so"):
+        shape_from_config("saved", {"model_type": model_type}, "config.json")

@@ -22,7 +22,7 @@ import ipywidgets as widgets
 import yaml
 from pydantic import ValidationError
 
-from nbtoolkit import backends
+from nbtoolkit import backends, chains
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.notebook.preview import pre, preview, quiet_load
 from nbtoolkit.notebook.spec_fields import (
@@ -607,7 +607,7 @@ class SpecForm(widgets.VBox):
             return None
         directory = Path(self.export_dir.value.strip() or f"nbtoolkit-export-{self.spec.display_name}")
         try:
-            written = write_launch_files(dispatch.render(self.spec), directory)
+            written = write_launch_files(dispatch.render(chains.in_default_store(self.spec).spec), directory)
         except LaunchError as exc:
             self._say(str(exc), error=True)
             return None

@@ -10,14 +10,15 @@ import html
 import warnings
 from dataclasses import dataclass
 
-from nbtoolkit import backends
+from nbtoolkit import backends, chains
 from nbtoolkit.backends import LaunchError, dispatch
 from nbtoolkit.launches import Launch
 from nbtoolkit.spec import RunSpec, SpecWarning, load_spec, spec_warnings
 
 
-def checks(spec: RunSpec) -> list[str]:
-    """Every check that applies to the spec, one sentence each.
+def checks(spec: RunSpec, sizing: RunSpec | None = None) -> list[str]:
+    """Every check that applies to the spec, one sentence each (`sizing`: the spec the planner sizes, when an
+    earlier job's model stands in the spec).
 
     Advice about the spec first, then the planner's memory, fit, time and cost (its config-only
     estimate, without ranking alternatives: fast enough to run as the user types), then whether
@@ -28,7 +29,7 @@ def checks(spec: RunSpec) -> list[str]:
 
     found = list(spec_warnings(spec))
     try:
-        found += [line.strip() for line in plan(spec, alternatives=False).summary_lines()]
+        found += [line.strip() for line in plan(sizing or spec, alternatives=False).summary_lines()]
     except (ModelShapeError, CatalogError) as exc:
         found.append(f"no plan: {exc.args[0] if exc.args else exc}")
     try:
@@ -91,11 +92,16 @@ class Preview:
 
 
 def preview(spec: RunSpec) -> Preview:
+    """What launching `spec` would do; `model: job:ID` as the launch would resolve it (nothing is fetched)."""
     try:
-        launch, error = dispatch.render(spec), None
+        resolved = chains.in_default_store(spec, fetching=False)
+    except LaunchError as exc:  # the job it names is not there, or has no model
+        return Preview(spec=spec, launch=None, launch_error=str(exc), checks=[f"cannot launch here: {exc}"])
+    try:
+        launch, error = dispatch.render(resolved.spec), None
     except LaunchError as exc:
         launch, error = None, str(exc)
-    return Preview(spec=spec, launch=launch, launch_error=error, checks=checks(spec))
+    return Preview(spec=spec, launch=launch, launch_error=error, checks=checks(resolved.spec, resolved.sizing))
 
 
 def pre(text: str) -> str:

@@ -228,12 +228,14 @@ def _generic_decoder(cfg: dict[str, Any]) -> dict[str, Any]:
 def shape_from_config(name: str, cfg: dict[str, Any], source: str) -> ModelShape:
     """A ModelShape from config.json fields (also what `AutoConfig(...).to_dict()` gives)."""
     model_type = str(cfg.get("model_type", ""))
-    if model_type in T5_LIKE:
-        fields = _t5(cfg)
-    elif model_type in BERT_LIKE:
-        fields = _bert(cfg)
-    elif model_type == "gpt2":
-        fields = _gpt2(cfg)
+    families = {**dict.fromkeys(T5_LIKE, _t5), **dict.fromkeys(BERT_LIKE, _bert), "gpt2": _gpt2}
+    if model_type in families:
+        try:
+            fields = families[model_type](cfg)
+        except KeyError as missing:  # a config.json cut short, or written by hand
+            raise ModelShapeError(
+                f"model {name} ({model_type}): its config has no {missing} field, so it cannot be sized"
+            ) from None
     elif cfg.get("is_encoder_decoder"):
         raise ModelShapeError(
             f"model {name} is an encoder-decoder of type '{model_type}', which the planner "

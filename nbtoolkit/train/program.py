@@ -16,6 +16,7 @@ from typing import Any
 
 from nbtoolkit.credentials import trainer_credentials
 from nbtoolkit.runtime import ERROR_PREFIX
+from nbtoolkit.saved_models import config_folder
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 from nbtoolkit.trackers import environment, run_name
 
@@ -304,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = load_spec(Path(args.spec))
         if args.model:
+            if not (config_folder(args.model) / "config.json").is_file():
+                raise TrainError(
+                    f"the earlier job's model in {args.model} holds no config.json (nor an adapter beside its base): "
+                    "that job saved no model to start from (a script must save one to /opt/ml/model)"
+                )
             spec = spec.model_copy(update={"model": args.model})
         use_inductor_cache(spec)  # both here, in the process's entry point: they change the process for good
         hide_unused_integrations(spec)

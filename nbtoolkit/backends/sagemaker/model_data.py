@@ -2,8 +2,8 @@
 
 SageMaker tars /opt/ml/model into <output path>/<job name>/output/model.tar.gz when a job completes; a later
 job gets it as an input channel (nbtoolkit.backends.sagemaker.job: MODEL_CHANNEL), a notebook downloads it
-with `fetch_model`, checked against S3's size and, for an object uploaded in one part (whose ETag is its MD5),
-its MD5; gzip's own CRC checks the rest as it unpacks.
+with `fetch_model`, checked against S3's size and, where the ETag is the object's MD5 (one part, not encrypted
+with KMS or a customer key), its MD5; gzip's own CRC checks the rest as it unpacks.
 """
 
 from __future__ import annotations
@@ -45,17 +45,29 @@ def fetch_model(uri: str, folder: Path, *, region: str | None = None) -> None:
         raise LaunchError(str(exc)) from None
     except (BotoCoreError, ClientError) as exc:
         raise LaunchError(explain(exc, action=action, needs="s3:GetObject on the job's output bucket")) from None
-    check_download(archive, size, head.get("ETag", ""), uri)
+    check_download(archive, size, head.get("ETag", "") if etag_is_md5(head) else "", uri)
     try:
         with tarfile.open(archive) as tar:
             tar.extractall(folder, filter="data")
+    except tarfile.FilterError as exc:
+        raise LaunchError(
+            f"the model {uri} holds a file it may not write ({exc}); SageMaker's own upload of /opt/ml/model never "
+            "does: nothing was unpacked"
+        ) from None
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise LaunchError(f"the model {uri} did not unpack ({exc}); fetch it again") from None
     archive.unlink()
 
 
+def etag_is_md5(head: dict) -> bool:
+    """S3's ETag is the object's MD5 only for a single-part upload stored unencrypted or with S3's own keys
+    (SSE-S3); with KMS (SageMaker's output default where a key is set) or a customer key it is not."""
+    return head.get("ServerSideEncryption") in (None, "AES256") and not head.get("SSECustomerAlgorithm")
+
+
 def check_download(archive: Path, size: int, etag: str, uri: str) -> None:
-    """The downloaded file is what S3 holds: its size, and its MD5 where the ETag is one (a single-part upload)."""
+    """The downloaded file is what S3 holds: its size, and its MD5 where `etag` is one (a single-part upload; ""
+    when it is not an MD5 at all)."""
     got = archive.stat().st_size
     if got != size:
         raise LaunchError(f"the download of {uri} is {got} bytes, not S3's {size}; fetch it again")

@@ -14,8 +14,18 @@ if model:
     with open(os.path.join(model, ".unpack.lock"), "w") as lock:  # every process of the node runs this script
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.isfile(archive):
-            with tarfile.open(archive) as tar:
-                tar.extractall(model, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+            try:
+                with tarfile.open(archive) as tar:
+                    # plain files and folders inside the channel only (a Python before 3.10.12 has no filter)
+                    members = tar.getmembers()
+                    if any(not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in m.name.split("/")
+                           for m in members):
+                        raise tarfile.TarError("it holds a link or a path outside the model folder")
+                    tar.extractall(model, members)
+            except (tarfile.TarError, OSError) as exc:
+                print(f"[nbtoolkit] error: the earlier job's model in input channel 'model' did not unpack: "
+                      f"{exc}", file=sys.stderr, flush=True)
+                sys.exit(2)
             os.remove(archive)
 sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__)), spec),
                "--metrics", os.path.join(output_data, "metrics.jsonl"),
