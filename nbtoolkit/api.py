@@ -283,7 +283,8 @@ def plan(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, pa
         if refused:  # the model is not here to size: say why and how to fetch it
             raise ModelShapeError(refused[0]) from None
         raise
-    return planned.model_copy(update={"refused": refused, "warned": warned})
+    named = {"model": chained.info[chains.MODEL_REF]} if chained.info else {}  # job:ID, as the user wrote it
+    return planned.model_copy(update={"refused": refused, "warned": warned, **named})
 
 
 def launch(

@@ -58,7 +58,8 @@ def ship(function: Callable) -> dict[str, str]:
 
     The text is run once here, in a namespace of its own as the job will, so that what it lacks is
     refused now in one sentence rather than as a NameError in the job."""
-    shipped = {"name": _name_of(function), "source": "\n".join(_definitions(function, seen=set())) + "\n"}
+    source = "\n".join(_definitions(function, seen=set())).rstrip("\n") + "\n"  # ends as a file does: one newline
+    shipped = {"name": _name_of(function), "source": source}
     try:
         load(shipped)
     except RewardError as exc:

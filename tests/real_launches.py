@@ -26,6 +26,10 @@ GOLDEN = ROOT / "tests" / "golden"
 
 #: beside a spec, the changes of its compiled run: the notebook launches the two runs compare_compiled makes
 COMPILED = ".compiled.json"
+#: the real runs their notebook starts from the run before (`model: job:ID`): their golden reads that job's model
+#: data as SageMaker names it, `s3://<bucket>/<base job name>/<training job name>/output/model.tar.gz`
+CHAINED_FROM = {"chat-dpo-qwen": "chat-sft-qwen", "chat-grpo-qwen": "chat-dpo-qwen"}
+MODEL_DATA = "s3://<bucket>/{name}/<training job>/output/model.tar.gz"
 
 
 def real_specs() -> dict[str, RunSpec]:
@@ -40,8 +44,18 @@ def real_specs() -> dict[str, RunSpec]:
     return specs
 
 
+def as_launched(name: str, spec: RunSpec) -> RunSpec:
+    """The spec as its notebook launches it: a chained run reads the earlier job's model data (the spec file's
+    model is its architecture, what the plan and the rehearsal size)."""
+    earlier = CHAINED_FROM.get(name)
+    return spec.model_copy(update={"model": MODEL_DATA.format(name=earlier)}) if earlier else spec
+
+
 def _placeholders(text: str) -> str:
     text = text.replace(sys.executable, "python")
+    text = re.sub(  # an earlier SageMaker job's model data: its bucket and the training job's timestamped name
+        r"s3://[\w.-]+/([\w-]+)/\1-[\d-]+/output/model\.tar\.gz", MODEL_DATA.format(name=r"\1"), text
+    )
     return re.sub(r"(--master_port=|--rdzv_endpoint=[\w.]+:)\d+", r"\g<1><port>", text)
 
 
@@ -59,11 +73,12 @@ def write_goldens() -> None:
         for path in folder.rglob("*") if folder.exists() else []:
             if path.is_file():
                 path.unlink()
-        for file_name, text in golden_files(spec).items():
+        files = golden_files(as_launched(name, spec))
+        for file_name, text in files.items():
             path = folder / file_name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        print(f"wrote {folder.relative_to(ROOT)}/: {', '.join(sorted(golden_files(spec)))}")
+        print(f"wrote {folder.relative_to(ROOT)}/: {', '.join(sorted(files))}")
 
 
 def launched_processes(spec: RunSpec) -> int:

@@ -92,7 +92,8 @@ def test_a_sagemaker_run_reads_an_earlier_sagemaker_jobs_model_data_as_is(store)
     assert chained.info == {"model_from": remote.id, "model_ref": f"job:{remote.id}"}
     # a plan on this machine of a run from it sizes that shape and downloads nothing
     planned = plan({"task": "causal-lm", "model": f"job:{remote.id}"}, store=store)
-    assert planned.model == "nbtoolkit/tiny-gpt2"
+    tiny = plan({"task": "causal-lm"}, store=store).summary_lines()[0].removeprefix("nbtoolkit/tiny-gpt2")
+    assert planned.model == f"job:{remote.id}" and planned.summary_lines()[0] == f"job:{remote.id}{tiny}"
     assert not (store.job_dir(remote.id) / "output" / "model").exists()
 
 

@@ -43,16 +43,25 @@ if {standin!r}:
     from nbtoolkit.backends.sagemaker import standin as _local_aws
     _STANDIN = _local_aws.SageMakerStandIn(_Path(_tempfile.mkdtemp()) / "standin")
     _STANDIN.start()
-    _STANDIN.run_containers = False  # requests only: nothing trains
+    _STANDIN.run_containers = {dry_model!r} is not None  # without a dry model: requests only, nothing trains
+    if {dry_model!r} is not None:  # each job logs a few records and leaves this tiny model as its model data
+        _STANDIN.dry_program = [_sys.executable, "-c", _DRY_CONTAINER, {dry_model!r}]
+        import nbtoolkit.data_preview as _data_preview  # the real data is on the Hub, which no test reaches
+        _data_preview.preview_data = lambda spec, rows=0: f"(the data preview of {{spec.dataset.name}} reads the Hub)"
     _os.environ.update(_STANDIN.env)
 
 
 def _recorded_launch(spec, **options):
-    spec = _load_spec(spec)
+    from nbtoolkit.chains import in_default_store
+    from nbtoolkit.rewards import with_rewards
+
+    given = _load_spec(spec)
+    spec = with_rewards(given, options["rewards"]) if options.get("rewards") else given
+    spec = in_default_store(spec, fetching=False).spec  # `model: job:ID` as the job's machines read it
     with open({record!r}, "a") as out:
         out.write(spec.model_dump_json() + "\\n")
     if _STANDIN is not None and spec.hardware.target == "sagemaker":
-        return _real_launch(spec, **options)
+        return _real_launch(given, **options)
     _api.check_fit(spec, force=options.get("force", False))
     launch = _api.dispatch.render(spec)
     noop = [_sys.executable, "-c", _DRY_RUN]
@@ -80,8 +89,24 @@ DRY_RUN = (
 )
 
 
-def real_branch(name: str, marked: dict[str, str], tmp_path: Path, standin: bool = False) -> list:
-    """Execute the notebook with the marked cell's settings replaced; the specs it launched."""
+#: a SageMaker job's container in a dry run: a Trainer's (and TRL's) log of a few steps, then a tiny model left in
+#: /opt/ml/model, which the stand-in uploads as the job's model data
+DRY_CONTAINER = (
+    "import os, shutil, sys\n"
+    "for step in range(1, 6):\n"
+    "    print(f'[nbtoolkit] step {step}/5', flush=True)\n"
+    "    print({'loss': str(1 - step / 10), 'learning_rate': '1e-05', 'epoch': str(step / 5), 'reward': '0.5', "
+    "'reward_std': '0.1', 'rewards/brevity/mean': '0.5', 'completions/mean_length': '12.0', 'rewards/chosen': '0.1', "
+    "'rewards/rejected': '-0.1', 'rewards/margins': '0.2', 'rewards/accuracies': '0.75'}, flush=True)\n"
+    "shutil.copytree(sys.argv[1], os.environ['SM_MODEL_DIR'], dirs_exist_ok=True)\n"
+)
+
+
+def real_branch(
+    name: str, marked: dict[str, str], tmp_path: Path, standin: bool = False, dry_model: Path | None = None
+) -> list:
+    """Execute the notebook with the marked cell's settings replaced; the specs it launched. With `dry_model`, the
+    stand-in's jobs complete, each leaving that model as its model data."""
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     index = next(
         i
@@ -94,7 +119,9 @@ def real_branch(name: str, marked: dict[str, str], tmp_path: Path, standin: bool
         source = source.replace(old, new)
     notebook.cells[index].source = source
     record = tmp_path / "launched.jsonl"
-    harness = f"_DRY_RUN = {DRY_RUN!r}\n" + HARNESS.format(record=str(record), standin=standin)
+    harness = f"_DRY_RUN = {DRY_RUN!r}\n_DRY_CONTAINER = {DRY_CONTAINER!r}\n" + HARNESS.format(
+        record=str(record), standin=standin, dry_model=str(dry_model) if dry_model else None
+    )
     notebook.cells.insert(index + 1, new_code_cell(harness))
     if standin:
         notebook.cells.append(new_code_cell("_STANDIN.close()"))
@@ -175,3 +202,46 @@ def test_gpt2_real_branch_launches_the_two_compared_goldens_with_the_marked_cell
     launched = real_branch("gpt2-compiled-vs-native", mine, tmp_path)
     assert [spec.sagemaker.role for spec in launched] == [role, role]
     assert_only_goldens(launched, ["gpt2-wikitext-sagemaker-eager", "gpt2-wikitext-sagemaker-torch.compile"])
+
+
+@pytest.fixture(scope="module")
+def tiny_chat_model(tmp_path_factory) -> Path:
+    """A tiny chat model (random weights, the bundled chat tokenizer and template) saved as a model folder."""
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("tiny-chat-model")
+    build = (
+        "import sys\n"
+        "from transformers import AutoModelForCausalLM\n"
+        "from nbtoolkit.spec import load_spec\n"
+        "from nbtoolkit.train.chat_template import chat_tokenizer\n"
+        "from nbtoolkit.train.models import tiny_config\n"
+        "spec = load_spec({'task': 'chat'})\n"
+        "tokenizer = chat_tokenizer(spec)\n"
+        "AutoModelForCausalLM.from_config(tiny_config(spec.model_name, tokenizer)).save_pretrained(sys.argv[1])\n"
+        "tokenizer.save_pretrained(sys.argv[1])\n"
+    )
+    subprocess.run([sys.executable, "-c", build, str(folder)], check=True)
+    return folder
+
+
+def test_chat_real_branch_chains_sft_dpo_grpo_on_sagemaker_and_chats_with_the_last_model(
+    home, tmp_path, tiny_chat_model
+):
+    """Before: SFT billed, then `merge` found no model here and DPO refused a local path. Each step now starts
+    from the one before by `model: job:ID`: DPO's and GRPO's goldens read the earlier job's model data as their
+    `model` input channel, and Try it and predict answer from the GRPO job's model, downloaded. The stand-in runs
+    each job dry (a few log records, a tiny model as its model data)."""
+    from nbtoolkit.backends.sagemaker import standin
+
+    mine = {
+        "SMOKE = True": "SMOKE = False",
+        '"arn:aws:iam::111122223333:role/SageMakerExecutionRole"': repr(standin.ROLE),
+        "BUCKET = None": f"BUCKET = {standin.BUCKET!r}",  # the SDK's default bucket asks real STS for the account
+    }
+    launched = real_branch("chat-sft-dpo-grpo", mine, tmp_path, standin=True, dry_model=tiny_chat_model)
+    assert_only_goldens(launched, ["chat-sft-qwen", "chat-dpo-qwen", "chat-grpo-qwen"])
+    _, dpo, grpo = launched
+    assert dpo.model.startswith("s3://") and "/chat-sft-qwen/chat-sft-qwen-" in dpo.model
+    assert grpo.model.startswith("s3://") and "/chat-dpo-qwen/chat-dpo-qwen-" in grpo.model

@@ -8,14 +8,22 @@ import json
 import pytest
 
 from nbtoolkit.planner import plan
-from tests.real_launches import COMPILED, GOLDEN, ROOT, golden_files, launched_processes, real_specs
+from tests.real_launches import (
+    COMPILED,
+    GOLDEN,
+    ROOT,
+    as_launched,
+    golden_files,
+    launched_processes,
+    real_specs,
+)
 
 SPECS = real_specs()
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_the_real_launch_is_the_reviewed_golden(name):
-    rendered = golden_files(SPECS[name])
+    rendered = golden_files(as_launched(name, SPECS[name]))
     kept = {
         path.relative_to(GOLDEN / name).as_posix(): path.read_text()
         for path in (GOLDEN / name).rglob("*")

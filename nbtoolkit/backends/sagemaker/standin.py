@@ -97,7 +97,7 @@ class Container:
         }
         args = [item for key, value in hyperparameters.items() for item in (f"--{key}", value)]
         self.process = subprocess.Popen(
-            [sys.executable, self.standin.entry_script(self.request), *args],
+            self.standin.dry_program or [sys.executable, self.standin.entry_script(self.request), *args],
             cwd=code,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -154,6 +154,9 @@ class SageMakerStandIn:
         self.containers: dict[str, Container] = {}
         #: run each job's code (False: jobs stay Training until stopped, for request-only tests)
         self.run_containers = True
+        #: argv a container runs instead of the job's entry script: a dry run whose request, input channels and
+        #: model upload are real while its work is not (it may write SM_MODEL_DIR, which is uploaded as usual)
+        self.dry_program: list[str] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -49,5 +49,5 @@ estimator = HuggingFace(
     metric_definitions=metric_definitions,
     sagemaker_session=session,
 )
-estimator.fit(wait=False)
+estimator.fit(inputs={'model': 's3://<bucket>/chat-sft-qwen/<training job>/output/model.tar.gz'}, wait=False)
 print(estimator.latest_training_job.name)

@@ -11,7 +11,7 @@ import boto3
 from sagemaker.core import image_uris
 from sagemaker.core.helper.session_helper import Session
 from sagemaker.train import ModelTrainer
-from sagemaker.core.training.configs import CheckpointConfig, Compute, MetricDefinition, SourceCode, StoppingCondition
+from sagemaker.core.training.configs import CheckpointConfig, Compute, InputData, MetricDefinition, SourceCode, StoppingCondition
 from sagemaker.train.distributed import SMP, Torchrun
 
 import nbtoolkit
@@ -51,5 +51,5 @@ trainer = ModelTrainer(
     hyperparameters={},
 )
 trainer = trainer.with_metric_definitions(metric_definitions)
-trainer.train(wait=False)
+trainer.train(input_data_config=[InputData(channel_name='model', data_source='s3://<bucket>/chat-dpo-qwen/<training job>/output/model.tar.gz')], wait=False)
 print(trainer._latest_training_job.training_job_name)
