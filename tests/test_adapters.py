@@ -346,8 +346,8 @@ def assert_same_weights(got: dict, expected: dict) -> None:
 def test_a_run_starts_from_an_earlier_adapter_jobs_model_as_a_full_model_or_a_new_adapter(
     lora_jobs, monkeypatch, capsys
 ):
-    """`model: job:NAME` (one process) and `job:ID` (two torchrun ranks, a new adapter) start from the earlier
-    job's base with its adapter merged in, and record where their model came from."""
+    """`model: job:NAME` (one process) and `job:ID` (two ranks of DeepSpeed ZeRO-2 under torchrun, a new adapter)
+    start from the earlier job's base with its adapter merged in, and record where their model came from."""
     parent = lora_jobs["causal-lm"]
     store = parent.store
     full = launch(
@@ -360,6 +360,7 @@ def test_a_run_starts_from_an_earlier_adapter_jobs_model_as_a_full_model_or_a_ne
             "model": f"job:{parent.id}",
             "adapter": {"r": 4},
             "hardware": {"devices": 2},
+            "parallelism": {"strategy": "deepspeed", "zero_stage": 2},
             "train": STANDING_STILL,
         },
         store=store,
@@ -369,6 +370,7 @@ def test_a_run_starts_from_an_earlier_adapter_jobs_model_as_a_full_model_or_a_ne
     expected = saved_weights(parent.merge())
     assert_same_weights(saved_weights(full.model()), expected)
     assert_same_weights(saved_weights(adapter.merge()), expected)
+    assert (adapter.dir / "ds_config.json").is_file() and "[rank1]:" in adapter.logs()
     # the base merged at load exists nowhere else: its weights are kept beside the new adapter
     assert (adapter.dir / "output" / "model" / "base" / "model.safetensors").is_file()
     assert full.spec.model == str(parent.dir / "output" / "model")

@@ -20,6 +20,7 @@ from nbtoolkit.spec import load_spec
 from tests.conftest import SCRIPTS
 from tests.faults.conftest import ORPHAN_DEADLINE_S
 from tests.slurm.cluster import PARTITION, free_port
+from tests.test_adapters import STANDING_STILL, assert_same_weights, saved_weights
 from tests.test_cli import nbtoolkit
 from tests.test_jobs import wait_for
 
@@ -80,6 +81,12 @@ def test_a_slurm_job_runs_two_ranks_and_is_listed_and_charted(slurm_cluster, tmp
     chart = live_chart(Job(record.id, store), show=False)
     assert chart.wait(timeout=60) and chart.error is None and chart.png.startswith(b"\x89PNG")
     assert slurm("squeue", "-h", "-j", slurm_id).strip() == ""
+
+    # a Slurm job started from this one's model (`model: job:ID`) reads its folder on the cluster
+    chained = launch({**SPEC, "model": f"job:{record.id}", "train": STANDING_STILL}, store=store)
+    assert chained.wait(timeout=300) == "succeeded", chained.logs(tail=30)
+    assert chained.spec.model == str(job_dir / "output" / "model") and chained.record.info["model_from"] == record.id
+    assert_same_weights(saved_weights(chained.model()), saved_weights(job_dir / "output" / "model"))
 
 
 def test_stop_cancels_the_slurm_job_and_leaves_no_process(slurm_cluster, store):
