@@ -59,6 +59,8 @@ def model_artifact(store: JobStore, record: JobRecord) -> ModelArtifact:
     """The job's final model; one sentence if the job has none (it did not succeed, or saved none)."""
     if record.status != "succeeded":
         raise LaunchError(f"job {record.id} is {record.status}; only a succeeded job has a final model")
+    if not store.job_dir(record.id).is_dir():
+        raise LaunchError(f"the job folder {store.job_dir(record.id)} no longer exists (job {record.id})")
     folder = store.job_dir(record.id) / "output" / "model"
     uri = record.info.get(MODEL_URI_KEY)
     if uri is None and not folder.is_dir():

@@ -117,6 +117,8 @@ class Container:
         process is reaped and `ended` is set: the job's status thread waits on it."""
         try:
             for line in self.process.stdout:
+                if not line.rstrip("\n"):
+                    continue  # CloudWatch takes no empty event
                 try:
                     self.standin.logs.put_log_events(
                         logGroupName=LOG_GROUP,
@@ -292,6 +294,8 @@ class SageMakerStandIn:
             container = Container(self, name, request)
             self.containers[name] = container
             container.start()
+            if name in self.stop_requests:  # a stop that came while it started (a restart fetches its channels)
+                container.end()
             container.ended.wait()
             if not container.interrupted:
                 break
