@@ -134,7 +134,7 @@ def test_the_container_refuses_a_model_archive_that_writes_outside_its_channel(t
     import sys
     import tarfile
 
-    from nbtoolkit.backends.sagemaker.job import ENTRY_SOURCE
+    from nbtoolkit.backends.sagemaker.container import ENTRY_SOURCE
 
     channel = tmp_path / "channel"
     channel.mkdir()

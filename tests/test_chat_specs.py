@@ -267,7 +267,7 @@ GRPO_REWARD = {"functions": ["nbtoolkit.rewards:number_reply"], "max_completion_
 
 
 def test_remote_backends_install_trl_for_these_tasks():
-    from nbtoolkit.backends.sagemaker.job import code_files
+    from nbtoolkit.backends.sagemaker.container import code_files
     from nbtoolkit.backends.skypilot.task import requirement
 
     chat = load_spec({"task": "chat"})
