@@ -284,7 +284,8 @@ def plan(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, pa
             raise ModelShapeError(refused[0]) from None
         raise
     named = {"model": chained.info[chains.MODEL_REF]} if chained.info else {}  # job:ID, as the user wrote it
-    return planned.model_copy(update={"refused": refused, "warned": warned, **named})
+    transfers = backends.transfers(chained.spec)
+    return planned.model_copy(update={"refused": refused, "warned": warned, "transfers": transfers, **named})
 
 
 def launch(

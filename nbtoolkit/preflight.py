@@ -89,7 +89,7 @@ def in_hub_cache(name: str) -> bool:
 def data_problem(spec) -> str | None:
     if spec.dataset.name and runs_here(spec):
         return hub_dataset_problem(spec.dataset.name)
-    if not spec.dataset.files or not runs_here(spec):
+    if not spec.dataset.files:  # on this machine wherever the job runs: read there, or carried to its machines
         return None
     try:
         check_files(spec)

@@ -188,7 +188,11 @@ def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cac
         ({"sagemaker": {"environment": {"HF_TOKEN": "hf_x"}}}, "sagemaker.environment.HF_TOKEN looks like a secret"),
         (
             {"dataset": {"files": {"train": "/data/train.jsonl"}}},
-            "dataset.files.train '/data/train.jsonl' is a file on this machine",
+            "dataset.files.train is a file on this machine, which a SageMaker job reads from S3; set sagemaker.bucket",
+        ),
+        (
+            {"dataset": {"files": {"train": "/d/a.jsonl", "dev set": "/d/b.jsonl"}}, "sagemaker": {"bucket": "b"}},
+            "dataset.files split 'dev set' cannot name a SageMaker input channel",
         ),
         (
             {"parallelism": {"strategy": "deepspeed", "zero_stage": 2}},
@@ -559,3 +563,34 @@ def test_a_store_that_cannot_be_opened_while_following_does_not_fail_the_remote_
     )
     assert follower.run() == 0
     assert len(opened) >= 3 and store.get(record.id).info["status"] == "Completed"
+
+
+def test_local_data_files_render_as_channels_by_content_and_the_form_says_what_uploads(tmp_path):
+    """What a launch with local files would send, without sending it: a channel per split keyed by the content's
+    hash (the same bytes under another name: the same object), the container's spec reading the channels, the
+    exported script uploading as launch does, and the form's checks saying it before anything starts."""
+    from nbtoolkit.notebook.preview import checks
+
+    train, copy = tmp_path / "train.jsonl", tmp_path / "same-rows.jsonl"
+    for path in (train, copy):
+        path.write_text('{"question": "q", "context": "a c", "answers": {"text": ["c"], "answer_start": [2]}}\n')
+    spec = sagemaker_spec(dataset={"files": {"train": str(train), "validation": str(copy)}}, sagemaker={"bucket": "b"})
+    files = render(spec).files
+    job = TrainingJob.model_validate_json(files[JOB_FILE])
+    folder = job.input_channels["data-train"]
+    assert folder == job.input_channels["data-validation"] and re.fullmatch(
+        r"s3://b/nbtoolkit/data/[0-9a-f]{64}-jsonl/", folder
+    )
+    assert job.uploads == {f"{folder}data.jsonl": str(copy)}  # one object: the second split's path wins the key
+    shipped = load_spec(files[f"{CODE_DIR}/spec.json"])
+    assert shipped.dataset.files == {"train": "data-train/data.jsonl", "validation": "data-validation/data.jsonl"}
+    script = files["sagemaker/launch_v3.py"]
+    compile(script, "launch_v3.py", "exec")
+    assert f"'{folder}data.jsonl': '{copy}'" in script and "s3.upload_file(path, bucket, key)" in script
+    said = [line for line in checks(spec) if line.startswith("before the job starts:")]
+    size = f"{copy.stat().st_size:,}"
+    expected = (
+        f"before the job starts: {copy} ({size} bytes) is uploaded to {folder}data.jsonl at launch, unless that "
+        "object is there already (its key is the content's SHA-256)"
+    )
+    assert said == [expected]

@@ -5,6 +5,7 @@ tested in test_notebook_sagemaker.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import runpy
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 
 from nbtoolkit.api import Job, attach, launch
 from nbtoolkit.backends.dispatch import render
-from nbtoolkit.backends.sagemaker.job import training_job
+from nbtoolkit.backends.sagemaker.job import JOB_FILE, TrainingJob, training_job
 from nbtoolkit.backends.sagemaker.standin import BUCKET, ROLE
 from nbtoolkit.backends.sagemaker.submit import submit
 from nbtoolkit.spec import load_spec
@@ -272,3 +273,62 @@ def test_a_sagemaker_job_starts_from_an_earlier_ones_model_data_and_its_own_come
     assert set(child.predict("The river")) == {"continuation"}
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
     assert child.model() == folder and (folder / "model.safetensors").stat().st_mtime_ns == stamp  # fetched once
+
+
+def test_local_data_files_reach_the_job_as_input_channels_uploaded_once(standin, store, tmp_path, monkeypatch):
+    """dataset.files on this machine go to the job's bucket under their content's hash (said by plan first), the
+    job trains on them from its channels, and a second launch of the same files uploads nothing."""
+    from nbtoolkit.api import plan
+
+    rows = [{"text": f"row {index} of my own data", "label": ["calm", "angry"][index % 2]} for index in range(6)]
+    train, validation = tmp_path / "mine.jsonl", tmp_path / "held-out.jsonl"
+    train.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    validation.write_text("".join(json.dumps(row) + "\n" for row in rows[:2]))
+    files = {"train": str(train), "validation": str(validation)}
+    spec = spec_for("own-data", dataset={"files": files}, train={"epochs": 1, "batch_size": 2, "logging_steps": 1})
+    said = plan(spec, store=store).summary_lines()
+    sha = hashlib.sha256(train.read_bytes()).hexdigest()
+    channel = f"s3://{BUCKET}/nbtoolkit/data/{sha}-jsonl/"
+    assert f"before the job starts: {train} (" in "\n".join(said) and f"uploaded to {channel}data.jsonl" in "\n".join(
+        said
+    )
+    assert "Contents" not in standin.s3.list_objects_v2(Bucket=BUCKET, Prefix="nbtoolkit/data/")  # plan sent nothing
+
+    job = launch(spec, store=store)
+    assert job.wait(timeout=300) == "succeeded", job.logs(tail=30)
+    request = standin.requests[job.record.remote_name]
+    channels = {item["ChannelName"]: item["DataSource"]["S3DataSource"]["S3Uri"] for item in request["InputDataConfig"]}
+    assert channels["data-train"] == channel and channels["data-validation"].endswith("-jsonl/")
+    stored = standin.s3.get_object(Bucket=BUCKET, Key=f"nbtoolkit/data/{sha}-jsonl/data.jsonl")
+    assert stored["Body"].read() == train.read_bytes()
+    assert f"{train}: uploaded to {channel}data.jsonl" in job.logs()
+    assert job.metrics()["step"].max() == 3  # 6 rows of the user's file at batch 2, not the bundled sample data
+    shipped = json.loads((job.dir / "sagemaker" / "code" / "spec.json").read_text())
+    assert shipped["dataset"]["files"] == {"train": "data-train/data.jsonl", "validation": "data-validation/data.jsonl"}
+
+    standin.run_containers = False
+    again: list[str] = []
+    modified = stored["LastModified"]
+    same = TrainingJob.model_validate_json((job.dir / JOB_FILE).read_text())  # what the follower submits
+    name, _ = submit(same, job.dir, again.append)
+    assert again == [f"{path}: already in {uri}, not uploaded again" for uri, path in same.uploads.items()]
+    assert (
+        standin.s3.head_object(Bucket=BUCKET, Key=f"nbtoolkit/data/{sha}-jsonl/data.jsonl")["LastModified"] == modified
+    )
+    assert {item["ChannelName"] for item in standin.requests[name]["InputDataConfig"]} >= {
+        "data-train",
+        "data-validation",
+    }
+    # the exported script, run by hand, finds the files there too and sends the same channels
+    before = set(standin.requests)
+    time.sleep(1.1)  # job names carry a timestamp to the second
+    monkeypatch.setattr("sys.argv", ["launch_v3.py"])
+    runpy.run_path(str(job.dir / "sagemaker" / "launch_v3.py"), run_name="__main__")
+    exported = standin.requests[(set(standin.requests) - before).pop()]
+    sent = {item["ChannelName"]: item["DataSource"]["S3DataSource"]["S3Uri"] for item in exported["InputDataConfig"]}
+    assert {name: sent[name] for name in ("data-train", "data-validation")} == {
+        name: channels[name] for name in ("data-train", "data-validation")
+    }
+    assert (
+        standin.s3.head_object(Bucket=BUCKET, Key=f"nbtoolkit/data/{sha}-jsonl/data.jsonl")["LastModified"] == modified
+    )

@@ -174,6 +174,13 @@ def select(spec: RunSpec) -> Backend:
     return get_backend(backend_name(spec))
 
 
+def transfers(spec: RunSpec) -> list[str]:
+    """What launching the spec moves before its job starts, in words (the backend's optional `transfers`: a
+    SageMaker job's local data files uploaded to its bucket); plan and the form's checks say it."""
+    said = getattr(select(spec).module(), "transfers", None)
+    return said(spec) if said else []
+
+
 def problem(spec: RunSpec) -> str | None:
     """What the backends find wrong with a spec (RunSpec asks when it is built): the one it runs on, and
     each whose block the spec sets to something other than its defaults."""

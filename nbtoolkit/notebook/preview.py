@@ -29,7 +29,8 @@ def checks(spec: RunSpec, sizing: RunSpec | None = None) -> list[str]:
 
     found = list(spec_warnings(spec))
     try:
-        found += [line.strip() for line in plan(sizing or spec, alternatives=False).summary_lines()]
+        planned = plan(sizing or spec, alternatives=False).model_copy(update={"transfers": backends.transfers(spec)})
+        found += [line.strip() for line in planned.summary_lines()]
     except (ModelShapeError, CatalogError) as exc:
         found.append(f"no plan: {exc.args[0] if exc.args else exc}")
     try:

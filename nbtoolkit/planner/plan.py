@@ -236,6 +236,8 @@ class Plan(Estimate):
     refused: list[str] = []
     #: what launch lets through but the job will not do as written (chat rows max_length cuts before their reply)
     warned: list[str] = []
+    #: what launch moves before the job starts (a SageMaker job's local data files, uploaded to its bucket)
+    transfers: list[str] = []
 
     def summary_lines(self) -> list[str]:
         """Short lines for people: what was planned, memory and fit, time and cost, best alternatives."""
@@ -287,6 +289,7 @@ class Plan(Estimate):
         lines.extend(f"problem: {problem}" for problem in self.problems)
         lines.extend(f"refused before launch: {problem}" for problem in self.refused)
         lines.extend(f"warning: {warning}" for warning in self.warned)
+        lines.extend(f"before the job starts: {transfer}" for transfer in self.transfers)
         better: list[Estimate] = []
         seen: set[tuple[str | None, int]] = set()
         for alt in self.alternatives:  # the best setup of each instance type and count

@@ -298,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
         help="start from this model folder instead of the spec's model: a copy made for this run "
         "(a SageMaker input channel holding an earlier job's model)",
     )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="read the spec's relative dataset.files below this folder (a SageMaker job's input channels)",
+    )
     parser.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     from nbtoolkit.train.errors import TrainError
@@ -311,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
                     "that job saved no model to start from (a script must save one to /opt/ml/model)"
                 )
             spec = spec.model_copy(update={"model": args.model})
+        if args.data_dir and spec.dataset.files:
+            files = {split: os.path.join(args.data_dir, path) for split, path in spec.dataset.files.items()}
+            spec = spec.model_copy(update={"dataset": spec.dataset.model_copy(update={"files": files})})
         use_inductor_cache(spec)  # both here, in the process's entry point: they change the process for good
         hide_unused_integrations(spec)
         run(spec, args.metrics, args.output_dir, args.model_dir, model_is_copy=args.model is not None)

@@ -323,8 +323,14 @@ def test_skypilots_own_loader_reads_the_task_and_takes_a_token_only_at_launch(tm
     """The golden task as SkyPilot reads it; and with `extra.hub_token: $HF_TOKEN`, a task that names HF_TOKEN as a
     secret without its value, which SkyPilot's loader takes as the follower gives it (`--secret HF_TOKEN`)."""
     write_files(dispatch.render(load_spec(GOLDEN_SPEC.read_text())).files, tmp_path / "golden")
-    files = dispatch.render(skypilot_spec(extra={"hub_token": "$HF_TOKEN"})).files
+    mine = tmp_path / "mine.jsonl"  # a local data file: copied to every node by the task's file_mounts
+    mine.write_text('{"text": "my own row", "label": "calm"}\n')
+    files = dispatch.render(
+        skypilot_spec(extra={"hub_token": "$HF_TOKEN"}, dataset={"files": {"train": str(mine)}})
+    ).files
     assert yaml.safe_load(files["skypilot/task.yaml"])["secrets"] == {"HF_TOKEN": None}
+    node = load_spec(files["skypilot/workdir/spec.json"])
+    assert node.dataset.files == {"train": "/tmp/nbtoolkit-data/train/mine.jsonl"}
     write_files(files, tmp_path / "token")
     check = (
         "import json, os, sky, yaml; t = sky.Task.from_yaml('golden/skypilot/task.yaml'); "
@@ -333,7 +339,7 @@ def test_skypilots_own_loader_reads_the_task_and_takes_a_token_only_at_launch(tm
         "config = yaml.safe_load(open('token/skypilot/task.yaml')); "
         "s = sky.Task.from_yaml_config(config, secrets_overrides=[('HF_TOKEN', os.environ['HF_TOKEN'])]); "
         "print(json.dumps([s.secrets['HF_TOKEN'].get_secret_value() == os.environ['HF_TOKEN'], "
-        "len(s.managed_secret_refs)]))"
+        "len(s.managed_secret_refs), s.file_mounts]))"
     )
     env = {**os.environ, "HF_TOKEN": "hf_NODESECRET12345"}
     done = subprocess.run(
@@ -344,7 +350,8 @@ def test_skypilots_own_loader_reads_the_task_and_takes_a_token_only_at_launch(tm
     assert (name, nodes, spot) == ("flan-t5-xl-skypilot", 2, [True, True, True])
     assert accelerators == ["{'A100': 8}", "{'A10G': 8}", "{'L4': 8}"] and len(mounts) == 1
     assert 'bash run.sh "$SKYPILOT_NODE_RANK"' in run
-    assert json.loads(done.stdout.splitlines()[-1]) == [True, 0]  # the value reached the task, as no reference
+    # the value reached the task, as no reference; the data file is SkyPilot's to copy to the node's path
+    assert json.loads(done.stdout.splitlines()[-1]) == [True, 0, {"/tmp/nbtoolkit-data/train/mine.jsonl": str(mine)}]
     assert "hf_NODESECRET12345" not in "".join(files.values())
 
 

@@ -60,6 +60,22 @@ def _session_lines(job: TrainingJob, session_class: str) -> list[str]:
     return [
         f"boto_session = boto3.Session({region})",
         f"session = {session_class}(boto_session=boto_session, default_bucket={job.bucket!r})",
+        *_upload_lines(job),
+    ]
+
+
+def _upload_lines(job: TrainingJob) -> list[str]:
+    """The spec's local data files uploaded as nbtoolkit's launch does: once, under their content's hash."""
+    if not job.uploads:
+        return []
+    return [
+        "# the spec's local data files, read by the job as input channels: uploaded unless already there (the key",
+        "# is the content's SHA-256)",
+        "s3 = boto_session.client('s3')",
+        f"for uri, path in {_literal(job.uploads)}.items():",
+        "    bucket, _, key = uri.removeprefix('s3://').partition('/')",
+        "    if not s3.list_objects_v2(Bucket=bucket, Prefix=key).get('KeyCount'):",
+        "        s3.upload_file(path, bucket, key)",
     ]
 
 

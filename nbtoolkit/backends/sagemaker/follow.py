@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"submitting {args.phase} job {job.base_job_name}-* on {job.instance_count} x {job.instance_type}"
                 + (" (managed spot)" if job.spot else "")
             )
-            name, region = submit(job, Path.cwd())
+            name, region = submit(job, Path.cwd(), say)
             price = job.hourly_price_usd
         else:
             name, region, price = args.attach, args.region, None

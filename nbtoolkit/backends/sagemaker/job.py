@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from nbtoolkit.backends.neuron.render import neuron_env
 from nbtoolkit.backends.program import BASE_ENV
+from nbtoolkit.backends.sagemaker.data_channels import CHANNEL_NAME, container_file, data_channels
 from nbtoolkit.backends.sagemaker.instances import (
     SMDDP_INSTANCE_TYPES,
     SMP_INSTANCE_TYPES,
@@ -144,6 +145,8 @@ class TrainingJob(BaseModel):
     environment: dict[str, str]
     #: channel name -> S3 URI SageMaker copies into /opt/ml/input/data/<name> before the program starts
     input_channels: dict[str, str]
+    #: S3 object URI -> the local data file submit uploads there first (skipped when already there)
+    uploads: dict[str, str] = {}
     hyperparameters: dict[str, Any]
     metric_definitions: list[dict[str, str]]
     #: relative to the job directory (nbtoolkit's program, staged at submit) or an absolute path (user script)
@@ -186,6 +189,7 @@ def training_job(spec: RunSpec) -> TrainingJob:
     instance = hardware.instance_type
     _check_accelerator(spec, instance)
     _check_inputs(spec)
+    _check_data(spec)
     _check_environment(settings.environment)
     strategy = spec.parallelism.strategy
     image_uri, image_lookup, versions = _image(spec, instance)
@@ -246,11 +250,14 @@ def syncs_checkpoints(spec: RunSpec) -> bool:
 
 
 def shipped_spec(spec: RunSpec) -> RunSpec:
-    """The spec the job's container runs: the instance's accelerator, and resume from its checkpoints."""
+    """The spec the job's container runs: the instance's accelerator, resume from its checkpoints, and local
+    data files read from their input channels."""
     hardware = spec.hardware.model_copy(update={"accelerator": accelerator_of(spec.hardware.instance_type or "")})
-    return spec.model_copy(
-        update={"hardware": hardware, "resume": spec.resume or ("latest" if syncs_checkpoints(spec) else None)}
-    )
+    update = {"hardware": hardware, "resume": spec.resume or ("latest" if syncs_checkpoints(spec) else None)}
+    if spec.dataset.files:  # read from their input channels (the entry script passes the channels' folder)
+        files = {split: container_file(split, path) for split, path in spec.dataset.files.items()}
+        update["dataset"] = spec.dataset.model_copy(update={"files": files})
+    return spec.model_copy(update=update)
 
 
 def script_hyperparameters(args: list[str]) -> dict[str, Any]:
@@ -558,15 +565,38 @@ def _check_accelerator(spec: RunSpec, instance: str) -> None:
 
 
 def _check_inputs(spec: RunSpec) -> None:
-    """Files on this machine are not in the job's container; only hub ids and the bundled data are."""
-    local = [("model", spec.model)] if spec.model and Path(spec.model).expanduser().exists() else []
-    local += [(f"dataset.files.{split}", path) for split, path in (spec.dataset.files or {}).items()]
-    if local:
-        field, value = local[0]
+    """A model folder on this machine is not in the job's container (an earlier job's is, by `job:`)."""
+    if spec.model and Path(spec.model).expanduser().exists():
         raise SageMakerSetupError(
-            f"{field} '{value}' is a file on this machine, which a SageMaker job cannot read; "
-            "use a Hugging Face Hub id (or the bundled sample data by leaving it out)"
+            f"model '{spec.model}' is a folder on this machine, which a SageMaker job cannot read; use a Hugging "
+            "Face Hub id, an s3:// URI, or the job that trained it (model: job:NAME)"
         )
+
+
+def _check_data(spec: RunSpec) -> None:
+    """Local data files travel as input channels, uploaded to the job's bucket, which must be named: the SDK's
+    default bucket needs a call to AWS, and what is uploaded where is said before anything starts."""
+    files = spec.dataset.files or {}
+    if files and not spec.sagemaker.bucket:
+        raise SageMakerSetupError(
+            f"dataset.files.{next(iter(files))} is a file on this machine, which a SageMaker job reads from S3; set "
+            "sagemaker.bucket to a bucket the job's role can read and nbtoolkit uploads it there once"
+        )
+    bad = next((split for split in files if not CHANNEL_NAME.fullmatch(split)), None)
+    if bad is not None:
+        raise SageMakerSetupError(
+            f"dataset.files split '{bad}' cannot name a SageMaker input channel; use letters, digits, '.', '-' and "
+            "'_' (at most 59)"
+        )
+
+
+def with_data_channels(job: TrainingJob, spec: RunSpec) -> TrainingJob:
+    """The job with the spec's local data files as input channels and the uploads that fill them (render's, not
+    the spec check's: it hashes each file, and in the job's container the files are not where the spec says)."""
+    if not spec.dataset.files:
+        return job
+    data = data_channels(spec.dataset.files, job.bucket or "")
+    return job.model_copy(update={"input_channels": {**job.input_channels, **data.channels}, "uploads": data.uploads})
 
 
 def _check_environment(environment: dict[str, str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.neuron.render import workers_problem
@@ -11,12 +12,18 @@ from nbtoolkit.backends.sagemaker.aws_errors import NO_CREDENTIALS, NO_REGION
 from nbtoolkit.backends.sagemaker.container import code_files
 from nbtoolkit.backends.sagemaker.export import export_files
 from nbtoolkit.backends.sagemaker.instances import unknown_instance_message
-from nbtoolkit.backends.sagemaker.job import JOB_FILE, SageMakerSetupError, training_job
+from nbtoolkit.backends.sagemaker.job import (
+    JOB_FILE,
+    SageMakerSetupError,
+    TrainingJob,
+    training_job,
+    with_data_channels,
+)
 from nbtoolkit.backends.sagemaker.model_data import fetch_model, model_input
 from nbtoolkit.launches import Launch, Stage
 from nbtoolkit.spec import RunSpec
 
-__all__ = ["attach", "fetch_model", "model_input", "preflight", "render", "validate"]
+__all__ = ["attach", "fetch_model", "model_input", "preflight", "render", "transfers", "validate"]
 
 NAME = "sagemaker"
 FOLLOWER = "nbtoolkit.backends.sagemaker.follow"
@@ -34,10 +41,11 @@ def follower_stage(name: str, args: list[str], metrics_from_log: bool) -> Stage:
     )
 
 
-def notes(spec: RunSpec) -> list[str]:
+def notes(spec: RunSpec, job: TrainingJob) -> list[str]:
     found = [
         "needs AWS credentials (boto3's usual chain) and pip install 'nbtoolkit-finetune[sagemaker]'",
         "the same job as SageMaker SDK code: sagemaker/launch_v3.py (v3) and sagemaker/launch_v2.py (v2)",
+        *uploads_said(job),
     ]
     if spec.sagemaker.spot and spec.script is None and spec.train.save_steps is None:
         found.append("spot job without train.save_steps: after a spot interruption training restarts from step 0")
@@ -67,14 +75,30 @@ def validate(spec: RunSpec) -> str | None:
 
 def render(spec: RunSpec) -> Launch:
     try:
-        job = training_job(spec)
+        job = with_data_channels(training_job(spec), spec)
     except SageMakerSetupError as exc:
         raise LaunchError(str(exc)) from None
     stages = [follower_stage("train", ["--job", JOB_FILE], metrics_from_log=True)]
     if job.precompile:  # its numbers come from graph tracing, not training: not metrics
         stages.insert(0, follower_stage("precompile", ["--job", JOB_FILE, "--phase", "precompile"], False))
     files = {**code_files(spec), JOB_FILE: job.model_dump_json(indent=2), **export_files(job, spec.display_name)}
-    return Launch(backend=NAME, stages=stages, env={"PYTHONUNBUFFERED": "1"}, files=files, notes=notes(spec))
+    return Launch(backend=NAME, stages=stages, env={"PYTHONUNBUFFERED": "1"}, files=files, notes=notes(spec, job))
+
+
+def transfers(spec: RunSpec) -> list[str]:
+    """What a launch moves before the job starts, said by plan: local data files to the job's bucket."""
+    try:
+        return uploads_said(with_data_channels(training_job(spec), spec))
+    except (SageMakerSetupError, OSError):
+        return []  # the spec's problem is validate's sentence
+
+
+def uploads_said(job: TrainingJob) -> list[str]:
+    return [
+        f"{path} ({Path(path).stat().st_size:,} bytes) is uploaded to {uri} at launch, unless that object is "
+        "there already (its key is the content's SHA-256)"
+        for uri, path in job.uploads.items()
+    ]
 
 
 def attach(name: str, region: str | None = None) -> Launch:

@@ -90,6 +90,7 @@ class Container:
             **{key: self.opt_ml(value) for key, value in self.request.get("Environment", {}).items()},
             "SM_MODEL_DIR": str(self.root / "model"),
             "SM_OUTPUT_DATA_DIR": str(self.root / "output" / "data"),
+            "SM_INPUT_DIR": str(self.root / "input"),
             "SM_HPS": json.dumps(hyperparameters),
             "TRAINING_JOB_NAME": self.name,
             "SM_CURRENT_HOST": "algo-1",

@@ -12,9 +12,13 @@ import time
 from pathlib import Path
 
 from nbtoolkit.backends.sagemaker.aws_errors import NO_REGION, explain
+from nbtoolkit.backends.sagemaker.data_channels import upload
 from nbtoolkit.backends.sagemaker.job import CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE, TrainingJob
 from nbtoolkit.backends.sagemaker.settings import region_image
 from nbtoolkit.metrics.cost import BILLED_SINCE_ENV
+
+#: what uploading the spec's local data files takes
+UPLOAD_PERMISSIONS = "s3:PutObject (and s3:GetObject, s3:ListBucket to find files already there) on sagemaker.bucket"
 
 
 class SubmitError(RuntimeError):
@@ -113,11 +117,17 @@ def input_data(job: TrainingJob) -> list:
     return [InputData(channel_name=name, data_source=uri) for name, uri in job.input_channels.items()]
 
 
-def submit(job: TrainingJob, job_dir: Path) -> tuple[str, str]:
-    """Stage the code, create the training job without waiting; returns (training job name, region)."""
+def submit(job: TrainingJob, job_dir: Path, say=print) -> tuple[str, str]:
+    """Upload local data files not yet in the bucket, stage the code, create the training job without waiting;
+    returns (training job name, region)."""
     logging.getLogger("sagemaker").setLevel(logging.WARNING)
+    boto = boto_session(job.region)
+    if job.uploads:
+        try:
+            upload(job.uploads, boto.client("s3"), say)
+        except Exception as exc:  # botocore raises many kinds; each becomes one sentence
+            raise SubmitError(explain(exc, action="upload dataset.files to S3", needs=UPLOAD_PERMISSIONS)) from exc
     try:
-        boto = boto_session(job.region)
         from sagemaker.core.helper.session_helper import Session
 
         session = Session(boto_session=boto, default_bucket=job.bucket)

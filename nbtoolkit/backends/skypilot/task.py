@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -33,6 +34,9 @@ TASK_FILE = "skypilot/task.yaml"
 WORKDIR = "skypilot/workdir"
 #: the training program's output folder on a node (`output`, relative to the workdir): checkpoints and the model
 NODE_OUTPUT = "~/sky_workdir/output"
+#: where a spec's local data files are copied on each node (SkyPilot's file_mounts), one folder per split; an
+#: absolute path, as the node spec holds it (a `~` would be expanded on this machine as the launch renders)
+NODE_DATA = "/tmp/nbtoolkit-data"
 #: the rendezvous host in the node launch: the task's run sets it to the first of SKYPILOT_NODE_IPS
 MASTER = "$MASTER_ADDR"
 DISTRIBUTION = "nbtoolkit-finetune"
@@ -44,7 +48,8 @@ bash run.sh "$SKYPILOT_NODE_RANK"
 
 
 def node_spec(spec: RunSpec) -> RunSpec:
-    """The spec each node runs: a local launch on `hardware.nodes` nodes that resumes from its latest checkpoint."""
+    """The spec each node runs: a local launch on `hardware.nodes` nodes that resumes from its latest checkpoint,
+    reading local data files where the task's file_mounts copy them."""
     hardware = spec.hardware.model_copy(
         update={
             "target": LOCAL,
@@ -53,7 +58,18 @@ def node_spec(spec: RunSpec) -> RunSpec:
             "master_port": spec.hardware.master_port or MULTI_NODE_PORT,
         }
     )
-    return spec.model_copy(update={"hardware": hardware, "skypilot": None, "resume": spec.resume or "latest"})
+    update = {"hardware": hardware, "skypilot": None, "resume": spec.resume or "latest"}
+    if spec.dataset.files:
+        files = {split: remote for split, (remote, _) in data_mounts(spec).items()}
+        update["dataset"] = spec.dataset.model_copy(update={"files": files})
+    return spec.model_copy(update=update)
+
+
+def data_mounts(spec: RunSpec) -> dict[str, tuple[str, str]]:
+    """split -> (the file's path on a node, the file here): SkyPilot copies each to every node before setup."""
+    return {
+        split: (f"{NODE_DATA}/{split}/{Path(path).name}", path) for split, path in (spec.dataset.files or {}).items()
+    }
 
 
 def node_launch(spec: RunSpec) -> Launch:
@@ -113,8 +129,11 @@ def task(spec: RunSpec, block: SkyPilotSpec) -> dict[str, Any]:
     secrets = references([], spec.extra)  # `$HF_TOKEN` in extra: the node's program reads it from its environment
     if secrets:  # null: a value SkyPilot takes at launch (the follower's, as `--secret NAME`), never written here
         found["secrets"] = dict.fromkeys(secrets)
+    mounts = dict(data_mounts(spec).values())
     if block.bucket:
-        found["file_mounts"] = {NODE_OUTPUT: {"source": block.bucket, "mode": block.bucket_mode}}
+        mounts[NODE_OUTPUT] = {"source": block.bucket, "mode": block.bucket_mode}
+    if mounts:
+        found["file_mounts"] = mounts
     found["setup"] = setup(spec)
     found["run"] = RUN
     return found

@@ -27,8 +27,11 @@ if model:
                       f"{exc}", file=sys.stderr, flush=True)
                 sys.exit(2)
             os.remove(archive)
+# the input channels' folder: local dataset.files were uploaded as channels, the spec names them below it
+data_dir = os.path.join(os.environ.get("SM_INPUT_DIR", "/opt/ml/input"), "data")
 sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__)), spec),
                "--metrics", os.path.join(output_data, "metrics.jsonl"),
                "--output-dir", os.environ.get("NBTOOLKIT_CHECKPOINT_DIR", "/opt/ml/checkpoints"),
                "--model-dir", os.environ.get("SM_MODEL_DIR", "/opt/ml/model"),
+               "--data-dir", data_dir,
                *(["--model", model] if model else [])]))
