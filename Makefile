@@ -45,15 +45,17 @@ $(UV): tools/uv-requirements.txt | $(BIN)/python
 	$(BIN)/pip install --no-deps --require-hashes -r tools/uv-requirements.txt
 
 # every extra of pyproject.toml and the build tools, resolved once for Linux x86_64 / Python 3.11;
-# constraints.txt holds the pins that must hold. The first line records what the lock was made from.
+# constraints.txt holds the pins that must hold. The first line records what the lock was made from. uv keeps
+# the pins of the output file it is given where they still satisfy (a new extra adds packages, upgrades none).
 lock: | $(UV)
-	{ echo "# inputs-sha256: $(LOCK_INPUTS_SHA) ($(LOCK_INPUTS))"; \
-	  printf '%s\n' $(BUILD_TOOLS) | $(UV) pip compile pyproject.toml - --all-extras -c constraints.txt \
+	tail -n +2 $(LOCK) > $(LOCK).pins
+	printf '%s\n' $(BUILD_TOOLS) | $(UV) pip compile pyproject.toml - --all-extras -c constraints.txt \
 	    --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
-	    --find-links $(TORCH_WHEELS) --custom-compile-command "make lock" --quiet; } > $(LOCK).new
-	mv $(LOCK).new $(LOCK)
+	    --find-links $(TORCH_WHEELS) --custom-compile-command "make lock" --quiet -o $(LOCK).pins
+	{ echo "# inputs-sha256: $(LOCK_INPUTS_SHA) ($(LOCK_INPUTS))"; cat $(LOCK).pins; } > $(LOCK).new
+	rm $(LOCK).pins && mv $(LOCK).new $(LOCK)
 	$(UV) pip compile tools/skypilot-requirements.in --generate-hashes --python-version 3.11 \
-	    --python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" --quiet > $(SKY_LOCK)
+	    --python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" --quiet -o $(SKY_LOCK)
 
 lock-check:
 	@grep -q '^# inputs-sha256: $(LOCK_INPUTS_SHA) ' $(LOCK) || \

@@ -172,12 +172,31 @@ class Job:
         answers = warm_model.answers(self.id, self.dir, [inputs] if single else inputs, where)
         return answers[0] if single else answers
 
-    def evaluate(self, dataset: str | Path) -> dict[str, float]:
+    def evaluate(
+        self,
+        dataset: str | Path | None = None,
+        *,
+        tasks: list[str] | str | None = None,
+        limit: float | None = None,
+        batch_size: int = 8,
+    ):
         """The final model's eval metrics (the task's: accuracy, ROUGE, F1, perplexity; a chat job's loss and token
         accuracy, a preference job's rewards) on `dataset`: a split name of the job's dataset, or a local
-        .jsonl/.json/.csv/.parquet file with the job's columns (a relative path is this process's, not the job's)."""
+        .jsonl/.json/.csv/.parquet file with the job's columns (a relative path is this process's, not the job's).
+
+        With `tasks` (lm-evaluation-harness task names, e.g. ["hellaswag", "arc_easy"]; `limit` examples per task),
+        lm-eval runs on the job's base and its tuned model instead, with the chat template the run trained with, and
+        the comparison (per task and metric: base, tuned, difference, standard errors) is stored with the job and
+        returned as a table with a chart (see nbtoolkit.harness)."""
         import json
 
+        if tasks is not None:
+            from nbtoolkit import harness
+
+            names = [name.strip() for name in tasks.split(",")] if isinstance(tasks, str) else list(tasks)
+            return harness.evaluate(self, [name for name in names if name], limit=limit, batch_size=batch_size)
+        if dataset is None:
+            raise backends.LaunchError("evaluate needs a dataset (a split name or a local file) or lm-eval tasks=[...]")
         if isinstance(dataset, Path) or Path(dataset).suffix:  # a file (a split name has no suffix)
             dataset = Path(dataset).expanduser().resolve()
         self.model()

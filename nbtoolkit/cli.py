@@ -208,6 +208,11 @@ def cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    print(Job(args.job).evaluate(tasks=args.tasks, limit=args.limit, batch_size=args.batch_size))
+    return 0
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     print(f"merged model: {Job(args.job).merge(args.out, args.dtype)}")
     return 0
@@ -404,6 +409,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--download", action="store_true", help="fetch a remote job's model into its job folder (once) and print it"
     )
     model_.set_defaults(handler=cmd_model)
+
+    eval_ = commands.add_parser(
+        "eval", help="lm-evaluation-harness on a finished job's base and tuned model, side by side"
+    )
+    eval_.add_argument("job")
+    eval_.add_argument("--tasks", required=True, help="lm-eval task names, comma-separated (e.g. hellaswag,arc_easy)")
+    eval_.add_argument("--limit", type=float, default=None, help="examples per task (a count, or a fraction < 1)")
+    eval_.add_argument("--batch-size", type=int, default=8)
+    eval_.set_defaults(handler=cmd_eval)
 
     merge_ = commands.add_parser("merge", help="merge a finished job's adapter into its base: a full model")
     merge_.add_argument("job")

@@ -1,0 +1,109 @@
+"""`nbtoolkit eval`: lm-evaluation-harness on a job's base and its tuned model, against lm-eval run by hand.
+
+One tiny LoRA job (the bundled GPT-2-shaped model, its base saved beside the adapter) is evaluated on the bundled
+harness task (lm-eval's YAML format, 20 multiple-choice rows in a JSONL beside it): offline, as users run it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nbtoolkit.api import launch
+from nbtoolkit.backends import LaunchError
+from nbtoolkit.bundled import ASSETS
+from nbtoolkit.harness import base_model, command, rows, stored
+from nbtoolkit.spec import load_spec
+
+TASK = "nbtoolkit_tiny"
+LM_EVAL = str(Path(sys.executable).parent / "lm-eval")  # the command a person types
+
+
+def by_hand(model_args: str, out: Path) -> dict:
+    """lm-eval's own command line, as its README gives it, on a model folder; its results file."""
+    subprocess.run(
+        [LM_EVAL, "run", "--model", "hf", "--model_args", model_args, "--tasks", TASK,
+         "--include_path", str(ASSETS / "harness"), "--batch_size", "8", "--output_path", str(out)],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    return json.loads(next(out.rglob("results_*.json")).read_text())["results"][TASK]
+
+
+def test_nbtoolkit_eval_gives_lm_evals_own_numbers_for_base_and_tuned_side_by_side(store, tmp_path, capsys):
+    from nbtoolkit.cli import main
+
+    train = {"max_steps": 4, "batch_size": 4, "learning_rate": 0.05, "logging_steps": 1}
+    job = launch({"task": "causal-lm", "adapter": {"r": 4}, "train": train}, store=store)
+    assert job.wait(timeout=300) == "succeeded", job.logs(tail=30)
+
+    assert main(["eval", job.id, "--tasks", TASK]) == 0
+    printed = capsys.readouterr().out
+    results = stored(job.dir)
+    assert results is not None and results.missing is None
+    measured = {row["metric"]: row for row in results.rows}
+    assert set(measured) == {"acc", "acc_norm"} and {row["task"] for row in results.rows} == {TASK}
+
+    tuned = job.dir / "output" / "merged"  # the adapter merged into its base, as `nbtoolkit merge` writes it
+    base = job.dir / "output" / "model" / "base"  # the bundled base's weights, saved beside the adapter
+    hand = {
+        "tuned": by_hand(f"pretrained={tuned}", tmp_path / "tuned"),
+        "base": by_hand(f"pretrained={base},tokenizer={tuned}", tmp_path / "base"),
+    }
+    for metric, row in measured.items():
+        for model in ("base", "tuned"):
+            assert row[model] == hand[model][f"{metric},none"], (metric, model)
+            assert row[f"{model}_stderr"] == hand[model][f"{metric}_stderr,none"], (metric, model)
+        assert row["difference"] == row["tuned"] - row["base"]
+    assert f"{TASK}" in printed and "difference" in printed  # the table, printed
+    # the stored commands are lm-eval's own, runnable as shown
+    assert (
+        results.commands["tuned"][1:4] == ["-m", "lm_eval", "run"]
+        and f"pretrained={tuned}" in results.commands["tuned"]
+    )
+
+    figure = results.figure()  # the notebook's chart: base and tuned bars per task and metric
+    assert [text.get_text() for text in figure.axes[0].get_legend().get_texts()] == ["base", "tuned"]
+
+
+def test_rows_pair_base_and_tuned_per_task_and_metric_and_keep_a_missing_stderr_missing():
+    tuned = {"results": {"grp": {"acc,none": 0.5, "acc_stderr,none": "N/A", "alias": "grp"},
+                         "sub": {"acc,none": 0.75, "acc_stderr,none": 0.1, "exact_match,strict": 0.25}}}  # fmt: skip
+    base = {"results": {"grp": {"acc,none": 0.25, "acc_stderr,none": "N/A"}, "sub": {"acc,none": 0.5}}}
+    found = rows(["grp"], {"base": base, "tuned": tuned})
+    assert [(row["task"], row["metric"]) for row in found] == [
+        ("grp", "acc"),
+        ("sub", "acc"),
+        ("sub", "exact_match,strict"),
+    ]
+    assert found[0] == {
+        "task": "grp", "metric": "acc", "base": 0.25, "base_stderr": None, "tuned": 0.5, "tuned_stderr": None,
+        "difference": 0.25,
+    }  # fmt: skip
+    assert found[2]["base"] is None and found[2]["difference"] is None
+    assert rows(["grp"], {"base": None, "tuned": tuned})[0]["base"] is None  # a base not evaluated
+
+
+def test_a_chat_run_is_evaluated_with_its_template_and_a_bundled_full_runs_base_is_said_missing(tmp_path):
+    chat = command({"pretrained": "/m/base", "tokenizer": "/m/tuned"}, ["arc_easy"], tmp_path, chat_template=True)
+    assert (
+        "--apply_chat_template" in chat
+        and chat[chat.index("--model_args") + 1] == "pretrained=/m/base,tokenizer=/m/tuned"
+    )
+    full = load_spec({"task": "causal-lm"})
+    assert base_model(full, tmp_path) == (
+        None,
+        "the base is the bundled tiny model, built with random weights inside the run and not kept",
+    )
+    hub = load_spec({"task": "causal-lm", "model": "gpt2"})
+    assert base_model(hub, tmp_path) == ({"pretrained": "gpt2"}, None)
+
+
+def test_lm_eval_is_refused_in_one_sentence_for_a_task_that_is_not_a_language_model(store):
+    from nbtoolkit.harness import check_task
+
+    with pytest.raises(LaunchError, match=r"^lm-eval evaluates language models, and this job's task is text-class"):
+        check_task("text-classification")
