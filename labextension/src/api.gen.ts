@@ -675,6 +675,21 @@ export interface components {
             message: string;
         };
         /**
+         * HarnessRow
+         * @description One task and metric of the job's last lm-evaluation-harness comparison (`nbtoolkit eval`).
+         */
+        HarnessRow: {
+            task: string;
+            metric: string;
+            /** @description the base model's value; null when the base was not evaluated */
+            base: number | null;
+            tuned: number | null;
+            /** @description tuned minus base */
+            difference: number | null;
+            base_stderr: number | null;
+            tuned_stderr: number | null;
+        };
+        /**
          * JobDetail
          * @description One job in full: the summary plus its stages, exit code and backend facts.
          */
@@ -735,6 +750,10 @@ export interface components {
             planned: string[];
             /** @description the run name and where each experiment tracker writes */
             tracking: string[];
+            /** @description the earlier job whose model this one started from (model: job:ID) */
+            model_from: string | null;
+            /** @description the job's last lm-evaluation-harness comparison, base beside tuned (`nbtoolkit eval`) */
+            harness: components["schemas"]["HarnessRow"][];
         };
         /**
          * JobHealth

@@ -107,6 +107,18 @@ def budget_state(record: JobRecord) -> Budget | None:
         return None
 
 
+class HarnessRow(BaseModel):
+    """One task and metric of the job's last lm-evaluation-harness comparison (`nbtoolkit eval`)."""
+
+    task: str
+    metric: str
+    base: float | None = Field(description="the base model's value; null when the base was not evaluated")
+    tuned: float | None
+    difference: float | None = Field(description="tuned minus base")
+    base_stderr: float | None
+    tuned_stderr: float | None
+
+
 class JobDetail(JobSummary):
     """One job in full: the summary plus its stages, exit code and backend facts."""
 
@@ -122,6 +134,10 @@ class JobDetail(JobSummary):
         "(as `nbtoolkit show` prints it)"
     )
     tracking: list[str] = Field(description="the run name and where each experiment tracker writes")
+    model_from: str | None = Field(description="the earlier job whose model this one started from (model: job:ID)")
+    harness: list[HarnessRow] = Field(
+        description="the job's last lm-evaluation-harness comparison, base beside tuned (`nbtoolkit eval`)"
+    )
 
 
 class JobList(BaseModel):

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, get_args
 
+from nbtoolkit import harness
+from nbtoolkit.chains import MODEL_FROM
 from nbtoolkit.metrics.console import console_page, log_order
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.metrics.parse import SETTLE_S, STEP_LINE
@@ -150,8 +152,14 @@ class JobsService:
 
     def _detail(self, record: JobRecord) -> JobDetail:
         job_dir = self.store.job_dir(record.id)
+        compared = harness.stored(job_dir)
         return JobDetail.of(
-            record, self._loss_series(record), planned=self._planned_lines(record), tracking=_tracking(job_dir)
+            record,
+            self._loss_series(record),
+            planned=self._planned_lines(record),
+            tracking=_tracking(job_dir),
+            model_from=record.info.get(MODEL_FROM),
+            harness=compared.rows if compared else [],
         )
 
     def _planned_lines(self, record: JobRecord) -> list[str]:
@@ -171,10 +179,15 @@ class JobsService:
         return lines
 
     def _etag(self, record: JobRecord) -> str:
-        """What the detail shows depends on: the row, the sizes of the metrics and the log, and for a running job
-        the time (elapsed, cost) in steps of ACTIVE_ETAG_S."""
+        """What the detail shows depends on: the row, the sizes of the metrics and the log, the harness results (an
+        evaluation may rewrite them at the same size), and for a running job the time (elapsed, cost) in steps of
+        ACTIVE_ETAG_S."""
         job_dir = self.store.job_dir(record.id)
-        facts = [record.to_dict(), _size(job_dir / METRICS_FILE), _size(job_dir / LOG_FILE)]
+        facts = [
+            record.to_dict(),
+            *(_size(job_dir / name) for name in (METRICS_FILE, LOG_FILE, harness.RESULTS_FILE)),
+            _mtime(job_dir / harness.RESULTS_FILE),
+        ]
         if record.active:
             facts.append(int(time.time() // ACTIVE_ETAG_S))
         digest = hashlib.blake2b(json.dumps(facts, sort_keys=True, default=str).encode(), digest_size=12)
@@ -195,6 +208,13 @@ def _tracking(job_dir: Path) -> list[str]:
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
+    except FileNotFoundError:  # not written yet
+        return 0
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
     except FileNotFoundError:  # not written yet
         return 0
 

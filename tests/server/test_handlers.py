@@ -323,3 +323,17 @@ async def test_job_detail_shows_the_forecast_beside_what_was_measured_and_the_tr
     assert detail["tracking"][0].startswith("run name ") and detail["tracking"][1].startswith("tensorboard ")
     untracked = finished_job(store, name="plain")
     assert (await get_json(jp_fetch, "jobs", untracked.id))["tracking"] == []
+
+
+async def test_job_detail_shows_where_its_model_came_from_and_its_last_lm_eval_comparison(jp_fetch, store):
+    """The panel's detail view: the lineage `nbtoolkit show` prints, and the table `nbtoolkit eval` stored."""
+    job = finished_job(store)
+    store.set_info(job.id, "model_from", "0a1b2c3d")
+    assert (await get_json(jp_fetch, "jobs", job.id))["harness"] == []
+    row = {"task": "arc_easy", "metric": "acc", "base": 0.5, "tuned": 0.625, "difference": 0.125}
+    row |= {"base_stderr": 0.05, "tuned_stderr": None}
+    results = store.job_dir(job.id) / "eval" / "harness.json"
+    results.parent.mkdir()
+    results.write_text(json.dumps({"tasks": ["arc_easy"], "rows": [row], "commands": {}, "missing": None}))
+    detail = await get_json(jp_fetch, "jobs", job.id)  # a new comparison is a new detail (its etag changed)
+    assert detail["model_from"] == "0a1b2c3d" and detail["harness"] == [row]

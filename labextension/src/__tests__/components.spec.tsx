@@ -325,6 +325,41 @@ describe('JobDetail', () => {
     expect(query('.nbt-JobDetail-tracking').textContent).toBe(
       'run name qa-3f9a0c1d · tensorboard /jobs/3f9a0c1d/runs'
     );
+    const harness = [
+      {
+        task: 'arc_easy',
+        metric: 'acc',
+        base: 0.5,
+        tuned: 0.625,
+        difference: 0.125,
+        base_stderr: 0.05,
+        tuned_stderr: null
+      }
+    ];
+    act(() =>
+      root.render(
+        <JobDetail
+          job={detail({ model_from: '3f9a0c1d', harness })}
+          records={[]}
+          log={''}
+          rawLog={false}
+          error={null}
+          done={true}
+          charts={true}
+        />
+      )
+    );
+    expect(query('.nbt-JobDetail-lineage').textContent).toBe('job 3f9a0c1d');
+    const cells = queryAll('.nbt-JobDetail-harness tbody td').map(
+      cell => cell.textContent
+    );
+    expect(cells).toEqual([
+      'arc_easy',
+      'acc',
+      '0.5000 ± 0.0500',
+      '0.6250',
+      '+0.1250'
+    ]);
     act(() =>
       root.render(
         <JobDetail

@@ -56,6 +56,8 @@ export function detail(values: Partial<IJobDetail> = {}): IJobDetail {
     info: {},
     planned: [],
     tracking: [],
+    model_from: null,
+    harness: [],
     ...values
   };
 }

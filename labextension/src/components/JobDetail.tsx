@@ -5,6 +5,7 @@ import React, { useEffect, useRef } from 'react';
 
 import { DEFAULT_SMOOTHING } from '../chart';
 import { IDoctorAPI } from '../doctor';
+import { IJobDetail } from '../handler';
 import { IFollowedJob } from '../model';
 import { chartJob, JobCharts } from './JobChart';
 import { BudgetWarning, rowFacts, TrainingWarning } from './JobRow';
@@ -77,28 +78,47 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
       {charts && job?.active && doctor && (
         <RunDoctor jobId={job.id} api={doctor} />
       )}
-      {charts && job && (job.planned.length > 0 || job.tracking.length > 0) && (
-        <dl className="nbt-JobDetail-facts">
-          {job.planned.length > 0 && (
-            <>
-              <dt>planned</dt>
-              <dd>
-                <pre className="nbt-JobDetail-planned">
-                  {job.planned.join('\n')}
-                </pre>
-              </dd>
-            </>
-          )}
-          {job.tracking.length > 0 && (
-            <>
-              <dt>tracking</dt>
-              <dd className="nbt-JobDetail-tracking">
-                {job.tracking.join(' · ')}
-              </dd>
-            </>
-          )}
-        </dl>
-      )}
+      {charts &&
+        job &&
+        (job.planned.length > 0 ||
+          job.tracking.length > 0 ||
+          job.model_from ||
+          job.harness.length > 0) && (
+          <dl className="nbt-JobDetail-facts">
+            {job.model_from && (
+              <>
+                <dt>model from</dt>
+                <dd className="nbt-JobDetail-lineage">job {job.model_from}</dd>
+              </>
+            )}
+            {job.planned.length > 0 && (
+              <>
+                <dt>planned</dt>
+                <dd>
+                  <pre className="nbt-JobDetail-planned">
+                    {job.planned.join('\n')}
+                  </pre>
+                </dd>
+              </>
+            )}
+            {job.tracking.length > 0 && (
+              <>
+                <dt>tracking</dt>
+                <dd className="nbt-JobDetail-tracking">
+                  {job.tracking.join(' · ')}
+                </dd>
+              </>
+            )}
+            {job.harness.length > 0 && (
+              <>
+                <dt>lm-eval</dt>
+                <dd>
+                  <HarnessTable rows={job.harness} />
+                </dd>
+              </>
+            )}
+          </dl>
+        )}
       {charts && (
         <JobCharts
           jobs={[chartJob(job?.id ?? '', job, records)]}
@@ -120,5 +140,39 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
       )}
       <LogTail text={log} />
     </div>
+  );
+}
+
+/** The job's last lm-evaluation-harness comparison: base beside tuned per task and metric. */
+function HarnessTable({ rows }: { rows: IJobDetail['harness'] }): JSX.Element {
+  const number = (value: number | null | undefined, sign = false): string =>
+    value === null || value === undefined
+      ? '-'
+      : `${sign && value > 0 ? '+' : ''}${value.toFixed(4)}`;
+  const withError = (value: number | null, error: number | null): string =>
+    error === null ? number(value) : `${number(value)} ± ${number(error)}`;
+  return (
+    <table className="nbt-JobDetail-harness">
+      <thead>
+        <tr>
+          <th>task</th>
+          <th>metric</th>
+          <th>base</th>
+          <th>tuned</th>
+          <th>difference</th>
+        </tr>
+      </thead>
+      <tbody>
+        {rows.map(row => (
+          <tr key={`${row.task} ${row.metric}`}>
+            <td>{row.task}</td>
+            <td>{row.metric}</td>
+            <td>{withError(row.base, row.base_stderr)}</td>
+            <td>{withError(row.tuned, row.tuned_stderr)}</td>
+            <td>{number(row.difference, true)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
   );
 }
