@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -149,9 +150,11 @@ def run(argv: list[str], say: Callable[[str], None]) -> dict[str, Any]:
     out = Path(argv[argv.index("--output_path") + 1])
     out.mkdir(parents=True, exist_ok=True)
     log = out.with_suffix(".log")
-    say(f"{' '.join(argv)}\n  (its output: {log})")
+    say(f"  its command and output: {log}")
     before = set(glob.glob(str(out / "**" / "results_*.json"), recursive=True))
     with log.open("w") as written:
+        written.write(f"$ {shlex.join(argv)}\n")
+        written.flush()
         done = subprocess.run(
             argv, stdout=written, stderr=subprocess.STDOUT, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}
         )
@@ -225,7 +228,7 @@ def evaluate(
     for model in MODELS:
         argv = commands[model]
         if argv is not None:
-            say(f"lm-eval on the {model} model:")
+            say(f"lm-eval on the {model} model ({argv[argv.index('--model_args') + 1]})")
         results[model] = run(argv, say) if argv is not None else None
     found = HarnessResults(rows(tasks, results), commands, f"base not evaluated: {missing}" if missing else None)
     path = job.dir / RESULTS_FILE

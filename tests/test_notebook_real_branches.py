@@ -239,9 +239,19 @@ def test_chat_real_branch_chains_sft_dpo_grpo_on_sagemaker_and_chats_with_the_la
         "SMOKE = True": "SMOKE = False",
         '"arn:aws:iam::111122223333:role/SageMakerExecutionRole"': repr(standin.ROLE),
         "BUCKET = None": f"BUCKET = {standin.BUCKET!r}",  # the SDK's default bucket asks real STS for the account
+        # lm-eval's own tasks download their data: the bundled one, a few questions
+        '{"tasks": ["arc_easy", "hellaswag"], "limit": 500}': '{"tasks": ["nbtoolkit_tiny"], "limit": 4}',
     }
     launched = real_branch("chat-sft-dpo-grpo", mine, tmp_path, standin=True, dry_model=tiny_chat_model)
     assert_only_goldens(launched, ["chat-sft-qwen", "chat-dpo-qwen", "chat-grpo-qwen"])
     _, dpo, grpo = launched
     assert dpo.model.startswith("s3://") and "/chat-sft-qwen/chat-sft-qwen-" in dpo.model
     assert grpo.model.startswith("s3://") and "/chat-dpo-qwen/chat-dpo-qwen-" in grpo.model
+    # the DPO job, measured against the SFT job's model: both downloaded from their model data and evaluated here
+    (compared,) = home.glob("jobs/*/eval/harness.json")
+    results = json.loads(compared.read_text())
+    assert {row["metric"] for row in results["rows"]} == {"acc", "acc_norm"} and results["missing"] is None
+    assert all(row["base"] is not None and row["tuned"] is not None for row in results["rows"])
+    sft_folder = next(arg for arg in results["commands"]["base"] if arg.startswith("pretrained="))
+    assert sft_folder.endswith("/output/model,tokenizer=" + str(compared.parent.parent / "output" / "model"))
+    assert "--apply_chat_template" in results["commands"]["tuned"]
