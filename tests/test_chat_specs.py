@@ -266,7 +266,7 @@ def test_plan_of_grpo_holds_the_generations_and_a_reference_only_with_its_kl_ter
 GRPO_REWARD = {"functions": ["nbtoolkit.rewards:number_reply"], "max_completion_length": 32, "num_generations": 2}
 
 
-def test_remote_backends_install_trl_for_these_tasks():
+def test_remote_backends_install_trl_for_these_tasks_and_peft_for_adapters():
     from nbtoolkit.backends.sagemaker.container import code_files
     from nbtoolkit.backends.skypilot.task import requirement
 
@@ -278,6 +278,10 @@ def test_remote_backends_install_trl_for_these_tasks():
     }
     files = code_files(load_spec({"task": "preference", **sagemaker}))
     assert "trl>=1.16" in next(text for name, text in files.items() if name.endswith("requirements.txt"))
+    # PEFT too where the run trains an adapter: a user's image_uri without it billed, then failed at import
+    with_adapter = code_files(load_spec({"task": "causal-lm", "adapter": {"r": 8}, **sagemaker}))
+    requirements = next(text for name, text in with_adapter.items() if name.endswith("requirements.txt"))
+    assert "peft>=0.13" in requirements.splitlines() and "trl>=1.16" not in requirements
 
 
 def test_spec_rules_of_the_new_blocks_are_one_sentence():

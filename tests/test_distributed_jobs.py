@@ -276,5 +276,8 @@ def test_neuron_stages_with_fake_neuron_tools(store, monkeypatch):
     predicted = records[-1]
     assert predicted["stage"] == "predict" and predicted["step"] == 48 and "eval_accuracy" in predicted
     log = job.logs()
-    assert log.count("[rank0]:[fake optimum-neuron] NeuronTrainer.train") == 2
+    # the fake is optimum-neuron 0.4.1, whose arguments the program cannot use: the Trainer on XLA, in both stages
+    assert (
+        log.count("[rank0]:[nbtoolkit] this optimum-neuron's NeuronTrainingArguments is not a TrainingArguments") == 2
+    )
     assert "[nbtoolkit] predict on CPU: eval_loss" in log

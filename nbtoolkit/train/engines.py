@@ -38,24 +38,39 @@ def engine_for(spec: RunSpec) -> Engine:
 
 
 def neuron_engine(spec: RunSpec) -> Engine:
-    """optimum-neuron's NeuronTrainer when installed (the BERT-on-trn1 tutorial's, with bf16 from the
-    arguments); else the plain Trainer on XLA (the T5 tutorial's).
+    """optimum-neuron's NeuronTrainer where its arguments are a TrainingArguments (before 0.4: the BERT-on-trn1
+    tutorial's, with bf16 from the arguments); else the plain Trainer on XLA (the T5 tutorial's).
 
-    Full bf16 on the plain Trainer is the pinned SDK's documented mechanism: the model cast to bfloat16, with
-    stochastic rounding on (the backend sets NEURON_RT_STOCHASTIC_ROUNDING_EN=1); XLA_USE_BF16, which the
-    tutorial used, ended with Neuron 2.24. The Trainer's own bf16 (CUDA/CPU autocast) stays off.
+    optimum-neuron 0.4 (0.4.1 is Neuron SDK 2.26's) made NeuronTrainingArguments a dataclass of its own, which takes
+    none of data_seed, fp16, eval_on_start, use_cpu, torch_compile or include_num_input_tokens_seen, and a
+    NeuronTrainer that refuses an eval set (tests/facts/optimum-neuron-0.4.1.json, read from its wheel): with it,
+    the run would stop at start-up, billed. Full bf16 on the plain Trainer is the pinned SDK's documented
+    mechanism: the model cast to bfloat16, with stochastic rounding on (the backend sets
+    NEURON_RT_STOCHASTIC_ROUNDING_EN=1); XLA_USE_BF16, which the tutorial used, ended with Neuron 2.24. The
+    Trainer's own bf16 (CUDA/CPU autocast) stays off.
     """
     try:
         from optimum.neuron import NeuronTrainer, NeuronTrainingArguments
     except ImportError:
-        cast = spec.precision == "bf16"
-        return Engine(
-            arguments={"bf16": False},
-            prepare_model=bf16_model if cast else None,
-        )
+        return xla_engine(spec)
+    from transformers import TrainingArguments
+
+    if not issubclass(NeuronTrainingArguments, TrainingArguments):
+        if is_local_main():
+            print(
+                "[nbtoolkit] this optimum-neuron's NeuronTrainingArguments is not a TrainingArguments (0.4 and "
+                "later): training with the Trainer on XLA",
+                flush=True,
+            )
+        return xla_engine(spec)
     if is_local_main():
         print("[nbtoolkit] optimum-neuron is installed: training with its NeuronTrainer", flush=True)
     return Engine(trainer_class=NeuronTrainer, arguments_class=NeuronTrainingArguments)
+
+
+def xla_engine(spec: RunSpec) -> Engine:
+    """transformers' own Trainer on XLA: full bf16 as the model cast to bfloat16."""
+    return Engine(arguments={"bf16": False}, prepare_model=bf16_model if spec.precision == "bf16" else None)
 
 
 def bf16_model(model: Any) -> Any:

@@ -68,15 +68,26 @@ sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__))
 CONTAINER_REQUIREMENTS = "pydantic>=2.6\npyyaml>=6\npsutil>=5.9\nplatformdirs>=3\n"
 
 
-def trl_requirement(spec: RunSpec) -> list[str]:
-    """The chat, preference and grpo tasks train on TRL: its requirement as the distribution's `chat` extra pins it."""
+#: the distribution's extras a container installs on top of the Hugging Face image when the run uses them: TRL
+#: (chat, preference, grpo) and PEFT (an adapter, or a model that may be one); DeepSpeed is not offered there
+CONTAINER_EXTRAS = ("adapters", "chat")
+
+
+def extra_requirements(spec: RunSpec) -> list[str]:
+    """The requirements of the extras the run uses, as the distribution's own metadata pins them (the image's PEFT,
+    if it has one, may be older than the program's; a user's image may have none)."""
     import importlib.metadata
 
-    if "chat" not in spec.extras_used:
-        return []
-    marker = re.compile(r"""^(.*?);\s*extra\s*==\s*["']chat["']$""")
-    found = (marker.match(line) for line in importlib.metadata.requires(DISTRIBUTION) or [])
-    return [match.group(1).strip() for match in found if match]
+    used = [extra for extra in CONTAINER_EXTRAS if extra in spec.extras_used]
+    found = []
+    for extra in used:
+        marker = re.compile(rf"""^(.*?);\s*extra\s*==\s*["']{extra}["']$""")
+        found += [
+            match.group(1).strip()
+            for line in importlib.metadata.requires(DISTRIBUTION) or []
+            if (match := marker.match(line))
+        ]
+    return found
 
 
 def code_files(spec: RunSpec) -> dict[str, str]:
@@ -87,7 +98,8 @@ def code_files(spec: RunSpec) -> dict[str, str]:
     files = {
         f"{CODE_DIR}/{SPEC_FILE}": shipped.model_dump_json(indent=2),
         f"{CODE_DIR}/{ENTRY_SCRIPT}": ENTRY_SOURCE,
-        f"{CODE_DIR}/{REQUIREMENTS}": CONTAINER_REQUIREMENTS + "".join(f"{line}\n" for line in trl_requirement(spec)),
+        f"{CODE_DIR}/{REQUIREMENTS}": CONTAINER_REQUIREMENTS
+        + "".join(f"{line}\n" for line in extra_requirements(spec)),
     }
     if accelerator_of(spec.hardware.instance_type or "") == "neuron" and spec.neuron.precompile:
         files[f"{CODE_DIR}/{PRECOMPILE_SPEC_FILE}"] = precompile_spec(shipped).model_dump_json(indent=2)

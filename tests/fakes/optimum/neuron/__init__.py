@@ -1,21 +1,27 @@
-"""Stand-in for optimum-neuron: its trainer classes as the training program imports them.
-
-The real NeuronTrainer needs torch-neuronx and a Trainium device; this one is the HF Trainer
-that says it was chosen, so a test can see nbtoolkit pick optimum-neuron's trainer when installed.
+"""Stand-in for optimum-neuron 0.4.1 (Neuron SDK 2.26's), held to the real one: its NeuronTrainingArguments takes
+exactly the fields the real 0.4.1 declares and is no TrainingArguments, and its NeuronTrainer refuses an eval set
+as the real one does (tests/facts/optimum-neuron-0.4.1.json, read from the real wheel by
+tools/optimum_neuron_facts.py). The real package needs torch-neuronx and a Trainium device.
 """
 
-from transformers import Trainer, TrainingArguments
+import dataclasses
+import json
+from pathlib import Path
 
+from transformers import Trainer
 
-class NeuronTrainingArguments(TrainingArguments):
-    def __post_init__(self):
-        self.use_cpu = True  # the stand-in trains on this machine's CPU
-        super().__post_init__()
+FACTS = json.loads((Path(__file__).resolve().parents[3] / "facts" / "optimum-neuron-0.4.1.json").read_text())
+
+__version__ = "0.4.1"
+
+NeuronTrainingArguments = dataclasses.make_dataclass(
+    "NeuronTrainingArguments",
+    [(name, object, dataclasses.field(default=None)) for name in FACTS["NeuronTrainingArguments"]["fields"]],
+)
 
 
 class NeuronTrainer(Trainer):
-    def train(self, *args, **kwargs):
-        assert isinstance(self.args, NeuronTrainingArguments)
-        if self.is_world_process_zero():
-            print("[fake optimum-neuron] NeuronTrainer.train", flush=True)
-        return super().train(*args, **kwargs)
+    def __init__(self, *args, eval_dataset=None, **kwargs):
+        if eval_dataset is not None:
+            raise RuntimeError("Evaluation is not supported in NeuronTrainer.")
+        super().__init__(*args, **kwargs)
