@@ -204,6 +204,14 @@ class Job:
             self._run_program("nbtoolkit.train.inference", "--evaluate", str(dataset)).strip().splitlines()[-1]
         )
 
+    def export(self, format: str = "merged", out: str | Path | None = None) -> Path:
+        """The job's final model as a full model folder to serve elsewhere (default: the job's export/merged): an
+        adapter merged into its base, the chat template in tokenizer_config.json and chat_template.jinja alike, and
+        the end-of-turn token among generation_config.json's end tokens (see nbtoolkit.model_export)."""
+        from nbtoolkit.model_export import export_model
+
+        return export_model(self, format, out)
+
     def push_to_hub(self, repo_id: str, *, merged: bool = False, private: bool = True, token: str | None = None) -> str:
         """Upload the job's final model (with an adapter: the adapter alone, or the merged model with `merged`) and
         a generated model card to a Hub repository (created if missing). Returns the repository's URL."""

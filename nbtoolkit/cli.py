@@ -17,13 +17,14 @@ from nbtoolkit.chains import MODEL_FROM, MODEL_REF
 from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
 from nbtoolkit.metrics.console import ConsoleView
 from nbtoolkit.metrics.forecast import comparison_lines
+from nbtoolkit.model_export import FORMATS, check_format
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.precision import SAVE_DTYPES
 from nbtoolkit.runner import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
 from nbtoolkit.runner.health import DoctorError, training_anomalies, training_warning
 from nbtoolkit.runner.listing import format_table, listing_row, status_text
-from nbtoolkit.runner.store import STATUSES, JobStatus, StoreError
+from nbtoolkit.runner.store import JOB_ID_PREFIX, STATUSES, JobStatus, StoreError
 from nbtoolkit.spec import SpecError, load_spec
 from nbtoolkit.trackers import describe as describe_trackers
 from nbtoolkit.train.errors import TrainError
@@ -270,11 +271,16 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """A job's model (`export ID --format merged`), or a spec's launch files (`export SPEC`)."""
+    if args.format is not None or (not Path(args.target).exists() and JOB_ID_PREFIX.match(args.target)):
+        check_format(args.format or "merged")  # before the job is looked up: the flag's sentence first
+        print(Job(args.target).export(args.format or "merged", args.out))
+        return 0
     from nbtoolkit import chains
     from nbtoolkit.backends import dispatch
     from nbtoolkit.runner import write_launch_files
 
-    spec = chains.in_default_store(load_spec(args.spec)).spec  # `model: job:ID` as the launch would read it
+    spec = chains.in_default_store(load_spec(args.target)).spec  # `model: job:ID` as the launch would read it
     launch_ = dispatch.render(spec)
     out = Path(args.out or f"nbtoolkit-export-{spec.display_name}")
     written = write_launch_files(launch_, out)
@@ -458,9 +464,16 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("--follow", "-f", action="store_true")
     fork.set_defaults(handler=cmd_fork)
 
-    export = commands.add_parser("export", help="write the launch files and run.sh without starting anything")
-    export.add_argument("spec")
-    export.add_argument("--out", help="directory to write (default ./nbtoolkit-export-NAME)")
+    export = commands.add_parser(
+        "export",
+        help="a finished job's model to serve elsewhere (ID --format merged), or a spec's launch files and run.sh "
+        "without starting anything (SPEC)",
+    )
+    export.add_argument("target", help="a job id (its model), or a spec file (its launch files)")
+    export.add_argument("--format", choices=FORMATS, help="a job's model: merged (a full model folder); gguf: not yet")
+    export.add_argument(
+        "--out", help="folder to write (default: the job's export/FORMAT, or ./nbtoolkit-export-NAME for a spec)"
+    )
     export.set_defaults(handler=cmd_export)
     return parser
 

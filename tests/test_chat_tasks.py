@@ -13,6 +13,7 @@ import yaml
 from IPython.core.interactiveshell import InteractiveShell
 
 from nbtoolkit.api import Job, launch
+from nbtoolkit.backends import LaunchError
 from nbtoolkit.notebook.form import SpecForm
 from nbtoolkit.runner import JobStore
 
@@ -194,3 +195,33 @@ def test_the_live_chart_shows_the_rewards_next_to_loss(jobs, name, series):
     assert set(figure.reward_lines) == series and figure.rate.get_title() == "Rewards"
     assert all(len(line.get_xdata()) == len(train_records(jobs[name])) for line in figure.reward_lines.values())
     assert bool(figure.lengths) == (name == "grpo")  # GRPO's completion length on the right axis
+
+
+@pytest.mark.parametrize("name", ["chat", "chat-lora-ddp"])
+def test_the_exported_model_serves_the_template_it_trained_with_and_stops_at_its_end_of_turn(jobs, name, tmp_path):
+    """`nbtoolkit export ID --format merged`: a full model (a LoRA job's adapter merged in) whose template reads the
+    same from tokenizer_config.json (llama.cpp's converter and older servers read it there first) and from
+    chat_template.jinja (transformers 5 writes only that), and whose generation config stops at the end of turn."""
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    from nbtoolkit.train.chat_template import chat_tokenizer
+
+    job = jobs[name]
+    out = job.export("merged", tmp_path / "served")
+    trained = chat_tokenizer(job.spec)
+    assert json.loads((out / "tokenizer_config.json").read_text())["chat_template"] == trained.chat_template
+    assert (out / "chat_template.jinja").read_text() == trained.chat_template
+    assert not (out / "adapter_config.json").exists() and not (out / "training_args.bin").exists()
+    served = AutoTokenizer.from_pretrained(out)
+    conversation = [{"role": "user", "content": "What is 2 + 3?"}]
+    assert served.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)["input_ids"] == (
+        trained.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)["input_ids"]
+    )
+    end_of_turn = served.convert_tokens_to_ids("<|im_end|>")
+    ends = GenerationConfig.from_pretrained(out).eos_token_id
+    assert end_of_turn in (ends if isinstance(ends, list) else [ends])
+    assert AutoModelForCausalLM.from_pretrained(out).config.vocab_size >= len(served)  # loads as a full model
+    with pytest.raises(LaunchError, match=r"is not empty; give --out a new folder"):
+        job.export("merged", out)

@@ -149,3 +149,16 @@ def test_a_grpo_job_lists_its_reward_and_show_names_each_samples_per_second(stor
     shown = capsys.readouterr().out
     assert "samples/s: 48.0 (last logging window)" in shown
     assert "steady samples/s" in shown and "reward: 0.750" in shown
+
+
+def test_export_of_a_job_id_is_its_model_and_a_format_not_built_says_so(home, capsys):
+    """`nbtoolkit export ID --format ...` exports a job's model (a spec file still gets its launch files)."""
+    from nbtoolkit.cli import main
+
+    assert main(["export", "0a1b2c3d", "--format", "gguf"]) != 0
+    assert capsys.readouterr().err.strip().endswith(
+        "--format gguf is not built yet; export --format merged and convert that folder with llama.cpp's "
+        "convert_hf_to_gguf.py"
+    )
+    assert main(["export", "0a1b2c3d"]) != 0  # an id, not a file: a job's model, and there is no such job
+    assert "no job '0a1b2c3d'" in capsys.readouterr().err

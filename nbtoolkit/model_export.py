@@ -1,0 +1,94 @@
+"""A finished job's model written out for serving elsewhere: `nbtoolkit export ID --format merged`.
+
+The trained chat template travels with the weights, but serving stacks read it from different places: transformers 5
+saves it as `chat_template.jinja` alone, llama.cpp's converter takes `tokenizer_config.json`'s before the `.jinja`
+file, and older servers read only `tokenizer_config.json` (TGI #3247, ms-swift #4358). A model that serves another
+template than it trained with, or never stops, is the step's most reported failure (LLaMA-Factory #8720, #7785),
+so the export writes the template identically in both places and gives `generation_config.json` every end token
+(the template's end of turn among them). Light: reads and writes JSON; merging an adapter is the training
+program's (Job.merge).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from nbtoolkit.backends import LaunchError
+from nbtoolkit.saved_models import BASE_DIR, is_adapter_folder
+
+FORMATS = ("merged", "gguf")
+TEMPLATE_FILE = "chat_template.jinja"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+GENERATION_CONFIG = "generation_config.json"
+#: what a training run leaves beside its model that a served model does not need
+TRAINING_ONLY = ("training_args.bin", BASE_DIR)
+
+
+def export_model(job, fmt: str = "merged", out: str | Path | None = None) -> Path:
+    """Write the job's final model as a full model folder (an adapter merged into its base) with its chat template
+    and end tokens where every serving stack looks; returns the folder."""
+    check_format(fmt)
+    if job.record.status != "succeeded":
+        raise LaunchError(f"job {job.id} is {job.record.status}; only a succeeded job has a final model to export")
+    target = Path(out or job.dir / "export" / fmt).expanduser().resolve()
+    if target.exists() and any(target.iterdir()):
+        raise LaunchError(f"{target} is not empty; give --out a new folder (nothing was written)")
+    folder = Path(job.model())
+    if is_adapter_folder(folder):
+        job.merge(target)
+    else:
+        shutil.copytree(folder, target, ignore=shutil.ignore_patterns(*TRAINING_ONLY), dirs_exist_ok=True)
+    write_serving_files(target)
+    return target
+
+
+def check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise LaunchError(f"--format '{fmt}' is not an export format; use {' or '.join(FORMATS)}")
+    if fmt == "gguf":
+        raise LaunchError(
+            "--format gguf is not built yet; export --format merged and convert that folder with llama.cpp's "
+            "convert_hf_to_gguf.py"
+        )
+
+
+def write_serving_files(folder: Path) -> None:
+    """The chat template identical in tokenizer_config.json and chat_template.jinja, and generation_config.json's
+    eos_token_id holding the tokenizer's end token (a chat run's end of turn) beside the model's own."""
+    tokenizer_config = _read(folder / TOKENIZER_CONFIG)
+    template_file = folder / TEMPLATE_FILE
+    template = template_file.read_text() if template_file.is_file() else tokenizer_config.get("chat_template")
+    if isinstance(template, str):
+        template_file.write_text(template)
+        tokenizer_config["chat_template"] = template
+        (folder / TOKENIZER_CONFIG).write_text(json.dumps(tokenizer_config, indent=2, ensure_ascii=False) + "\n")
+    end = token_id(folder, tokenizer_config.get("eos_token"))
+    generation_path = folder / GENERATION_CONFIG
+    if end is None or not generation_path.is_file():
+        return
+    generation = _read(generation_path)
+    known = generation.get("eos_token_id")
+    ends = [known] if isinstance(known, int) else list(known or [])
+    if end not in ends:
+        generation["eos_token_id"] = [end, *ends] if ends else end
+        generation_path.write_text(json.dumps(generation, indent=2) + "\n")
+
+
+def token_id(folder: Path, token) -> int | None:
+    """The id of a token (a string, or transformers' {"content": ...}) in the folder's tokenizer.json."""
+    text = token.get("content") if isinstance(token, dict) else token
+    tokenizer = _read(folder / "tokenizer.json")
+    if not text or not tokenizer:
+        return None
+    added = {item["content"]: item["id"] for item in tokenizer.get("added_tokens", [])}
+    vocab = tokenizer.get("model", {}).get("vocab")
+    if isinstance(vocab, list):  # a Unigram model's [piece, score] pairs, in id order
+        vocab = {piece: index for index, (piece, _) in enumerate(vocab)}
+    found = added.get(text, (vocab or {}).get(text))
+    return found if isinstance(found, int) else None
+
+
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
