@@ -17,7 +17,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +46,22 @@ class HarnessResults:
     #: model -> the lm-eval command that measured it (None: that model was not evaluated, with `missing` saying why)
     commands: dict[str, list[str] | None]
     missing: str | None = None
+    tasks: list[str] = field(default_factory=list)
+    #: examples per task (a count, or a fraction of each task); None: every example
+    limit: float | None = None
+
+    @property
+    def note(self) -> str:
+        """What the numbers are of, in words: how many examples, and a base that was not evaluated."""
+        said = [] if self.limit is None else [f"on the first {limit_text(self.limit)} of each task"]
+        return "; ".join([*said, *([self.missing] if self.missing else [])])
 
     def table(self):
         """The comparison as a pandas DataFrame (task, metric, base, tuned, difference, base_stderr, tuned_stderr)."""
         import pandas as pd
 
-        columns = ["task", "metric", "base", "tuned", "difference", "base_stderr", "tuned_stderr"]
-        return pd.DataFrame(self.rows, columns=columns)
+        numbers = ["base", "tuned", "difference", "base_stderr", "tuned_stderr"]
+        return pd.DataFrame(self.rows, columns=["task", "metric", *numbers]).astype(dict.fromkeys(numbers, float))
 
     def figure(self):
         """Base and tuned side by side per task and metric, with their standard errors (a new Figure each call)."""
@@ -77,21 +86,35 @@ class HarnessResults:
 
         from nbtoolkit.metrics.plots import png
 
-        note = f"<p>{self.missing}</p>" if self.missing else ""
+        note = f"<p>{self.note}</p>" if self.note else ""
         display(HTML(self.table().to_html(index=False, float_format=lambda value: f"{value:.4f}", na_rep="-") + note))
         if self.rows:
             display(Image(png(self.figure()), format="png"))
 
     def __repr__(self) -> str:
         text = self.table().to_string(index=False, float_format=lambda value: f"{value:.4f}", na_rep="-")
-        return text + (f"\n{self.missing}" if self.missing else "")
+        return text + (f"\n{self.note}" if self.note else "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"rows": self.rows, "commands": self.commands, "missing": self.missing}
+        return {"tasks": self.tasks, "limit": self.limit, "rows": self.rows, "commands": self.commands,
+                "missing": self.missing}  # fmt: skip
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HarnessResults:
-        return cls(data["rows"], data["commands"], data.get("missing"))
+        return cls(data["rows"], data["commands"], data.get("missing"), data.get("tasks", []), data.get("limit"))
+
+
+def limit_text(limit: float) -> str:
+    return f"{limit:.0%}" if limit < 1 else f"{int(limit):,} examples"
+
+
+def check_limit(limit: float | None) -> None:
+    """lm-eval's --limit: a count of examples (a whole number, at least 1) or a fraction of each task (0 to 1)."""
+    if limit is not None and not (0 < limit < 1 or (limit >= 1 and float(limit).is_integer())):
+        raise LaunchError(
+            f"limit {limit:g} is not a number of examples per task; give a whole number of at least 1, or a "
+            "fraction between 0 and 1 of each task"
+        )
 
 
 def check_task(task: str) -> None:
@@ -113,6 +136,8 @@ def base_model(spec, tuned_from: Path, started_from: Path | None = None) -> tupl
         return None, "the base is the bundled tiny model, built with random weights inside the run and not kept"
     if "://" in source:  # an earlier job's model data that job is no longer here to fetch
         return None, f"the base is {source}, and the job that made it is no longer in this job store"
+    if source.startswith(("/", "~")) and not Path(source).expanduser().exists():
+        return None, f"the base was {source}, which no longer exists"
     if is_adapter_folder(source):  # an earlier adapter job: its base with its adapter, as lm-eval loads one
         return {"pretrained": base_weights(source), "peft": source}, None
     return {"pretrained": source}, None
@@ -131,17 +156,49 @@ def command(
     found = [
         sys.executable, "-m", "lm_eval", "run",
         "--model", "hf",
-        "--model_args", ",".join(f"{key}={value}" for key, value in model_args.items()),
+        "--model_args", ",".join(f"{key}={checked(value)}" for key, value in model_args.items()),
         "--tasks", ",".join(tasks),
         "--include_path", str(HARNESS_TASKS),
         "--batch_size", str(batch_size),
         "--output_path", str(out),
     ]  # fmt: skip
     if limit is not None:
-        found += ["--limit", f"{limit:g}"]
+        found += ["--limit", str(int(limit)) if limit >= 1 else repr(float(limit))]
     if chat_template:
         found.append("--apply_chat_template")
     return found
+
+
+def checked(path: str) -> str:
+    """lm-eval splits --model_args at commas, with no escape: a path holding one would name another folder."""
+    if "," in path:
+        raise LaunchError(
+            f"lm-eval cannot be given {path}: its --model_args split at commas, and the path holds one; move the "
+            "model (or the job store, NBTOOLKIT_HOME) to a path without a comma"
+        )
+    return path
+
+
+def validate_tasks(tasks: list[str]) -> None:
+    """lm-eval's own check of the task names (`lm-eval validate`), before any model is merged or loaded."""
+    argv = [
+        sys.executable,
+        "-m",
+        "lm_eval",
+        "validate",
+        "--tasks",
+        ",".join(tasks),
+        "--include_path",
+        str(HARNESS_TASKS),
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    if done.returncode:
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        said = next((line for line in reversed(lines) if "not found" in line.lower()), lines[-1] if lines else "")
+        raise LaunchError(
+            f"lm-eval does not know every task asked for ({said.strip()[:300]}); `lm-eval ls tasks` lists them, and "
+            "nbtoolkit_tiny is the bundled one"
+        )
 
 
 def run(argv: list[str], say: Callable[[str], None]) -> dict[str, Any]:
@@ -210,13 +267,18 @@ def evaluate(
         raise LaunchError(INSTALL)
     if not tasks:
         raise LaunchError("name at least one lm-eval task, e.g. tasks=['hellaswag'] (or the bundled nbtoolkit_tiny)")
+    check_limit(limit)
     spec = job.spec
     check_task(spec.task)
+    if job.record.status != "succeeded":
+        raise LaunchError(f"job {job.id} is {job.record.status}; only a succeeded job has a final model to evaluate")
+    validate_tasks(tasks)
     folder = Path(job.model())
-    tuned = job.merge() if is_adapter_folder(folder) else folder
-    base, missing = base_model(spec, folder, started_from(job))
-    chat = spec.task in TRL_TASKS
     out = job.dir / "eval" / "harness"
+    adapter = is_adapter_folder(folder)
+    tuned = job.merge(out / "merged") if adapter else folder  # its own merge: the job's output/merged stays as made
+    base, missing = base_model(spec, folder, None if adapter else started_from(job))
+    chat = spec.task in TRL_TASKS
     if base is not None:  # the base reads prompts as the tuned model does: its tokenizer (and chat template)
         base = {**base, "tokenizer": str(tuned)}
     options: dict[str, Any] = {"chat_template": chat, "limit": limit, "batch_size": batch_size}
@@ -230,19 +292,22 @@ def evaluate(
         if argv is not None:
             say(f"lm-eval on the {model} model ({argv[argv.index('--model_args') + 1]})")
         results[model] = run(argv, say) if argv is not None else None
-    found = HarnessResults(rows(tasks, results), commands, f"base not evaluated: {missing}" if missing else None)
+    found = HarnessResults(
+        rows(tasks, results), commands, f"base not evaluated: {missing}" if missing else None, tasks, limit
+    )
     path = job.dir / RESULTS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"tasks": tasks, "limit": limit, **found.to_json()}, indent=2))
+    path.write_text(json.dumps(found.to_json(), indent=2))
     return found
 
 
 def started_from(job) -> Path | None:
-    """The model folder, here, of the earlier job this one started from (`model: job:ID`; fetched if remote)."""
+    """The model folder, here, of the earlier job this one started from (`model: job:ID`; fetched if remote); None
+    when that job or its folder is gone (the spec's model is then what is left)."""
     earlier = job.record.info.get(MODEL_FROM)
     try:
         return None if earlier is None else fetch(model_artifact(job.store, job.store.get(earlier)))
-    except JobNotFound:  # removed since: the spec's model is what is left
+    except (JobNotFound, LaunchError):
         return None
 
 

@@ -216,8 +216,9 @@ def test_the_exported_model_serves_the_template_it_trained_with_and_stops_at_its
     assert not (out / "adapter_config.json").exists() and not (out / "training_args.bin").exists()
     served = AutoTokenizer.from_pretrained(out)
     conversation = [{"role": "user", "content": "What is 2 + 3?"}]
-    assert served.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)["input_ids"] == (
-        trained.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)["input_ids"]
+    assert (
+        served.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)["input_ids"]
+        == (trained.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)["input_ids"])
     )
     end_of_turn = served.convert_tokens_to_ids("<|im_end|>")
     ends = GenerationConfig.from_pretrained(out).eos_token_id

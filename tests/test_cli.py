@@ -156,9 +156,13 @@ def test_export_of_a_job_id_is_its_model_and_a_format_not_built_says_so(home, ca
     from nbtoolkit.cli import main
 
     assert main(["export", "0a1b2c3d", "--format", "gguf"]) != 0
-    assert capsys.readouterr().err.strip().endswith(
-        "--format gguf is not built yet; export --format merged and convert that folder with llama.cpp's "
-        "convert_hf_to_gguf.py"
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(
+            "--format gguf is not built yet; export --format merged and convert that folder with llama.cpp's "
+            "convert_hf_to_gguf.py"
+        )
     )
     assert main(["export", "0a1b2c3d"]) != 0  # an id, not a file: a job's model, and there is no such job
     assert "no job '0a1b2c3d'" in capsys.readouterr().err

@@ -47,8 +47,10 @@ def test_nbtoolkit_eval_gives_lm_evals_own_numbers_for_base_and_tuned_side_by_si
     measured = {row["metric"]: row for row in results.rows}
     assert set(measured) == {"acc", "acc_norm"} and {row["task"] for row in results.rows} == {TASK}
 
-    tuned = job.dir / "output" / "merged"  # the adapter merged into its base, as `nbtoolkit merge` writes it
+    tuned = job.dir / "eval" / "harness" / "merged"  # the adapter merged into its base, for the evaluation alone
     base = job.dir / "output" / "model" / "base"  # the bundled base's weights, saved beside the adapter
+    assert not (job.dir / "output" / "merged").exists()  # a merge of the user's own is never overwritten
+    assert f"pretrained={base},tokenizer={tuned}" in results.commands["base"]  # each model where it belongs
     hand = {
         "tuned": by_hand(f"pretrained={tuned}", tmp_path / "tuned"),
         "base": by_hand(f"pretrained={base},tokenizer={tuned}", tmp_path / "base"),
@@ -107,3 +109,17 @@ def test_lm_eval_is_refused_in_one_sentence_for_a_task_that_is_not_a_language_mo
 
     with pytest.raises(LaunchError, match=r"^lm-eval evaluates language models, and this job's task is text-class"):
         check_task("text-classification")
+
+
+def test_bad_evaluation_input_is_one_sentence_before_any_model_loads(tmp_path):
+    from nbtoolkit.harness import check_limit, checked, validate_tasks
+
+    for limit in (0, -5, 2.5):
+        with pytest.raises(LaunchError, match=rf"^limit {limit:g} is not a number of examples per task; give a whole"):
+            check_limit(limit)
+    check_limit(0.25), check_limit(200)
+    assert command({"pretrained": "/m"}, [TASK], tmp_path, limit=1234567.0)[-2:] == ["--limit", "1234567"]
+    with pytest.raises(LaunchError, match=r"^lm-eval cannot be given /models/llama,v2: its --model_args split at"):
+        checked("/models/llama,v2")
+    with pytest.raises(LaunchError, match=r"^lm-eval does not know every task asked for \(Tasks not found: hellaswg"):
+        validate_tasks([TASK, "hellaswg"])  # lm-eval's own check, before a merge or a model load

@@ -586,11 +586,11 @@ def test_local_data_files_render_as_channels_by_content_and_the_form_says_what_u
     assert shipped.dataset.files == {"train": "data-train/data.jsonl", "validation": "data-validation/data.jsonl"}
     script = files["sagemaker/launch_v3.py"]
     compile(script, "launch_v3.py", "exec")
-    assert f"'{folder}data.jsonl': '{copy}'" in script and "s3.upload_file(path, bucket, key)" in script
+    assert f"'{folder}data.jsonl': '{copy}'" in script and "s3.upload_file(path, bucket, key, ExtraArgs=" in script
     said = [line for line in checks(spec) if line.startswith("before the job starts:")]
     size = f"{copy.stat().st_size:,}"
-    expected = (
-        f"before the job starts: {copy} ({size} bytes) is uploaded to {folder}data.jsonl at launch, unless that "
-        "object is there already (its key is the content's SHA-256)"
-    )
-    assert said == [expected]
+    assert said == [  # each split's file named, though the two share one object
+        f"before the job starts: dataset.files.{split}: {path} ({size} bytes) is uploaded to {folder}data.jsonl at "
+        "launch, unless that content is there already (the key is its SHA-256)"
+        for split, path in (("train", train), ("validation", copy))
+    ]

@@ -289,9 +289,8 @@ def test_local_data_files_reach_the_job_as_input_channels_uploaded_once(standin,
     said = plan(spec, store=store).summary_lines()
     sha = hashlib.sha256(train.read_bytes()).hexdigest()
     channel = f"s3://{BUCKET}/nbtoolkit/data/{sha}-jsonl/"
-    assert f"before the job starts: {train} (" in "\n".join(said) and f"uploaded to {channel}data.jsonl" in "\n".join(
-        said
-    )
+    assert f"before the job starts: dataset.files.train: {train} (" in "\n".join(said)
+    assert f"uploaded to {channel}data.jsonl" in "\n".join(said)
     assert "Contents" not in standin.s3.list_objects_v2(Bucket=BUCKET, Prefix="nbtoolkit/data/")  # plan sent nothing
 
     job = launch(spec, store=store)
@@ -332,3 +331,24 @@ def test_local_data_files_reach_the_job_as_input_channels_uploaded_once(standin,
     assert (
         standin.s3.head_object(Bucket=BUCKET, Key=f"nbtoolkit/data/{sha}-jsonl/data.jsonl")["LastModified"] == modified
     )
+
+
+def test_an_upload_sends_only_the_content_its_key_names(standin, tmp_path):
+    """A file edited between the launch (which hashed it) and the upload is refused and leaves nothing in S3; an
+    object that does not record its hash (written by anything else) is uploaded again, not trusted."""
+    from nbtoolkit.backends.sagemaker.data_channels import DataChanged, data_channels, upload
+
+    mine = tmp_path / "rows.jsonl"
+    mine.write_text('{"text": "v1", "label": "calm"}\n')
+    uri = data_channels({"train": str(mine)}, BUCKET).objects["train"]
+    key = uri.removeprefix(f"s3://{BUCKET}/")
+    mine.write_text('{"text": "v2, edited after the launch read v1", "label": "calm"}\n')
+    with pytest.raises(DataChanged, match=r"changed after the launch read it .*launch again"):
+        upload({uri: str(mine)}, standin.s3, say=lambda _: None)
+    assert "Contents" not in standin.s3.list_objects_v2(Bucket=BUCKET, Prefix=key)
+    mine.write_text('{"text": "v1", "label": "calm"}\n')
+    standin.s3.put_object(Bucket=BUCKET, Key=key, Body=b"someone else's bytes")  # no recorded hash
+    said: list[str] = []
+    upload({uri: str(mine)}, standin.s3, say=said.append)
+    assert said == [f"{mine}: uploaded to {uri}"]
+    assert standin.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == mine.read_bytes()

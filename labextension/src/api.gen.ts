@@ -675,6 +675,18 @@ export interface components {
             message: string;
         };
         /**
+         * HarnessComparison
+         * @description The job's last lm-evaluation-harness comparison (`nbtoolkit eval`), base beside tuned.
+         */
+        HarnessComparison: {
+            tasks: string[];
+            /** @description examples per task (a count, or a fraction); null: every example */
+            limit: number | null;
+            /** @description what the numbers are of, in words: the examples, a base not evaluated and why */
+            note: string;
+            rows: components["schemas"]["HarnessRow"][];
+        };
+        /**
          * HarnessRow
          * @description One task and metric of the job's last lm-evaluation-harness comparison (`nbtoolkit eval`).
          */
@@ -752,8 +764,8 @@ export interface components {
             tracking: string[];
             /** @description the earlier job whose model this one started from (model: job:ID) */
             model_from: string | null;
-            /** @description the job's last lm-evaluation-harness comparison, base beside tuned (`nbtoolkit eval`) */
-            harness: components["schemas"]["HarnessRow"][];
+            /** @description the job's last lm-eval comparison; null: none yet */
+            harness: components["schemas"]["HarnessComparison"] | null;
         };
         /**
          * JobHealth

@@ -119,6 +119,15 @@ class HarnessRow(BaseModel):
     tuned_stderr: float | None
 
 
+class HarnessComparison(BaseModel):
+    """The job's last lm-evaluation-harness comparison (`nbtoolkit eval`), base beside tuned."""
+
+    tasks: list[str]
+    limit: float | None = Field(description="examples per task (a count, or a fraction); null: every example")
+    note: str = Field(description="what the numbers are of, in words: the examples, a base not evaluated and why")
+    rows: list[HarnessRow]
+
+
 class JobDetail(JobSummary):
     """One job in full: the summary plus its stages, exit code and backend facts."""
 
@@ -135,9 +144,7 @@ class JobDetail(JobSummary):
     )
     tracking: list[str] = Field(description="the run name and where each experiment tracker writes")
     model_from: str | None = Field(description="the earlier job whose model this one started from (model: job:ID)")
-    harness: list[HarnessRow] = Field(
-        description="the job's last lm-evaluation-harness comparison, base beside tuned (`nbtoolkit eval`)"
-    )
+    harness: HarnessComparison | None = Field(description="the job's last lm-eval comparison; null: none yet")
 
 
 class JobList(BaseModel):

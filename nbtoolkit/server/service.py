@@ -23,7 +23,7 @@ from nbtoolkit.metrics.parse import SETTLE_S, STEP_LINE
 from nbtoolkit.metrics.series import MAX_LINE_BYTES, METRICS_FILE, MetricsReader, downsample, tail_records
 from nbtoolkit.runner import control
 from nbtoolkit.runner.store import JOB_ID, LOG_FILE, STATUSES, JobRecord, JobStore
-from nbtoolkit.server.models import JobDetail, JobList, JobSummary, LogPage, MetricsPage
+from nbtoolkit.server.models import HarnessComparison, JobDetail, JobList, JobSummary, LogPage, MetricsPage
 from nbtoolkit.server.sparklines import LossSparklines
 from nbtoolkit.spec import SpecError, load_spec
 from nbtoolkit.trackers import describe as describe_trackers
@@ -159,7 +159,11 @@ class JobsService:
             planned=self._planned_lines(record),
             tracking=_tracking(job_dir),
             model_from=record.info.get(MODEL_FROM),
-            harness=compared.rows if compared else [],
+            harness=HarnessComparison(
+                tasks=compared.tasks, limit=compared.limit, note=compared.note, rows=compared.rows
+            )
+            if compared
+            else None,
         )
 
     def _planned_lines(self, record: JobRecord) -> list[str]:

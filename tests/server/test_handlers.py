@@ -329,11 +329,16 @@ async def test_job_detail_shows_where_its_model_came_from_and_its_last_lm_eval_c
     """The panel's detail view: the lineage `nbtoolkit show` prints, and the table `nbtoolkit eval` stored."""
     job = finished_job(store)
     store.set_info(job.id, "model_from", "0a1b2c3d")
-    assert (await get_json(jp_fetch, "jobs", job.id))["harness"] == []
-    row = {"task": "arc_easy", "metric": "acc", "base": 0.5, "tuned": 0.625, "difference": 0.125}
-    row |= {"base_stderr": 0.05, "tuned_stderr": None}
+    assert (await get_json(jp_fetch, "jobs", job.id))["harness"] is None
+    row = {"task": "arc_easy", "metric": "acc", "base": None, "tuned": 0.625, "difference": None}
+    row |= {"base_stderr": None, "tuned_stderr": 0.05}
     results = store.job_dir(job.id) / "eval" / "harness.json"
     results.parent.mkdir()
-    results.write_text(json.dumps({"tasks": ["arc_easy"], "rows": [row], "commands": {}, "missing": None}))
+    missing = "base not evaluated: the base is the bundled tiny model, built with random weights inside the run"
+    stored = {"tasks": ["arc_easy"], "limit": 200, "rows": [row], "commands": {}, "missing": missing}
+    results.write_text(json.dumps(stored))
     detail = await get_json(jp_fetch, "jobs", job.id)  # a new comparison is a new detail (its etag changed)
-    assert detail["model_from"] == "0a1b2c3d" and detail["harness"] == [row]
+    assert detail["model_from"] == "0a1b2c3d" and detail["harness"]["rows"] == [row]
+    # how many examples, and why a base is missing, travel with the numbers
+    assert detail["harness"]["limit"] == 200
+    assert detail["harness"]["note"] == f"on the first 200 examples of each task; {missing}"

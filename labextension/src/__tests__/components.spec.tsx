@@ -325,17 +325,22 @@ describe('JobDetail', () => {
     expect(query('.nbt-JobDetail-tracking').textContent).toBe(
       'run name qa-3f9a0c1d · tensorboard /jobs/3f9a0c1d/runs'
     );
-    const harness = [
-      {
-        task: 'arc_easy',
-        metric: 'acc',
-        base: 0.5,
-        tuned: 0.625,
-        difference: 0.125,
-        base_stderr: 0.05,
-        tuned_stderr: null
-      }
-    ];
+    const harness = {
+      tasks: ['arc_easy'],
+      limit: 200,
+      note: 'on the first 200 examples of each task',
+      rows: [
+        {
+          task: 'arc_easy',
+          metric: 'acc',
+          base: 0.5,
+          tuned: 0.625,
+          difference: 0.125,
+          base_stderr: 0.05,
+          tuned_stderr: null
+        }
+      ]
+    };
     act(() =>
       root.render(
         <JobDetail
@@ -360,6 +365,9 @@ describe('JobDetail', () => {
       '0.6250',
       '+0.1250'
     ]);
+    expect(query('.nbt-JobDetail-harnessNote').textContent).toBe(
+      'on the first 200 examples of each task'
+    );
     act(() =>
       root.render(
         <JobDetail

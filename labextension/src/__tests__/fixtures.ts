@@ -57,7 +57,7 @@ export function detail(values: Partial<IJobDetail> = {}): IJobDetail {
     planned: [],
     tracking: [],
     model_from: null,
-    harness: [],
+    harness: null,
     ...values
   };
 }

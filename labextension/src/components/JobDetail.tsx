@@ -83,7 +83,7 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
         (job.planned.length > 0 ||
           job.tracking.length > 0 ||
           job.model_from ||
-          job.harness.length > 0) && (
+          job.harness) && (
           <dl className="nbt-JobDetail-facts">
             {job.model_from && (
               <>
@@ -109,11 +109,16 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
                 </dd>
               </>
             )}
-            {job.harness.length > 0 && (
+            {job.harness && (
               <>
                 <dt>lm-eval</dt>
                 <dd>
-                  <HarnessTable rows={job.harness} />
+                  <HarnessTable rows={job.harness.rows} />
+                  {job.harness.note && (
+                    <div className="nbt-JobDetail-harnessNote">
+                      {job.harness.note}
+                    </div>
+                  )}
                 </dd>
               </>
             )}
@@ -144,7 +149,11 @@ export function JobDetail(props: IJobDetailProps): JSX.Element {
 }
 
 /** The job's last lm-evaluation-harness comparison: base beside tuned per task and metric. */
-function HarnessTable({ rows }: { rows: IJobDetail['harness'] }): JSX.Element {
+function HarnessTable({
+  rows
+}: {
+  rows: NonNullable<IJobDetail['harness']>['rows'];
+}): JSX.Element {
   const number = (value: number | null | undefined, sign = false): string =>
     value === null || value === undefined
       ? '-'

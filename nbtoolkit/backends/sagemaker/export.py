@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
+from nbtoolkit.backends.sagemaker.data_channels import SHA256_METADATA
 from nbtoolkit.backends.sagemaker.job import (
     CHECKPOINT_LOCAL_PATH,
     CODE_DIR,
@@ -65,17 +66,25 @@ def _session_lines(job: TrainingJob, session_class: str) -> list[str]:
 
 
 def _upload_lines(job: TrainingJob) -> list[str]:
-    """The spec's local data files uploaded as nbtoolkit's launch does: once, under their content's hash."""
+    """The spec's local data files uploaded as nbtoolkit's launch does: once per content, a file edited since the
+    script was written refused (the key names the content it had)."""
     if not job.uploads:
         return []
     return [
-        "# the spec's local data files, read by the job as input channels: uploaded unless already there (the key",
-        "# is the content's SHA-256)",
+        "# the spec's local data files, read by the job as input channels: each key names its content's SHA-256,",
+        "# uploaded unless an object recording that hash is there already",
         "s3 = boto_session.client('s3')",
         f"for uri, path in {_literal(job.uploads)}.items():",
         "    bucket, _, key = uri.removeprefix('s3://').partition('/')",
-        "    if not s3.list_objects_v2(Bucket=bucket, Prefix=key).get('KeyCount'):",
-        "        s3.upload_file(path, bucket, key)",
+        "    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()",
+        "    if f'/{digest}-' not in uri:",
+        "        raise SystemExit(f'{path} changed since nbtoolkit wrote this script; export it again')",
+        "    try:",
+        f"        if s3.head_object(Bucket=bucket, Key=key)['Metadata'].get({SHA256_METADATA!r}) == digest:",
+        "            continue",
+        "    except s3.exceptions.ClientError:",
+        "        pass",
+        f"    s3.upload_file(path, bucket, key, ExtraArgs={{'Metadata': {{{SHA256_METADATA!r}: digest}}}})",
     ]
 
 
@@ -120,6 +129,7 @@ def v3_script(job: TrainingJob, title: str) -> str:
         "Starts the job and returns; follow it in the SageMaker console or with",
         "`nbtoolkit attach <training job name>`.",
         '"""',
+        *(["import hashlib"] if job.uploads else []),
         *(["import shutil"] if own else []),
         "from pathlib import Path",
         "",
@@ -224,6 +234,7 @@ def v2_script(job: TrainingJob, title: str) -> str:
         '"""SageMaker training job written by nbtoolkit for the SageMaker Python SDK v2',
         "(`pip install 'sagemaker<3'`) with the HuggingFace estimator; prefer launch_v3.py on SDK v3.",
         '"""',
+        *(["import hashlib"] if job.uploads else []),
         *(["import shutil"] if own else []),
         "from pathlib import Path",
         "",

@@ -10,12 +10,12 @@ from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.neuron.render import workers_problem
 from nbtoolkit.backends.sagemaker.aws_errors import NO_CREDENTIALS, NO_REGION
 from nbtoolkit.backends.sagemaker.container import code_files
+from nbtoolkit.backends.sagemaker.data_channels import data_channels
 from nbtoolkit.backends.sagemaker.export import export_files
 from nbtoolkit.backends.sagemaker.instances import unknown_instance_message
 from nbtoolkit.backends.sagemaker.job import (
     JOB_FILE,
     SageMakerSetupError,
-    TrainingJob,
     training_job,
     with_data_channels,
 )
@@ -41,11 +41,11 @@ def follower_stage(name: str, args: list[str], metrics_from_log: bool) -> Stage:
     )
 
 
-def notes(spec: RunSpec, job: TrainingJob) -> list[str]:
+def notes(spec: RunSpec) -> list[str]:
     found = [
         "needs AWS credentials (boto3's usual chain) and pip install 'nbtoolkit-finetune[sagemaker]'",
         "the same job as SageMaker SDK code: sagemaker/launch_v3.py (v3) and sagemaker/launch_v2.py (v2)",
-        *uploads_said(job),
+        *uploads_said(spec),
     ]
     if spec.sagemaker.spot and spec.script is None and spec.train.save_steps is None:
         found.append("spot job without train.save_steps: after a spot interruption training restarts from step 0")
@@ -82,22 +82,28 @@ def render(spec: RunSpec) -> Launch:
     if job.precompile:  # its numbers come from graph tracing, not training: not metrics
         stages.insert(0, follower_stage("precompile", ["--job", JOB_FILE, "--phase", "precompile"], False))
     files = {**code_files(spec), JOB_FILE: job.model_dump_json(indent=2), **export_files(job, spec.display_name)}
-    return Launch(backend=NAME, stages=stages, env={"PYTHONUNBUFFERED": "1"}, files=files, notes=notes(spec, job))
+    return Launch(backend=NAME, stages=stages, env={"PYTHONUNBUFFERED": "1"}, files=files, notes=notes(spec))
 
 
 def transfers(spec: RunSpec) -> list[str]:
     """What a launch moves before the job starts, said by plan: local data files to the job's bucket."""
     try:
-        return uploads_said(with_data_channels(training_job(spec), spec))
+        training_job(spec)
+        return uploads_said(spec)
     except (SageMakerSetupError, OSError):
-        return []  # the spec's problem is validate's sentence
+        return []  # the spec's problem is validate's sentence, a missing file preflight's
 
 
-def uploads_said(job: TrainingJob) -> list[str]:
+def uploads_said(spec: RunSpec) -> list[str]:
+    """One line per split with a local file: which file, its size, the object it is read from."""
+    files = spec.dataset.files or {}
+    if not files:
+        return []
+    objects = data_channels(files, spec.sagemaker.bucket or "").objects
     return [
-        f"{path} ({Path(path).stat().st_size:,} bytes) is uploaded to {uri} at launch, unless that object is "
-        "there already (its key is the content's SHA-256)"
-        for uri, path in job.uploads.items()
+        f"dataset.files.{split}: {path} ({Path(path).stat().st_size:,} bytes) is uploaded to {objects[split]} at "
+        "launch, unless that content is there already (the key is its SHA-256)"
+        for split, path in files.items()
     ]
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from nbtoolkit.backends.sagemaker.aws_errors import NO_REGION, explain
-from nbtoolkit.backends.sagemaker.data_channels import upload
+from nbtoolkit.backends.sagemaker.data_channels import DataChanged, upload
 from nbtoolkit.backends.sagemaker.job import CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE, TrainingJob
 from nbtoolkit.backends.sagemaker.settings import region_image
 from nbtoolkit.metrics.cost import BILLED_SINCE_ENV
@@ -125,6 +125,8 @@ def submit(job: TrainingJob, job_dir: Path, say=print) -> tuple[str, str]:
     if job.uploads:
         try:
             upload(job.uploads, boto.client("s3"), say)
+        except DataChanged as exc:
+            raise SubmitError(str(exc)) from None
         except Exception as exc:  # botocore raises many kinds; each becomes one sentence
             raise SubmitError(explain(exc, action="upload dataset.files to S3", needs=UPLOAD_PERMISSIONS)) from exc
     try:

@@ -7,7 +7,7 @@ import sys
 
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.skypilot.settings import BUCKET_SCHEMES
-from nbtoolkit.backends.skypilot.task import TASK_FILE, accelerators, settings, task_files
+from nbtoolkit.backends.skypilot.task import TASK_FILE, accelerators, data_mounts, settings, task_files
 from nbtoolkit.launches import Launch, Stage
 from nbtoolkit.spec import RunSpec
 
@@ -90,6 +90,14 @@ def notes(spec: RunSpec) -> list[str]:
             "without train.save_steps checkpoints are saved once per epoch: a recovered job repeats the epoch it was in"
         )
     return found
+
+
+def transfers(spec: RunSpec) -> list[str]:
+    """What a launch moves before the job starts, said by plan: local data files copied to every node."""
+    return [
+        f"dataset.files.{split}: {path} is copied to {remote} on every node by the task's file_mounts"
+        for split, (remote, path) in data_mounts(spec).items()
+    ]
 
 
 def follower_stage(*args: str) -> Stage:
