@@ -5,7 +5,7 @@ import { JobDetail } from '../components/JobDetail';
 import { JobList } from '../components/JobList';
 import { IJobActions } from '../components/JobRow';
 import { polylinePoints } from '../components/LineChart';
-import { IJobSummary } from '../handler';
+import { IJobDetail, IJobSummary } from '../handler';
 import { detail, job } from './fixtures';
 
 // render synchronously inside act(), as React expects of a test environment
@@ -13,6 +13,23 @@ import { detail, job } from './fixtures';
 
 let container: HTMLDivElement;
 let root: Root;
+
+/** A job's detail view with no metric records and an empty log, as most of these tests look at it. */
+function renderDetail(job: IJobDetail, done = true, charts = true): void {
+  act(() =>
+    root.render(
+      <JobDetail
+        job={job}
+        records={[]}
+        log={''}
+        rawLog={false}
+        error={null}
+        done={done}
+        charts={charts}
+      />
+    )
+  );
+}
 
 beforeEach(() => {
   container = document.createElement('div');
@@ -175,19 +192,7 @@ describe('JobList', () => {
       '$0.10'
     );
 
-    act(() =>
-      root.render(
-        <JobDetail
-          job={detail(near)}
-          records={[]}
-          log={''}
-          rawLog={false}
-          error={null}
-          done={false}
-          charts={true}
-        />
-      )
-    );
+    renderDetail(detail(near), false);
     expect(
       query('.nbt-JobDetail-header .nbt-JobRow-budget').textContent
     ).toContain(summary);
@@ -306,19 +311,7 @@ describe('JobDetail', () => {
       'run name qa-3f9a0c1d',
       'tensorboard /jobs/3f9a0c1d/runs'
     ];
-    act(() =>
-      root.render(
-        <JobDetail
-          job={detail({ planned, tracking })}
-          records={[]}
-          log={''}
-          rawLog={false}
-          error={null}
-          done={true}
-          charts={true}
-        />
-      )
-    );
+    renderDetail(detail({ planned, tracking }));
     expect(query('.nbt-JobDetail-planned').textContent).toBe(
       planned.join('\n')
     );
@@ -341,19 +334,7 @@ describe('JobDetail', () => {
         }
       ]
     };
-    act(() =>
-      root.render(
-        <JobDetail
-          job={detail({ model_from: '3f9a0c1d', harness })}
-          records={[]}
-          log={''}
-          rawLog={false}
-          error={null}
-          done={true}
-          charts={true}
-        />
-      )
-    );
+    renderDetail(detail({ model_from: '3f9a0c1d', harness }));
     expect(query('.nbt-JobDetail-lineage').textContent).toBe('job 3f9a0c1d');
     const cells = queryAll('.nbt-JobDetail-harness tbody td').map(
       cell => cell.textContent
@@ -368,36 +349,12 @@ describe('JobDetail', () => {
     expect(query('.nbt-JobDetail-harnessNote').textContent).toBe(
       'on the first 200 examples of each task'
     );
-    act(() =>
-      root.render(
-        <JobDetail
-          job={detail()}
-          records={[]}
-          log={''}
-          rawLog={false}
-          error={null}
-          done={true}
-          charts={true}
-        />
-      )
-    );
+    renderDetail(detail());
     expect(query('.nbt-JobDetail-facts')).toBeNull();
   });
 
   it('shows only the log when asked for the log', () => {
-    act(() =>
-      root.render(
-        <JobDetail
-          job={detail()}
-          records={[]}
-          log={''}
-          rawLog={false}
-          error={null}
-          done={false}
-          charts={false}
-        />
-      )
-    );
+    renderDetail(detail(), false, false);
     expect(query('.nbt-JobDetail-charts')).toBeNull();
     expect(query('.nbt-LogTail').textContent).toBe('no output yet');
   });
