@@ -66,7 +66,8 @@ def test_the_programs_arguments_are_what_0_4_1_refuses_so_the_tutorials_run_trai
 
     engine = neuron_engine(spec)
     assert engine.trainer_class is None and engine.arguments_class is None  # transformers' own, on XLA
-    assert engine.arguments == {"bf16": False} and engine.prepare_model is not None  # full bf16: the cast model
+    assert engine.arguments["bf16"] is False and engine.prepare_model is not None  # full bf16: the cast model
+    assert engine.arguments["use_cpu"] is True  # no torch-xla here: the ranks train on the CPU together
     arguments = training_arguments(
         spec, str(tmp_path), True, arguments_class=engine.arguments_class, **engine.arguments
     )

@@ -291,7 +291,9 @@ def test_local_data_files_reach_the_job_as_input_channels_uploaded_once(standin,
     channel = f"s3://{BUCKET}/nbtoolkit/data/{sha}-jsonl/"
     assert f"before the job starts: dataset.files.train: {train} (" in "\n".join(said)
     assert f"uploaded to {channel}data.jsonl" in "\n".join(said)
-    assert "Contents" not in standin.s3.list_objects_v2(Bucket=BUCKET, Prefix="nbtoolkit/data/")  # plan sent nothing
+    assert "Contents" not in standin.s3.list_objects_v2(
+        Bucket=BUCKET, Prefix=f"nbtoolkit/data/{sha}"
+    )  # plan sent nothing
 
     job = launch(spec, store=store)
     assert job.wait(timeout=300) == "succeeded", job.logs(tail=30)

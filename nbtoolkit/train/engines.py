@@ -69,8 +69,14 @@ def neuron_engine(spec: RunSpec) -> Engine:
 
 
 def xla_engine(spec: RunSpec) -> Engine:
-    """transformers' own Trainer on XLA: full bf16 as the model cast to bfloat16."""
-    return Engine(arguments={"bf16": False}, prepare_model=bf16_model if spec.precision == "bf16" else None)
+    """transformers' own Trainer on XLA: full bf16 as the model cast to bfloat16. Where torch-xla is missing (a
+    Neuron run rehearsed or tested on a CPU machine) the ranks train on the CPU, together (gloo), not each alone."""
+    import importlib.util
+
+    arguments: dict[str, Any] = {"bf16": False}
+    if importlib.util.find_spec("torch_xla") is None:
+        arguments["use_cpu"] = True
+    return Engine(arguments=arguments, prepare_model=bf16_model if spec.precision == "bf16" else None)
 
 
 def bf16_model(model: Any) -> Any:
