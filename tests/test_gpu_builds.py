@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from nbtoolkit import catalog
+from nbtoolkit.backends.sagemaker.aws_errors import SageMakerSetupError
+from nbtoolkit.backends.sagemaker.images import SMP_IMAGE, huggingface_image_build
 from nbtoolkit.backends.sagemaker.instances import SMP_INSTANCE_TYPES
-from nbtoolkit.backends.sagemaker.job import SMP_IMAGE, SageMakerSetupError, huggingface_image_build, training_job
+from nbtoolkit.backends.sagemaker.job import training_job
 from nbtoolkit.gpu_builds import builds, gpu_capability, gpus, image_build, pytorch_runs_on
 from nbtoolkit.spec import SpecError, SpecWarning, load_spec
 

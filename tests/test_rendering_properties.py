@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.dispatch import render
+from nbtoolkit.backends.sagemaker.aws_errors import SageMakerSetupError
 from nbtoolkit.backends.sagemaker.export import export_files
-from nbtoolkit.backends.sagemaker.job import NEURON_CACHE, SageMakerSetupError, training_job
+from nbtoolkit.backends.sagemaker.job import NEURON_CACHE, training_job
 from nbtoolkit.spec import SpecError, load_spec
 
 #: text meant to escape: shell and Python quoting, command substitution, comments, f-string braces.

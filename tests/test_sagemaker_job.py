@@ -12,9 +12,9 @@ import pytest
 from nbtoolkit.backends import LaunchError, backend_name
 from nbtoolkit.backends.dispatch import preflight, render
 from nbtoolkit.backends.sagemaker.follow import cost_facts, not_resumable_message
+from nbtoolkit.backends.sagemaker.images import DEFAULT_VERSIONS
 from nbtoolkit.backends.sagemaker.job import (
     CODE_DIR,
-    DEFAULT_VERSIONS,
     ENTRY_SCRIPT,
     JOB_FILE,
     SMDDP_ENV,

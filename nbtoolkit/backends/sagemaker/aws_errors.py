@@ -1,6 +1,12 @@
-"""AWS failures as the one sentence a user reads: what went wrong and what to do."""
+"""What goes wrong with a SageMaker job as the one sentence a user reads: a spec SageMaker cannot run as asked,
+and AWS failures (what went wrong and what to do)."""
 
 from __future__ import annotations
+
+
+class SageMakerSetupError(ValueError):
+    """A spec SageMaker cannot run as asked; the message is the sentence the user reads."""
+
 
 NO_CREDENTIALS = (
     "no AWS credentials found; run `aws configure` or `aws sso login`, set AWS_PROFILE or "

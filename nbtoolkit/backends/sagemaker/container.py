@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 
 from nbtoolkit.backends.neuron.render import precompile_spec
+from nbtoolkit.backends.sagemaker.images import DISTRIBUTION
 from nbtoolkit.backends.sagemaker.instances import accelerator_of
 from nbtoolkit.backends.sagemaker.job import (
     CHECKPOINT_DIR_ENV,
     CHECKPOINT_LOCAL_PATH,
     CODE_DIR,
-    DISTRIBUTION,
     ENTRY_SCRIPT,
     MODEL_CHANNEL,
     PRECOMPILE_SPEC_FILE,

@@ -10,13 +10,13 @@ from __future__ import annotations
 import textwrap
 
 from nbtoolkit.backends.sagemaker.data_channels import SHA256_METADATA
+from nbtoolkit.backends.sagemaker.images import SMP_IMAGE
 from nbtoolkit.backends.sagemaker.job import (
     CHECKPOINT_LOCAL_PATH,
     CODE_DIR,
     NEURON_CACHE,
     PACKAGE_IGNORE,
     PRECOMPILE_ENV,
-    SMP_IMAGE,
     TrainingJob,
 )
 from nbtoolkit.backends.sagemaker.settings import REGION_PLACEHOLDER

@@ -8,11 +8,7 @@ sentence the user reads.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import re
-import warnings
-from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,19 +16,21 @@ from pydantic import BaseModel, ConfigDict
 
 from nbtoolkit.backends.neuron.render import neuron_env
 from nbtoolkit.backends.program import BASE_ENV
+from nbtoolkit.backends.sagemaker.aws_errors import SageMakerSetupError
 from nbtoolkit.backends.sagemaker.data_channels import CHANNEL_NAME, container_file, data_channels
+from nbtoolkit.backends.sagemaker.images import (
+    check_own_program_image,
+    own_program_needs,
+    training_image,
+)
 from nbtoolkit.backends.sagemaker.instances import (
     SMDDP_INSTANCE_TYPES,
     SMP_INSTANCE_TYPES,
     accelerator_of,
-    unknown_instance_message,
 )
-from nbtoolkit.catalog import CatalogError, instance_names
-from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.credentials import is_secret_variable
-from nbtoolkit.gpu_builds import build_known, cuda_of, image_build, pytorch_runs_on, sm_name
 from nbtoolkit.metrics.parse import pair_pattern
-from nbtoolkit.spec import RunSpec, SpecWarning
+from nbtoolkit.spec import RunSpec
 
 JOB_FILE = "sagemaker/job.json"
 #: the job's code as shipped for nbtoolkit's own program: spec, entry script, requirements (+ the package)
@@ -53,27 +51,11 @@ CHECKPOINT_DIR_ENV = "NBTOOLKIT_CHECKPOINT_DIR"
 #: arrives in: SageMaker copies it to /opt/ml/input/data/model and names that folder in SM_CHANNEL_MODEL
 MODEL_CHANNEL = "model"
 
-#: The newest Hugging Face training image the SDK knows (transformers 5, which nbtoolkit.train is written for)
-DEFAULT_VERSIONS = {"transformers_version": "5.3.0", "pytorch_version": "2.9.0", "py_version": "py312"}
 #: how a script starts SageMaker model parallel v2 (torch.sagemaker); SMP v1's smdistributed.modelparallel
 #: does not run on the v2 image
 SMP_V2_INIT = re.compile(
     r"^\s*(import\s+torch\.sagemaker\b|from\s+torch\.sagemaker\b|from\s+torch\s+import\s+sagemaker\b)", re.MULTILINE
 )
-#: SageMaker model parallel v2 image (smdistributed-modelparallel), resolved through the SDK as `pytorch-smp`
-SMP_IMAGE = {"framework": "pytorch-smp", "version": "2.4.1", "py_version": "py311", "container_version": "cu121"}
-#: The SDKs cannot look up Hugging Face Trainium (neuronx) training images, so this one is named outright:
-#: transformers 4.55.4, PyTorch 2.7, Neuron SDK 2.26 (from the SDK's own huggingface-neuronx table).
-TRAINIUM_IMAGE = (
-    "763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:"
-    "2.7.0-transformers4.55.4-neuronx-py310-sdk2.26.0-ubuntu22.04"
-)
-#: the distribution whose requirements (pyproject.toml) nbtoolkit's training program needs in the image
-DISTRIBUTION = "nbtoolkit-finetune"
-#: a Hugging Face DLC tag's transformers and Python: `:<torch>-transformers<x>-gpu-py<NN>-...`
-IMAGE_VERSIONS = re.compile(r":[\d.]+-transformers(?P<transformers>[\d.]+)-\w+-(?P<py>py\d+)\b")
-#: a DLC tag for CPU instances (`:2.8.0-cpu-py312-...`): no CUDA in it at all
-CPU_TAG = re.compile(r":[^/@]*\bcpu\b")
 #: The SageMaker SDK v2 refuses smdistributed data parallel on Hugging Face images with PyTorch >= 2.2
 SMDDP_PYTORCH_BELOW = (2, 2)
 SMDDP_ENV = {"ACCELERATE_USE_SAGEMAKER": "true", "ACCELERATE_SAGEMAKER_DISTRIBUTED_TYPE": "DATA_PARALLEL"}
@@ -104,10 +86,6 @@ OWN_PROGRAM_CANNOT = {
     "torch.sagemaker.transform(model) (SageMaker model parallel v2), which nbtoolkit's training program does "
     "not; give script: with one (or sagemaker.image_uri if yours does), or use ddp",
 }
-
-
-class SageMakerSetupError(ValueError):
-    """A spec SageMaker cannot run as asked; the message is the sentence the user reads."""
 
 
 class TrainingJob(BaseModel):
@@ -192,10 +170,10 @@ def training_job(spec: RunSpec) -> TrainingJob:
     _check_data(spec)
     _check_environment(settings.environment)
     strategy = spec.parallelism.strategy
-    image_uri, image_lookup, versions = _image(spec, instance)
+    image_uri, image_lookup, versions = training_image(spec, instance)
     _check_distribution(spec, instance, image_uri, versions)
     if spec.script is None:
-        _check_own_program_image(instance, image_uri, versions)
+        check_own_program_image(instance, image_uri, versions)
     trainium = accelerator_of(instance) == "neuron"
     distributed = strategy != "none" or spec.world_size > 1 or trainium
     own_program = spec.script is None
@@ -294,265 +272,6 @@ def _script_entry(spec: RunSpec) -> str:
             f"{spec.script.source_dir}; SageMaker ships only the source directory"
         )
     return script.relative_to(source_dir).as_posix()
-
-
-def _image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | None, dict[str, str] | None]:
-    """(explicit image URI, image lookup, Hugging Face versions) for the instance and strategy: only an image
-    whose PyTorch build has kernels for the instance's GPU (nbtoolkit/gpu_builds.yaml)."""
-    settings = spec.sagemaker
-    gpu = _gpu(instance)
-    if settings.image_uri:
-        if gpu is not None:
-            _check_image_uri(settings.image_uri, instance, gpu)
-        return settings.image_uri, None, None
-    if accelerator_of(instance) == "neuron":
-        return TRAINIUM_IMAGE, None, None
-    if spec.parallelism.strategy == "smp":
-        return None, {**SMP_IMAGE, "image_scope": "training", "instance_type": instance}, None
-    if accelerator_of(instance) != "cuda":
-        raise SageMakerSetupError(
-            f"hardware.instance_type '{instance}' has no GPU, and Hugging Face training images exist for GPU "
-            "instances only; choose an ml.g5/ml.p4d-class instance or give sagemaker.image_uri"
-        )
-    versions = {
-        "transformers_version": settings.transformers_version or DEFAULT_VERSIONS["transformers_version"],
-        "pytorch_version": settings.pytorch_version or DEFAULT_VERSIONS["pytorch_version"],
-    }
-    build = huggingface_image_build(versions["transformers_version"], versions["pytorch_version"])
-    if gpu is not None and not pytorch_runs_on(*build, gpu):
-        if settings.pytorch_version or settings.transformers_version:
-            field = "sagemaker.pytorch_version" if settings.pytorch_version else "sagemaker.transformers_version"
-            raise SageMakerSetupError(_no_kernels(f"{field} {versions[field.split('.')[1]]}", build, instance, gpu))
-        versions = newest_huggingface_image(gpu)
-    versions["py_version"] = image_python(
-        versions["transformers_version"], versions["pytorch_version"], settings.py_version
-    )
-    lookup = {
-        "framework": "huggingface",
-        "version": versions["transformers_version"],
-        "base_framework_version": f"pytorch{versions['pytorch_version']}",
-        "py_version": versions["py_version"],
-        "image_scope": "training",
-        "instance_type": instance,
-    }
-    return None, lookup, versions
-
-
-def _check_image_uri(image_uri: str, instance: str, gpu: str) -> None:
-    """An explicit image on a GPU instance: refused without kernels for its GPU (or without CUDA at all);
-    one whose tag does not say (a digest, a custom tag) runs, with a warning that it was not checked."""
-    what = f"sagemaker.image_uri '{image_uri}'"
-    build = image_build(image_uri)
-    if build is not None:
-        if not pytorch_runs_on(*build, gpu):
-            raise SageMakerSetupError(_no_kernels(what, build, instance, gpu))
-        return
-    works = newest_huggingface_image(gpu)
-    instead = (
-        f"use transformers_version {works['transformers_version']} with pytorch_version "
-        f"{works['pytorch_version']} ({huggingface_image_tag(works)})"
-    )
-    if CPU_TAG.search(image_uri):
-        raise SageMakerSetupError(
-            f"{what} is a CPU image, which would train on none of the {gpu} GPUs of '{instance}' while they bill; "
-            f"give a -gpu- image built for CUDA, or {instead}"
-        )
-    warnings.warn(
-        f"{what} names no PyTorch and CUDA in its tag, so nbtoolkit cannot check that it has kernels for the {gpu} "
-        f"({sm_name(gpu)}) of '{instance}'; give a tag that names them (<torch>-...-cu<NNN>), or {instead}",
-        SpecWarning,
-        stacklevel=2,
-    )
-
-
-def _gpu(instance: str) -> str | None:
-    """The NVIDIA GPU of an instance type (None: no GPU, or no SageMaker type); a GPU instance the catalog lacks is
-    refused, since no image could be checked for kernels for its GPU."""
-    try:
-        return catalog_instance(instance).device.gpu
-    except CatalogError:
-        if accelerator_of(instance) != "cuda":
-            return None
-        try:
-            if unknown_instance_message(instance):
-                return None  # not a SageMaker instance type at all: preflight's sentence names the close ones
-        except ImportError:  # no botocore here: the catalog's sentence still names what is known
-            pass
-        known = [name for name in instance_names(sagemaker=True) if accelerator_of(name) == "cuda"]
-        raise SageMakerSetupError(
-            f"hardware.instance_type '{instance}' is a GPU instance nbtoolkit's catalog does not know, so no image "
-            f"can be checked for kernels for its GPU; use one of {', '.join(known)} (or add it, with its GPU, to "
-            "nbtoolkit/catalog.yaml)"
-        ) from None
-
-
-def _no_kernels(what: str, build: tuple[str, str | None], instance: str, gpu: str) -> str:
-    """The sentence for an image without kernels for the instance's GPU (or whose build the table lacks), naming
-    one that has them."""
-    pytorch, cuda = build
-    works = newest_huggingface_image(gpu)
-    why = (
-        f", which has no kernels for the {gpu} ({sm_name(gpu)}) of '{instance}' and would fail at its first CUDA "
-        "kernel after the instances start billing"
-        if build_known(pytorch, cuda)
-        else f", a build nbtoolkit/gpu_builds.yaml has no row for, so whether it has kernels for the {gpu} "
-        f"({sm_name(gpu)}) of '{instance}' cannot be checked"
-    )
-    return (
-        f"{what} is PyTorch {pytorch}"
-        + (f" built for CUDA {cuda}" if cuda else "")
-        + f"{why}; use transformers_version {works['transformers_version']} with "
-        f"pytorch_version {works['pytorch_version']} ({huggingface_image_tag(works)}), or leave the versions out "
-        "to get it"
-    )
-
-
-def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
-
-
-@cache
-def own_program_needs() -> dict[str, str]:
-    """The transformers and Python releases nbtoolkit's training program needs, read from the distribution's
-    own requirements (pyproject.toml), so an image older than them is refused before it bills."""
-    import importlib.metadata
-
-    transformers = next(
-        found.group(1)
-        for line in importlib.metadata.requires(DISTRIBUTION) or []
-        if (found := re.match(r"transformers\s*>=\s*([\d.]+)\s*$", line))
-    )
-    python = importlib.metadata.metadata(DISTRIBUTION)["Requires-Python"].removeprefix(">=").strip()
-    return {"transformers": transformers, "Python": python}
-
-
-def _check_own_program_image(instance: str, image_uri: str | None, versions: dict[str, str] | None) -> None:
-    """An image with a transformers or Python older than nbtoolkit's program needs would bill, then fail at import."""
-    if versions is not None:
-        what, has = "sagemaker.transformers_version", {"transformers": versions["transformers_version"]}
-        has["Python"] = python_release(versions["py_version"])
-    else:
-        found = IMAGE_VERSIONS.search(image_uri or "")
-        if found is None:
-            return  # a PyTorch or custom image: its tag does not say, and the program's import says at start
-        what, has = f"sagemaker.image_uri '{image_uri}'", {"transformers": found["transformers"]}
-        has["Python"] = python_release(found["py"])
-    older = [name for name, minimum in own_program_needs().items() if _release(has[name]) < _release(minimum)]
-    if older:
-        gpu = _gpu(instance)
-        works = newest_huggingface_image(gpu) if gpu else dict(DEFAULT_VERSIONS)
-        raise SageMakerSetupError(
-            f"{what} gives transformers {has['transformers']} on Python {has['Python']}, older than the "
-            + " and ".join(f"{name} >= {own_program_needs()[name]}" for name in older)
-            + " nbtoolkit's training program needs; use transformers_version "
-            f"{works['transformers_version']} with pytorch_version {works['pytorch_version']} "
-            f"({huggingface_image_tag(works)}), run your own script (script:), or leave the versions out to get it"
-        )
-
-
-def python_release(py_version: str) -> str:
-    """'py310' -> '3.10' (an image tag's or the SDK's Python)."""
-    digits = py_version.removeprefix("py")
-    return f"{digits[0]}.{digits[1:]}"
-
-
-def _framework_entry(transformers_version: str, pytorch_version: str) -> dict[str, Any] | None:
-    """The SDK table's entry for a Hugging Face training image (None without the SDK or for unknown versions)."""
-    table = huggingface_training_images()
-    if table is None:
-        return None
-    transformers = (table.get("version_aliases") or {}).get(transformers_version, transformers_version)
-    frameworks = table["versions"].get(transformers) or {}
-    key = f"pytorch{pytorch_version}"
-    return frameworks.get((frameworks.get("version_aliases") or {}).get(key, key))
-
-
-def huggingface_image_build(transformers_version: str, pytorch_version: str) -> tuple[str, str | None]:
-    """(PyTorch release, CUDA) of a Hugging Face GPU training image, the CUDA from the SDK's table."""
-    entry = _framework_entry(transformers_version, pytorch_version) or {}
-    return pytorch_version, cuda_of((entry.get("container_version") or {}).get("gpu"))
-
-
-def huggingface_image_tag(versions: dict[str, str]) -> str:
-    entry = _framework_entry(versions["transformers_version"], versions["pytorch_version"]) or {}
-    container = (entry.get("container_version") or {}).get("gpu")
-    py = versions.get("py_version") or (entry.get("py_versions") or ["py3"])[-1]
-    return (
-        f"huggingface-pytorch-training:{versions['pytorch_version']}-transformers{versions['transformers_version']}"
-        f"-gpu-{py}" + (f"-{container}" if container else "")
-    )
-
-
-def huggingface_images() -> list[dict[str, str]]:
-    """Every Hugging Face GPU training image in the SDK's table, as versions (empty without the SDK)."""
-    table = huggingface_training_images() or {"versions": {}}
-    return [
-        {"transformers_version": transformers, "pytorch_version": name.removeprefix("pytorch")}
-        for transformers, frameworks in table["versions"].items()
-        for name in frameworks
-        if name.startswith("pytorch")
-    ]
-
-
-def newest_huggingface_image(gpu: str) -> dict[str, str]:
-    """The newest Hugging Face training image (transformers, then PyTorch) whose build runs on `gpu`."""
-    runs = [
-        versions
-        for versions in huggingface_images()
-        if pytorch_runs_on(*huggingface_image_build(versions["transformers_version"], versions["pytorch_version"]), gpu)
-    ]
-    if not runs:
-        raise SageMakerSetupError(
-            f"no Hugging Face training image this SageMaker SDK knows runs on the {gpu} ({sm_name(gpu)}); "
-            "give sagemaker.image_uri of one built for it"
-        )
-    return max(runs, key=lambda v: (_release(v["transformers_version"]), _release(v["pytorch_version"])))
-
-
-def image_python(transformers_version: str, pytorch_version: str, wanted: str | None) -> str:
-    """The Python of the Hugging Face training image for these versions, from the SDK's own image table.
-
-    Without the SDK installed (an export on a machine without it), the wanted or default version is
-    kept: the submit, which needs the SDK, checks it then.
-    """
-    table = huggingface_training_images()
-    if table is None:
-        return wanted or DEFAULT_VERSIONS["py_version"]
-    transformers = (table.get("version_aliases") or {}).get(transformers_version, transformers_version)
-    if transformers not in table["versions"]:
-        raise SageMakerSetupError(
-            f"sagemaker.transformers_version '{transformers_version}' has no Hugging Face training image; "
-            f"use one of {', '.join(table['versions'])}"
-        )
-    frameworks = table["versions"][transformers]
-    key = f"pytorch{pytorch_version}"
-    key = (frameworks.get("version_aliases") or {}).get(key, key)
-    if key not in frameworks:
-        pytorches = [name.removeprefix("pytorch") for name in frameworks if name.startswith("pytorch")]
-        raise SageMakerSetupError(
-            f"sagemaker.pytorch_version '{pytorch_version}' has no Hugging Face training image with transformers "
-            f"{transformers}; use {', '.join(pytorches)}"
-        )
-    pythons = frameworks[key]["py_versions"]
-    if wanted is None:
-        return pythons[-1]
-    if wanted not in pythons:
-        raise SageMakerSetupError(
-            f"sagemaker.py_version '{wanted}' has no Hugging Face training image for transformers {transformers} "
-            f"and PyTorch {pytorch_version}; use {', '.join(pythons)} (or leave it out)"
-        )
-    return wanted
-
-
-@cache
-def huggingface_training_images() -> dict[str, Any] | None:
-    """The SageMaker SDK's table of Hugging Face training images (huggingface.json), read without
-    importing the SDK; None when the SDK is not installed."""
-    found = importlib.util.find_spec("sagemaker")
-    if found is None or not found.submodule_search_locations:
-        return None
-    table = Path(found.submodule_search_locations[0]) / "core" / "image_uri_config" / "huggingface.json"
-    return json.loads(table.read_text())["training"] if table.is_file() else None
 
 
 def _check_accelerator(spec: RunSpec, instance: str) -> None:

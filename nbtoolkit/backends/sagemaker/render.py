@@ -8,17 +8,12 @@ from pathlib import Path
 
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.neuron.render import workers_problem
-from nbtoolkit.backends.sagemaker.aws_errors import NO_CREDENTIALS, NO_REGION
+from nbtoolkit.backends.sagemaker.aws_errors import NO_CREDENTIALS, NO_REGION, SageMakerSetupError
 from nbtoolkit.backends.sagemaker.container import code_files
 from nbtoolkit.backends.sagemaker.data_channels import data_channels
 from nbtoolkit.backends.sagemaker.export import export_files
 from nbtoolkit.backends.sagemaker.instances import unknown_instance_message
-from nbtoolkit.backends.sagemaker.job import (
-    JOB_FILE,
-    SageMakerSetupError,
-    training_job,
-    with_data_channels,
-)
+from nbtoolkit.backends.sagemaker.job import JOB_FILE, training_job, with_data_channels
 from nbtoolkit.backends.sagemaker.model_data import fetch_model, model_input
 from nbtoolkit.launches import Launch, Stage
 from nbtoolkit.spec import RunSpec
