@@ -12,7 +12,7 @@ from nbtoolkit import catalog
 from nbtoolkit.api import check_fit
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.planner import fit_problem, plan, report
-from nbtoolkit.planner.plan import FRAGMENTATION, RUNTIME_RESERVE_BYTES, GiB
+from nbtoolkit.planner.estimates import FRAGMENTATION, RUNTIME_RESERVE_BYTES, GiB
 from nbtoolkit.planner.report import row_spec
 from nbtoolkit.spec import load_spec
 

@@ -4,7 +4,8 @@ Light to import (no torch, transformers or deepspeed): the model's shape comes f
 the hardware from `nbtoolkit.catalog`.
 """
 
-from nbtoolkit.planner.plan import Estimate, Plan, fit_problem, plan
+from nbtoolkit.planner.estimates import Estimate, Plan
+from nbtoolkit.planner.plan import fit_problem, plan
 from nbtoolkit.planner.shapes import ModelShape, ModelShapeError, model_shape
 
 __all__ = ["Estimate", "ModelShape", "ModelShapeError", "Plan", "fit_problem", "model_shape", "plan"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from nbtoolkit.planner.plan import GiB, Plan, plan
+from nbtoolkit.planner.estimates import GiB, Plan
+from nbtoolkit.planner.plan import plan
 from nbtoolkit.planner.report import generate, known
 
 MODEL = "meta-llama/Llama-2-7b-hf"

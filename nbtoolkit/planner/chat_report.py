@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from nbtoolkit.planner.plan import GiB, Plan, plan
+from nbtoolkit.planner.estimates import GiB, Plan
+from nbtoolkit.planner.plan import plan
 from nbtoolkit.planner.report import generate
 
 MODELS = {"0.5B": "Qwen/Qwen2.5-0.5B-Instruct", "1.5B": "Qwen/Qwen2.5-1.5B-Instruct", "7B": "Qwen/Qwen2.5-7B-Instruct"}

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from nbtoolkit import catalog
-from nbtoolkit.planner.plan import GiB, Plan, assumptions, plan
+from nbtoolkit.planner.estimates import GiB, Plan
+from nbtoolkit.planner.explain import assumptions
+from nbtoolkit.planner.plan import plan
 from nbtoolkit.planner.timing import DEFAULT_UTILISATION
 
 MODELS = ("google/flan-t5-xl", "google/flan-t5-xxl")

@@ -1,0 +1,93 @@
+"""The planner's arithmetic in words: the formula a Plan shows for its setup, and what every estimate assumes."""
+
+from __future__ import annotations
+
+from nbtoolkit.planner import memory, timing
+from nbtoolkit.planner.estimates import FRAGMENTATION, RUNTIME_RESERVE_BYTES, GiB, Setup, Workload
+from nbtoolkit.precision import DTYPE_BYTES, load_dtype
+
+
+def formula(setup: Setup, work: Workload) -> str:
+    """The formulas behind this setup's numbers, with Ψ parameters, L the largest layer, N devices."""
+    shape = work.shape
+    w = setup.weight_bytes
+    if work.adapter == "qlora":
+        states = (
+            f"{memory.NF4_BYTES:.3f}Ψ_q + 4(Ψ - Ψ_q) + 16Ψ_a (frozen base: the blocks' linear layers Ψ_q in NF4 with "
+            "double quantization, the rest (embeddings, output layer, norms) in fp32 as PEFT's "
+            "prepare_model_for_kbit_training casts it; adapters Ψ_a in fp32 with gradients and AdamW moments)"
+        )
+    elif work.adapter == "lora":
+        base_dtype = load_dtype(setup.precision, setup.accelerator_kind, "lora")
+        states = (
+            f"{DTYPE_BYTES[base_dtype]}Ψ + 16Ψ_a (frozen {base_dtype} base; adapters Ψ_a in fp32 with gradients and "
+            "AdamW moments)"
+        )
+    elif not setup.deepspeed:
+        states = "16Ψ (PyTorch AdamW: fp32 weights 4 + gradients 4 + two moments 8; not partitioned)"
+    else:
+        optimizer_on_host = setup.offload_optimizer != "none"
+        weights_on_host = setup.offload_params != "none"
+        if setup.zero_stage >= 3:
+            partitioned = (0 if weights_on_host else w) + (0 if optimizer_on_host else 16)
+            terms = [f"{2 * w}L"] + ([f"{partitioned}Ψ/N"] if partitioned else [])
+        elif optimizer_on_host:
+            terms = [f"{w}Ψ"]
+        elif setup.zero_stage == 2:
+            terms = [f"{w}Ψ", f"{16 + w}Ψ/N"]
+        else:  # gradients whole; stage 0 keeps the optimizer whole too
+            terms = [f"{2 * w}Ψ", "16Ψ/N" if setup.zero_stage == 1 else "16Ψ"]
+        states = (
+            f"{' + '.join(terms)} (DeepSpeed 0.19.8 ZeRO-{setup.zero_stage} estimator, {w}-byte weights; "
+            "ZeRO paper (2+2+12)Ψ partitioning shown as the ideal)"
+        )
+    k = 8 if setup.checkpointing else 6
+    tokens = "(Ψ_in·s_in + Ψ_tgt·s_tgt)" if shape.architecture == "encoder-decoder" else "Ψ_in·s"
+    activations = (
+        "per layer: norms + attention (11sh + 5as², Korthikanti et al. 2022, per-block) + FFN"
+        + ("; checkpointed: layer inputs + one layer recomputed" if setup.checkpointing else "")
+        + " + logits (e + 8)·s·V"
+    )
+    why = "6 + 2 for the recomputed forward" if k == 8 else "forward 2 + backward 4"
+    if work.reference_model:
+        states += f" + reference model {w if setup.deepspeed else 4}Ψ (frozen weights, no gradients or optimizer)"
+    if work.sequences_per_sample > 1:
+        activations += f", x{work.sequences_per_sample} sequences per sample (chosen and rejected)"
+    if work.generated_tokens:
+        activations += " + generation KV cache 2·layers·h·(s_prompt + s_completion)·e per completion"
+    return (
+        f"per device = (model states + batch x activations) x {1 + FRAGMENTATION:.2f} + "
+        f"{RUNTIME_RESERVE_BYTES / GiB:.0f} GiB; model states = {states}; activations = {activations}; "
+        f"FLOPs/sample = {k}·{tokens} ({why}); step = max(compute, collectives) + offload copies + CPU Adam; "
+        "compute = FLOPs / (N · peak · utilisation)"
+    )
+
+
+def assumptions() -> list[str]:
+    return [
+        "optimizer AdamW (the Trainer's default)",
+        (
+            f"utilisation {timing.DEFAULT_UTILISATION:.0%} of peak dense FLOP/s unless measured; fp32 at the "
+            "non-tensor-core peak (PyTorch leaves TF32 off)"
+        ),
+        (
+            f"links at {timing.LINK_EFFICIENCY:.0%} of datasheet bandwidth; collectives overlap compute, "
+            "offload copies and the CPU Adam step do not"
+        ),
+        f"CPU Adam at {timing.CPU_ADAM_PARAMS_PER_SECOND / 1e9:g} billion parameters/s per instance",
+        (
+            f"overhead {FRAGMENTATION:.0%} of the estimate (allocator fragmentation, buffers) + "
+            f"{RUNTIME_RESERVE_BYTES / GiB:.0f} GiB per device (CUDA context, workspaces)"
+        ),
+        "sequences padded to dataset.max_length (and max_target_length): the worst case of dynamic padding",
+        "ZeRO-3 models are built under zero.Init (host holds one layer per process while loading)",
+        "host memory x1.5 (DeepSpeed's additional_buffer_factor); NVMe offload timed like CPU offload",
+        (
+            "without DeepSpeed (PyTorch, torch-xla on Neuron) weights and optimizer states stay fp32 (XLA_USE_BF16 "
+            "would halve them)"
+        ),
+        (
+            "adapters: the base is frozen but activations are kept as in a full fine-tune (gradients flow through "
+            "every layer to the adapters); ZeRO partitioning of a frozen base is not modelled"
+        ),
+    ]
