@@ -36,7 +36,8 @@ from nbtoolkit.notebook.spec_fields import (
     set_value,
     value_type,
 )
-from nbtoolkit.spec import HardwareSpec, RunSpec, SpecError
+from nbtoolkit.spec import RunSpec, SpecError
+from nbtoolkit.spec_blocks import HardwareSpec
 from nbtoolkit.tasks import TASK_NAMES, TASKS
 
 Values = Mapping[str, Any]
