@@ -15,7 +15,8 @@ from nbtoolkit import runner as job_control
 from nbtoolkit.api import Job, launch
 from nbtoolkit.metrics.compare import Comparison, compare
 from nbtoolkit.runner.store import JobStore
-from nbtoolkit.spec import RunSpec, SpecError, load_spec, merged, safe_name
+from nbtoolkit.spec import RunSpec, SpecError, load_spec, safe_name
+from nbtoolkit.spec_yaml import merged
 
 
 def compiled_variants(

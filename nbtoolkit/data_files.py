@@ -26,7 +26,7 @@ from nbtoolkit.chat_formats import (
     detect_format,
     json_kind,
 )
-from nbtoolkit.spec import DatasetSpec
+from nbtoolkit.spec_blocks import DatasetSpec
 from nbtoolkit.tasks import columns_used
 from nbtoolkit.train.errors import TrainError
 

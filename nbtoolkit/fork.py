@@ -16,7 +16,9 @@ from typing import Any
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.checkpoints import CHECKPOINT_DIR, checkpoint_step, is_complete, last_checkpoint
 from nbtoolkit.heartbeat import KEPT_DIR, keep_checkpoint
-from nbtoolkit.spec import RunSpec, SpecError, TrainSpec, load_spec, merged, parse_settings
+from nbtoolkit.spec import RunSpec, SpecError, load_spec
+from nbtoolkit.spec_blocks import TrainSpec
+from nbtoolkit.spec_yaml import merged, parse_settings
 
 FORK_CHECKPOINT, FORK_CHANGES = "fork_checkpoint", "fork_changes"
 #: changes that take no more memory than the parent's run: a fork with only these is not checked again

@@ -291,7 +291,7 @@ def _failing_row(function: Callable, kwargs: dict[str, Any], count: int) -> int 
 
 def with_rewards(spec, functions: list[Callable]):
     """The spec with these kernel functions added to reward.functions, as shipped source (task grpo only)."""
-    from nbtoolkit.spec import RewardSpec
+    from nbtoolkit.spec_blocks import RewardSpec
 
     if spec.task != "grpo":
         raise SpecError(f"rewards apply to task grpo (task is '{spec.task}'); remove them or set task: grpo")

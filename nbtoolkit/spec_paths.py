@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from nbtoolkit.rewards import ship_file
-from nbtoolkit.spec import RunSpec, ShippedFunction
+from nbtoolkit.spec import RunSpec
+from nbtoolkit.spec_blocks import ShippedFunction
 
 
 def absolute(path: str, cwd: Path) -> str:

@@ -9,7 +9,8 @@ import pytest
 from IPython.core.error import UsageError
 
 from nbtoolkit.notebook.browser_chart import JOB_MIME
-from nbtoolkit.notebook.form import FIELDS, SpecForm
+from nbtoolkit.notebook.form import SpecForm
+from nbtoolkit.notebook.form_sections import FIELDS
 from nbtoolkit.notebook.preview import quiet_load
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 from nbtoolkit.tasks import TASK_NAMES

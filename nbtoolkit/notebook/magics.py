@@ -22,7 +22,8 @@ from nbtoolkit.notebook.job_view import show_job
 from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
 from nbtoolkit.rewards import kernel_rewards
 from nbtoolkit.runner.store import STATUSES
-from nbtoolkit.spec import SpecError, load_spec, merged, parse_settings, read_yaml
+from nbtoolkit.spec import SpecError, load_spec
+from nbtoolkit.spec_yaml import merged, parse_settings, read_yaml
 from nbtoolkit.tasks import TASK_NAMES
 from nbtoolkit.trackers import describe as describe_trackers
 

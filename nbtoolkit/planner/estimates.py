@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from nbtoolkit import catalog
 from nbtoolkit.planner.shapes import ModelShape
-from nbtoolkit.spec import Offload, Precision
+from nbtoolkit.spec_blocks import Offload, Precision
 
 GiB = 2**30
 #: allocator fragmentation and short-lived buffers, as a fraction of what is estimated

@@ -29,7 +29,8 @@ from nbtoolkit.planner.estimates import (
 from nbtoolkit.planner.explain import assumptions, formula
 from nbtoolkit.planner.shapes import ModelShape, model_shape, train_samples
 from nbtoolkit.precision import load_dtype
-from nbtoolkit.spec import AdapterSpec, Offload, Precision, RewardSpec, RunSpec, load_spec
+from nbtoolkit.spec import RunSpec, load_spec
+from nbtoolkit.spec_blocks import AdapterSpec, Offload, Precision, RewardSpec
 
 #: the most alternatives a Plan keeps (ranked); the rest are dropped
 MAX_ALTERNATIVES = 40

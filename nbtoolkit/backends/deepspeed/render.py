@@ -11,7 +11,8 @@ from nbtoolkit.backends.program import program_args, writes_own_metrics
 from nbtoolkit.backends.torchrun.render import multi_process_launch, rendezvous_port, torchrun_launch, train_stage
 from nbtoolkit.launches import Launch, Stage, job_path
 from nbtoolkit.runtime import DEEPSPEED_CONFIG_FILE
-from nbtoolkit.spec import DEEPSPEED_TUTORIAL_CONFIGS, Offload, ParallelismSpec, RunSpec
+from nbtoolkit.spec import RunSpec
+from nbtoolkit.spec_blocks import DEEPSPEED_TUTORIAL_CONFIGS, Offload, ParallelismSpec
 
 NAME = "deepspeed"
 HOSTFILE = "hostfile"
