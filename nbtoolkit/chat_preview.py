@@ -19,8 +19,8 @@ from nbtoolkit.chat_formats import (
     detect_format,
     template_owner,
 )
-from nbtoolkit.data_files import TASK_COLUMNS
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.errors import TrainError
 
 
@@ -46,7 +46,7 @@ def data_format(spec: RunSpec, columns: list[str]) -> str:
             return detect_format(columns, spec.dataset.format)
         except FormatError as exc:
             raise TrainError(str(exc)) from None
-    wanted = TASK_COLUMNS[spec.task]
+    wanted = TASKS[spec.task].row_columns
     missing = [column for column in wanted if column not in columns]
     if missing:
         raise TrainError(
@@ -58,7 +58,7 @@ def data_format(spec: RunSpec, columns: list[str]) -> str:
 
 def read_columns(task: str, fmt: str) -> list[str]:
     """The columns a run reads: its chat format's (chat), or the task's (preference, grpo)."""
-    return list(FORMAT_COLUMNS[fmt] if task == "chat" else TASK_COLUMNS[task])
+    return list(FORMAT_COLUMNS[fmt] if task == "chat" else TASKS[task].row_columns)
 
 
 def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered], str | None]:
