@@ -19,8 +19,8 @@ from nbtoolkit.chat_formats import (
     detect_format,
     template_owner,
 )
-from nbtoolkit.data_files import TASK_COLUMNS
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.errors import TrainError
 
 
@@ -32,6 +32,7 @@ class Rendered:
     pieces: list[tuple[str, bool]]
     tokens: int
     prompt_tokens: int
+    loss_ids: frozenset[int] = frozenset()  # the token ids that carry loss
 
     def marked(self) -> str:
         """The text with the loss-carrying pieces in [[ ]] (the CLI's view)."""
@@ -45,7 +46,7 @@ def data_format(spec: RunSpec, columns: list[str]) -> str:
             return detect_format(columns, spec.dataset.format)
         except FormatError as exc:
             raise TrainError(str(exc)) from None
-    wanted = TASK_COLUMNS[spec.task]
+    wanted = TASKS[spec.task].row_columns
     missing = [column for column in wanted if column not in columns]
     if missing:
         raise TrainError(
@@ -57,11 +58,12 @@ def data_format(spec: RunSpec, columns: list[str]) -> str:
 
 def read_columns(task: str, fmt: str) -> list[str]:
     """The columns a run reads: its chat format's (chat), or the task's (preference, grpo)."""
-    return list(FORMAT_COLUMNS[fmt] if task == "chat" else TASK_COLUMNS[task])
+    return list(FORMAT_COLUMNS[fmt] if task == "chat" else TASKS[task].row_columns)
 
 
-def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered]]:
-    """The sample's format and every row rendered through the run's template (first rows first)."""
+def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered], str | None]:
+    """The sample's format, every row rendered through the run's template (first rows first), and the warning
+    when the template's end of turn carries loss in none of them."""
     from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
 
     fmt = data_format(spec, list(sample.column_names))
@@ -72,7 +74,21 @@ def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered]]:
         render_row(spec, tokenizer, spec.task, fmt, row, number, template, every_token)
         for number, row in enumerate(sample, 1)
     ]
-    return fmt, rendered
+    return fmt, rendered, untrained_end_of_turn(spec, tokenizer, rendered)
+
+
+def untrained_end_of_turn(spec: RunSpec, tokenizer, rendered: list[Rendered]) -> str | None:
+    """The sentence for a chat run whose end-of-turn token carries loss in no row: a template that closes the
+    assistant's turn outside its `{% generation %}` markers, so the model never learns to stop (Axolotl #3754).
+    Chat only: TRL's preference trainers train the whole chosen completion, its end of turn included."""
+    end = tokenizer.eos_token_id
+    if spec.task != "chat" or end is None or any(end in example.loss_ids for example in rendered):
+        return None
+    return (
+        f"the end-of-turn token {tokenizer.eos_token} carries loss in none of the {len(rendered)} rows read "
+        f"({template_owner(spec)} closes the assistant's turn outside its {{% generation %}} markers), so the "
+        "model does not learn to stop; put the end-of-turn token inside the markers, or stop generation yourself"
+    )
 
 
 def render_row(
@@ -115,4 +131,5 @@ def render(tokenizer, task: str, fmt: str, row: dict, number: int, template: str
         if end == len(ids) or mask[end] != mask[start]:
             pieces.append((tokenizer.decode(ids[start:end]), bool(mask[start])))
             start = end
-    return Rendered(pieces, len(ids), mask.index(1) if 1 in mask else len(ids))
+    loss_ids = frozenset(token for token, loss in zip(ids, mask, strict=True) if loss)
+    return Rendered(pieces, len(ids), mask.index(1) if 1 in mask else len(ids), loss_ids)

@@ -271,23 +271,42 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """A job's model (`export ID --format merged`), or a spec's launch files (`export SPEC`)."""
-    if args.format is not None or (not Path(args.target).exists() and JOB_ID_PREFIX.match(args.target)):
-        check_format(args.format or "merged")  # before the job is looked up: the flag's sentence first
-        print(Job(args.target).export(args.format or "merged", args.out))
-        return 0
+    """A job's model (`export ID --format merged`); a spec file still gets its launch files, as it used to, with
+    a pointer to their own verb."""
+    if args.format is None and (Path(args.target).exists() or not JOB_ID_PREFIX.match(args.target)):
+        print(
+            f"nbtoolkit: export takes a job id now; a spec's launch files are `nbtoolkit launch-files {args.target}`",
+            file=sys.stderr,
+        )
+        return write_spec_launch_files(args.target, args.out)
+    check_format(args.format or "merged")  # before the job is looked up: the flag's sentence first
+    with warnings.catch_warnings(record=True) as caught:  # the export's warnings, said plainly
+        warnings.simplefilter("always")
+        folder = Job(args.target).export(args.format or "merged", args.out)
+    for warning in caught:
+        print(f"nbtoolkit: warning: {warning.message}", file=sys.stderr)
+    print(folder)
+    return 0
+
+
+def cmd_launch_files(args: argparse.Namespace) -> int:
+    return write_spec_launch_files(args.spec, args.out)
+
+
+def write_spec_launch_files(spec_file: str, out: str | None) -> int:
+    """The spec's launch files and run.sh in a folder, nothing started (to read, or to run by hand elsewhere)."""
     from nbtoolkit import chains
     from nbtoolkit.backends import dispatch
     from nbtoolkit.runner import write_launch_files
 
-    spec = chains.in_default_store(load_spec(args.target)).spec  # `model: job:ID` as the launch would read it
+    spec = chains.in_default_store(load_spec(spec_file)).spec  # `model: job:ID` as the launch would read it
     launch_ = dispatch.render(spec)
-    out = Path(args.out or f"nbtoolkit-export-{spec.display_name}")
-    written = write_launch_files(launch_, out)
+    folder = Path(out or f"nbtoolkit-export-{spec.display_name}")
+    written = write_launch_files(launch_, folder)
     print(f"# {launch_.backend} launch of {spec.display_name}")
     print(f"# command: {launch_.command}")
-    print(f"# files written to {out}/: {', '.join(path.name for path in written)}")
-    print(f"# run it with: {shlex.quote(str(out / 'run.sh'))}\n")
+    print(f"# files written to {folder}/: {', '.join(path.name for path in written)}")
+    print(f"# run it with: {shlex.quote(str(folder / 'run.sh'))}\n")
     print(launch_.run_sh(), end="")
     return 0
 
@@ -464,17 +483,18 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("--follow", "-f", action="store_true")
     fork.set_defaults(handler=cmd_fork)
 
-    export = commands.add_parser(
-        "export",
-        help="a finished job's model to serve elsewhere (ID --format merged), or a spec's launch files and run.sh "
-        "without starting anything (SPEC)",
-    )
-    export.add_argument("target", help="a job id (its model), or a spec file (its launch files)")
-    export.add_argument("--format", choices=FORMATS, help="a job's model: merged (a full model folder); gguf: not yet")
-    export.add_argument(
-        "--out", help="folder to write (default: the job's export/FORMAT, or ./nbtoolkit-export-NAME for a spec)"
-    )
+    export = commands.add_parser("export", help="a finished job's model to serve elsewhere (ID --format merged)")
+    export.add_argument("target", help="a job id (a spec file still gets its launch files: see launch-files)")
+    export.add_argument("--format", choices=FORMATS, help="merged (a full model folder); gguf: not yet")
+    export.add_argument("--out", help="folder to write (default: the job's export/FORMAT)")
     export.set_defaults(handler=cmd_export)
+
+    launch_files = commands.add_parser(
+        "launch-files", help="a spec's launch files and run.sh in a folder, without starting anything"
+    )
+    launch_files.add_argument("spec", help="YAML spec file")
+    launch_files.add_argument("--out", help="folder to write (default: ./nbtoolkit-export-NAME)")
+    launch_files.set_defaults(handler=cmd_launch_files)
     return parser
 
 

@@ -27,13 +27,11 @@ from nbtoolkit.chat_formats import (
     json_kind,
 )
 from nbtoolkit.spec_blocks import DatasetSpec
-from nbtoolkit.tasks import columns_used
+from nbtoolkit.tasks import TASKS, columns_used
 from nbtoolkit.train.errors import TrainError
 
 #: file suffix -> the `datasets` loader that reads it (the training program loads files with these)
 FILE_FORMATS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
-#: the columns preference and grpo rows need (texts or conversations)
-TASK_COLUMNS = {"preference": ("prompt", "chosen", "rejected"), "grpo": ("prompt",)}
 #: rows checked per file at most: enough to catch a bad row anywhere in any fine-tuning file people keep as JSON
 MAX_ROWS = 1_000_000
 
@@ -176,11 +174,11 @@ def check_rows(task: str, dataset, assistant_only: bool, where: str, numbered: I
         if task == "chat":
             fmt = fmt or _format(dataset.format, row, at)
             _check_conversation(row, fmt, number, at, assistant_only)
-        elif task in TASK_COLUMNS:
-            for column in TASK_COLUMNS[task]:
+        elif TASKS[task].row_columns:  # preference, grpo: texts or conversations in fixed columns
+            wanted = TASKS[task].row_columns
+            for column in wanted:
                 _check_turns(row, column, task, at)
-            lead = TASK_COLUMNS[task][0]
-            _check_same_kind(row, TASK_COLUMNS[task], number, at, first.setdefault(lead, (number, row[lead])))
+            _check_same_kind(row, wanted, number, at, first.setdefault(wanted[0], (number, row[wanted[0]])))
         else:
             for field, column in columns_used(task, dataset).items():
                 _check_value(row, field, column, at, first.setdefault(column, (number, row.get(column))))
@@ -253,7 +251,7 @@ def _check_turns(row: dict[str, Any], column: str, task: str, at: str) -> None:
     value = row.get(column)
     if value is None:
         raise DataError(
-            f"{at} has no '{column}'; {task} rows need {', '.join(TASK_COLUMNS[task])} "
+            f"{at} has no '{column}'; {task} rows need {', '.join(TASKS[task].row_columns)} "
             "(texts or conversations): fill it or remove the row"
         )
     try:

@@ -92,6 +92,7 @@ class DataPreview:
     data_format: str | None = None  # chat, preference, grpo: the detected format (or the columns read)
     rendered: list[Rendered] = field(default_factory=list)  # ... the first rows through the chat template
     format_columns: list[str] = field(default_factory=list)  # ... and the columns that format reads
+    warning: str | None = None  # chat: the end of turn never carries loss (chat_preview.untrained_end_of_turn)
 
     def lines(self) -> list[str]:
         found = [
@@ -125,6 +126,8 @@ class DataPreview:
                 found.append(f"  suggested {side.field}: {side.suggested}")
         if self.note:
             found.append(self.note)
+        if self.warning:
+            found.append(f"warning: {self.warning}")
         return found
 
     def __str__(self) -> str:
@@ -177,7 +180,7 @@ def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPr
 
 def chat_preview(spec: RunSpec, sample) -> DataPreview:
     """Chat, preference and grpo data: the format, the first rows as trained, token lengths after templating."""
-    fmt, rendered = chat_sample(spec, sample)
+    fmt, rendered, warning = chat_sample(spec, sample)
     limit = spec.dataset.max_length
     return DataPreview(
         task=spec.task,
@@ -192,6 +195,7 @@ def chat_preview(spec: RunSpec, sample) -> DataPreview:
         data_format=fmt,
         rendered=rendered[:SHOWN_ROWS],
         format_columns=read_columns(spec.task, fmt),
+        warning=warning,
     )
 
 

@@ -15,17 +15,7 @@ import yaml
 from nbtoolkit.runner.listing import cost_usd, duration
 from nbtoolkit.runner.store import JobRecord
 from nbtoolkit.spec import RunSpec
-from nbtoolkit.tasks import TRL_TASKS
-
-#: the spec's task -> the Hub's pipeline tag
-PIPELINE_TAGS = {
-    "text-classification": "text-classification",
-    "summarization": "summarization",
-    "question-answering": "question-answering",
-    "causal-lm": "text-generation",
-    **dict.fromkeys(TRL_TASKS, "text-generation"),  # chat models: the Hub's chat widget reads the saved template
-}
-
+from nbtoolkit.tasks import TASKS
 
 #: a Hub repository id (`gpt2`, `google/flan-t5-xl`); anything else a spec names is a local path
 HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?\Z")
@@ -47,7 +37,7 @@ def model_card(spec: RunSpec, record: JobRecord, records: list[dict[str, Any]]) 
     base_model = hub_id(spec.model_name)
     header = {
         "library_name": "peft" if adapter else "transformers",
-        "pipeline_tag": PIPELINE_TAGS[spec.task],
+        "pipeline_tag": TASKS[spec.task].pipeline_tag,
         "tags": ["nbtoolkit", *([adapter.type] if adapter else [])],
         **({"base_model": base_model} if spec.model and base_model else {}),
         **({"datasets": [data.name]} if data.name else {}),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 from nbtoolkit.backends import LaunchError
@@ -26,6 +27,10 @@ GENERATION_CONFIG = "generation_config.json"
 TRAINING_ONLY = ("training_args.bin", BASE_DIR)
 
 
+class ExportWarning(UserWarning):
+    """Something about the exported model the user should know before serving it; the export goes on."""
+
+
 def export_model(job, fmt: str = "merged", out: str | Path | None = None) -> Path:
     """Write the job's final model as a full model folder (an adapter merged into its base) with its chat template
     and end tokens where every serving stack looks; returns the folder."""
@@ -35,6 +40,7 @@ def export_model(job, fmt: str = "merged", out: str | Path | None = None) -> Pat
     target = Path(out or job.dir / "export" / fmt).expanduser().resolve()
     if target.exists() and any(target.iterdir()):
         raise LaunchError(f"{target} is not empty; give --out a new folder (nothing was written)")
+    warn_untrained_end_of_turn(job)
     folder = Path(job.model())
     if is_adapter_folder(folder):
         job.merge(target)
@@ -42,6 +48,22 @@ def export_model(job, fmt: str = "merged", out: str | Path | None = None) -> Pat
         shutil.copytree(folder, target, ignore=shutil.ignore_patterns(*TRAINING_ONLY), dirs_exist_ok=True)
     write_serving_files(target)
     return target
+
+
+def warn_untrained_end_of_turn(job) -> None:
+    """Warn when a chat job's end-of-turn token carried loss in none of its training rows (the data preview's
+    reading of them), so the served model may never stop."""
+    if job.spec.task != "chat":
+        return
+    from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.train.errors import TrainError
+
+    try:
+        warning = preview_data(job.spec).warning
+    except TrainError as exc:
+        warning = f"whether the end-of-turn token was trained is unknown: the training data cannot be read ({exc})"
+    if warning:
+        warnings.warn(f"job {job.id}: {warning}", ExportWarning, stacklevel=3)
 
 
 def check_format(fmt: str) -> None:

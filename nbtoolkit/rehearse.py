@@ -327,7 +327,7 @@ def _topology(spec: RunSpec, max_ranks: int, notes: list[str]) -> tuple[dict[str
     if spec.hardware.target != backends.LOCAL:
         notes.append(
             f"the {spec.hardware.target} run's nodes are rehearsed as nodes on loopback; what it submits "
-            f"there is checked by its golden launch (`nbtoolkit export`), not here"
+            f"there is checked by its golden launch (`nbtoolkit launch-files`), not here"
         )
     if nodes * devices > 1 and parallelism["strategy"] == "none":
         parallelism["strategy"] = "ddp"

@@ -1,11 +1,15 @@
 """The task registry: one entry per task, read by the spec, the training program, the pairing check,
-the form and the rehearsal alike. Light: no model libraries.
+the form, the model card, adapters, predict, Try it and the rehearsal alike. Light: no model libraries.
+
+Every fact the rest of the code asks of a task is a field here, so a task with a fact missing is refused as the
+registry is built, in one sentence, not at predict or push time.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 #: which models can do a task, as the pairing check reads a model's config
 Head = Literal["sequence-classification", "question-answering", "seq2seq", "causal-lm"]
@@ -23,11 +27,67 @@ class Task:
     needs: str
     #: the training program's module that sets the task up (model, datasets, collator, metrics)
     program: str
+    #: the Hub's pipeline tag for the model card (chat models: text-generation; the Hub's chat widget reads the
+    #: saved template)
+    pipeline_tag: str
+    #: the transformers auto class the task trains, and PEFT's task type for an adapter on it
+    auto_model: str
+    peft_task_type: str
+    #: what the Try-it box asks for
+    prompt: str
+    #: `module:function` that answers one input with a trained model (Job.predict, Try it)
+    answer: str
+    #: trained by TRL's trainers (the distribution's `chat` extra); their data formats are nbtoolkit.chat_formats
+    trl: bool = False
+    #: the columns each row needs, for a task that reads fixed columns rather than spec-named ones
+    row_columns: tuple[str, ...] = ()
 
 
-TASKS: dict[str, Task] = {
-    task.name: task
-    for task in (
+class TaskError(ValueError):
+    """A task registered without a fact the rest of the code asks of it; the message is one sentence."""
+
+
+#: each fact a task must state, in words (for the sentence a missing one gets)
+FACTS = {
+    "bundled_model": "the bundled model it trains when the spec names none",
+    "needs": "what it needs of a model, in words",
+    "program": "the training program's module that sets it up",
+    "pipeline_tag": "the Hub's pipeline tag for its model card",
+    "auto_model": "the transformers auto class it trains",
+    "peft_task_type": "PEFT's task type for an adapter",
+    "prompt": "what the Try-it box asks for",
+    "answer": "the module:function that answers an input with the trained model",
+}
+CALLABLE = re.compile(r"^[\w.]+:\w+$")
+
+
+def check_task(task: Task) -> Task:
+    """The task, or TaskError naming the first fact it lacks."""
+    for name, meaning in FACTS.items():
+        if not getattr(task, name):
+            raise TaskError(f"task '{task.name}' has no {name} ({meaning}); add it where the task is defined")
+    if not CALLABLE.match(task.answer):
+        raise TaskError(f"task '{task.name}': answer '{task.answer}' is not a module:function")
+    return task
+
+
+def registry(tasks) -> dict[str, Task]:
+    """Tasks by name, each checked (check_task)."""
+    return {task.name: check_task(task) for task in tasks}
+
+
+#: what the chat, preference and grpo tasks share: a causal LM that replies in turns, trained by TRL
+CHAT_MODEL: dict[str, Any] = {
+    "pipeline_tag": "text-generation",
+    "auto_model": "AutoModelForCausalLM",
+    "peft_task_type": "CAUSAL_LM",
+    "prompt": "your message to the model",
+    "answer": "nbtoolkit.train.inference:reply",
+    "trl": True,
+}
+
+TASKS: dict[str, Task] = registry(
+    (
         Task(
             "text-classification",
             {"text_column": "text", "text_pair_column": None, "label_column": "label"},
@@ -35,6 +95,11 @@ TASKS: dict[str, Task] = {
             "sequence-classification",
             "a model with a sequence-classification head (BERT, RoBERTa, DistilBERT, ...)",
             "nbtoolkit.train.tasks.classification",
+            pipeline_tag="text-classification",
+            auto_model="AutoModelForSequenceClassification",
+            peft_task_type="SEQ_CLS",
+            prompt="a text to classify",
+            answer="nbtoolkit.train.inference:classify",
         ),
         Task(
             "summarization",
@@ -43,6 +108,11 @@ TASKS: dict[str, Task] = {
             "seq2seq",
             "an encoder-decoder (sequence-to-sequence) model such as t5, flan-t5 or bart",
             "nbtoolkit.train.tasks.summarization",
+            pipeline_tag="summarization",
+            auto_model="AutoModelForSeq2SeqLM",
+            peft_task_type="SEQ_2_SEQ_LM",
+            prompt="an article to summarize",
+            answer="nbtoolkit.train.inference:summarize",
         ),
         Task(
             "question-answering",
@@ -51,6 +121,11 @@ TASKS: dict[str, Task] = {
             "question-answering",
             "a model with an extractive question-answering head (BERT, RoBERTa, DistilBERT, ...)",
             "nbtoolkit.train.tasks.question_answering",
+            pipeline_tag="question-answering",
+            auto_model="AutoModelForQuestionAnswering",
+            peft_task_type="QUESTION_ANS",
+            prompt="the context the answer is in",
+            answer="nbtoolkit.train.inference:extract_answer",
         ),
         Task(
             "causal-lm",
@@ -59,8 +134,12 @@ TASKS: dict[str, Task] = {
             "causal-lm",
             "a decoder-only language model such as gpt2, llama or qwen2",
             "nbtoolkit.train.tasks.causal_lm",
+            pipeline_tag="text-generation",
+            auto_model="AutoModelForCausalLM",
+            peft_task_type="CAUSAL_LM",
+            prompt="the start of a text to continue",
+            answer="nbtoolkit.train.inference:continue_text",
         ),
-        # trained by TRL's trainers; their data formats are nbtoolkit.chat_formats, not columns
         Task(
             "chat",
             {},
@@ -68,6 +147,7 @@ TASKS: dict[str, Task] = {
             "causal-lm",
             "a decoder-only (chat) model such as qwen2, llama or gpt2",
             "nbtoolkit.train.tasks.chat",
+            **CHAT_MODEL,
         ),
         Task(
             "preference",
@@ -76,6 +156,8 @@ TASKS: dict[str, Task] = {
             "causal-lm",
             "a decoder-only (chat) model such as qwen2, llama or gpt2",
             "nbtoolkit.train.tasks.preference",
+            **CHAT_MODEL,
+            row_columns=("prompt", "chosen", "rejected"),
         ),
         Task(
             "grpo",
@@ -84,11 +166,13 @@ TASKS: dict[str, Task] = {
             "causal-lm",
             "a decoder-only (chat) model such as qwen2, llama or gpt2",
             "nbtoolkit.train.tasks.grpo",
+            **CHAT_MODEL,
+            row_columns=("prompt",),
         ),
     )
-}
+)
 #: the tasks TRL trains (the distribution's `chat` extra)
-TRL_TASKS: tuple[str, ...] = ("chat", "preference", "grpo")
+TRL_TASKS: tuple[str, ...] = tuple(name for name, task in TASKS.items() if task.trl)
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)
 
 

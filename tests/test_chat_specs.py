@@ -97,6 +97,35 @@ def test_either_turn_keys_are_read_and_a_malformed_row_is_one_sentence_before_tr
         as_messages({"messages": [{"speaker": "user", "text": "hi"}]}, "messages", 1)
 
 
+#: ChatML whose assistant turn closes outside the generation markers: its end of turn never carries loss
+EOT_OUTSIDE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['role'] == 'assistant' %}{% generation %}"
+    "{{ m['content'] }}{% endgeneration %}<|im_end|>\n{% else %}{{ m['content'] }}<|im_end|>\n{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_a_chat_template_whose_end_of_turn_carries_no_loss_is_warned_under_the_rows(tmp_path):
+    from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.notebook.data_view import data_html
+
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps(ROWS["messages"]) + "\n" + json.dumps(ROWS["messages"]) + "\n")
+    masked = preview_data({"task": "chat", "dataset": {"files": {"train": str(path)}, "chat_template": EOT_OUTSIDE}})
+    assert masked.rendered[0].marked() == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n[[hello]]<|im_end|>\n"
+    assert masked.warning == (
+        "the end-of-turn token <|im_end|> carries loss in none of the 2 rows read (dataset.chat_template closes "
+        "the assistant's turn outside its {% generation %} markers), so the model does not learn to stop; put the "
+        "end-of-turn token inside the markers, or stop generation yourself"
+    )
+    assert str(masked).endswith(f"warning: {masked.warning}")
+    assert "<b>Warning:</b> the end-of-turn token &lt;|im_end|&gt; carries loss in none" in data_html(masked)
+    trained = preview_data({"task": "chat", "dataset": {"files": {"train": str(path)}, "chat_template": "chatml"}})
+    assert trained.warning is None and "warning" not in str(trained)
+    every_token = {"task": "chat", "dataset": {"files": {"train": str(path)}, "chat_template": EOT_OUTSIDE}}
+    assert preview_data({**every_token, "extra": {"assistant_only_loss": False}}).warning is None
+
+
 def test_a_template_without_generation_markers_trains_every_token_or_is_refused_before_launch(tmp_path):
     from nbtoolkit.data_preview import preview_data
 

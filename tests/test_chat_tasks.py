@@ -8,14 +8,19 @@ with LoRA on 2 ranks, and DPO under DeepSpeed ZeRO-3 on 2 CPU ranks.
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import pytest
 import yaml
 from IPython.core.interactiveshell import InteractiveShell
 
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.model_export import ExportWarning
 from nbtoolkit.notebook.form import SpecForm
 from nbtoolkit.runner import JobStore
+from tests.test_chat_specs import EOT_OUTSIDE
 
 pytestmark = pytest.mark.heavy  # real multi-process training: run first under pytest -n (tests/conftest.py)
 
@@ -45,6 +50,12 @@ RUNS = {
         "dataset": {"eval_split": None},
         "reward": {"functions": ["nbtoolkit.rewards:correct_answer"], "num_generations": 4, "max_completion_length": 8},
         "train": {"max_steps": 2, "batch_size": 8, "logging_steps": 1, "learning_rate": 1.0e-2},
+    },
+    # a template that closes the assistant's turn outside its generation markers: <|im_end|> never carries loss
+    "chat-eot-masked": {
+        "task": "chat",
+        "dataset": {"chat_template": EOT_OUTSIDE, "eval_split": None},
+        "train": {**STEPS, "max_steps": 1},
     },
     "dpo-zero3": {
         "task": "preference",
@@ -209,7 +220,9 @@ def test_the_exported_model_serves_the_template_it_trained_with_and_stops_at_its
     from nbtoolkit.train.chat_template import chat_tokenizer
 
     job = jobs[name]
-    out = job.export("merged", tmp_path / "served")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExportWarning)  # its end of turn carried loss: no warning
+        out = job.export("merged", tmp_path / "served")
     trained = chat_tokenizer(job.spec)
     assert json.loads((out / "tokenizer_config.json").read_text())["chat_template"] == trained.chat_template
     assert (out / "chat_template.jinja").read_text() == trained.chat_template
@@ -226,3 +239,21 @@ def test_the_exported_model_serves_the_template_it_trained_with_and_stops_at_its
     assert AutoModelForCausalLM.from_pretrained(out).config.vocab_size >= len(served)  # loads as a full model
     with pytest.raises(LaunchError, match=r"is not empty; give --out a new folder"):
         job.export("merged", out)
+
+
+def test_a_job_whose_end_of_turn_never_carried_loss_is_warned_before_its_export(jobs, tmp_path, monkeypatch, capsys):
+    from nbtoolkit.cli import main
+
+    job = jobs["chat-eot-masked"]
+    assert train_records(job)  # it trained
+    sentence = (
+        "the end-of-turn token <|im_end|> carries loss in none of the 160 rows read (dataset.chat_template closes the "
+        "assistant's turn outside its {% generation %} markers), so the model does not learn to stop"
+    )
+    with pytest.warns(ExportWarning, match=re.escape(f"job {job.id}: {sentence}")):
+        assert (job.export("merged", tmp_path / "api") / "config.json").is_file()  # warned, then exported
+    monkeypatch.setenv("NBTOOLKIT_HOME", str(job.store.home))
+    assert main(["export", job.id, "--out", str(tmp_path / "cli")]) == 0
+    said = capsys.readouterr()
+    assert said.err.startswith(f"nbtoolkit: warning: job {job.id}: {sentence}")
+    assert said.out.strip() == str(tmp_path / "cli")

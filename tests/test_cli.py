@@ -20,11 +20,11 @@ def nbtoolkit(*args, check=True, **kwargs):
     )
 
 
-def test_export_writes_a_run_sh_that_reproduces_the_run(tmp_path, home):
+def test_launch_files_writes_a_run_sh_that_reproduces_the_run(tmp_path, home):
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(SPEC))
     out = tmp_path / "export"
-    result = nbtoolkit("export", str(spec_path), "--out", str(out))
+    result = nbtoolkit("launch-files", str(spec_path), "--out", str(out))
     assert "# command: " in result.stdout and "-m nbtoolkit.train --spec spec.json" in result.stdout
     assert sorted(path.name for path in out.iterdir()) == ["launch.json", "run.sh", "spec.json"]
     saved = json.loads((out / "spec.json").read_text())
@@ -166,3 +166,17 @@ def test_export_of_a_job_id_is_its_model_and_a_format_not_built_says_so(home, ca
     )
     assert main(["export", "0a1b2c3d"]) != 0  # an id, not a file: a job's model, and there is no such job
     assert "no job '0a1b2c3d'" in capsys.readouterr().err
+
+
+def test_export_of_a_spec_file_still_writes_its_launch_files_and_names_their_verb(tmp_path, home, capsys):
+    from nbtoolkit.cli import main
+
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(SPEC))
+    assert main(["export", str(spec_path), "--out", str(tmp_path / "old")]) == 0
+    said = capsys.readouterr()
+    assert said.err.strip() == (
+        f"nbtoolkit: export takes a job id now; a spec's launch files are `nbtoolkit launch-files {spec_path}`"
+    )
+    assert "# command: " in said.out
+    assert sorted(path.name for path in (tmp_path / "old").iterdir()) == ["launch.json", "run.sh", "spec.json"]

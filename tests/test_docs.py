@@ -72,7 +72,7 @@ def test_the_cli_reference_is_the_commands_own_help():
         )
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.rstrip() in page
-    for name in ("run", "plan", "jobs", "show", "logs", "stop", "export", "resume", "fork"):
+    for name in ("run", "plan", "jobs", "show", "logs", "stop", "export", "launch-files", "resume", "fork"):
         assert f"\n## nbtoolkit {name}\n" in page
 
 

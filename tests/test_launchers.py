@@ -311,12 +311,13 @@ def test_off_trainium_a_neuron_launch_is_refused_but_exports(home, tmp_path, mon
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     spec = {**TASK, **NEURON}
     with pytest.raises(
-        LaunchError, match="needs a Trainium instance, but neuron-ls is not on PATH here; .* `nbtoolkit export SPEC`"
+        LaunchError,
+        match="needs a Trainium instance, but neuron-ls is not on PATH here; .* `nbtoolkit launch-files SPEC`",
     ):
         launch(spec)
     spec_file = tmp_path / "t5.json"
     spec_file.write_text(json.dumps(spec))
-    assert main(["export", str(spec_file), "--out", str(tmp_path / "trn1")]) == 0
+    assert main(["launch-files", str(spec_file), "--out", str(tmp_path / "trn1")]) == 0
     assert "neuron_parallel_compile torchrun" in (tmp_path / "trn1" / "run.sh").read_text()
 
 

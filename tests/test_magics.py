@@ -219,7 +219,7 @@ def test_a_launch_this_machine_cannot_start_is_refused(shell, store):
     with pytest.raises(
         UsageError,
         match=r"^hardware.accelerator 'neuron' needs a Trainium instance, but neuron-ls "
-        r"is not on PATH here; .* `nbtoolkit export SPEC`$",
+        r"is not on PATH here; .* `nbtoolkit launch-files SPEC`$",
     ):
         shell.run_line_magic(
             "finetune", "--task causal-lm --accelerator neuron --compile neuron --set dataset.pad_to_max_length=true"

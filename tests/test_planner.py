@@ -280,11 +280,11 @@ def test_planned_lora_parameters_are_what_peft_trains(task):
     from nbtoolkit.planner import memory
     from nbtoolkit.planner.shapes import model_shape
     from nbtoolkit.tasks import TASKS
-    from nbtoolkit.train.adapters import TASK_MODELS, auto_class
+    from nbtoolkit.train.adapters import auto_class
     from nbtoolkit.train.models import model_config
 
     config = model_config(TASKS[task].bundled_model)
-    lora = LoraConfig(r=4, target_modules=ALL_LINEAR, task_type=TASK_MODELS[task][0])
+    lora = LoraConfig(r=4, target_modules=ALL_LINEAR, task_type=TASKS[task].peft_task_type)
     model = get_peft_model(auto_class(task).from_config(config), lora)
     trained = {name: p.numel() for name, p in model.named_parameters() if p.requires_grad and "lora_" in name}
     in_blocks = sum(count for name, count in trained.items() if ".pooler." not in name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -128,7 +129,9 @@ def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cac
     )
     job = training_job(spec)
     assert job.distributed and job.processes_per_node == 2 and job.precompile  # one worker per NeuronCore
-    assert job.image_uri.startswith("763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:")
+    published = json.loads((Path(__file__).parent / "facts" / "hf-neuronx-training-images.json").read_text())
+    newest = published["rows"][0]  # the image of Neuron SDK 2.26, whose optimum-neuron 0.4.1 the program is held to
+    assert newest["neuron_sdk"] == "2.26.0" and job.image_uri == newest["uri"].replace("<region>", "{region}")
     assert job.environment["NEURON_CC_FLAGS"] == "--cache_dir={neuron_cache}"
     assert job.environment["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "1"  # full bf16 on SDK 2.26 (XLA_USE_BF16 ended)
     precompile = job.for_phase("precompile")
@@ -347,7 +350,7 @@ def test_export_cli_writes_the_sdk_scripts_without_starting_anything(tmp_path, h
     spec_path.write_text(sagemaker_spec().model_dump_json())
     out = tmp_path / "export"
     result = subprocess.run(
-        [PYTHON, "-m", "nbtoolkit.cli", "export", str(spec_path), "--out", str(out)],
+        [PYTHON, "-m", "nbtoolkit.cli", "launch-files", str(spec_path), "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=120,

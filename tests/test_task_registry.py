@@ -34,3 +34,36 @@ def test_each_task_names_real_columns_a_program_and_a_bundled_model_that_suits_i
 )
 def test_a_bundled_model_of_another_head_does_not_suit(name, other):
     assert not has_head(TASKS[name].head, model_config(TASKS[other].bundled_model))
+
+
+@pytest.mark.parametrize("name", TASK_NAMES)
+def test_each_task_states_facts_the_libraries_know(name):
+    """Its auto class is transformers', its adapter task type PEFT's, its pipeline tag a Hub task (the Hub's
+    InferenceClient has a method per task), and its answer a function that exists: what push, adapters and predict
+    look up by the task."""
+    import peft
+    import transformers
+    from huggingface_hub import InferenceClient
+
+    task = TASKS[name]
+    assert isinstance(getattr(transformers, task.auto_model), type)
+    assert task.peft_task_type in peft.TaskType.__members__
+    assert callable(getattr(InferenceClient, task.pipeline_tag.replace("-", "_")))
+    module, _, function = task.answer.partition(":")
+    assert callable(getattr(importlib.import_module(module), function))
+
+
+def test_a_task_missing_a_fact_is_refused_as_it_registers_in_one_sentence():
+    from dataclasses import replace
+
+    from nbtoolkit.tasks import TaskError, registry
+
+    complete = TASKS["causal-lm"]
+    assert registry([replace(complete, name="poem")])["poem"].prompt == complete.prompt
+    with pytest.raises(TaskError) as missing:
+        registry([replace(complete, name="poem", pipeline_tag="")])
+    assert str(missing.value) == (
+        "task 'poem' has no pipeline_tag (the Hub's pipeline tag for its model card); add it where the task is defined"
+    )
+    with pytest.raises(TaskError, match=r"^task 'poem': answer 'continue_text' is not a module:function$"):
+        registry([replace(complete, name="poem", answer="continue_text")])

@@ -30,7 +30,7 @@ def render(spec: RunSpec) -> Launch:
     if is_job_ref(spec.model):
         raise LaunchError(
             f"model '{spec.model}' names an earlier job, which is resolved as the run is launched or planned "
-            "(nbtoolkit.launch, nbtoolkit run, nbtoolkit export)"
+            "(nbtoolkit.launch, nbtoolkit run, nbtoolkit launch-files)"
         )
     shown = redact_spec(absolute_paths(spec))
     launch = select(spec).render(shown)

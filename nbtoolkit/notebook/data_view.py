@@ -35,6 +35,8 @@ def data_html(report: DataPreview) -> str:
     )
     if report.note:
         parts.append(f"<p><i>{html.escape(report.note)}</i></p>")
+    if report.warning:
+        parts.append(f"<p style='color: #b45309'><b>Warning:</b> {html.escape(report.warning)}</p>")
     return f"<div class='nbtoolkit-data'>{''.join(parts)}</div>"
 
 

@@ -14,18 +14,10 @@ import ipywidgets as widgets
 
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.notebook.data_view import bars
-from nbtoolkit.tasks import TRL_TASKS
+from nbtoolkit.tasks import TASKS
 
 ERROR_COLOR = "var(--jp-error-color1, #d32f2f)"
 CHOSEN_COLOR = "var(--jp-success-color1, #388e3c)"
-#: what each task's box asks for
-PROMPTS = {
-    "text-classification": "a text to classify",
-    "summarization": "an article to summarize",
-    "question-answering": "the context the answer is in",
-    "causal-lm": "the start of a text to continue",
-    **dict.fromkeys(TRL_TASKS, "your message to the model"),
-}
 
 
 class TryIt(widgets.VBox):
@@ -37,7 +29,7 @@ class TryIt(widgets.VBox):
         layout = widgets.Layout(width="95%")
         self.question = widgets.Text(placeholder="a question about the context", description="Question", layout=layout)
         self.text = widgets.Textarea(
-            placeholder=PROMPTS[self.task],
+            placeholder=TASKS[self.task].prompt,
             description="Context" if self.is_qa else "Input",
             layout=widgets.Layout(width="95%", height="6em"),
         )
@@ -57,7 +49,7 @@ class TryIt(widgets.VBox):
 
     @property
     def is_chat(self) -> bool:
-        return self.task in TRL_TASKS
+        return TASKS[self.task].trl
 
     def restart(self) -> None:
         """Forget the conversation (the model keeps none: each message sends the history so far)."""

@@ -17,18 +17,10 @@ from nbtoolkit.bundled import is_bundled
 from nbtoolkit.precision import SAVE_DTYPES, save_dtype
 from nbtoolkit.saved_models import ADAPTER_CONFIG, BASE_DIR, base_weights, is_adapter_folder
 from nbtoolkit.spec import AdapterSpec, RunSpec
-from nbtoolkit.tasks import TRL_TASKS
+from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import base_made_here, model_source
 
-#: task -> (PEFT task type, the transformers auto class the task trains)
-TASK_MODELS: dict[str, tuple[str, str]] = {
-    "text-classification": ("SEQ_CLS", "AutoModelForSequenceClassification"),
-    "question-answering": ("QUESTION_ANS", "AutoModelForQuestionAnswering"),
-    "summarization": ("SEQ_2_SEQ_LM", "AutoModelForSeq2SeqLM"),
-    "causal-lm": ("CAUSAL_LM", "AutoModelForCausalLM"),
-}
-TASK_MODELS.update(dict.fromkeys(TRL_TASKS, TASK_MODELS["causal-lm"]))  # chat, preference, grpo train a causal LM
 #: task heads PEFT trains whole (its modules_to_save for SEQ_CLS and QUESTION_ANS): all-linear must not wrap them too
 TASK_HEADS = ["classifier", "score", "qa_outputs"]
 
@@ -36,7 +28,7 @@ TASK_HEADS = ["classifier", "score", "qa_outputs"]
 def auto_class(task: str):
     import transformers
 
-    return getattr(transformers, TASK_MODELS[task][1])
+    return getattr(transformers, TASKS[task].auto_model)
 
 
 def linear_module_names(task: str, config) -> set[str]:
@@ -103,7 +95,7 @@ def wrap(model, spec: RunSpec):
     if adapter.type == "qlora":
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=spec.gradient_checkpointing)
     config = LoraConfig(
-        task_type=TASK_MODELS[spec.task][0],
+        task_type=TASKS[spec.task].peft_task_type,
         r=adapter.r,
         lora_alpha=adapter.alpha,
         lora_dropout=adapter.dropout,

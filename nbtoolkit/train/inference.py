@@ -8,6 +8,7 @@ run with an adapter is its base (saved beside the adapter at the start) with the
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import select
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from nbtoolkit.runtime import ERROR_PREFIX, SPEC_FILE
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
-from nbtoolkit.tasks import TRL_TASKS
+from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.errors import TrainError
 
 MODEL_DIR = Path("output") / "model"
@@ -59,8 +60,10 @@ def answer(spec: RunSpec, model, tokenizer, inputs: list) -> list[dict]:
     """One answer per input, in the task's terms."""
     import torch
 
+    module, _, name = TASKS[spec.task].answer.partition(":")
+    respond = getattr(importlib.import_module(module), name)
     with torch.no_grad():
-        return [_ANSWERS[spec.task](spec, model, tokenizer, item) for item in inputs]
+        return [respond(spec, model, tokenizer, item) for item in inputs]
 
 
 def model_files(where: Path) -> tuple:
@@ -100,7 +103,7 @@ def serve(job_dir: Path, idle_s: float, replies) -> None:
         print(json.dumps(reply), file=replies, flush=True)
 
 
-def _classify(spec, model, tokenizer, text: str) -> dict:
+def classify(spec, model, tokenizer, text: str) -> dict:
     encoded = tokenizer(text, truncation=True, max_length=spec.dataset.max_length, return_tensors="pt")
     probabilities = model(**encoded).logits.softmax(-1)[0].tolist()
     names = [model.config.id2label[index] for index in range(len(probabilities))]
@@ -108,7 +111,7 @@ def _classify(spec, model, tokenizer, text: str) -> dict:
     return {"label": names[best], "probabilities": dict(zip(names, probabilities, strict=False))}
 
 
-def _summarize(spec, model, tokenizer, text: str) -> dict:
+def summarize(spec, model, tokenizer, text: str) -> dict:
     from nbtoolkit.train.tasks.summarization import prompted
 
     source = prompted(tokenizer, [text], spec.dataset.prompt_template, spec.dataset.max_length)[0]
@@ -117,7 +120,7 @@ def _summarize(spec, model, tokenizer, text: str) -> dict:
     return {"summary": tokenizer.decode(output[0], skip_special_tokens=True)}
 
 
-def _answer(spec, model, tokenizer, item: dict) -> dict:
+def extract_answer(spec, model, tokenizer, item: dict) -> dict:
     from nbtoolkit.train.tasks.question_answering import best_span
 
     if not isinstance(item, dict) or not {"question", "context"} <= item.keys():
@@ -153,7 +156,7 @@ def _answer(spec, model, tokenizer, item: dict) -> dict:
     return {"answer": answer, "score": score}
 
 
-def _continue(spec, model, tokenizer, text: str) -> dict:
+def continue_text(spec, model, tokenizer, text: str) -> dict:
     encoded = tokenizer(text, return_tensors="pt")
     output = model.generate(
         **encoded, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, pad_token_id=tokenizer.pad_token_id
@@ -161,7 +164,7 @@ def _continue(spec, model, tokenizer, text: str) -> dict:
     return {"continuation": tokenizer.decode(output[0, encoded["input_ids"].shape[1] :], skip_special_tokens=True)}
 
 
-def _reply(spec, model, tokenizer, conversation: str | list) -> dict:
+def reply(spec, model, tokenizer, conversation: str | list) -> dict:
     """The assistant's next turn: the conversation rendered by the chat template the job trained and saved with."""
     from nbtoolkit.chat_formats import as_turns
 
@@ -240,15 +243,6 @@ def start(spec: RunSpec):
     model = load_model(AutoModelForCausalLM, started, tokenizer)
     fit_model(model, tokenizer)
     return model
-
-
-_ANSWERS = {
-    "text-classification": _classify,
-    "summarization": _summarize,
-    "question-answering": _answer,
-    "causal-lm": _continue,
-    **dict.fromkeys(TRL_TASKS, _reply),
-}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,7 +147,7 @@ def preflight(spec: RunSpec) -> None:
     if shutil.which(NEURON_LS) is None:
         raise LaunchError(
             "hardware.accelerator 'neuron' needs a Trainium instance, but neuron-ls is not on PATH here; "
-            "start the job on a trn1 instance, or write its scripts to copy there with `nbtoolkit export SPEC`"
+            "start the job on a trn1 instance, or write its scripts to copy there with `nbtoolkit launch-files SPEC`"
         )
     tools = [
         *TORCHRUN_ON_PATH,

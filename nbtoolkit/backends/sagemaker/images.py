@@ -29,10 +29,12 @@ SMP_IMAGE = {"framework": "pytorch-smp", "version": "2.4.1", "py_version": "py31
 
 
 #: The SDKs cannot look up Hugging Face Trainium (neuronx) training images, so this one is named outright:
-#: transformers 4.55.4, PyTorch 2.7, Neuron SDK 2.26 (from the SDK's own huggingface-neuronx table).
+#: transformers 4.55.4, PyTorch 2.8 (torch-neuronx), Neuron SDK 2.26 with optimum-neuron 0.4.1, as Hugging Face's
+#: published table of its DLCs names it (tests/facts/hf-neuronx-training-images.json). The SDK's own
+#: huggingface-neuronx.json pairs 4.55.4 with pytorch2.7.0, a tag that table does not have.
 TRAINIUM_IMAGE = (
     "763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:"
-    "2.7.0-transformers4.55.4-neuronx-py310-sdk2.26.0-ubuntu22.04"
+    "2.8.0-transformers4.55.4-neuronx-py310-sdk2.26.0-ubuntu22.04"
 )
 
 

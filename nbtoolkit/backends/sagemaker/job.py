@@ -1,6 +1,6 @@
 """A SageMaker training job described from a spec: pure data, no SDK, no network.
 
-One description, three uses: the follower submits it (sagemaker_submit), `nbtoolkit export`
+One description, three uses: the follower submits it (sagemaker_submit), `nbtoolkit launch-files`
 writes it as copyable SDK code (sagemaker_export), and the job directory keeps it as
 `sagemaker/job.json`. Every rule that can be checked without AWS is checked here, with the
 sentence the user reads.

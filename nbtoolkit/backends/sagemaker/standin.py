@@ -79,6 +79,19 @@ class Container:
             self.standin.download(item["DataSource"]["S3DataSource"]["S3Uri"], channels[item["ChannelName"]])
         return channels
 
+    def sagemaker_variables(self, channels: dict[str, Path], hyperparameters: dict[str, str]) -> dict[str, str]:
+        """The SM_* variables nbtoolkit's entry script reads, named and formatted as the sagemaker-training toolkit
+        of the images sets them (its Environment.to_env_vars; tests/facts/sagemaker-training-5.1.4.json)."""
+        return {
+            "SM_MODEL_DIR": str(self.root / "model"),
+            "SM_OUTPUT_DATA_DIR": str(self.root / "output" / "data"),
+            "SM_INPUT_DIR": str(self.root / "input"),
+            "SM_HPS": json.dumps(hyperparameters, sort_keys=True, separators=(",", ":")),
+            "TRAINING_JOB_NAME": self.name,
+            "SM_CURRENT_HOST": "algo-1",
+            **{f"SM_CHANNEL_{name.upper()}": str(path) for name, path in channels.items()},
+        }
+
     def start(self) -> None:
         channels = self.fetch_channels()
         code = channels["code"]
@@ -88,13 +101,7 @@ class Container:
         env = {
             **os.environ,
             **{key: self.opt_ml(value) for key, value in self.request.get("Environment", {}).items()},
-            "SM_MODEL_DIR": str(self.root / "model"),
-            "SM_OUTPUT_DATA_DIR": str(self.root / "output" / "data"),
-            "SM_INPUT_DIR": str(self.root / "input"),
-            "SM_HPS": json.dumps(hyperparameters),
-            "TRAINING_JOB_NAME": self.name,
-            "SM_CURRENT_HOST": "algo-1",
-            **{f"SM_CHANNEL_{name.upper()}": str(path) for name, path in channels.items()},
+            **self.sagemaker_variables(channels, hyperparameters),
         }
         args = [item for key, value in hyperparameters.items() for item in (f"--{key}", value)]
         self.process = subprocess.Popen(

@@ -69,7 +69,7 @@ def image_uri(job: TrainingJob, region: str) -> str:
 
 
 def model_trainer(job: TrainingJob, source_dir: Path, session, training_image: str):
-    """The SDK v3 ModelTrainer for the job (the same calls `nbtoolkit export` writes out)."""
+    """The SDK v3 ModelTrainer for the job (the same calls `nbtoolkit launch-files` writes out)."""
     from sagemaker.core.training.configs import (
         CheckpointConfig,
         Compute,
