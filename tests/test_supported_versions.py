@@ -23,7 +23,7 @@ import yaml
 from nbtoolkit.backends.sagemaker.images import DISTRIBUTION
 from nbtoolkit.train.supported_versions import FLOOR
 
-pytestmark = pytest.mark.heavy  # four training processes at once: run first under pytest -n (tests/conftest.py)
+pytestmark = pytest.mark.heavy  # five training processes at once: run first under pytest -n (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOOR_PYTHON = ROOT / ".venv-floor" / "bin" / "python"
@@ -34,8 +34,11 @@ RUNS = {
     "lora": {"task": "causal-lm", "adapter": {"r": 8}, "dataset": SAMPLES, "train": {**TRAIN, "warmup": 0.5}},
     "chat": {"task": "chat", "dataset": SAMPLES, "train": TRAIN},
 }
+#: under the floor only (the lock's is tests/test_chat_tasks.py): GRPO generates, and 4.56.2's generate refused the
+#: token_type_ids its default tokenizer names
+FLOOR_ONLY = {"grpo": {"task": "grpo", "train": {**TRAIN, "max_steps": 2}}}
 #: what each run saves: the adapter alone, or the whole model
-SAVED = {"lora": "adapter_model.safetensors", "chat": "model.safetensors"}
+SAVED = {"lora": "adapter_model.safetensors", "chat": "model.safetensors", "grpo": "model.safetensors"}
 
 
 def installed_metadata(site: Path) -> Path:
@@ -50,7 +53,7 @@ def installed_metadata(site: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[tuple[str, str], Path]:
-    """Each run under each environment, all started at once (one torch thread each); their job folders."""
+    """Each run under its environments, all started at once (one torch thread each); their job folders."""
     if not FLOOR_PYTHON.is_file():
         pytest.fail(f"{FLOOR_PYTHON} is missing: `make test-setup` builds it from requirements-floor.lock")
     base = tmp_path_factory.mktemp("floor")
@@ -64,8 +67,8 @@ def runs(tmp_path_factory) -> dict[tuple[str, str], Path]:
         "NBTOOLKIT_HOME": str(base / "home"),
     }
     started = {}
-    for python_name, python in (("floor", str(FLOOR_PYTHON)), ("lock", sys.executable)):
-        for run, spec in RUNS.items():
+    for python_name, python, runs in (("floor", str(FLOOR_PYTHON), RUNS | FLOOR_ONLY), ("lock", sys.executable, RUNS)):
+        for run, spec in runs.items():
             folder = base / f"{python_name}-{run}"
             folder.mkdir()
             (folder / "spec.yaml").write_text(yaml.safe_dump(spec))
@@ -128,3 +131,11 @@ def test_the_floor_trains_as_the_lock_does(runs, run):
     assert [r["loss"] for r in floor] == pytest.approx([r["loss"] for r in lock], abs=1e-4)
     if run == "lora":  # warmup over 2 of the 3 steps: the rate climbs from 0
         assert floor[0]["learning_rate"] == 0.0 < floor[1]["learning_rate"] < floor[2]["learning_rate"]
+
+
+def test_grpo_generates_and_trains_under_the_floor(runs):
+    folder = runs["floor", "grpo"]
+    train = train_records(folder)
+    assert [record["step"] for record in train] == [1, 2]
+    assert all("completions/mean_length" in record and math.isfinite(record["loss"]) for record in train), train
+    assert (folder / "output" / "model" / SAVED["grpo"]).is_file()

@@ -5,7 +5,7 @@ picks (V100, ml.p3) carries transformers 4.56.2. The container's requirements.tx
 the image check refuses an older transformers, and `make lock` writes requirements-floor.lock (`.venv-floor`) from
 them, where tests/test_supported_versions.py trains the program, so the floor is a tested fact, not a hope.
 
-    python -m nbtoolkit.train.supported_versions    # the floor as pins (`make lock` reads them)
+    python -m nbtoolkit.train.supported_versions    # the floor as pins, and the rest (`make lock` reads them)
 """
 
 from __future__ import annotations
@@ -39,24 +39,33 @@ FLOOR = (
 )
 
 
+#: what else the program imports in a container, as nbtoolkit's pyproject.toml asks for it: the spec's and the job
+#: runtime's libraries, and summarization's ROUGE, which neither image's Dockerfile names (without it a summarization
+#: job failed at its evaluation, after training)
+ALSO_IMPORTED = ("pydantic>=2.6", "pyyaml>=6", "psutil>=5.9", "platformdirs>=3", "rouge-score>=0.1.2")
+
+
 def floor_version(package: str) -> str:
     """The oldest supported version of one library of FLOOR."""
     return next(floor.version for floor in FLOOR if floor.package == package)
 
 
 def container_requirements(extras: tuple[str, ...], keep_image_stack: bool = False) -> list[str]:
-    """requirements.txt lines for a container: every library of the floor the run imports there, at the floor or
-    newer; with `keep_image_stack`, only the extras' (a Trainium image: the Neuron SDK's optimum-neuron 0.4.1 holds
+    """requirements.txt lines for a container: every library the program imports there, those of the floor at the
+    floor or newer; with `keep_image_stack`, only the extras' (a Trainium image: the Neuron SDK's optimum-neuron 0.4.1 holds
     its transformers at 4.55.4, below this floor, and the program meets it through its Neuron engine). Naming
     transformers keeps the image's: with `trl>=1.16` alone, pip 26.3 over the oldest image's
     libraries took the newest datasets (5.2.0, huggingface-hub>=1.31) and so replaced transformers 4.56.2 by
     5.24.0; with these lines it kept 4.56.2 and took datasets 5.0.1 (huggingface-hub<2.0)."""
     return [
-        f"{floor.package}>={floor.version}"
-        for floor in FLOOR
-        if floor.extra in extras or (floor.extra is None and not keep_image_stack)
+        *ALSO_IMPORTED,
+        *(
+            f"{floor.package}>={floor.version}"
+            for floor in FLOOR
+            if floor.extra in extras or (floor.extra is None and not keep_image_stack)
+        ),
     ]
 
 
 if __name__ == "__main__":
-    print("\n".join(f"{floor.package}=={floor.version}" for floor in FLOOR))
+    print("\n".join([*(f"{floor.package}=={floor.version}" for floor in FLOOR), *ALSO_IMPORTED]))

@@ -61,10 +61,6 @@ sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__))
                *(["--model", model] if model else [])]))
 '''
 
-#: What the container must add to a Hugging Face image for nbtoolkit's program beside the floor's libraries
-#: (nbtoolkit.train.supported_versions: transformers, datasets, accelerate, and PEFT and TRL where the run uses them)
-CONTAINER_REQUIREMENTS = "pydantic>=2.6\npyyaml>=6\npsutil>=5.9\nplatformdirs>=3\n"
-
 
 def code_files(spec: RunSpec) -> dict[str, str]:
     """Files of the job's code directory that nbtoolkit writes (the package itself is copied at submit)."""
@@ -75,8 +71,9 @@ def code_files(spec: RunSpec) -> dict[str, str]:
     files = {
         f"{CODE_DIR}/{SPEC_FILE}": shipped.model_dump_json(indent=2),
         f"{CODE_DIR}/{ENTRY_SCRIPT}": ENTRY_SOURCE,
-        f"{CODE_DIR}/{REQUIREMENTS}": CONTAINER_REQUIREMENTS
-        + "".join(f"{line}\n" for line in container_requirements(spec.extras_used, keep_image_stack=neuron)),
+        f"{CODE_DIR}/{REQUIREMENTS}": "".join(
+            f"{line}\n" for line in container_requirements(spec.extras_used, keep_image_stack=neuron)
+        ),
     }
     if neuron and spec.neuron.precompile:
         files[f"{CODE_DIR}/{PRECOMPILE_SPEC_FILE}"] = precompile_spec(shipped).model_dump_json(indent=2)
