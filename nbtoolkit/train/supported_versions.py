@@ -40,8 +40,8 @@ FLOOR = (
 
 
 #: what else the program imports in a container, as nbtoolkit's pyproject.toml asks for it: the spec's and the job
-#: runtime's libraries, and summarization's ROUGE, which neither image's Dockerfile names (without it a summarization
-#: job failed at its evaluation, after training)
+#: runtime's libraries, and summarization's ROUGE, which neither GPU image's Dockerfile names (without it, in the
+#: floor's environment, a summarization run failed at its evaluation, after training)
 ALSO_IMPORTED = ("pydantic>=2.6", "pyyaml>=6", "psutil>=5.9", "platformdirs>=3", "rouge-score>=0.1.2")
 
 
