@@ -52,11 +52,11 @@ def floor_version(package: str) -> str:
 
 def container_requirements(extras: tuple[str, ...], keep_image_stack: bool = False) -> list[str]:
     """requirements.txt lines for a container: every library the program imports there, those of the floor at the
-    floor or newer; with `keep_image_stack`, only the extras' (a Trainium image: the Neuron SDK's optimum-neuron 0.4.1 holds
-    its transformers at 4.55.4, below this floor, and the program meets it through its Neuron engine). Naming
-    transformers keeps the image's: with `trl>=1.16` alone, pip 26.3 over the oldest image's
-    libraries took the newest datasets (5.2.0, huggingface-hub>=1.31) and so replaced transformers 4.56.2 by
-    5.24.0; with these lines it kept 4.56.2 and took datasets 5.0.1 (huggingface-hub<2.0)."""
+    floor or newer; with `keep_image_stack`, only the extras' (a Trainium image: the Neuron SDK's optimum-neuron
+    0.4.1 holds its transformers at 4.55.4, below this floor, and the program meets it through its Neuron engine).
+    Naming transformers keeps the image's: with `trl>=1.16` alone, pip 26.3 over the oldest image's libraries took
+    the newest datasets (5.2.0, huggingface-hub>=1.31) and so replaced transformers 4.56.2 by 5.24.0; with these
+    lines it kept 4.56.2 and took datasets 5.0.1 (huggingface-hub<2.0)."""
     return [
         *ALSO_IMPORTED,
         *(
