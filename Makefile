@@ -34,8 +34,13 @@ SETUP_SECONDS := $(VENV)/.setup-seconds
 # environment, locked and hashed too, where the tests run SkyPilot's own task loader
 SKY_VENV := .venv-skypilot
 SKY_LOCK := requirements-skypilot.lock
+# the training program under the oldest libraries it supports (nbtoolkit/train/supported_versions.py: transformers
+# 4.56.2 as the oldest SageMaker image we pick carries, ...): its own environment, locked and hashed, where
+# tests/test_supported_versions.py trains it; about 50-60 s to build here (1.4 GB), beside the rest of the set-up
+FLOOR_VENV := .venv-floor
+FLOOR_LOCK := requirements-floor.lock
 
-.PHONY: lock lock-check install deepspeed demo lab notebooks api-types lint docs docs-build test-setup test clean
+.PHONY: lock lock-floor floor lock-check install deepspeed demo lab notebooks api-types lint docs docs-build test-setup test clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +61,13 @@ lock: | $(UV)
 	rm $(LOCK).pins && mv $(LOCK).new $(LOCK)
 	$(UV) pip compile tools/skypilot-requirements.in --generate-hashes --python-version 3.11 \
 	    --python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" --quiet -o $(SKY_LOCK)
+	$(MAKE) --no-print-directory lock-floor
+
+# the floor's own pins (`python -m nbtoolkit.train.supported_versions`) with what the program needs beside them
+lock-floor: | $(UV)
+	$(BIN)/python -m nbtoolkit.train.supported_versions | $(UV) pip compile tools/floor-requirements.in - \
+	    --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) \
+	    --custom-compile-command "make lock" --quiet -o $(FLOOR_LOCK)
 
 lock-check:
 	@grep -q '^# inputs-sha256: $(LOCK_INPUTS_SHA) ' $(LOCK) || \
@@ -122,6 +134,14 @@ $(SKY_VENV)/.installed: $(SKY_LOCK) | $(UV)
 	$(UV) pip sync --quiet --python $(SKY_VENV)/bin/python --require-hashes --compile-bytecode $(SKY_LOCK)
 	touch $@
 
+$(FLOOR_VENV)/.installed: $(FLOOR_LOCK) | $(UV)
+	$(UV) venv --quiet --allow-existing --python $(BIN)/python $(FLOOR_VENV)
+	$(UV) pip sync --quiet --python $(FLOOR_VENV)/bin/python --require-hashes --compile-bytecode \
+		--find-links $(TORCH_WHEELS) $(FLOOR_LOCK)
+	touch $@
+
+floor: $(FLOOR_VENV)/.installed
+
 demo: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/nbtoolkit demo
 
@@ -150,7 +170,7 @@ docs: | $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 # everything the tests need, set up side by side (`make test` runs this with -j)
-test-setup: install $(LAB_BUILT) $(CHROMIUM) $(SBATCH) $(SKY_VENV)/.installed
+test-setup: install $(LAB_BUILT) $(CHROMIUM) $(SBATCH) $(SKY_VENV)/.installed $(FLOOR_VENV)/.installed
 
 # The house rules (`lint`) run first, beside the rest of the set-up as soon as the locked and the node packages
 # are in, and stop the run on a finding; the docs build strict once the set-up is done.
@@ -169,7 +189,7 @@ test: lock-check
 	@echo "set-up took $$(cat $(SETUP_SECONDS))s"
 
 clean:
-	rm -rf $(VENV) build dist test-output $(LAB)/node_modules $(LAB)/lib nbtoolkit/labextension
+	rm -rf $(VENV) $(FLOOR_VENV) build dist test-output $(LAB)/node_modules $(LAB)/lib nbtoolkit/labextension
 
 # the example notebooks, executed in smoke mode and saved with their outputs (tests check they are current)
 notebooks: install

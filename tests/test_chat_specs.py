@@ -306,11 +306,11 @@ def test_remote_backends_install_trl_for_these_tasks_and_peft_for_adapters():
         "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm"},
     }
     files = code_files(load_spec({"task": "preference", **sagemaker}))
-    assert "trl>=1.16" in next(text for name, text in files.items() if name.endswith("requirements.txt"))
+    assert "trl>=1.16.0" in next(text for name, text in files.items() if name.endswith("requirements.txt"))
     # PEFT too where the run trains an adapter: a user's image_uri without it billed, then failed at import
     with_adapter = code_files(load_spec({"task": "causal-lm", "adapter": {"r": 8}, **sagemaker}))
     requirements = next(text for name, text in with_adapter.items() if name.endswith("requirements.txt"))
-    assert "peft>=0.13" in requirements.splitlines() and "trl>=1.16" not in requirements
+    assert "peft>=0.17.1" in requirements.splitlines() and "trl" not in requirements
 
 
 def test_spec_rules_of_the_new_blocks_are_one_sentence():

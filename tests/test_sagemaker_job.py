@@ -141,6 +141,11 @@ def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cac
     launch = render(spec)
     assert [(stage.name, stage.metrics_from_log) for stage in launch.stages] == [("precompile", False), ("train", True)]
     assert load_spec(launch.files[f"{CODE_DIR}/precompile.json"]).train.max_steps == spec.neuron.precompile_steps
+    # its transformers 4.55.4 is below the GPU floor, and stays: optimum-neuron 0.4.1 holds it there
+    requirements = launch.files[f"{CODE_DIR}/requirements.txt"]
+    assert "4.55.4" in job.image_uri and not {"transformers", "datasets", "accelerate"} & {
+        line.split(">=")[0] for line in requirements.splitlines()
+    }
     assert [
         stage.name
         for stage in render(

@@ -39,6 +39,11 @@ def chat_tokenizer(spec: RunSpec):
         )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    # A tokenizer saved without model_input_names takes its class's, which in transformers 4.x name token_type_ids
+    # (4.56.2: tokenization_utils_base.py:1388; 5.23 leaves them out, :978): GRPO hands them to generate, which
+    # a Llama-shaped model refuses on 4.56.2 (generation/utils.py:1584). A chat model takes no segment ids
+    if "token_type_ids" in tokenizer.model_input_names:
+        tokenizer.model_input_names = [name for name in tokenizer.model_input_names if name != "token_type_ids"]
     return tokenizer
 
 

@@ -69,7 +69,27 @@ def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments
     os.environ.update(credentials)  # ... reaches the Trainer as HF_TOKEN: TrainingArguments is pickled in checkpoints
     arguments_class = arguments_class or TrainingArguments
     kwargs.update(numbers_where_the_trainer_takes_them(arguments_class, extra))
-    return arguments_class(**kwargs)
+    return arguments_class(**as_older_transformers_takes(arguments_class, kwargs))
+
+
+def as_older_transformers_takes(arguments_class: type, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments, written for transformers 5, as an older TrainingArguments takes them (4.56.2, the oldest
+    supported: nbtoolkit/train/supported_versions.py); unchanged where the class declares the newer fields."""
+    declared = {field.name: declared_kinds(field.type) for field in dataclasses.fields(arguments_class)}
+    taken = dict(kwargs)
+    # 4.56.2 declares warmup_steps an int (transformers/training_args.py:937) and refuses a float (:1907); a ratio
+    # goes in its warmup_ratio (:934). transformers 5 takes both in warmup_steps, and has no warmup_ratio
+    warmup = taken.get("warmup_steps")
+    if isinstance(warmup, float) and "float" not in declared.get("warmup_steps", {"float"}):
+        taken["warmup_steps"], taken["warmup_ratio"] = (0, warmup) if 0 < warmup < 1 else (int(warmup), 0.0)
+    # 4.56.2 declares include_num_input_tokens_seen a bool (training_args.py:1510) and, when it is true, counts
+    # every input token, padding included (trainer.py:2633-2643): "no" would count and "non_padding" would count
+    # the padding. Off there: no tokens/s in the records rather than a wrong one
+    if isinstance(taken.get("include_num_input_tokens_seen"), str) and "str" not in declared.get(
+        "include_num_input_tokens_seen", {"str"}
+    ):
+        taken["include_num_input_tokens_seen"] = False
+    return taken
 
 
 def numbers_where_the_trainer_takes_them(arguments_class: type, extra: dict[str, Any]) -> dict[str, Any]:

@@ -3,10 +3,7 @@ to the Hugging Face image, and the code folder's files (the package itself is co
 
 from __future__ import annotations
 
-import re
-
 from nbtoolkit.backends.neuron.render import precompile_spec
-from nbtoolkit.backends.sagemaker.images import DISTRIBUTION
 from nbtoolkit.backends.sagemaker.instances import accelerator_of
 from nbtoolkit.backends.sagemaker.job import (
     CHECKPOINT_DIR_ENV,
@@ -21,6 +18,7 @@ from nbtoolkit.backends.sagemaker.job import (
 )
 from nbtoolkit.runtime import ERROR_PREFIX, SPEC_FILE
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.train.supported_versions import container_requirements
 
 #: The entry script SageMaker runs (under torchrun for distributed jobs): nbtoolkit's program with
 #: SageMaker's directories. Hyperparameter arguments SageMaker appends are not for it and are ignored.
@@ -63,44 +61,20 @@ sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__))
                *(["--model", model] if model else [])]))
 '''
 
-#: What the container must add to a Hugging Face image for nbtoolkit's program (the image has torch,
-#: transformers, datasets and accelerate)
-CONTAINER_REQUIREMENTS = "pydantic>=2.6\npyyaml>=6\npsutil>=5.9\nplatformdirs>=3\n"
-
-
-#: the distribution's extras a container installs on top of the Hugging Face image when the run uses them: TRL
-#: (chat, preference, grpo) and PEFT (an adapter, or a model that may be one); DeepSpeed is not offered there
-CONTAINER_EXTRAS = ("adapters", "chat")
-
-
-def extra_requirements(spec: RunSpec) -> list[str]:
-    """The requirements of the extras the run uses, as the distribution's own metadata pins them (the image's PEFT,
-    if it has one, may be older than the program's; a user's image may have none)."""
-    import importlib.metadata
-
-    used = [extra for extra in CONTAINER_EXTRAS if extra in spec.extras_used]
-    found = []
-    for extra in used:
-        marker = re.compile(rf"""^(.*?);\s*extra\s*==\s*["']{extra}["']$""")
-        found += [
-            match.group(1).strip()
-            for line in importlib.metadata.requires(DISTRIBUTION) or []
-            if (match := marker.match(line))
-        ]
-    return found
-
 
 def code_files(spec: RunSpec) -> dict[str, str]:
     """Files of the job's code directory that nbtoolkit writes (the package itself is copied at submit)."""
     if spec.script is not None:
         return {}
     shipped = shipped_spec(spec)
+    neuron = accelerator_of(spec.hardware.instance_type or "") == "neuron"
     files = {
         f"{CODE_DIR}/{SPEC_FILE}": shipped.model_dump_json(indent=2),
         f"{CODE_DIR}/{ENTRY_SCRIPT}": ENTRY_SOURCE,
-        f"{CODE_DIR}/{REQUIREMENTS}": CONTAINER_REQUIREMENTS
-        + "".join(f"{line}\n" for line in extra_requirements(spec)),
+        f"{CODE_DIR}/{REQUIREMENTS}": "".join(
+            f"{line}\n" for line in container_requirements(spec.extras_used, keep_image_stack=neuron)
+        ),
     }
-    if accelerator_of(spec.hardware.instance_type or "") == "neuron" and spec.neuron.precompile:
+    if neuron and spec.neuron.precompile:
         files[f"{CODE_DIR}/{PRECOMPILE_SPEC_FILE}"] = precompile_spec(shipped).model_dump_json(indent=2)
     return files

@@ -19,6 +19,7 @@ from nbtoolkit.catalog import CatalogError, instance_names
 from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.gpu_builds import build_known, cuda_of, image_build, pytorch_runs_on, sm_name
 from nbtoolkit.spec import RunSpec, SpecWarning
+from nbtoolkit.train.supported_versions import floor_version
 
 #: The newest Hugging Face training image the SDK knows (transformers 5, which nbtoolkit.train is written for)
 DEFAULT_VERSIONS = {"transformers_version": "5.3.0", "pytorch_version": "2.9.0", "py_version": "py312"}
@@ -167,21 +168,21 @@ def _release(version: str) -> tuple[int, ...]:
 
 @cache
 def own_program_needs() -> dict[str, str]:
-    """The transformers and Python releases nbtoolkit's training program needs, read from the distribution's
-    own requirements (pyproject.toml), so an image older than them is refused before it bills."""
+    """The transformers and Python releases nbtoolkit's training program needs: the floor's transformers
+    (nbtoolkit.train.supported_versions, the oldest it is tested with) and the distribution's own Requires-Python,
+    so an image older than them is refused before it bills."""
     import importlib.metadata
 
-    transformers = next(
-        found.group(1)
-        for line in importlib.metadata.requires(DISTRIBUTION) or []
-        if (found := re.match(r"transformers\s*>=\s*([\d.]+)\s*$", line))
-    )
     python = importlib.metadata.metadata(DISTRIBUTION)["Requires-Python"].removeprefix(">=").strip()
-    return {"transformers": transformers, "Python": python}
+    return {"transformers": floor_version("transformers"), "Python": python}
 
 
 def check_own_program_image(instance: str, image_uri: str | None, versions: dict[str, str] | None) -> None:
-    """An image with a transformers or Python older than nbtoolkit's program needs would bill, then fail at import."""
+    """An image with a transformers or Python older than nbtoolkit's program needs would bill, then fail at import
+    (or, its transformers replaced by the requirements.txt's floor, run a stack nobody tested). A Trainium image is
+    left to the Neuron SDK's own pins (its optimum-neuron 0.4.1 holds transformers at 4.55.4)."""
+    if accelerator_of(instance) == "neuron":
+        return
     if versions is not None:
         what, has = "sagemaker.transformers_version", {"transformers": versions["transformers_version"]}
         has["Python"] = python_release(versions["py_version"])

@@ -1,0 +1,71 @@
+"""The oldest libraries nbtoolkit's training program supports (its floor), each with where that version comes from.
+
+SageMaker runs the program under the training image's own libraries, not the lock's: the oldest image nbtoolkit
+picks (V100, ml.p3) carries transformers 4.56.2. The container's requirements.txt asks for these versions or newer,
+the image check refuses an older transformers, and `make lock` writes requirements-floor.lock (`.venv-floor`) from
+them, where tests/test_supported_versions.py trains the program, so the floor is a tested fact, not a hope.
+
+    python -m nbtoolkit.train.supported_versions    # the floor as pins, and the rest (`make lock` reads them)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: the oldest Hugging Face training image nbtoolkit picks: the newest one with V100 (sm_70) kernels
+OLDEST_IMAGE = "huggingface-pytorch-training:2.8.0-transformers4.56.2-gpu-py312-cu129"
+
+
+@dataclass(frozen=True)
+class Floor:
+    """One library's oldest supported version; `extra` is the distribution's extra that brings it (None: every run
+    needs it), `source` says where the version comes from."""
+
+    package: str
+    version: str
+    extra: str | None
+    source: str
+
+
+FLOOR = (
+    Floor("transformers", "4.56.2", None, f"{OLDEST_IMAGE} (its Dockerfile's TRANSFORMERS_VERSION)"),
+    Floor("accelerate", "1.10.1", None, f"{OLDEST_IMAGE} (ACCELERATE_VERSION)"),
+    # the image carries 4.1.0; TRL lifts it in a chat run, and requirements.txt lifts it in every run, so one
+    # floor holds for all runs (and a chat run's floor can be tested at all: TRL refuses 4.1.0)
+    Floor("datasets", "4.7.0", None, "TRL 1.16's own requirement (datasets>=4.7.0 in its METADATA)"),
+    Floor("peft", "0.17.1", "adapters", f"{OLDEST_IMAGE} (PEFT_VERSION)"),
+    # the images carry TRL 0.23 (4.56.2) and 0.28 (5.3.0): the program's chat tasks are written for TRL 1.16
+    Floor("trl", "1.16.0", "chat", "nbtoolkit's chat tasks (TRL's 1.x trainers); TRL 1.16 takes transformers>=4.56.2"),
+)
+
+
+#: what else the program imports in a container, as nbtoolkit's pyproject.toml asks for it: the spec's and the job
+#: runtime's libraries, and summarization's ROUGE, which neither GPU image's Dockerfile names (without it, in the
+#: floor's environment, a summarization run failed at its evaluation, after training)
+ALSO_IMPORTED = ("pydantic>=2.6", "pyyaml>=6", "psutil>=5.9", "platformdirs>=3", "rouge-score>=0.1.2")
+
+
+def floor_version(package: str) -> str:
+    """The oldest supported version of one library of FLOOR."""
+    return next(floor.version for floor in FLOOR if floor.package == package)
+
+
+def container_requirements(extras: tuple[str, ...], keep_image_stack: bool = False) -> list[str]:
+    """requirements.txt lines for a container: every library the program imports there, those of the floor at the
+    floor or newer; with `keep_image_stack`, only the extras' (a Trainium image: the Neuron SDK's optimum-neuron
+    0.4.1 holds its transformers at 4.55.4, below this floor, and the program meets it through its Neuron engine).
+    Naming transformers keeps the image's: with `trl>=1.16` alone, pip 26.3 over the oldest image's libraries took
+    the newest datasets (5.2.0, huggingface-hub>=1.31) and so replaced transformers 4.56.2 by 5.24.0; with these
+    lines it kept 4.56.2 and took datasets 5.0.1 (huggingface-hub<2.0)."""
+    return [
+        *ALSO_IMPORTED,
+        *(
+            f"{floor.package}>={floor.version}"
+            for floor in FLOOR
+            if floor.extra in extras or (floor.extra is None and not keep_image_stack)
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    print("\n".join([*(f"{floor.package}=={floor.version}" for floor in FLOOR), *ALSO_IMPORTED]))
