@@ -11,6 +11,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from nbtoolkit.tasks import TASKS
+
 ASSETS = Path(__file__).resolve().parent / "assets"
 TOKENIZERS = ASSETS / "tokenizers"
 
@@ -80,5 +82,5 @@ def tiny_config_fields(name: str) -> dict[str, Any]:
 
 def bundled_files(task: str) -> dict[str, str]:
     """The small sample dataset shipped for a task: split name -> jsonl path."""
-    folder = ASSETS / "data" / task
+    folder = ASSETS / "data" / (TASKS[task].sample_data or task)
     return {path.stem: str(path) for path in sorted(folder.glob("*.jsonl"))}

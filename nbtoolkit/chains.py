@@ -23,6 +23,8 @@ JOB_REF = "job:"
 #: the job's info keys of its lineage: the job whose model it started from, and the spec's `model:` as written
 MODEL_FROM = "model_from"
 MODEL_REF = "model_ref"
+#: ... and the jobs whose reward models a grpo job scores with
+REWARD_MODELS_FROM = "reward_models_from"
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,14 @@ class ChainedSpec:
 
 def is_job_ref(model: str | None) -> bool:
     return model is not None and model.startswith(JOB_REF)
+
+
+def job_refs(spec: RunSpec) -> list[str]:
+    """The spec's fields that name an earlier job's model, resolved at launch, as `field 'job:...'`."""
+    models = [f"model '{spec.model}'"] if is_job_ref(spec.model) else []
+    return models + [
+        f"reward.models '{name}'" for name in (spec.reward.models if spec.reward else []) if is_job_ref(name)
+    ]
 
 
 def earlier_job(ref: str, store: JobStore) -> JobRecord:
@@ -58,10 +68,12 @@ def earlier_job(ref: str, store: JobStore) -> JobRecord:
 
 
 def resolve(spec: RunSpec, store: JobStore, *, fetching: bool = True) -> ChainedSpec:
-    """The spec as its backend's machines read it; a spec whose model names no job comes back as it is. Without
-    `fetching` (a plan, a preview) a remote model that would be fetched first is not: `spec` is then `sizing`."""
+    """The spec as its backend's machines read it; a spec whose model and reward models name no job comes back as
+    it is. Without `fetching` (a plan, a preview) a remote model that would be fetched first is not: `spec` is then
+    `sizing`."""
+    spec, reward_info = resolve_reward_models(spec, store, fetching=fetching)
     if not is_job_ref(spec.model):
-        return ChainedSpec(spec, spec, {})
+        return ChainedSpec(spec, spec, reward_info)
     record = earlier_job(spec.model, store)
     artifact = model_artifact(store, record)
     if spec.adapter is not None and spec.adapter.type == "qlora" and adapter_job(store, record):
@@ -70,21 +82,59 @@ def resolve(spec: RunSpec, store: JobStore, *, fetching: bool = True) -> Chained
             f"{record.id}'s adapter, merged into its base at load; merge it first (`nbtoolkit merge {record.id}`) and "
             "start from the merged folder, or use type: lora"
         )
-    backend = select(spec)
     sizing = spec.model_copy(update={"model": sizing_model(store, record, artifact.uri)})
-    lineage = {MODEL_FROM: record.id, MODEL_REF: spec.model}
+    lineage = {MODEL_FROM: record.id, MODEL_REF: spec.model, **reward_info}
+    model = machine_model(spec, f"model '{spec.model}'", record, artifact, fetching=fetching)
+    if model is None:  # a remote model not fetched for a plan: a copy on this machine has its shape
+        return ChainedSpec(sizing, sizing, lineage)
+    return ChainedSpec(spec.model_copy(update={"model": model}), sizing, lineage)
+
+
+def machine_model(spec: RunSpec, what: str, record: JobRecord, artifact, *, fetching: bool) -> str | None:
+    """What the spec's backend reads for the job's model (fetched here first where its machines read this
+    machine's folders); None when that fetch is not wanted; one sentence when its machines cannot read it."""
+    backend = select(spec)
     model = model_input(backend, artifact.uri)
     if model is None and artifact.remote and model_input(backend, artifact.folder.as_uri()) is not None:
-        if not fetching:  # a copy on this machine is what its machines would read: its shape is known
-            return ChainedSpec(sizing, sizing, lineage)
+        if not fetching:
+            return None
         model = model_input(backend, fetch(artifact).as_uri())
     if model is None:
         raise LaunchError(
-            f"model '{spec.model}': job {record.id}'s model is at {artifact.uri}, which a {backend.name} job "
-            f"cannot read; start it from a job that ran on {backend.target}, or push the model to the Hub "
-            "(job.push_to_hub) and give its id"
+            f"{what}: job {record.id}'s model is at {artifact.uri}, which a {backend.name} job cannot read; start it "
+            f"from a job that ran on {backend.target}, or push the model to the Hub (job.push_to_hub) and give its id"
         )
-    return ChainedSpec(spec.model_copy(update={"model": model}), sizing, lineage)
+    return model
+
+
+def resolve_reward_models(spec: RunSpec, store: JobStore, *, fetching: bool) -> tuple[RunSpec, dict[str, Any]]:
+    """`reward.models` entries that name a reward-model job, as the backend's machines read that job's model; the
+    jobs they came from, for the new job's lineage."""
+    refs = [name for name in (spec.reward.models if spec.reward else []) if is_job_ref(name)]
+    if not refs:
+        return spec, {}
+    models, sources = [], []
+    for name in spec.reward.models:
+        if not is_job_ref(name):
+            models.append(name)
+            continue
+        record = earlier_job(name, store)
+        trained = load_spec(store.job_dir(record.id) / "spec.json") if store.job_dir(record.id).is_dir() else None
+        if trained is not None and trained.task != "reward-model":
+            raise LaunchError(
+                f"reward.models '{name}': job {record.id} trained task {trained.task}, not reward-model; name a "
+                "reward-model job, a hub id or a folder of a sequence-classification model with one output"
+            )
+        if trained is not None and trained.adapter is not None:
+            raise LaunchError(
+                f"reward.models '{name}': job {record.id} trained an adapter; merge it first (`nbtoolkit merge "
+                f"{record.id}`) and give the merged folder"
+            )
+        where = machine_model(spec, f"reward.models '{name}'", record, model_artifact(store, record), fetching=fetching)
+        models.append(where or name)  # a plan keeps the reference where the model is not fetched
+        sources.append(record.id)
+    reward = spec.reward.model_copy(update={"models": models})
+    return spec.model_copy(update={"reward": reward}), {REWARD_MODELS_FROM: sources}
 
 
 def lineage(record: JobRecord) -> dict[str, Any]:
@@ -95,7 +145,7 @@ def lineage(record: JobRecord) -> dict[str, Any]:
 def in_default_store(spec: RunSpec, *, fetching: bool = True) -> ChainedSpec:
     """`resolve` against this user's job store, which is opened only when the spec names a job (an export or a
     preview of any other spec leaves no store behind)."""
-    if not is_job_ref(spec.model):
+    if not job_refs(spec):
         return ChainedSpec(spec, spec, {})
     return resolve(spec, JobStore(), fetching=fetching)
 

@@ -110,7 +110,7 @@ def render(tokenizer, task: str, fmt: str, row: dict, number: int, template: str
     """One row's tokens and which carry loss: the masking template's marks, or all of them (every_token)."""
     if task == "chat":
         messages, prompt_only = as_messages(row, fmt, number), False
-    elif task == "preference":  # the chosen reply is what the policy is pulled toward
+    elif "chosen" in TASKS[task].row_columns:  # preference, reward-model: the chosen reply is what is pulled toward
         prompt = as_turns(row["prompt"], "user", f"row {number}'s prompt")
         messages, prompt_only = prompt + as_turns(row["chosen"], "assistant", f"row {number}'s chosen"), False
     else:  # grpo: the prompt the completions continue; no token of it carries loss

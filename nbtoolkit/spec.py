@@ -252,10 +252,11 @@ class RunSpecCore(SpecBlock):
         if self.task == "grpo":
             self._whole_groups()
         own_data = self.dataset.name or self.dataset.files
-        if self.task == "grpo" and own_data and not (self.reward and self.reward.functions):
+        if self.task == "grpo" and own_data and not (self.reward and (self.reward.functions or self.reward.models)):
             raise ValueError(
-                "task grpo on your own data needs reward.functions (module:function or path/to/file.py:function); "
-                "the bundled arithmetic reward fits only the bundled prompts"
+                "task grpo on your own data needs reward.functions (module:function or path/to/file.py:function) or "
+                "reward.models (job:ID of a reward-model job, a hub id or a folder); the bundled arithmetic reward "
+                "fits only the bundled prompts"
             )
         if self.resume is not None and self.resume != "latest" and not self.resume.strip():
             raise ValueError("resume must be 'latest' or a checkpoint directory")

@@ -440,13 +440,19 @@ class ShippedFunction(SpecBlock):
 
 
 class RewardSpec(SpecBlock):
-    """GRPO: reward functions scoring sampled completions, and how many completions to sample."""
+    """GRPO: reward functions and reward models scoring sampled completions, and how many completions to sample."""
 
     functions: list[str | ShippedFunction] = Field(
         default_factory=list,
-        description="module:function or path/to/file.py:function; default the bundled arithmetic reward",
+        description="module:function or path/to/file.py:function; default (with no models) the bundled arithmetic "
+        "reward",
     )
-    weights: list[float] | None = Field(None, description="one per function; default all 1")
+    models: list[str] = Field(
+        default_factory=list,
+        description="reward models scoring each completion: job:ID (a reward-model job's), a hub id or a local "
+        "folder; beside the functions",
+    )
+    weights: list[float] | None = Field(None, description="one per function, then one per model; default all 1")
     num_generations: int = Field(4, ge=2, description="completions sampled per prompt (the group)")
     max_completion_length: int = Field(32, ge=1, le=65536, description="tokens sampled per completion")
     temperature: float = Field(1.0, gt=0, description="sampling temperature of the completions")
@@ -467,13 +473,28 @@ class RewardSpec(SpecBlock):
                 )
         return functions
 
+    @field_validator("models")
+    @classmethod
+    def _named_models(cls, models: list[str]) -> list[str]:
+        for name in models:
+            if not name.strip():
+                raise ValueError("reward.models has an empty entry; give job:ID, a hub id or a local folder")
+        return models
+
+    @property
+    def scorers(self) -> int:
+        """How many rewards score each completion: the functions (the bundled ones when neither functions nor
+        models are named) and the models."""
+        functions = len(self.functions) or (0 if self.models else len(BUNDLED_REWARDS))
+        return functions + len(self.models)
+
     @model_validator(mode="after")
     def _one_weight_each(self) -> RewardSpec:
-        functions = len(self.functions) or len(BUNDLED_REWARDS)
-        if self.weights is not None and len(self.weights) != functions:
-            which = "" if self.functions else " (the bundled default rewards)"
+        if self.weights is not None and len(self.weights) != self.scorers:
+            which = "" if self.functions or self.models else " (the bundled default rewards)"
             raise ValueError(
-                f"reward.weights has {len(self.weights)} value(s) for {functions} function(s){which}; give one each"
+                f"reward.weights has {len(self.weights)} value(s) for {self.scorers} reward(s){which}; give one "
+                "each, functions first, then models"
             )
         return self
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from nbtoolkit.tasks import TASKS
+
 #: trainer arguments the program sets from a spec field, for every task (nbtoolkit.train.program)
 SET_BY_FIELD: dict[str, str] = {
     "num_train_epochs": "train.epochs",
@@ -39,20 +41,6 @@ SET_BY_FIELD: dict[str, str] = {
     "report_to": "report_to",
     "run_name": "name",
 }
-#: ... and the task's own (nbtoolkit.train.tasks.<task>: what its setup's argument_overrides read from the spec)
-SET_BY_TASK_FIELD: dict[str, dict[str, str]] = {
-    "summarization": {"predict_with_generate": "train.predict_with_generate"},
-    "chat": {"max_length": "dataset.max_length", "packing": "dataset.packing"},
-    "preference": {"max_length": "dataset.max_length", "beta": "preference.beta", "loss_type": "preference.loss_type"},
-    "grpo": {
-        "num_generations": "reward.num_generations",
-        "max_completion_length": "reward.max_completion_length",
-        "temperature": "reward.temperature",
-        "beta": "reward.beta",
-        "use_vllm": "reward.use_vllm",
-        "reward_weights": "reward.weights",
-    },
-}
 
 #: trainer arguments the program sets for a reason of its own, whatever the spec says
 SET_BY_NBTOOLKIT: dict[str, str] = {
@@ -63,7 +51,7 @@ SET_BY_NBTOOLKIT: dict[str, str] = {
 
 def set_by_field(task: str) -> dict[str, str]:
     """Trainer argument -> the spec field that sets it, for a task."""
-    return SET_BY_FIELD | SET_BY_TASK_FIELD.get(task, {})
+    return SET_BY_FIELD | TASKS[task].set_by_field  # the task's own: what its setup's argument_overrides read
 
 
 def extra_problem(task: str, extra: dict[str, Any]) -> str | None:

@@ -8,7 +8,7 @@ registry is built, in one sentence, not at predict or push time.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 #: which models can do a task, as the pairing check reads a model's config
@@ -37,10 +37,19 @@ class Task:
     prompt: str
     #: `module:function` that answers one input with a trained model (Job.predict, Try it)
     answer: str
+    #: how the Try-it box asks: one text, a question with its context, or a chat (the history goes with each message)
+    try_it: Literal["text", "question-and-context", "chat"] = "text"
     #: trained by TRL's trainers (the distribution's `chat` extra); their data formats are nbtoolkit.chat_formats
     trl: bool = False
     #: the columns each row needs, for a task that reads fixed columns rather than spec-named ones
     row_columns: tuple[str, ...] = ()
+    #: sequences the model reads per example (a preference pair: 2), for the planner's activations and time
+    sequences_per_sample: int = 1
+    #: the bundled sample data it trains on when the spec names none (nbtoolkit/assets/data/<folder>; "": its name)
+    sample_data: str = ""
+    #: trainer argument -> the spec field that sets it, beyond every task's (nbtoolkit.spec_extra); `extra` may not
+    #: set them
+    set_by_field: dict[str, str] = field(default_factory=dict)
 
 
 class TaskError(ValueError):
@@ -82,6 +91,7 @@ CHAT_MODEL: dict[str, Any] = {
     "auto_model": "AutoModelForCausalLM",
     "peft_task_type": "CAUSAL_LM",
     "prompt": "your message to the model",
+    "try_it": "chat",
     "answer": "nbtoolkit.train.inference:reply",
     "trl": True,
 }
@@ -113,6 +123,7 @@ TASKS: dict[str, Task] = registry(
             peft_task_type="SEQ_2_SEQ_LM",
             prompt="an article to summarize",
             answer="nbtoolkit.train.inference:summarize",
+            set_by_field={"predict_with_generate": "train.predict_with_generate"},
         ),
         Task(
             "question-answering",
@@ -125,6 +136,7 @@ TASKS: dict[str, Task] = registry(
             auto_model="AutoModelForQuestionAnswering",
             peft_task_type="QUESTION_ANS",
             prompt="the context the answer is in",
+            try_it="question-and-context",
             answer="nbtoolkit.train.inference:extract_answer",
         ),
         Task(
@@ -148,6 +160,7 @@ TASKS: dict[str, Task] = registry(
             "a decoder-only (chat) model such as qwen2, llama or gpt2",
             "nbtoolkit.train.tasks.chat",
             **CHAT_MODEL,
+            set_by_field={"max_length": "dataset.max_length", "packing": "dataset.packing"},
         ),
         Task(
             "preference",
@@ -158,6 +171,12 @@ TASKS: dict[str, Task] = registry(
             "nbtoolkit.train.tasks.preference",
             **CHAT_MODEL,
             row_columns=("prompt", "chosen", "rejected"),
+            sequences_per_sample=2,
+            set_by_field={
+                "max_length": "dataset.max_length",
+                "beta": "preference.beta",
+                "loss_type": "preference.loss_type",
+            },
         ),
         Task(
             "grpo",
@@ -168,6 +187,33 @@ TASKS: dict[str, Task] = registry(
             "nbtoolkit.train.tasks.grpo",
             **CHAT_MODEL,
             row_columns=("prompt",),
+            set_by_field={
+                "num_generations": "reward.num_generations",
+                "max_completion_length": "reward.max_completion_length",
+                "temperature": "reward.temperature",
+                "beta": "reward.beta",
+                "use_vllm": "reward.use_vllm",
+                "reward_weights": "reward.weights",
+            },
+        ),
+        # a score for a reply: TRL's RewardTrainer on preference pairs, a one-output head on a causal LM
+        Task(
+            "reward-model",
+            {},
+            "nbtoolkit/tiny-chat",
+            "sequence-classification",
+            "a model that can carry a one-score sequence-classification head, such as qwen2, llama or gpt2",
+            "nbtoolkit.train.tasks.reward_model",
+            pipeline_tag="text-classification",
+            auto_model="AutoModelForSequenceClassification",
+            peft_task_type="SEQ_CLS",
+            prompt="a reply to score",
+            answer="nbtoolkit.train.inference:score",
+            trl=True,
+            row_columns=("prompt", "chosen", "rejected"),
+            sequences_per_sample=2,
+            sample_data="preference",
+            set_by_field={"max_length": "dataset.max_length"},
         ),
     )
 )

@@ -330,7 +330,7 @@ def test_spec_rules_of_the_new_blocks_are_one_sentence():
 def test_reward_and_preference_blocks_trl_would_refuse_are_refused_before_launch():
     grpo = {"task": "grpo", "train": {"batch_size": 8}}
     for data, words in [
-        ({**grpo, "reward": {"weights": [1, 2, 3]}}, "3 value(s) for 2 function(s) (the bundled default rewards)"),
+        ({**grpo, "reward": {"weights": [1, 2, 3]}}, "3 value(s) for 2 reward(s) (the bundled default rewards)"),
         ({**grpo, "train": {"batch_size": 6}}, "train.batch_size x train.grad_accum (6) x 1 rank(s)"),
         ({**grpo, "train": {"batch_size": 8, "eval_batch_size": 2}}, "or set dataset.eval_split: null"),
         ({"task": "preference", "preference": {"loss_type": "bogus"}}, "'bogus' is not one method dpo takes"),

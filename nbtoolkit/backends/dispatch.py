@@ -12,7 +12,7 @@ from pathlib import Path
 
 from nbtoolkit.adapters import missing_package
 from nbtoolkit.backends import LaunchError, select
-from nbtoolkit.chains import is_job_ref
+from nbtoolkit.chains import job_refs
 from nbtoolkit.credentials import credential_problem, redact_spec
 from nbtoolkit.launches import Launch
 from nbtoolkit.preflight import input_problems
@@ -27,9 +27,9 @@ __all__ = ["preflight", "render"]
 def render(spec: RunSpec) -> Launch:
     """The spec's launch; its relative paths are taken from the caller's working directory (a job runs in its own)
     and credential values are redacted (a job gets them from the environment)."""
-    if is_job_ref(spec.model):
+    if job_refs(spec):
         raise LaunchError(
-            f"model '{spec.model}' names an earlier job, which is resolved as the run is launched or planned "
+            f"{job_refs(spec)[0]} names an earlier job, which is resolved as the run is launched or planned "
             "(nbtoolkit.launch, nbtoolkit run, nbtoolkit launch-files)"
         )
     shown = redact_spec(absolute_paths(spec))

@@ -1,4 +1,5 @@
-"""Which reward series a run's metrics hold: DPO's (chosen, rejected, margin, accuracy) or each GRPO function's.
+"""Which reward series a run's metrics hold: DPO's (chosen, rejected, margin, accuracy), a reward model's (accuracy,
+margin, mean score) or each GRPO function's.
 
 TRL logs them under its own names (`rewards/chosen`, `rewards/<function>/mean`, `reward`, `reward_std`,
 `completions/mean_length`); the training callback passes them through to metrics.jsonl as they are,
@@ -16,6 +17,8 @@ PREFERENCE_KEYS = {
     "margin": "rewards/margins",
     "accuracy": "rewards/accuracies",
 }
+#: label -> TRL's key, for its RewardTrainer (reward-model): how often the chosen reply scored higher, by how much
+REWARD_MODEL_KEYS = {"accuracy": "accuracy", "margin": "margin", "mean score": "mean_reward"}
 #: GRPO: the group's reward (all functions, weighted), its spread, and the completions' length
 TOTAL, SPREAD, COMPLETION_LENGTH = "reward", "reward_std", "completions/mean_length"
 
@@ -28,6 +31,8 @@ def reward_keys(records: list[dict[str, Any]]) -> dict[str, str]:
             keys |= record.keys()
     if "rewards/margins" in keys:
         return {label: key for label, key in PREFERENCE_KEYS.items() if key in keys}
+    if {"accuracy", "margin"} <= keys:
+        return {label: key for label, key in REWARD_MODEL_KEYS.items() if key in keys}
     found = {key.split("/")[1]: key for key in sorted(keys) if key.startswith("rewards/") and key.endswith("/mean")}
     if found and TOTAL in keys:
         found["total"] = TOTAL

@@ -335,8 +335,8 @@ class ChartFigure:
         return png(self.figure)
 
     def _draw_rewards(self, records: list[dict[str, Any]]) -> None:
-        """A run with rewards (DPO, GRPO) shows them in the middle panel instead of the learning rate: DPO's
-        chosen, rejected, margin and accuracy; GRPO's reward per function, the total's spread (±1 std) and
+        """A run with rewards (DPO, a reward model, GRPO) shows them in the middle panel instead of the learning rate:
+        DPO's chosen, rejected, margin and accuracy; a reward model's accuracy, margin and mean score; GRPO's reward per function, the total's spread (±1 std) and
         the completions' mean length on the right axis."""
         from nbtoolkit.metrics.plots import points
         from nbtoolkit.metrics.rewards import COMPLETION_LENGTH, SPREAD, TOTAL, reward_keys

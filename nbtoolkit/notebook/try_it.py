@@ -49,7 +49,7 @@ class TryIt(widgets.VBox):
 
     @property
     def is_chat(self) -> bool:
-        return TASKS[self.task].trl
+        return TASKS[self.task].try_it == "chat"
 
     def restart(self) -> None:
         """Forget the conversation (the model keeps none: each message sends the history so far)."""
@@ -58,7 +58,7 @@ class TryIt(widgets.VBox):
 
     @property
     def is_qa(self) -> bool:
-        return self.task == "question-answering"
+        return TASKS[self.task].try_it == "question-and-context"
 
     def inputs(self) -> str | dict[str, str]:
         text = self.text.value.strip()
@@ -85,12 +85,13 @@ class TryIt(widgets.VBox):
             self.text.value = ""
             self.answer.value = chat_html(self.history)
         else:
-            self.answer.value = answer_html(self.task, given, self.last)
+            self.answer.value = answer_html(given, self.last)
         return self.last
 
 
-def answer_html(task: str, given: str | dict[str, str], answer: dict[str, Any]) -> str:
-    if task == "text-classification":
+def answer_html(given: str | dict[str, str], answer: dict[str, Any]) -> str:
+    """The answer as the task's answering function shaped it (nbtoolkit.train.inference)."""
+    if "label" in answer:
         rows = [
             (label, probability, label == answer["label"])
             for label, probability in sorted(answer["probabilities"].items(), key=lambda item: -item[1])
@@ -98,10 +99,12 @@ def answer_html(task: str, given: str | dict[str, str], answer: dict[str, Any]) 
         return f"<p>label: <b>{html.escape(answer['label'])}</b></p>" + bars(
             rows, shown=lambda probability: f"{probability:.1%}", mark="", mark_color=CHOSEN_COLOR
         )
-    if task == "summarization":
+    if "summary" in answer:
         return f"<p>summary: <b>{html.escape(answer['summary'])}</b></p>"
-    if task == "question-answering":
+    if "answer" in answer:
         return f"<p>answer: <b>{html.escape(answer['answer']) or '(none)'}</b> (score {answer['score']:.3f})</p>"
+    if "score" in answer:  # a reward model's: higher is a reply it prefers
+        return f"<p>score: <b>{answer['score']:.3f}</b> (the reward model's; higher is a reply it prefers)</p>"
     return f"<p>{html.escape(given)}<b>{html.escape(answer['continuation'])}</b></p>"
 
 

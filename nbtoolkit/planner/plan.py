@@ -31,6 +31,7 @@ from nbtoolkit.planner.shapes import ModelShape, model_shape, train_samples
 from nbtoolkit.precision import load_dtype
 from nbtoolkit.spec import RunSpec, load_spec
 from nbtoolkit.spec_blocks import AdapterSpec, Offload, Precision, RewardSpec
+from nbtoolkit.tasks import TASKS
 
 #: the most alternatives a Plan keeps (ranked); the rest are dropped
 MAX_ALTERNATIVES = 40
@@ -294,7 +295,7 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
         adapter=adapter.type if adapter else "none",
         trainable_params=memory.lora_params(shape, adapter.r, modules) if adapter else None,
         catalog_price=spec.hardware.priced_by_catalog,
-        sequences_per_sample=2 if spec.task == "preference" else 1,
+        sequences_per_sample=TASKS[spec.task].sequences_per_sample,
         reference_model=with_reference and adapter is None,  # with an adapter the reference is the base, adapters off
         generated_tokens=spec.dataset.max_length + reward.max_completion_length if grpo else 0,
     )

@@ -187,6 +187,23 @@ def reply(spec, model, tokenizer, conversation: str | list) -> dict:
     return {"reply": reply, "prompt": prompt}
 
 
+def score(spec, model, tokenizer, item: str | list) -> dict:
+    """A reward model's score for a reply, tokenized as TRL's RewardTrainer trained it: a conversation (ending
+    with the reply) through the saved chat template, a text with the end token appended."""
+    import torch
+
+    if isinstance(item, list) and all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in item):
+        ids = tokenizer.apply_chat_template(item, tokenize=True, return_dict=True)["input_ids"]
+    elif isinstance(item, str):
+        ids = tokenizer(item if item.endswith(tokenizer.eos_token) else item + tokenizer.eos_token)["input_ids"]
+    else:
+        raise TrainError(
+            f"{spec.task} inputs are a text or a conversation (a list of {{'role': ..., 'content': ...}} messages "
+            f"ending with the reply to score); got {str(item)[:80]!r}"
+        )
+    return {"score": model(input_ids=torch.tensor([list(ids)])).logits[0, 0].item()}
+
+
 def evaluate(spec: RunSpec, dataset: str) -> dict:
     """The final model's eval metrics on another split of the spec's dataset, or on a local file.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
 from transformers import AutoModelForCausalLM
 from trl import GRPOConfig, GRPOTrainer
@@ -20,7 +21,7 @@ from nbtoolkit.rewards import RewardError, checked, load
 from nbtoolkit.spec import RewardSpec
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
 from nbtoolkit.train.errors import TrainError
-from nbtoolkit.train.models import load_model
+from nbtoolkit.train.models import load_model, model_source
 from nbtoolkit.train.tasks import TaskSetup
 from nbtoolkit.train.tasks.chat import trl_overrides
 
@@ -31,10 +32,43 @@ def config_class(spec) -> type:
 
 
 def reward_functions(reward: RewardSpec) -> list:
+    """The reward functions, loaded; the bundled ones when the spec names neither functions nor models."""
     try:
-        return [checked(load(reference)) for reference in reward.functions or BUNDLED_REWARDS]
+        return [
+            checked(load(reference)) for reference in reward.functions or ([] if reward.models else BUNDLED_REWARDS)
+        ]
     except RewardError as exc:
         raise TrainError(str(exc)) from None
+
+
+def reward_models(reward: RewardSpec) -> tuple[list, list]:
+    """Each reward model with its tokenizer (whose chat template renders prompt + completion for it, as TRL's
+    RewardTrainer trained it), named after its job or folder in the charts instead of TRL's folder name `model`."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    models, tokenizers = [], []
+    for name in reward.models:
+        try:
+            model = AutoModelForSequenceClassification.from_pretrained(model_source(name), num_labels=1)
+            tokenizer = AutoTokenizer.from_pretrained(model_source(name))
+        except (OSError, ValueError) as exc:
+            raise TrainError(
+                f"reward.models '{name}' could not be loaded as a one-output sequence-classification model "
+                f"({str(exc).splitlines()[0]}); give a reward-model job (job:ID), a hub id or a local folder"
+            ) from None
+        model.config._name_or_path = scorer_name(name)
+        models.append(model.eval())
+        tokenizers.append(tokenizer)
+    return models, tokenizers
+
+
+def scorer_name(name: str) -> str:
+    """A reward model's name in the logs and charts: its job's id for a job's model folder (…/<id>/output/model),
+    else the folder's or hub id's last part."""
+    path = Path(name)
+    if path.name == "model" and path.parent.name == "output":
+        return f"reward-model-{path.parent.parent.name}"
+    return path.name
 
 
 def prompts(dataset, split: str):
@@ -63,8 +97,9 @@ def setup(spec, splits) -> TaskSetup:
     if reward.beta > 0 and spec.adapter is None and is_bundled(spec.model_name):
         reference_source(model)
     functions = reward_functions(reward)
+    models, model_tokenizers = reward_models(reward)
     if os.environ.get("RANK", "0") == "0":
-        names = ", ".join(function.__name__ for function in functions)
+        names = ", ".join([function.__name__ for function in functions] + [scorer_name(name) for name in reward.models])
         print(f"[nbtoolkit] rewards: {names} | {reward.num_generations} completions per prompt", flush=True)
     return TaskSetup(
         model=model,
@@ -84,5 +119,8 @@ def setup(spec, splits) -> TaskSetup:
             reward_weights=reward.weights,
             include_num_input_tokens_seen="no",  # GRPO's batches are prompts: the Trainer cannot count their tokens
         ),
-        trainer_arguments={"reward_funcs": functions},
+        trainer_arguments={
+            "reward_funcs": [*functions, *models],  # TRL weighs them in this order: functions, then models
+            **({"reward_processing_classes": [None] * len(functions) + model_tokenizers} if models else {}),
+        },
     )

@@ -52,12 +52,13 @@ def config_class(spec) -> type:
     return trainer_and_config(preference_block(spec).method)[1]
 
 
-def pairs(dataset, split: str):
+def pairs(task: str, dataset, split: str):
+    """The split's prompt, chosen and rejected columns (a preference or reward-model task's), or one sentence."""
     missing = [column for column in COLUMNS if column not in dataset.column_names]
     if missing:
         raise TrainError(
             f"the {split} split has no {', '.join(missing)} column(s) (it has {', '.join(dataset.column_names)}); "
-            "preference data needs prompt, chosen and rejected (texts or conversations)"
+            f"{task} data needs prompt, chosen and rejected (texts or conversations)"
         )
     return dataset.select_columns(list(COLUMNS))
 
@@ -82,7 +83,7 @@ def setup(spec, splits) -> TaskSetup:
     model = load_model(AutoModelForCausalLM, spec, tokenizer)
     fit_model(model, tokenizer)
     trainer_class, config_class, method_fields = trainer_and_config(preference.method)
-    datasets = {split: pairs(dataset, split) for split, dataset in splits.items()}
+    datasets = {split: pairs(spec.task, dataset, split) for split, dataset in splits.items()}
     if preference.method == "kto":
         datasets = {split: unpaired(dataset) for split, dataset in datasets.items()}
     overrides = dict(trl_overrides(spec), beta=preference.beta, max_length=spec.dataset.max_length, **method_fields)
