@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from nbtoolkit import backends
 from nbtoolkit.chat_formats import NAMED_TEMPLATES, assistant_only_loss, has_generation_markers, no_markers
@@ -173,7 +173,7 @@ class RunSpecCore(SpecBlock):
         return data
 
     @model_validator(mode="after")
-    def _cross_field_rules(self) -> RunSpec:
+    def _cross_field_rules(self, info: ValidationInfo) -> RunSpec:
         hw, par = self.hardware, self.parallelism
         if par.strategy in ("xla",) or self.compile == "neuron":
             field, value = ("parallelism.strategy", "xla") if par.strategy == "xla" else ("compile", "neuron")
@@ -261,6 +261,8 @@ class RunSpecCore(SpecBlock):
         if self.resume is not None and self.resume != "latest" and not self.resume.strip():
             raise ValueError("resume must be 'latest' or a checkpoint directory")
         spec = cast("RunSpec", self)  # the rules run on RunSpec: this core with the backends' blocks
+        if (info.context or {}).get(LAUNCHED):  # read where it runs: its backend checked it at launch
+            return spec
         found = backends.problem(spec)
         if found:
             raise ValueError(found)
@@ -398,10 +400,17 @@ def spec_warnings(spec: RunSpec) -> list[str]:
 # -- loading -----------------------------------------------------------------------------------
 
 
-def load_spec(source: RunSpec | dict[str, Any] | str | Path) -> RunSpec:
+#: the validation context's key of a launched run's spec (load_spec's `launched`)
+LAUNCHED = "launched"
+
+
+def load_spec(source: RunSpec | dict[str, Any] | str | Path, *, launched: bool = False) -> RunSpec:
     """Build a RunSpec from a dict, a YAML/JSON text, or a path to a .yaml/.json file.
 
-    Raises SpecError with one sentence (field, bad value, what would be valid).
+    `launched`: the spec of a run already launched, read where it runs (the training program): its backend's
+    checks (which may need the launch side's libraries, such as the SageMaker SDK's image table, absent from a
+    container) and its warnings were the launch's, and are not repeated. Raises SpecError with one sentence
+    (field, bad value, what would be valid).
     """
     if isinstance(source, RunSpec):
         return source
@@ -421,7 +430,7 @@ def load_spec(source: RunSpec | dict[str, Any] | str | Path) -> RunSpec:
     if not isinstance(data, dict):
         raise SpecError("the spec must be a mapping with at least a 'task' key, e.g. task: text-classification")
     try:
-        return RunSpec.model_validate(data)
+        return RunSpec.model_validate(data, context={LAUNCHED: True} if launched else None)
     except ValidationError as exc:
         raise SpecError(explain(exc)) from None
 

@@ -3,13 +3,13 @@ a LoRA causal LM and a chat model (TRL's SFT) under the floor's libraries, in `.
 it from requirements-floor.lock), and under the lock's, in this environment; the same runs at length are
 tests/test_adapters.py and tests/test_chat_tasks.py.
 
-The program runs as `python -m nbtoolkit.train`, from this checkout, with nbtoolkit's distribution metadata beside it
-as an install would leave it (its backends are entry points): the floor environment holds the libraries only.
+The program runs as `python -m nbtoolkit.train` from a code folder as a SageMaker job's container gets it (the
+package and its distribution's metadata, nbtoolkit.backends.sagemaker.code): the floor environment holds the
+libraries only, and nbtoolkit is not installed there, as in the images.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
 import os
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nbtoolkit.backends.sagemaker.images import DISTRIBUTION
+from nbtoolkit.backends.sagemaker.code import ship_package
 from nbtoolkit.train.supported_versions import FLOOR
 
 pytestmark = pytest.mark.heavy  # five training processes at once: run first under pytest -n (tests/conftest.py)
@@ -41,33 +41,28 @@ FLOOR_ONLY = {"grpo": {"task": "grpo", "train": {**TRAIN, "max_steps": 2}}}
 SAVED = {"lora": "adapter_model.safetensors", "chat": "model.safetensors", "grpo": "model.safetensors"}
 
 
-def installed_metadata(site: Path) -> Path:
-    """nbtoolkit's METADATA and entry points as pip leaves them, in a folder to put on PYTHONPATH."""
-    distribution = importlib.metadata.distribution(DISTRIBUTION)
-    info = site / f"{DISTRIBUTION.replace('-', '_')}-{distribution.version}.dist-info"
-    info.mkdir(parents=True)
-    for name in ("METADATA", "entry_points.txt"):
-        (info / name).write_text(distribution.read_text(name) or "")
-    return site
+def floor_python() -> str:
+    if not FLOOR_PYTHON.is_file():
+        pytest.fail(f"{FLOOR_PYTHON} is missing: `make test-setup` builds it from requirements-floor.lock")
+    return str(FLOOR_PYTHON)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[tuple[str, str], Path]:
     """Each run under its environments, all started at once (one torch thread each); their job folders."""
-    if not FLOOR_PYTHON.is_file():
-        pytest.fail(f"{FLOOR_PYTHON} is missing: `make test-setup` builds it from requirements-floor.lock")
+    floor = floor_python()
     base = tmp_path_factory.mktemp("floor")
-    site = installed_metadata(base / "site")
+    ship_package(base / "code")
     environment = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),
+        "PYTHONPATH": str(base / "code"),
         "OMP_NUM_THREADS": "1",
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "NBTOOLKIT_HOME": str(base / "home"),
     }
     started = {}
-    for python_name, python, runs in (("floor", str(FLOOR_PYTHON), RUNS | FLOOR_ONLY), ("lock", sys.executable, RUNS)):
+    for python_name, python, runs in (("floor", floor, RUNS | FLOOR_ONLY), ("lock", sys.executable, RUNS)):
         for run, spec in runs.items():
             folder = base / f"{python_name}-{run}"
             folder.mkdir()
@@ -92,11 +87,9 @@ def test_the_floor_environment_holds_the_floor_and_its_lock_says_so():
     lock = (ROOT / "requirements-floor.lock").read_text().splitlines()
     for floor in FLOOR:
         assert any(line.startswith(f"{floor.package}=={floor.version} ") for line in lock), (floor, "run `make lock`")
-    if not FLOOR_PYTHON.is_file():
-        pytest.fail(f"{FLOOR_PYTHON} is missing: `make test-setup` builds it from requirements-floor.lock")
     script = "import importlib.metadata as m, json, sys; print(json.dumps({p: m.version(p) for p in sys.argv[1:]}))"
     found = subprocess.run(
-        [str(FLOOR_PYTHON), "-c", script, *(floor.package for floor in FLOOR)],
+        [floor_python(), "-c", script, *(floor.package for floor in FLOOR)],
         capture_output=True,
         text=True,
         check=True,
@@ -139,3 +132,28 @@ def test_grpo_generates_and_trains_under_the_floor(runs):
     assert [record["step"] for record in train] == [1, 2]
     assert all("completions/mean_length" in record and math.isfinite(record["loss"]) for record in train), train
     assert (folder / "output" / "model" / SAVED["grpo"]).is_file()
+
+
+@pytest.mark.parametrize("golden", ["bert-qa-sagemaker", "chat-grpo-qwen"])
+def test_a_container_loads_the_spec_it_was_shipped_without_nbtoolkit_installed(tmp_path, golden):
+    """What the entry script does first in the image: load its spec.json from the code folder. The backends whose
+    blocks the spec holds are found through the shipped metadata, and the launch's checks, which read the SageMaker
+    SDK's image table (no SDK in the image), are not repeated there."""
+    code = tmp_path / "code"
+    ship_package(code)
+    (code / "spec.json").write_text(
+        (ROOT / "tests" / "golden" / golden / "sagemaker" / "code" / "spec.json").read_text()
+    )
+    script = (
+        "import sys; from nbtoolkit.spec import load_spec; spec = load_spec('spec.json', launched=True); "
+        "print(spec.hardware.target, spec.sagemaker.region, sys.modules['nbtoolkit'].__file__)"
+    )
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    loaded = subprocess.run(
+        [floor_python(), "-c", script], cwd=code, env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    target, region, module = loaded.stdout.split()
+    assert (target, region) == ("sagemaker", "us-east-1") and module == str(
+        code / "nbtoolkit" / "__init__.py"
+    )  # the shipped copy

@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     from nbtoolkit.train.errors import TrainError
 
     try:
-        spec = load_spec(Path(args.spec))
+        spec = load_spec(Path(args.spec), launched=True)  # its backend checked it at launch
         if args.model:
             if not (config_folder(args.model) / "config.json").is_file():
                 raise TrainError(

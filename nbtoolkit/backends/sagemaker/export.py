@@ -15,7 +15,6 @@ from nbtoolkit.backends.sagemaker.job import (
     CHECKPOINT_LOCAL_PATH,
     CODE_DIR,
     NEURON_CACHE,
-    PACKAGE_IGNORE,
     PRECOMPILE_ENV,
     TrainingJob,
 )
@@ -47,12 +46,11 @@ def _code_lines(job: TrainingJob) -> list[str]:
     """Where the job's code is; nbtoolkit's program ships the installed package beside its spec."""
     if job.source_dir != CODE_DIR:
         return [f"code = Path({job.source_dir!r})"]
-    ignore = ", ".join(repr(pattern) for pattern in PACKAGE_IGNORE)
     return [
-        "# nbtoolkit's training program is the job's code: the files in code/ plus the installed package",
+        "# nbtoolkit's training program is the job's code: the files in code/ plus the installed package and its",
+        "# metadata (its backends are entry points: the container loads the spec with them)",
         "code = HERE / 'code'",
-        "shutil.copytree(Path(nbtoolkit.__file__).parent, code / 'nbtoolkit', dirs_exist_ok=True,",
-        f"                ignore=shutil.ignore_patterns({ignore}))",
+        "ship_package(code)",
     ]
 
 
@@ -130,7 +128,6 @@ def v3_script(job: TrainingJob, title: str) -> str:
         "`nbtoolkit attach <training job name>`.",
         '"""',
         *(["import hashlib"] if job.uploads else []),
-        *(["import shutil"] if own else []),
         "from pathlib import Path",
         "",
         "import boto3",
@@ -144,7 +141,7 @@ def v3_script(job: TrainingJob, title: str) -> str:
         ),
         "from sagemaker.train.distributed import SMP, Torchrun",
         "",
-        *(["import nbtoolkit", ""] if own else []),
+        *(["from nbtoolkit.backends.sagemaker.code import ship_package", ""] if own else []),
         "HERE = Path(__file__).resolve().parent",
         *_session_lines(job, "Session"),
         *_code_lines(job),
@@ -235,14 +232,13 @@ def v2_script(job: TrainingJob, title: str) -> str:
         "(`pip install 'sagemaker<3'`) with the HuggingFace estimator; prefer launch_v3.py on SDK v3.",
         '"""',
         *(["import hashlib"] if job.uploads else []),
-        *(["import shutil"] if own else []),
         "from pathlib import Path",
         "",
         "import boto3",
         "import sagemaker",
         "from sagemaker.huggingface import HuggingFace",
         "",
-        *(["import nbtoolkit", ""] if own else []),
+        *(["from nbtoolkit.backends.sagemaker.code import ship_package", ""] if own else []),
         "HERE = Path(__file__).resolve().parent",
         *_session_lines(job, "sagemaker.Session"),
         *_code_lines(job),

@@ -42,7 +42,6 @@ SPEC_FILE_ENV = "NBTOOLKIT_SPEC_FILE"
 #: in the environment, replaced at submit by s3://<bucket>/<base job name>/neuron-cache (the bucket may be the SDK's)
 NEURON_CACHE = "{neuron_cache}"
 #: parts of the installed package a training container does not need
-PACKAGE_IGNORE = ("__pycache__", "*.pyc", "labextension", "static")
 REQUIREMENTS = "requirements.txt"
 #: where the training program keeps checkpoints in the container; synced to S3 when configured
 CHECKPOINT_LOCAL_PATH = "/opt/ml/checkpoints"

@@ -7,13 +7,13 @@ nbtoolkit. Failures become one sentence (aws_errors.explain) raised as SubmitErr
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from pathlib import Path
 
 from nbtoolkit.backends.sagemaker.aws_errors import NO_REGION, explain
+from nbtoolkit.backends.sagemaker.code import ship_package
 from nbtoolkit.backends.sagemaker.data_channels import DataChanged, upload
-from nbtoolkit.backends.sagemaker.job import CODE_DIR, NEURON_CACHE, PACKAGE_IGNORE, TrainingJob
+from nbtoolkit.backends.sagemaker.job import CODE_DIR, NEURON_CACHE, TrainingJob
 from nbtoolkit.backends.sagemaker.settings import region_image
 from nbtoolkit.metrics.cost import BILLED_SINCE_ENV
 
@@ -26,17 +26,11 @@ class SubmitError(RuntimeError):
 
 
 def stage_code(job: TrainingJob, job_dir: Path) -> Path:
-    """The directory shipped as the job's code; for nbtoolkit's program, its files plus the installed package."""
+    """The directory shipped as the job's code; for nbtoolkit's program, its files plus the installed package and
+    its metadata (nbtoolkit.backends.sagemaker.code)."""
     source_dir = Path(job.source_dir) if Path(job.source_dir).is_absolute() else job_dir / job.source_dir
     if job.source_dir == CODE_DIR:
-        import nbtoolkit
-
-        shutil.copytree(
-            Path(nbtoolkit.__file__).parent,
-            source_dir / "nbtoolkit",
-            dirs_exist_ok=True,
-            ignore=shutil.ignore_patterns(*PACKAGE_IGNORE),
-        )
+        ship_package(source_dir)
     return source_dir
 
 

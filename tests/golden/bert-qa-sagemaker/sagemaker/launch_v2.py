@@ -2,22 +2,21 @@
 """SageMaker training job written by nbtoolkit for the SageMaker Python SDK v2
 (`pip install 'sagemaker<3'`) with the HuggingFace estimator; prefer launch_v3.py on SDK v3.
 """
-import shutil
 from pathlib import Path
 
 import boto3
 import sagemaker
 from sagemaker.huggingface import HuggingFace
 
-import nbtoolkit
+from nbtoolkit.backends.sagemaker.code import ship_package
 
 HERE = Path(__file__).resolve().parent
 boto_session = boto3.Session(region_name='us-east-1')
 session = sagemaker.Session(boto_session=boto_session, default_bucket=None)
-# nbtoolkit's training program is the job's code: the files in code/ plus the installed package
+# nbtoolkit's training program is the job's code: the files in code/ plus the installed package and its
+# metadata (its backends are entry points: the container loads the spec with them)
 code = HERE / 'code'
-shutil.copytree(Path(nbtoolkit.__file__).parent, code / 'nbtoolkit', dirs_exist_ok=True,
-                ignore=shutil.ignore_patterns('__pycache__', '*.pyc', 'labextension', 'static'))
+ship_package(code)
 # SageMaker charts these Trainer log keys, read with nbtoolkit's log-parser pattern (KEY = the key)
 METRIC_PATTERN = '[\'"]KEY[\'"]\\s*:\\s*[\'"]?([-+]?(?:\\d+(?:\\.\\d*)?|\\.\\d+)(?:[eE][-+]?\\d+)?|nan|-?inf)[\'"]?'
 METRIC_KEYS = ('loss', 'learning_rate', 'grad_norm', 'epoch', 'eval_loss', 'eval_accuracy', 'eval_f1',

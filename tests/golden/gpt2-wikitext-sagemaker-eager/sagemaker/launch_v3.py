@@ -4,7 +4,6 @@
 Starts the job and returns; follow it in the SageMaker console or with
 `nbtoolkit attach <training job name>`.
 """
-import shutil
 from pathlib import Path
 
 import boto3
@@ -14,15 +13,15 @@ from sagemaker.train import ModelTrainer
 from sagemaker.core.training.configs import CheckpointConfig, Compute, MetricDefinition, SourceCode, StoppingCondition
 from sagemaker.train.distributed import SMP, Torchrun
 
-import nbtoolkit
+from nbtoolkit.backends.sagemaker.code import ship_package
 
 HERE = Path(__file__).resolve().parent
 boto_session = boto3.Session(region_name='us-east-1')
 session = Session(boto_session=boto_session, default_bucket=None)
-# nbtoolkit's training program is the job's code: the files in code/ plus the installed package
+# nbtoolkit's training program is the job's code: the files in code/ plus the installed package and its
+# metadata (its backends are entry points: the container loads the spec with them)
 code = HERE / 'code'
-shutil.copytree(Path(nbtoolkit.__file__).parent, code / 'nbtoolkit', dirs_exist_ok=True,
-                ignore=shutil.ignore_patterns('__pycache__', '*.pyc', 'labextension', 'static'))
+ship_package(code)
 training_image = image_uris.retrieve(region=boto_session.region_name, framework='huggingface', version='5.3.0', base_framework_version='pytorch2.9.0', py_version='py312', image_scope='training', instance_type='ml.p4d.24xlarge')
 # SageMaker charts these Trainer log keys, read with nbtoolkit's log-parser pattern (KEY = the key)
 METRIC_PATTERN = '[\'"]KEY[\'"]\\s*:\\s*[\'"]?([-+]?(?:\\d+(?:\\.\\d*)?|\\.\\d+)(?:[eE][-+]?\\d+)?|nan|-?inf)[\'"]?'
