@@ -25,6 +25,7 @@ from nbtoolkit.runner import health_watch
 from nbtoolkit.runner.checkpoint_request import CHECKPOINT_WAIT_S, checkpoint_now
 from nbtoolkit.runner.control import job_launch
 from nbtoolkit.runner.health import job_health
+from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT
 from nbtoolkit.runner.stacks import take_stacks
 from nbtoolkit.runner.store import AlreadyResumed, JobRecord, JobStore
 from nbtoolkit.spec import RunSpec, load_spec
@@ -211,6 +212,14 @@ class Job:
         from nbtoolkit.model_export import export_model
 
         return export_model(self, format, out)
+
+    def serve(self, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> Job:
+        """An OpenAI-compatible server of the job's merged model (exported first when absent), as a job of its own
+        that outlives this kernel; returned once it answers. Its name holds its URL; `.stop()` ends it (see
+        nbtoolkit.model_serve)."""
+        from nbtoolkit.model_serve import serve
+
+        return serve(self, port=port, host=host)
 
     def push_to_hub(self, repo_id: str, *, merged: bool = False, private: bool = True, token: str | None = None) -> str:
         """Upload the job's final model (with an adapter: the adapter alone, or the merged model with `merged`) and

@@ -18,6 +18,7 @@ from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
 from nbtoolkit.metrics.console import ConsoleView
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.model_export import FORMATS, check_format
+from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.precision import SAVE_DTYPES
@@ -292,6 +293,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from nbtoolkit.model_serve import URL_KEY, curl_command
+
+    server = Job(args.job).serve(port=args.port, host=args.host)
+    url = server.record.info[URL_KEY]
+    print(f"job {server.id} serves job {args.job}'s model at {url}/v1 (OpenAI chat API); try it:")
+    print(curl_command(url))
+    print(f"stop it with: nbtoolkit stop {server.id}")
+    return 0
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from nbtoolkit.api import plan
 
@@ -475,6 +487,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", help="folder to write (default: the job's export/FORMAT, or ./nbtoolkit-export-NAME for a spec)"
     )
     export.set_defaults(handler=cmd_export)
+
+    serving = commands.add_parser(
+        "serve", help="a finished job's model behind an OpenAI-compatible server, as a job of its own (stop ID ends it)"
+    )
+    serving.add_argument("job")
+    serving.add_argument("--port", type=int, default=DEFAULT_PORT)
+    serving.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (0.0.0.0: every interface)")
+    serving.set_defaults(handler=cmd_serve)
     return parser
 
 
