@@ -18,6 +18,7 @@ from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, KEEPS_FIT, fork_spec, 
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT
 from nbtoolkit.precision import save_dtype
 from nbtoolkit.preflight import input_findings
 from nbtoolkit.rewards import with_rewards
@@ -25,7 +26,6 @@ from nbtoolkit.runner import health_watch
 from nbtoolkit.runner.checkpoint_request import CHECKPOINT_WAIT_S, checkpoint_now
 from nbtoolkit.runner.control import job_launch
 from nbtoolkit.runner.health import job_health
-from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT
 from nbtoolkit.runner.stacks import take_stacks
 from nbtoolkit.runner.store import AlreadyResumed, JobRecord, JobStore
 from nbtoolkit.spec import RunSpec, load_spec
@@ -219,7 +219,7 @@ class Job:
         nbtoolkit.model_serve)."""
         from nbtoolkit.model_serve import serve
 
-        return serve(self, port=port, host=host)
+        return Job(serve(self, port=port, host=host).id, self.store)
 
     def push_to_hub(self, repo_id: str, *, merged: bool = False, private: bool = True, token: str | None = None) -> str:
         """Upload the job's final model (with an adapter: the adapter alone, or the merged model with `merged`) and

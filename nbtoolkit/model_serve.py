@@ -23,7 +23,8 @@ from pathlib import Path
 
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.launches import Launch, Stage, free_port
-from nbtoolkit.runner.control import submit
+from nbtoolkit.runner.control import log_tail, submit
+from nbtoolkit.runner.store import JobRecord, JobStore
 
 SERVE_TASK = "serve"
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
@@ -33,9 +34,8 @@ READY_S = 180.0
 SERVES_KEY, URL_KEY = "serves", "url"
 
 
-def serve(job, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, wait_s: float = READY_S):
-    """Start the server of the job's merged model as a job of its own and return that job once /health answers."""
-    from nbtoolkit.api import Job
+def serve(job, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, wait_s: float = READY_S) -> JobRecord:
+    """Start the server of the job's merged model as a job of its own; its record, once /health answers."""
     from nbtoolkit.model_export import export_model
 
     check_port_free(host, port)
@@ -50,9 +50,8 @@ def serve(job, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, wait_s: fl
         store=job.store,
         info={SERVES_KEY: job.id, URL_KEY: url},
     )
-    server = Job(record.id, job.store)
-    wait_ready(server, url, wait_s)
-    return server
+    wait_ready(job.store, record.id, url, wait_s)
+    return job.store.get(record.id)
 
 
 def server_launch(folder: Path, host: str, port: int) -> Launch:
@@ -75,7 +74,7 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def wait_ready(server, url: str, wait_s: float) -> None:
+def wait_ready(store: JobStore, server_id: str, url: str, wait_s: float) -> None:
     """Until the server answers /health; its job's last log lines when it ends first or stays silent."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
@@ -85,12 +84,14 @@ def wait_ready(server, url: str, wait_s: float) -> None:
                     return
         except (urllib.error.URLError, OSError):
             pass
-        if not server.record.active:
-            raise LaunchError(f"the server (job {server.id}) ended before answering: {server.logs(tail=5)}")
+        if not store.get(server_id).active:
+            raise LaunchError(
+                f"the server (job {server_id}) ended before answering: {log_tail(server_id, 5, store=store)}"
+            )
         time.sleep(0.5)
     raise LaunchError(
-        f"the server (job {server.id}) did not answer {url}/health within {wait_s:.0f} s; "
-        f"`nbtoolkit logs {server.id}` shows why, `nbtoolkit stop {server.id}` ends it"
+        f"the server (job {server_id}) did not answer {url}/health within {wait_s:.0f} s; "
+        f"`nbtoolkit logs {server_id}` shows why, `nbtoolkit stop {server_id}` ends it"
     )
 
 
@@ -100,4 +101,3 @@ def curl_command(url: str, message: str = "Hello!") -> str:
     return shlex.join(
         ["curl", f"{url}/v1/chat/completions", "-H", "Content-Type: application/json", "-d", json.dumps(body)]
     )
-
