@@ -296,6 +296,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from nbtoolkit.model_serve import URL_KEY, curl_command
 
+    if args.print_vllm:
+        from nbtoolkit.vllm_serve import vllm_command
+
+        print(vllm_command(Job(args.job), args.host, args.port))
+        return 0
     server = Job(args.job).serve(port=args.port, host=args.host)
     url = server.record.info[URL_KEY]
     print(f"job {server.id} serves job {args.job}'s model at {url}/v1 (OpenAI chat API); try it:")
@@ -494,6 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_argument("job")
     serving.add_argument("--port", type=int, default=DEFAULT_PORT)
     serving.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (0.0.0.0: every interface)")
+    serving.add_argument(
+        "--print-vllm", action="store_true", help="print the `vllm serve` command for a GPU machine; start nothing"
+    )
     serving.set_defaults(handler=cmd_serve)
     return parser
 

@@ -36,12 +36,8 @@ SERVES_KEY, URL_KEY = "serves", "url"
 
 def serve(job, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, wait_s: float = READY_S) -> JobRecord:
     """Start the server of the job's merged model as a job of its own; its record, once /health answers."""
-    from nbtoolkit.model_export import export_model
-
     check_port_free(host, port)
-    folder = job.dir / "export" / "merged"
-    if not (folder / "config.json").is_file():
-        folder = export_model(job, "merged", folder)
+    folder = served_folder(job)
     url = f"http://{host}:{port}"
     record = submit(
         server_launch(folder, host, port),
@@ -52,6 +48,14 @@ def serve(job, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, wait_s: fl
     )
     wait_ready(job.store, record.id, url, wait_s)
     return job.store.get(record.id)
+
+
+def served_folder(job) -> Path:
+    """The job's merged export (written now when absent): its weights, its trained template and its end tokens."""
+    from nbtoolkit.model_export import export_model
+
+    folder = job.dir / "export" / "merged"
+    return folder if (folder / "config.json").is_file() else export_model(job, "merged", folder)
 
 
 def server_launch(folder: Path, host: str, port: int) -> Launch:

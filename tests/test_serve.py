@@ -1,7 +1,7 @@
 """`nbtoolkit serve ID`: a tiny chat job's model behind transformers' OpenAI-compatible server, as a job of its own.
 
 One chat job (2 steps) and one server of it, shared: the server's prompt is the training template's rendering token
-for token (its count, and the same greedy answer as nbtoolkit's own predict), `nbtoolkit jobs` lists it with its URL,
+for token (its count, and the same greedy answer as nbtoolkit's own predict), `nbtoolkit jobs` and the panel's REST list it with its URL,
 a second server on its port is refused in one sentence, and `nbtoolkit stop` closes the port and ends its processes
 (the tests run in file order: the second ends the server).
 """
@@ -20,6 +20,7 @@ from nbtoolkit.launches import free_port
 from nbtoolkit.model_serve import URL_KEY
 from nbtoolkit.runner import JobStore
 from nbtoolkit.runner.tree import tagged_processes
+from nbtoolkit.server.service import JobsService
 
 pytestmark = pytest.mark.heavy  # a training job and a server process: run first under pytest -n
 
@@ -79,6 +80,12 @@ def test_jobs_lists_the_server_with_its_url_and_stop_closes_its_port_and_ends_it
         assert main(["jobs"]) == 0
         line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(server.id))
         assert f"serve {trained.id} {url}/v1" in line and "running" in line
+    panel = JobsService(JobStore(home))  # what the panel's job list and detail read over REST
+    listed = {job.id: job for job in panel.list().jobs}
+    assert listed[server.id].name == f"serve {trained.id} {url}/v1" and listed[server.id].status == "running"
+    assert panel.get(server.id).status == "running"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NBTOOLKIT_HOME", str(home))
         assert main(["serve", trained.id, "--port", port]) == 2
         assert f"port {port} on 127.0.0.1 is in use already; give --port another" in capsys.readouterr().err
         pids = [process.pid for process in tagged_processes(server.id, home)]
