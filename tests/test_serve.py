@@ -83,6 +83,7 @@ def test_jobs_lists_the_server_with_its_url_and_stop_closes_its_port_and_ends_it
     panel = JobsService(JobStore(home))  # what the panel's job list and detail read over REST
     listed = {job.id: job for job in panel.list().jobs}
     assert listed[server.id].name == f"serve {trained.id} {url}/v1" and listed[server.id].status == "running"
+    assert listed[server.id].url == f"{url}/v1" and listed[trained.id].url is None  # the row's link
     assert panel.get(server.id).status == "running"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("NBTOOLKIT_HOME", str(home))
@@ -96,3 +97,4 @@ def test_jobs_lists_the_server_with_its_url_and_stop_closes_its_port_and_ends_it
     with pytest.raises(OSError):
         urllib.request.urlopen(f"{url}/health", timeout=2)
     assert "stage serve stopped" in server.logs()  # its log stays readable
+    assert panel.get(server.id).url is None  # a stopped server links nowhere
