@@ -18,7 +18,7 @@ from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, KEEPS_FIT, fork_spec, 
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
-from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT
+from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT, SERVE_TASK, SERVES_KEY, URL_KEY
 from nbtoolkit.precision import save_dtype
 from nbtoolkit.preflight import input_findings
 from nbtoolkit.rewards import with_rewards
@@ -278,8 +278,13 @@ class Job:
         return chart
 
     def try_it(self, checkpoint: str | Path | None = None):
-        """A "Try it" box: a text box and a button that show the trained model's answer (see `predict`)."""
+        """A "Try it" box: a text box and a button that show the trained model's answer (see `predict`); a running
+        server's (`serve`) chats with the model it serves, through the server."""
         record = self.record
+        if record.task == SERVE_TASK:
+            if not record.active:
+                raise backends.LaunchError(f"the server {record.id} is {record.status}; `nbtoolkit serve` starts one")
+            return views.view("try_it")(Job(record.info[SERVES_KEY], self.store), None, record.info[URL_KEY])
         if record.status != "succeeded" and checkpoint is None:
             raise backends.LaunchError(
                 f"job {record.id} is {record.status}; only a succeeded job has a final model "

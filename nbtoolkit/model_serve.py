@@ -99,6 +99,22 @@ def wait_ready(store: JobStore, server_id: str, url: str, wait_s: float) -> None
     )
 
 
+def chat_reply(url: str, messages: list[dict], max_tokens: int = 64) -> dict:
+    """The server's greedy next turn of a conversation, as `Job.predict` gives one (64 tokens, like predict's)."""
+    body = json.dumps({"messages": messages, "max_tokens": max_tokens, "temperature": 0}).encode()
+    request = urllib.request.Request(
+        f"{url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=READY_S) as response:
+            answer = json.loads(response.read())
+    except (urllib.error.URLError, OSError) as exc:
+        raise LaunchError(
+            f"the server at {url} did not answer ({exc}); `nbtoolkit jobs` shows whether it runs"
+        ) from None
+    return {"reply": answer["choices"][0]["message"]["content"], "prompt_tokens": answer["usage"]["prompt_tokens"]}
+
+
 def curl_command(url: str, message: str = "Hello!") -> str:
     """A ready `curl` of the server's chat endpoint (greedy, a few tokens)."""
     body = {"messages": [{"role": "user", "content": message}], "max_tokens": 64, "temperature": 0}

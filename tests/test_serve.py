@@ -2,7 +2,7 @@
 
 One chat job (2 steps) and one server of it, shared: the server's prompt is the training template's rendering token
 for token (its count, and the same greedy answer as nbtoolkit's own predict), `nbtoolkit jobs` and the panel's REST list it with its URL,
-a second server on its port is refused in one sentence, and `nbtoolkit stop` closes the port and ends its processes
+the Try-it chat talks to it, a second server on its port is refused in one sentence, and `nbtoolkit stop` closes the port and ends its processes
 (the tests run in file order: the second ends the server).
 """
 
@@ -68,6 +68,11 @@ def test_the_server_feeds_the_model_the_trained_template_and_answers_as_predict_
     assert answer["usage"]["prompt_tokens"] == len(as_trained) > 10
     predicted = trained.predict(CONVERSATION)
     assert answer["choices"][0]["message"]["content"] == predicted["reply"] != ""
+    box = server.try_it()  # the Try-it chat, talking to the server
+    box.history, box.text.value = CONVERSATION[:1], CONVERSATION[1]["content"]
+    assert box.ask()["reply"] == predicted["reply"] and box.history[-1]["content"] == predicted["reply"]
+    assert box.last["prompt_tokens"] == len(as_trained)  # the server's count: the answer came through it
+    assert "the server at http://127.0.0.1:" in box.children[0].value
 
 
 def test_jobs_lists_the_server_with_its_url_and_stop_closes_its_port_and_ends_its_processes(served, capsys):
