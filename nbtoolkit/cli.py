@@ -18,7 +18,7 @@ from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
 from nbtoolkit.metrics.console import ConsoleView
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.model_export import FORMATS, check_format
-from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT
+from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT, SERVE_TASK, SERVES_KEY, URL_KEY
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.precision import SAVE_DTYPES
@@ -182,6 +182,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     health = job.health()
     if health["ranks"] or record.active:
         print(f"{'health':>10}: {health['state']}: {health['reason']}")
+    if record.task == SERVE_TASK:  # a server has no spec: what it serves, and where
+        print(f"{'serves':>10}: job {record.info[SERVES_KEY]} at {record.info[URL_KEY]}/v1")
+        return 0
     for line in describe_trackers(job.spec, job.dir):
         print(f"{'tracking':>10}: {line}")
     records = job.records()
@@ -294,7 +297,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from nbtoolkit.model_serve import URL_KEY, curl_command
+    from nbtoolkit.model_serve import curl_command
 
     if args.print_vllm:
         from nbtoolkit.vllm_serve import vllm_command

@@ -25,6 +25,7 @@ from nbtoolkit.backends import LaunchError
 from nbtoolkit.launches import Launch, Stage, free_port
 from nbtoolkit.runner.control import log_tail, submit
 from nbtoolkit.runner.store import JobRecord, JobStore
+from nbtoolkit.tasks import TASKS
 
 SERVE_TASK = "serve"
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
@@ -54,6 +55,14 @@ def served_folder(job) -> Path:
     """The job's merged export (written now when absent): its weights, its trained template and its end tokens."""
     from nbtoolkit.model_export import export_model
 
+    if job.record.task == SERVE_TASK:
+        raise LaunchError(f"job {job.id} is a server itself; serve the job it serves, {job.record.info[SERVES_KEY]}")
+    task = job.spec.task
+    if TASKS[task].head != "causal-lm":
+        raise LaunchError(
+            f"job {job.id} is a {task} job; serve speaks the chat API, for language models (causal-lm, chat, "
+            "preference and grpo jobs): use job.predict for this one"
+        )
     folder = job.dir / "export" / "merged"
     return folder if (folder / "config.json").is_file() else export_model(job, "merged", folder)
 

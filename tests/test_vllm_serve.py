@@ -1,4 +1,5 @@
-"""The `vllm serve` command rendered for a job's model (nbtoolkit.vllm_serve): pure, on folders made here.
+"""The `vllm serve` command rendered for a job's model (nbtoolkit.vllm_serve): pure, on folders made here; and the
+jobs `nbtoolkit serve` refuses to serve, before anything starts.
 
 That vLLM's own parser takes these commands is checked by tools/check_vllm_command.py where vLLM imports
 (docs/serve.md); here, what we render: which folder serves, which rank, which template and end tokens.
@@ -7,10 +8,12 @@ That vLLM's own parser takes these commands is checked by tools/check_vllm_comma
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.model_serve import served_folder
 from nbtoolkit.vllm_serve import vllm_serve_argv
 
 
@@ -64,3 +67,19 @@ def test_a_run_without_a_template_renders_none_and_a_rank_above_vllms_largest_sa
     assert "--chat-template" not in vllm_serve_argv(full, served, "lm", "127.0.0.1", 8000)
     with pytest.raises(LaunchError, match=r"^the adapter's rank 600 is above 512, the largest --max-lora-rank"):
         vllm_serve_argv(adapter(tmp_path, 600), served, "chat", "127.0.0.1", 8000)
+
+
+@pytest.mark.parametrize(
+    ("task", "info", "said"),
+    [
+        ("text-classification", {}, r"^job 0a1b2c3d is a text-classification job; serve speaks the chat API"),
+        ("serve", {"serves": "3f2a9c1e"}, r"^job 0a1b2c3d is a server itself; serve the job it serves, 3f2a9c1e$"),
+    ],
+)
+def test_serve_refuses_a_model_that_does_not_chat_and_a_server(tmp_path, task, info, said):
+    job = SimpleNamespace(
+        id="0a1b2c3d", dir=tmp_path, record=SimpleNamespace(task=task, info=info), spec=SimpleNamespace(task=task)
+    )
+    with pytest.raises(LaunchError, match=said):
+        served_folder(job)
+    assert not (tmp_path / "export").exists()
