@@ -12,6 +12,7 @@ keeps its log, and `nbtoolkit stop ID` ends it and every process it started.
 from __future__ import annotations
 
 import errno
+import importlib.util
 import json
 import shlex
 import socket
@@ -28,6 +29,8 @@ from nbtoolkit.runner.store import JobRecord, JobStore
 from nbtoolkit.tasks import TASKS
 
 SERVE_TASK = "serve"
+#: what `transformers serve` imports beyond transformers (the `serve` extra)
+SERVING_PACKAGES = ("fastapi", "uvicorn", "openai", "pydantic")
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
 #: seconds a new server gets to load its model and answer /health (20 s measured for the tiny chat model on 2 cores)
 READY_S = 180.0
@@ -37,6 +40,7 @@ SERVES_KEY, URL_KEY = "serves", "url"
 
 def serve(job, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, wait_s: float = READY_S) -> JobRecord:
     """Start the server of the job's merged model as a job of its own; its record, once /health answers."""
+    check_serving_installed()
     check_port_free(host, port)
     folder = served_folder(job)
     url = f"http://{host}:{port}"
@@ -73,6 +77,16 @@ def server_launch(folder: Path, host: str, port: int) -> Launch:
     argv += ["--host", host, "--port", str(port), "--device", "cpu", "--dtype", "auto", "--log-level", "info"]
     # the model is on disk: the CLI's update check and the loaders reach nothing outside
     return Launch(backend="local", stages=[Stage(SERVE_TASK, argv, env={"HF_HUB_OFFLINE": "1"})])
+
+
+def check_serving_installed() -> None:
+    """transformers serve needs these beside transformers (`is_serve_available`, transformers/utils/import_utils.py:972)."""
+    missing = [name for name in SERVING_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise LaunchError(
+            f"nbtoolkit serve needs {', '.join(missing)} here; install the serve extra: "
+            "pip install 'nbtoolkit-finetune[serve]'"
+        )
 
 
 def check_port_free(host: str, port: int) -> None:

@@ -83,3 +83,14 @@ def test_serve_refuses_a_model_that_does_not_chat_and_a_server(tmp_path, task, i
     with pytest.raises(LaunchError, match=said):
         served_folder(job)
     assert not (tmp_path / "export").exists()
+
+
+def test_serve_without_the_serve_extra_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    from nbtoolkit.model_serve import check_serving_installed
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "openai" else found(name))
+    with pytest.raises(LaunchError, match=r"^nbtoolkit serve needs openai here; install the serve extra: pip install"):
+        check_serving_installed()
