@@ -26,10 +26,10 @@ def chart(jobs, **options):
     return browser_chart(jobs, **options)
 
 
-def _try_it(job, checkpoint):
+def _try_it(job, checkpoint, server_url=None):
     from nbtoolkit.notebook.try_it import TryIt
 
-    return TryIt(job, checkpoint)
+    return TryIt(job, checkpoint, server_url)
 
 
 def _show_job(job) -> None:

@@ -18,6 +18,7 @@ from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, KEEPS_FIT, fork_spec, 
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
+from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT, SERVE_TASK, SERVES_KEY, URL_KEY
 from nbtoolkit.precision import save_dtype
 from nbtoolkit.preflight import input_findings
 from nbtoolkit.rewards import with_rewards
@@ -212,6 +213,14 @@ class Job:
 
         return export_model(self, format, out)
 
+    def serve(self, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> Job:
+        """An OpenAI-compatible server of the job's merged model (exported first when absent), as a job of its own
+        that outlives this kernel; returned once it answers. Its name holds its URL; `.stop()` ends it (see
+        nbtoolkit.model_serve)."""
+        from nbtoolkit.model_serve import serve
+
+        return Job(serve(self, port=port, host=host).id, self.store)
+
     def push_to_hub(self, repo_id: str, *, merged: bool = False, private: bool = True, token: str | None = None) -> str:
         """Upload the job's final model (with an adapter: the adapter alone, or the merged model with `merged`) and
         a generated model card to a Hub repository (created if missing). Returns the repository's URL."""
@@ -269,8 +278,13 @@ class Job:
         return chart
 
     def try_it(self, checkpoint: str | Path | None = None):
-        """A "Try it" box: a text box and a button that show the trained model's answer (see `predict`)."""
+        """A "Try it" box: a text box and a button that show the trained model's answer (see `predict`); a running
+        server's (`serve`) chats with the model it serves, through the server."""
         record = self.record
+        if record.task == SERVE_TASK:
+            if not record.active:
+                raise backends.LaunchError(f"the server {record.id} is {record.status}; `nbtoolkit serve` starts one")
+            return views.view("try_it")(Job(record.info[SERVES_KEY], self.store), None, record.info[URL_KEY])
         if record.status != "succeeded" and checkpoint is None:
             raise backends.LaunchError(
                 f"job {record.id} is {record.status}; only a succeeded job has a final model "

@@ -18,6 +18,7 @@ from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
 from nbtoolkit.metrics.console import ConsoleView
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.model_export import FORMATS, check_format
+from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT, SERVE_TASK, SERVES_KEY, URL_KEY
 from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
 from nbtoolkit.precision import SAVE_DTYPES
@@ -181,6 +182,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     health = job.health()
     if health["ranks"] or record.active:
         print(f"{'health':>10}: {health['state']}: {health['reason']}")
+    if record.task == SERVE_TASK:  # a server has no spec: what it serves, and where
+        print(f"{'serves':>10}: job {record.info[SERVES_KEY]} at {record.info[URL_KEY]}/v1")
+        return 0
     for line in describe_trackers(job.spec, job.dir):
         print(f"{'tracking':>10}: {line}")
     records = job.records()
@@ -308,6 +312,22 @@ def write_spec_launch_files(spec_file: str, out: str | None) -> int:
     print(f"# files written to {folder}/: {', '.join(path.name for path in written)}")
     print(f"# run it with: {shlex.quote(str(folder / 'run.sh'))}\n")
     print(launch_.run_sh(), end="")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from nbtoolkit.model_serve import curl_command
+
+    if args.print_vllm:
+        from nbtoolkit.vllm_serve import vllm_command
+
+        print(vllm_command(Job(args.job), args.host, args.port))
+        return 0
+    server = Job(args.job).serve(port=args.port, host=args.host)
+    url = server.record.info[URL_KEY]
+    print(f"job {server.id} serves job {args.job}'s model at {url}/v1 (OpenAI chat API); try it:")
+    print(curl_command(url))
+    print(f"stop it with: nbtoolkit stop {server.id}")
     return 0
 
 
@@ -495,6 +515,17 @@ def build_parser() -> argparse.ArgumentParser:
     launch_files.add_argument("spec", help="YAML spec file")
     launch_files.add_argument("--out", help="folder to write (default: ./nbtoolkit-export-NAME)")
     launch_files.set_defaults(handler=cmd_launch_files)
+
+    serving = commands.add_parser(
+        "serve", help="a finished job's model behind an OpenAI-compatible server, as a job of its own (stop ID ends it)"
+    )
+    serving.add_argument("job")
+    serving.add_argument("--port", type=int, default=DEFAULT_PORT)
+    serving.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (0.0.0.0: every interface)")
+    serving.add_argument(
+        "--print-vllm", action="store_true", help="print the `vllm serve` command for a GPU machine; start nothing"
+    )
+    serving.set_defaults(handler=cmd_serve)
     return parser
 
 

@@ -746,6 +746,8 @@ export interface components {
             loss_series: number[];
             /** @description while running: the run doctor's last word on its ranks (the supervisor's check every 2 s) */
             health_state: ("ok" | "slow" | "stalled" | "unknown") | null;
+            /** @description a server job's (`nbtoolkit serve`) OpenAI-compatible base URL while it runs, e.g. `http://127.0.0.1:8000/v1` */
+            url: string | null;
             host: string;
             exit_code: number | null;
             /** @description the job's stages (e.g. compile, train) with their status and times */
@@ -844,6 +846,8 @@ export interface components {
             loss_series: number[];
             /** @description while running: the run doctor's last word on its ranks (the supervisor's check every 2 s) */
             health_state: ("ok" | "slow" | "stalled" | "unknown") | null;
+            /** @description a server job's (`nbtoolkit serve`) OpenAI-compatible base URL while it runs, e.g. `http://127.0.0.1:8000/v1` */
+            url: string | null;
         };
         /**
          * LogPage

@@ -1,7 +1,7 @@
 """The "Try it" box under a finished job: type an input, read the trained model's answer in the task's terms.
 
 The answer comes from `Job.predict` (the job's model in a process of its own, kept loaded between messages: the
-kernel imports no torch), shown as a label with its probabilities, a summary, an answer span with its score, or a
+kernel imports no torch), or for a chat from the job's running server (`nbtoolkit serve`: `server_url`), shown as a label with its probabilities, a summary, an answer span with its score, or a
 continuation.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.model_serve import chat_reply
 from nbtoolkit.notebook.data_view import bars
 from nbtoolkit.tasks import TASKS
 
@@ -23,8 +24,8 @@ CHOSEN_COLOR = "var(--jp-success-color1, #388e3c)"
 class TryIt(widgets.VBox):
     """A text box (QA: a question and a context), a Try it button, and the model's last answer."""
 
-    def __init__(self, job, checkpoint: str | None = None) -> None:
-        self.job, self.checkpoint = job, checkpoint
+    def __init__(self, job, checkpoint: str | None = None, server_url: str | None = None) -> None:
+        self.job, self.checkpoint, self.server_url = job, checkpoint, server_url
         self.task = job.spec.task
         layout = widgets.Layout(width="95%")
         self.question = widgets.Text(placeholder="a question about the context", description="Question", layout=layout)
@@ -43,6 +44,8 @@ class TryIt(widgets.VBox):
         self.new_chat.on_click(lambda _: self.restart())
         buttons = widgets.HBox([self.button, self.new_chat]) if self.is_chat else self.button
         model = f"checkpoint {checkpoint}" if checkpoint else "the final model"
+        if server_url:
+            model = f"the server at {server_url}, serving the final model"
         heading = widgets.HTML(f"<b>Try it</b>: {html.escape(model)} of job {html.escape(job.id)}")
         super().__init__([heading, *([self.question] if self.is_qa else []), self.text, buttons, self.answer])
         self.add_class("nbtoolkit-try-it")
@@ -74,7 +77,11 @@ class TryIt(widgets.VBox):
         asked = [*self.history, {"role": "user", "content": given}] if self.is_chat else given
         self.answer.value = (chat_html(asked) if self.is_chat else "") + "<i>the model is answering ...</i>"
         try:
-            self.last = self.job.predict(asked, checkpoint=self.checkpoint)
+            self.last = (
+                chat_reply(self.server_url, asked)
+                if self.server_url
+                else self.job.predict(asked, checkpoint=self.checkpoint)
+            )
         except LaunchError as exc:
             self.answer.value = say(str(exc))
             return None

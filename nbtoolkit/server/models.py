@@ -9,6 +9,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, Field
 
 from nbtoolkit.metrics import budget
+from nbtoolkit.model_serve import URL_KEY
 from nbtoolkit.runner import health_watch
 from nbtoolkit.runner.health import training_warning
 from nbtoolkit.runner.listing import cost_usd, listing_row, projected_cost_usd, remaining_seconds
@@ -74,6 +75,10 @@ class JobSummary(BaseModel):
     health_state: Literal["ok", "slow", "stalled", "unknown"] | None = Field(
         description="while running: the run doctor's last word on its ranks (the supervisor's check every 2 s)"
     )
+    url: str | None = Field(
+        description="a server job's (`nbtoolkit serve`) OpenAI-compatible base URL while it runs, e.g. "
+        "`http://127.0.0.1:8000/v1`"
+    )
 
     @classmethod
     def of(cls, record: JobRecord, loss_series: list[float], **facts: Any) -> Self:
@@ -92,6 +97,7 @@ class JobSummary(BaseModel):
             loss_series=loss_series,
             warning=training_warning(record),
             health_state=(record.info.get(health_watch.INFO_KEY) or {}).get("state") if record.active else None,
+            url=f"{record.info[URL_KEY]}/v1" if record.active and URL_KEY in record.info else None,
             **facts,
         )
 

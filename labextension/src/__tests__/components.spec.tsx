@@ -219,6 +219,24 @@ describe('JobList', () => {
     expect(other.querySelector('.nbt-JobRow-warning')).toBeNull();
   });
 
+  it('shows where a running server job answers, and no address for other jobs', () => {
+    const url = 'http://127.0.0.1:8000/v1';
+    const server = job({
+      id: 'eeee0000',
+      task: 'serve',
+      name: 'serve 0a1b2c3d',
+      url
+    });
+    renderList({ jobs: [server, job()] });
+    const [serving, training] = queryAll('.nbt-JobRow');
+    const link = serving.querySelector(
+      '.nbt-JobRow-url a'
+    ) as HTMLAnchorElement;
+    expect(link.textContent).toBe(url);
+    expect(link.getAttribute('href')).toBe(url);
+    expect(training.querySelector('.nbt-JobRow-url')).toBeNull();
+  });
+
   it('offers stop only for jobs that run, and the buttons call the actions', () => {
     const actions = recordingActions();
     const done = job({ id: 'dddd0000', status: 'succeeded', active: false });

@@ -42,6 +42,7 @@ export function job(values: Partial<IJobSummary> = {}): IJobSummary {
     warning: null,
     loss_series: [2.0, 1.4, 1.1, 0.8],
     health_state: null,
+    url: null,
     ...values
   };
 }

@@ -74,6 +74,19 @@ export function TrainingWarning(props: {
   ) : null;
 }
 
+/** A running server job (`nbtoolkit serve`) shows the base URL an OpenAI client takes. */
+export function ServerAddress(props: { job: IJobSummary }): JSX.Element | null {
+  const url = props.job.url;
+  return url ? (
+    <div className="nbt-JobRow-facts nbt-JobRow-url">
+      serving at{' '}
+      <a href={url} target="_blank" rel="noreferrer">
+        {url}
+      </a>
+    </div>
+  ) : null;
+}
+
 export function ProgressBar(props: { job: IJobSummary }): JSX.Element {
   const fraction = progressFraction(props.job);
   const label = props.job.display.progress || 'no steps yet';
@@ -129,6 +142,7 @@ export function JobRow(props: {
       {facts.length > 0 && (
         <div className="nbt-JobRow-facts">{facts.join(' · ')}</div>
       )}
+      <ServerAddress job={job} />
       <BudgetWarning job={job} />
       <TrainingWarning job={job} />
       {job.message && !job.active && job.status !== 'succeeded' && (
