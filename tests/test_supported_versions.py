@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from nbtoolkit.backends.sagemaker.code import ship_package
-from nbtoolkit.train.supported_versions import FLOOR
+from nbtoolkit.train.supported_versions import ALSO_IMPORTED, FLOOR
 
 pytestmark = pytest.mark.heavy  # five training processes at once: run first under pytest -n (tests/conftest.py)
 
@@ -157,3 +157,15 @@ def test_a_container_loads_the_spec_it_was_shipped_without_nbtoolkit_installed(t
     assert (target, region) == ("sagemaker", "us-east-1") and module == str(
         code / "nbtoolkit" / "__init__.py"
     )  # the shipped copy
+
+
+def test_the_distribution_asks_for_the_floor_and_what_the_container_adds():
+    """pyproject.toml's lower bounds are the floor (an install elsewhere gets what SageMaker's images are held to),
+    and what the container's requirements.txt adds beside the floor is what the distribution asks for."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    asked = [*project["dependencies"], *(line for lines in project["optional-dependencies"].values() for line in lines)]
+    for floor in FLOOR:
+        assert f"{floor.package}>={floor.version}" in asked, floor
+    assert set(ALSO_IMPORTED) <= set(project["dependencies"])
