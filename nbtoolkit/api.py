@@ -204,13 +204,15 @@ class Job:
             self._run_program("nbtoolkit.train.inference", "--evaluate", str(dataset)).strip().splitlines()[-1]
         )
 
-    def export(self, format: str = "merged", out: str | Path | None = None) -> Path:
-        """The job's final model as a full model folder to serve elsewhere (default: the job's export/merged): an
-        adapter merged into its base, the chat template in tokenizer_config.json and chat_template.jinja alike, and
-        the end-of-turn token among generation_config.json's end tokens (see nbtoolkit.model_export)."""
+    def export(self, format: str = "merged", out: str | Path | None = None, quant: str | None = None) -> Path:
+        """The job's final model to serve elsewhere. merged (default: the job's export/merged): a full model folder,
+        an adapter merged into its base, the chat template in tokenizer_config.json and chat_template.jinja alike, and
+        the end-of-turn token among generation_config.json's end tokens. gguf (default: export/gguf): that folder as
+        one llama.cpp file, `quant` f16 (default), bf16, q8_0 or q4_k_m; returns the file (see nbtoolkit.model_export,
+        nbtoolkit.gguf_export)."""
         from nbtoolkit.model_export import export_model
 
-        return export_model(self, format, out)
+        return export_model(self, format, out, quant)
 
     def push_to_hub(self, repo_id: str, *, merged: bool = False, private: bool = True, token: str | None = None) -> str:
         """Upload the job's final model (with an adapter: the adapter alone, or the merged model with `merged`) and

@@ -15,6 +15,7 @@ from nbtoolkit.artifacts import fetch, model_artifact
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.chains import MODEL_FROM, MODEL_REF
 from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
+from nbtoolkit.gguf_export import DEFAULT_QUANT, QUANTS
 from nbtoolkit.metrics.console import ConsoleView
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.model_export import FORMATS, check_format
@@ -273,8 +274,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """A job's model (`export ID --format merged`), or a spec's launch files (`export SPEC`)."""
     if args.format is not None or (not Path(args.target).exists() and JOB_ID_PREFIX.match(args.target)):
-        check_format(args.format or "merged")  # before the job is looked up: the flag's sentence first
-        print(Job(args.target).export(args.format or "merged", args.out))
+        check_format(args.format or "merged", args.quant)  # before the job is looked up: the flags' sentence first
+        print(Job(args.target).export(args.format or "merged", args.out, args.quant))
         return 0
     from nbtoolkit import chains
     from nbtoolkit.backends import dispatch
@@ -470,7 +471,16 @@ def build_parser() -> argparse.ArgumentParser:
         "without starting anything (SPEC)",
     )
     export.add_argument("target", help="a job id (its model), or a spec file (its launch files)")
-    export.add_argument("--format", choices=FORMATS, help="a job's model: merged (a full model folder); gguf: not yet")
+    export.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="a job's model: merged (a full model folder), or gguf (one llama.cpp file; needs `make llama-env`)",
+    )
+    export.add_argument(
+        "--quant",
+        choices=QUANTS,
+        help=f"with --format gguf: the file's weight type (default {DEFAULT_QUANT}; q4_k_m by llama.cpp's quantizer)",
+    )
     export.add_argument(
         "--out", help="folder to write (default: the job's export/FORMAT, or ./nbtoolkit-export-NAME for a spec)"
     )
