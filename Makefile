@@ -36,8 +36,8 @@ SKY_VENV := .venv-skypilot
 SKY_LOCK := requirements-skypilot.lock
 # `export --format gguf` runs llama.cpp's converter and quantizer in an environment of their own, locked and hashed
 # too: llama-cpp-python built from its sdist (llama.cpp's CPU library only), and the converter copied out of it.
-# The build takes BUILD_MINUTES minutes on 2 cores, so it is not part of test-setup: `make test-gguf` builds it and runs
-# the GGUF tests apart
+# `make llama-env` took 716 s on 2 cores (682 s of it compiling llama.cpp), so it is not part of test-setup:
+# `make test-gguf` builds it and runs the GGUF tests apart
 LLAMA_VENV := .venv-llama
 LLAMA_LOCK := requirements-llama.lock
 LLAMA_VERSION = $(shell sed -n 's/^llama-cpp-python==\([^ ]*\).*/\1/p' $(LLAMA_LOCK))

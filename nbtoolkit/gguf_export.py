@@ -1,6 +1,6 @@
 """A merged model folder to one GGUF file (`nbtoolkit export ID --format gguf`), by llama.cpp's own converter and
 quantizer in their own environment (.venv-llama, `make llama-env`): the converter imports sentencepiece, which
-nbtoolkit's lock does not hold, and llama.cpp compiles for BUILD_MINUTES minutes on 2 cores, too long for every set-up.
+nbtoolkit's lock does not hold, and llama.cpp compiles for 12-16 minutes on 2 cores, too long for every set-up.
 
 nbtoolkit runs gguf_convert.py with that environment's python and checks what the file says against the folder:
 the trained chat template (`tokenizer.chat_template`) and the end-of-turn token as `tokenizer.ggml.eos_token_id`
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from nbtoolkit.backends import LaunchError
 QUANTS = ("f16", "bf16", "q8_0", "q4_k_m")
 DEFAULT_QUANT = "f16"
 CONVERT_SCRIPT = Path(__file__).with_name("gguf_convert.py")
+#: the class name before a traceback's last line ("NotImplementedError: BPE pre-tokenizer was not recognized")
+EXCEPTION_NAME = re.compile(r"^\w+(Error|Exception): ")
 
 
 def llama_env() -> Path:
@@ -33,7 +36,7 @@ def llama_python() -> Path:
     if not (python.is_file() and (env / "llama.cpp" / "convert_hf_to_gguf.py").is_file()):
         raise LaunchError(
             f"--format gguf needs llama.cpp's environment at {env}, which is not built; run `make llama-env` in "
-            "nbtoolkit's checkout (a one-time build of llama.cpp, about 15 minutes on 2 cores)"
+            "nbtoolkit's checkout (a one-time build of llama.cpp, 12-16 minutes on 2 cores)"
         )
     return python
 
@@ -56,7 +59,7 @@ def write_gguf(merged: Path, out: Path, quant: str, end_token_id: int) -> Path:
     )
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise LaunchError(f"llama.cpp's converter could not write {gguf.name}: {reason}")
+        raise LaunchError(f"llama.cpp's converter could not write {gguf.name}: {EXCEPTION_NAME.sub('', reason)}")
     try:
         check_metadata(json.loads(done.stdout.strip().splitlines()[-1]), merged, end_token_id, gguf)
     except LaunchError:

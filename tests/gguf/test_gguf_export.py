@@ -8,6 +8,7 @@ Run apart (`make test-gguf`): llama.cpp's environment takes minutes to build, mo
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.gguf_export import llama_env
+from nbtoolkit.gguf_export import llama_env, write_gguf
 from nbtoolkit.runner import JobStore
 
 SIDE = Path(__file__).with_name("llama_side.py")
@@ -42,6 +43,12 @@ def job(tmp_path_factory) -> Job:
     return started
 
 
+@pytest.fixture(scope="module")
+def merged(job, tmp_path_factory) -> Path:
+    """The merged folder the GGUF export converts (it makes its own, in a scratch folder): transformers' side."""
+    return job.export("merged", tmp_path_factory.mktemp("export") / "merged")
+
+
 def llama_reads(python: str, gguf: Path, text: str) -> dict:
     done = subprocess.run(
         [python, str(SIDE), str(gguf), text, str(NEW_TOKENS)], capture_output=True, text=True, timeout=120
@@ -62,7 +69,7 @@ def greedy(model, prompt: list[int]) -> list[int]:
 
 
 def test_the_f16_gguf_keeps_the_template_and_end_of_turn_and_continues_as_transformers_does(
-    job, llama_python, tmp_path
+    job, merged, llama_python, tmp_path
 ):
     from transformers import AutoModelForCausalLM
 
@@ -81,8 +88,8 @@ def test_the_f16_gguf_keeps_the_template_and_end_of_turn_and_continues_as_transf
     assert read["metadata"]["general.file_type"] == 1  # LLAMA_FTYPE_MOSTLY_F16
     prompt = trained(text, add_special_tokens=False)["input_ids"]
     assert read["prompt"] == prompt  # llama.cpp's pre-tokenizer ("gpt-2") splits as the trained tokenizer does
-    merged = AutoModelForCausalLM.from_pretrained(job.export("merged", tmp_path / "merged"), dtype="float32")
-    assert read["continuation"] == greedy(merged.eval(), prompt)
+    model = AutoModelForCausalLM.from_pretrained(merged, dtype="float32")
+    assert read["continuation"] == greedy(model.eval(), prompt)
 
 
 def test_a_q4_k_m_gguf_is_written_by_llamas_quantizer_and_loads(job, llama_python, tmp_path):
@@ -93,3 +100,15 @@ def test_a_q4_k_m_gguf_is_written_by_llamas_quantizer_and_loads(job, llama_pytho
     assert len(read["continuation"]) == NEW_TOKENS
     with pytest.raises(LaunchError, match=r"is not empty; give --out a new folder"):
         job.export("gguf", tmp_path / "q4", quant="q4_k_m")
+
+
+def test_an_unlisted_pre_tokenizer_other_than_gpt2s_byte_level_split_is_still_refused(merged, llama_python, tmp_path):
+    """The converter's hash check names pre-tokenizers; only GPT-2's byte-level split is named without it."""
+    changed = tmp_path / "whitespace"
+    shutil.copytree(merged, changed)
+    tokenizer = json.loads((changed / "tokenizer.json").read_text())
+    (changed / "tokenizer.json").write_text(json.dumps({**tokenizer, "pre_tokenizer": {"type": "Whitespace"}}))
+    with pytest.raises(
+        LaunchError, match=r"^llama.cpp's converter could not write model-f16.gguf: BPE pre-tokenizer was"
+    ):
+        write_gguf(changed, tmp_path / "out", "f16", 2)
