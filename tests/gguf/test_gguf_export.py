@@ -49,9 +49,9 @@ def merged(job, tmp_path_factory) -> Path:
     return job.export("merged", tmp_path_factory.mktemp("export") / "merged")
 
 
-def llama_reads(python: str, gguf: Path, text: str) -> dict:
+def llama_reads(python: str, gguf: Path, text: str, *question: str) -> dict:
     done = subprocess.run(
-        [python, str(SIDE), str(gguf), text, str(NEW_TOKENS)], capture_output=True, text=True, timeout=120
+        [python, str(SIDE), str(gguf), text, str(NEW_TOKENS), *question], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -80,7 +80,7 @@ def test_the_f16_gguf_keeps_the_template_and_end_of_turn_and_continues_as_transf
     assert [path.name for path in gguf.parent.iterdir()] == [gguf.name]  # the merged folder was scratch
     trained = chat_tokenizer(job.spec)
     text = trained.apply_chat_template(CONVERSATION, add_generation_prompt=True, tokenize=False)
-    read = llama_reads(llama_python, gguf, text)
+    read = llama_reads(llama_python, gguf, text, CONVERSATION[0]["content"])
     end_of_turn = trained.convert_tokens_to_ids("<|im_end|>")
     assert read["metadata"]["tokenizer.chat_template"] == trained.chat_template
     assert read["metadata"]["tokenizer.ggml.eos_token_id"] == end_of_turn
@@ -89,7 +89,12 @@ def test_the_f16_gguf_keeps_the_template_and_end_of_turn_and_continues_as_transf
     prompt = trained(text, add_special_tokens=False)["input_ids"]
     assert read["prompt"] == prompt  # llama.cpp's pre-tokenizer ("gpt-2") splits as the trained tokenizer does
     model = AutoModelForCausalLM.from_pretrained(merged, dtype="float32")
-    assert read["continuation"] == greedy(model.eval(), prompt)
+    continuation = greedy(model.eval(), prompt)
+    assert read["continuation"] == continuation
+    # served by llama-cpp-python's chat completion with the file's own template: the same answer, ended at the turn
+    assert end_of_turn in continuation, "the tiny model's answer should end within the tokens compared"
+    answer = trained.decode(continuation[: continuation.index(end_of_turn)])
+    assert read["chat"] == {"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
 
 
 def test_a_q4_k_m_gguf_is_written_by_llamas_quantizer_and_loads(job, llama_python, tmp_path):
