@@ -2,11 +2,12 @@
 
 The trained chat template travels with the weights, but serving stacks read it from different places: transformers 5
 saves it as `chat_template.jinja` alone, llama.cpp's converter takes `tokenizer_config.json`'s before the `.jinja`
-file (gguf-py/gguf/vocab.py:335), and older servers read only `tokenizer_config.json` (TGI #3247, ms-swift #4358). A model that serves another
-template than it trained with, or never stops, is the step's most reported failure (LLaMA-Factory #8720, #7785),
-so the export writes the template identically in both places and gives `generation_config.json` every end token
-(the template's end of turn among them); a GGUF is made from that folder (gguf_export.py). Light: reads and writes
-JSON; merging an adapter is the training program's (Job.merge), converting llama.cpp's.
+file (gguf-py/gguf/vocab.py:335), and older servers read only `tokenizer_config.json` (TGI #3247, ms-swift #4358).
+A model that serves another template than it trained with, or never stops, is the step's most reported failure
+(LLaMA-Factory #8720, #7785), so the export writes the template identically in both places and gives
+`generation_config.json` every end token (the template's end of turn among them); a GGUF is made from that folder
+(gguf_export.py). Light: reads and writes JSON; merging an adapter is the training program's (Job.merge),
+converting llama.cpp's.
 """
 
 from __future__ import annotations
