@@ -40,7 +40,19 @@ SKY_LOCK := requirements-skypilot.lock
 FLOOR_VENV := .venv-floor
 FLOOR_LOCK := requirements-floor.lock
 
-.PHONY: lock lock-floor floor lock-check install deepspeed demo lab notebooks api-types lint docs docs-build test-setup test clean
+# `export --format gguf` runs llama.cpp's converter and quantizer in an environment of their own, locked and hashed
+# too: llama-cpp-python built from its sdist (llama.cpp's CPU library only), and the converter copied out of it.
+# `make llama-env` took 716 s on 2 cores (682 s of it compiling llama.cpp), so it is not part of test-setup:
+# `make test-gguf` builds it and runs the GGUF tests apart
+LLAMA_VENV := .venv-llama
+LLAMA_LOCK := requirements-llama.lock
+LLAMA_VERSION = $(shell sed -n 's/^llama-cpp-python==\([^ ]*\).*/\1/p' $(LLAMA_LOCK))
+LLAMA_BUILD_TOOLS := scikit-build-core cmake ninja pathspec packaging
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+	-DLLAMA_BUILD_TOOLS=OFF -DGGML_OPENMP=OFF
+
+.PHONY: lock lock-floor floor lock-check install deepspeed demo lab notebooks api-types lint docs docs-build test-setup \
+	test clean llama-env test-gguf
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +73,9 @@ lock: | $(UV)
 	rm $(LOCK).pins && mv $(LOCK).new $(LOCK)
 	$(UV) pip compile tools/skypilot-requirements.in --generate-hashes --python-version 3.11 \
 	    --python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" --quiet -o $(SKY_LOCK)
+	$(UV) pip compile tools/llama-requirements.in --generate-hashes --python-version 3.11 \
+	    --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) --custom-compile-command "make lock" \
+	    --quiet -o $(LLAMA_LOCK)
 	$(MAKE) --no-print-directory lock-floor
 
 # the floor's own pins (`python -m nbtoolkit.train.supported_versions`) with what the program needs beside them
@@ -141,6 +156,30 @@ $(FLOOR_VENV)/.installed: $(FLOOR_LOCK) | $(UV)
 	touch $@
 
 floor: $(FLOOR_VENV)/.installed
+
+# llama.cpp's environment: the build tools first (the sdist builds against them, hashed like the rest), then every
+# locked package (llama.cpp compiled here: CPU, no tests, examples, server or tools), then the converter from the
+# same sdist (its hash checked against the lock) beside the environment: .venv-llama/llama.cpp
+$(LLAMA_VENV)/.installed: $(LLAMA_LOCK) | $(UV)
+	$(UV) venv --quiet --allow-existing --python $(BIN)/python $(LLAMA_VENV)
+	$(UV) pip install --quiet --python $(LLAMA_VENV)/bin/python --require-hashes -c $(LLAMA_LOCK) \
+		$$(sed -n 's/^\($(subst $() ,\|,$(LLAMA_BUILD_TOOLS))\)==\([^ ]*\).*/\1==\2/p' $(LLAMA_LOCK))
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(UV) pip sync --python $(LLAMA_VENV)/bin/python \
+		--require-hashes --no-build-isolation --find-links $(TORCH_WHEELS) --compile-bytecode $(LLAMA_LOCK)
+	rm -rf $(LLAMA_VENV)/sdist $(LLAMA_VENV)/llama.cpp
+	$(BIN)/pip download --quiet --no-deps --no-binary :all: -d $(LLAMA_VENV)/sdist llama-cpp-python==$(LLAMA_VERSION)
+	grep -q "sha256:$$(sha256sum $(LLAMA_VENV)/sdist/*.tar.gz | cut -d' ' -f1)" $(LLAMA_LOCK)
+	mkdir $(LLAMA_VENV)/llama.cpp
+	tar -xzf $(LLAMA_VENV)/sdist/*.tar.gz -C $(LLAMA_VENV)/llama.cpp --strip-components=3 \
+		$(addprefix llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp/,convert_hf_to_gguf.py conversion gguf-py)
+	rm -rf $(LLAMA_VENV)/sdist
+	touch $@
+
+llama-env: $(LLAMA_VENV)/.installed
+
+# the GGUF export's tests, apart from `make test` (llama.cpp's environment is minutes to build)
+test-gguf: install llama-env
+	$(BIN)/python -m pytest tests/gguf
 
 demo: install
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/nbtoolkit demo

@@ -205,13 +205,15 @@ class Job:
             self._run_program("nbtoolkit.train.inference", "--evaluate", str(dataset)).strip().splitlines()[-1]
         )
 
-    def export(self, format: str = "merged", out: str | Path | None = None) -> Path:
-        """The job's final model as a full model folder to serve elsewhere (default: the job's export/merged): an
-        adapter merged into its base, the chat template in tokenizer_config.json and chat_template.jinja alike, and
-        the end-of-turn token among generation_config.json's end tokens (see nbtoolkit.model_export)."""
+    def export(self, format: str = "merged", out: str | Path | None = None, quant: str | None = None) -> Path:
+        """The job's final model to serve elsewhere. merged (default: the job's export/merged): a full model folder,
+        an adapter merged into its base, the chat template in tokenizer_config.json and chat_template.jinja alike, and
+        the end-of-turn token among generation_config.json's end tokens. gguf (default: export/gguf): that folder as
+        one llama.cpp file, `quant` f16 (default), bf16, q8_0 or q4_k_m; returns the file (see nbtoolkit.model_export,
+        nbtoolkit.gguf_export)."""
         from nbtoolkit.model_export import export_model
 
-        return export_model(self, format, out)
+        return export_model(self, format, out, quant)
 
     def serve(self, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> Job:
         """An OpenAI-compatible server of the job's merged model (exported first when absent), as a job of its own

@@ -15,6 +15,7 @@ from nbtoolkit.artifacts import fetch, model_artifact
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.chains import MODEL_FROM, MODEL_REF
 from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
+from nbtoolkit.gguf_export import DEFAULT_QUANT, QUANTS
 from nbtoolkit.metrics.console import ConsoleView
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.model_export import FORMATS, check_format
@@ -283,10 +284,10 @@ def cmd_export(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return write_spec_launch_files(args.target, args.out)
-    check_format(args.format or "merged")  # before the job is looked up: the flag's sentence first
+    check_format(args.format or "merged", args.quant)  # before the job is looked up: the flags' sentence first
     with warnings.catch_warnings(record=True) as caught:  # the export's warnings, said plainly
         warnings.simplefilter("always")
-        folder = Job(args.target).export(args.format or "merged", args.out)
+        folder = Job(args.target).export(args.format or "merged", args.out, args.quant)
     for warning in caught:
         print(f"nbtoolkit: warning: {warning.message}", file=sys.stderr)
     print(folder)
@@ -503,9 +504,18 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("--follow", "-f", action="store_true")
     fork.set_defaults(handler=cmd_fork)
 
-    export = commands.add_parser("export", help="a finished job's model to serve elsewhere (ID --format merged)")
+    export = commands.add_parser("export", help="a finished job's model to serve elsewhere (ID --format merged|gguf)")
     export.add_argument("target", help="a job id (a spec file still gets its launch files: see launch-files)")
-    export.add_argument("--format", choices=FORMATS, help="merged (a full model folder); gguf: not yet")
+    export.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="merged (a full model folder), or gguf (one llama.cpp file; needs `make llama-env`)",
+    )
+    export.add_argument(
+        "--quant",
+        choices=QUANTS,
+        help=f"with --format gguf: the file's weight type (default {DEFAULT_QUANT}; q4_k_m by llama.cpp's quantizer)",
+    )
     export.add_argument("--out", help="folder to write (default: the job's export/FORMAT)")
     export.set_defaults(handler=cmd_export)
 

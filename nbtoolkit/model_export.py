@@ -1,22 +1,25 @@
-"""A finished job's model written out for serving elsewhere: `nbtoolkit export ID --format merged`.
+"""A finished job's model written out for serving elsewhere: `nbtoolkit export ID --format merged|gguf`.
 
 The trained chat template travels with the weights, but serving stacks read it from different places: transformers 5
 saves it as `chat_template.jinja` alone, llama.cpp's converter takes `tokenizer_config.json`'s before the `.jinja`
-file, and older servers read only `tokenizer_config.json` (TGI #3247, ms-swift #4358). A model that serves another
-template than it trained with, or never stops, is the step's most reported failure (LLaMA-Factory #8720, #7785),
-so the export writes the template identically in both places and gives `generation_config.json` every end token
-(the template's end of turn among them). Light: reads and writes JSON; merging an adapter is the training
-program's (Job.merge).
+file (gguf-py/gguf/vocab.py:335), and older servers read only `tokenizer_config.json` (TGI #3247, ms-swift #4358).
+A model that serves another template than it trained with, or never stops, is the step's most reported failure
+(LLaMA-Factory #8720, #7785), so the export writes the template identically in both places and gives
+`generation_config.json` every end token (the template's end of turn among them); a GGUF is made from that folder
+(gguf_export.py). Light: reads and writes JSON; merging an adapter is the training program's (Job.merge),
+converting llama.cpp's.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 import warnings
 from pathlib import Path
 
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.gguf_export import DEFAULT_QUANT, check_quant, llama_python, write_gguf
 from nbtoolkit.saved_models import BASE_DIR, is_adapter_folder
 
 FORMATS = ("merged", "gguf")
@@ -31,16 +34,30 @@ class ExportWarning(UserWarning):
     """Something about the exported model the user should know before serving it; the export goes on."""
 
 
-def export_model(job, fmt: str = "merged", out: str | Path | None = None) -> Path:
+def export_model(job, fmt: str = "merged", out: str | Path | None = None, quant: str | None = None) -> Path:
     """Write the job's final model as a full model folder (an adapter merged into its base) with its chat template
-    and end tokens where every serving stack looks; returns the folder."""
-    check_format(fmt)
+    and end tokens where every serving stack looks, or that folder converted to one GGUF file (gguf_export.py);
+    returns the folder, or the GGUF file."""
+    check_format(fmt, quant)
     if job.record.status != "succeeded":
         raise LaunchError(f"job {job.id} is {job.record.status}; only a succeeded job has a final model to export")
     target = Path(out or job.dir / "export" / fmt).expanduser().resolve()
     if target.exists() and any(target.iterdir()):
         raise LaunchError(f"{target} is not empty; give --out a new folder (nothing was written)")
     warn_untrained_end_of_turn(job)
+    if fmt == "merged":
+        write_merged(job, target)
+        return target
+    target.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".merged-") as scratch:
+        merged = write_merged(job, Path(scratch) / "merged")
+        end = token_id(merged, _read(merged / TOKENIZER_CONFIG).get("eos_token"))
+        if end is None:
+            raise LaunchError(f"job {job.id}'s tokenizer names no end token (eos_token); a GGUF would never stop")
+        return write_gguf(merged, target, quant or DEFAULT_QUANT, end)
+
+
+def write_merged(job, target: Path) -> Path:
     folder = Path(job.model())
     if is_adapter_folder(folder):
         job.merge(target)
@@ -66,14 +83,15 @@ def warn_untrained_end_of_turn(job) -> None:
         warnings.warn(f"job {job.id}: {warning}", ExportWarning, stacklevel=3)
 
 
-def check_format(fmt: str) -> None:
+def check_format(fmt: str, quant: str | None = None) -> None:
+    """The sentence for a wrong --format or --quant, and for gguf without llama.cpp's environment, before any work."""
     if fmt not in FORMATS:
         raise LaunchError(f"--format '{fmt}' is not an export format; use {' or '.join(FORMATS)}")
+    if fmt == "merged" and quant is not None:
+        raise LaunchError("--quant is for --format gguf; a merged export keeps the trained weights' own dtype")
     if fmt == "gguf":
-        raise LaunchError(
-            "--format gguf is not built yet; export --format merged and convert that folder with llama.cpp's "
-            "convert_hf_to_gguf.py"
-        )
+        check_quant(quant or DEFAULT_QUANT)
+        llama_python()
 
 
 def write_serving_files(folder: Path) -> None:

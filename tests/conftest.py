@@ -23,8 +23,9 @@ TESTS = Path(__file__).resolve().parent
 DATA = TESTS / "data"
 SCRIPTS = TESTS / "scripts"
 PYTHON = sys.executable
-#: browser tests run in their own pytest invocation (`pytest -p no:asyncio tests/ui`, see tests/ui/conftest.py)
-collect_ignore = ["ui"]
+#: browser tests run in their own pytest invocation (`pytest -p no:asyncio tests/ui`, see tests/ui/conftest.py), the
+#: GGUF export's in theirs (`make test-gguf`: llama.cpp's environment is minutes to build, not part of test-setup)
+collect_ignore = ["ui", "gguf"]
 #: `pytest --isolation`: a test that leaves process state changed behind it fails (tests/isolation.py)
 pytest_plugins = ["tests.isolation"]
 

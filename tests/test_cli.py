@@ -151,18 +151,23 @@ def test_a_grpo_job_lists_its_reward_and_show_names_each_samples_per_second(stor
     assert "steady samples/s" in shown and "reward: 0.750" in shown
 
 
-def test_export_of_a_job_id_is_its_model_and_a_format_not_built_says_so(home, capsys):
-    """`nbtoolkit export ID --format ...` exports a job's model (a spec file still gets its launch files)."""
+def test_export_of_a_job_id_is_its_model_and_a_wrong_flag_says_so_before_the_job_is_looked_up(
+    home, capsys, tmp_path, monkeypatch
+):
+    """`nbtoolkit export ID --format ...` exports a job's model (a spec file still gets its launch files); --quant
+    belongs to gguf, and gguf without llama.cpp's environment names the make target that builds it."""
     from nbtoolkit.cli import main
 
-    assert main(["export", "0a1b2c3d", "--format", "gguf"]) != 0
+    assert main(["export", "0a1b2c3d", "--format", "merged", "--quant", "q8_0"]) != 0
     assert (
         capsys.readouterr()
         .err.strip()
-        .endswith(
-            "--format gguf is not built yet; export --format merged and convert that folder with llama.cpp's "
-            "convert_hf_to_gguf.py"
-        )
+        .endswith("--quant is for --format gguf; a merged export keeps the trained weights' own dtype")
+    )
+    monkeypatch.setenv("NBTOOLKIT_LLAMA_ENV", str(tmp_path / "no-env"))
+    assert main(["export", "0a1b2c3d", "--format", "gguf", "--quant", "q4_k_m"]) != 0
+    assert f"--format gguf needs llama.cpp's environment at {tmp_path / 'no-env'}, which is not built; run `make " in (
+        capsys.readouterr().err
     )
     assert main(["export", "0a1b2c3d"]) != 0  # an id, not a file: a job's model, and there is no such job
     assert "no job '0a1b2c3d'" in capsys.readouterr().err
