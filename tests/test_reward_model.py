@@ -4,6 +4,7 @@ scores its completions with it (`reward: {models: [job:ID]}`); one job each, sta
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,20 @@ def test_pairs_longer_than_max_length_are_said_left_out_and_none_left_is_one_sen
         say_left_out(
             load_spec({"task": "reward-model", "dataset": {"max_length": 8}}), tokenizer, Dataset.from_list(rows)
         )
+
+
+def test_the_plan_holds_the_reward_models_weights(jobs):
+    from safetensors import safe_open
+
+    from nbtoolkit.api import plan
+
+    reward_model = jobs["reward-model"]
+    folder = reward_model.dir / "output" / "model"
+    with safe_open(str(folder / "model.safetensors"), "pt") as weights:
+        params = sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())  # noqa: SIM118 (safe_open is not iterable)
+    gpu = {"hardware": {"accelerator": "cuda", "instance_type": "g5.xlarge"}}
+    functions = plan({**scored_by(reward_model), **gpu, "reward": {"functions": ["nbtoolkit.rewards:correct_answer"]}})
+    scored = plan({**scored_by(reward_model), **gpu}, store=reward_model.store)
+    # fp32 weights, no gradients or optimizer; the planner's decoder count is an estimate (its norms): within 1%
+    assert scored.memory.weights - functions.memory.weights == pytest.approx(4 * params, rel=0.01)
+    assert "reward models' weights" in scored.formula and "reward models" not in functions.formula
