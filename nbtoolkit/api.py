@@ -326,7 +326,8 @@ def plan(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, pa
         if refused:  # the model is not here to size: say why and how to fetch it
             raise ModelShapeError(refused[0]) from None
         raise
-    named = {"model": chained.info[chains.MODEL_REF]} if chained.info else {}  # job:ID, as the user wrote it
+    ref = chained.info.get(chains.MODEL_REF)
+    named = {"model": ref} if ref else {}  # job:ID, as the user wrote it
     transfers = backends.transfers(chained.spec)
     return planned.model_copy(update={"refused": refused, "warned": warned, "transfers": transfers, **named})
 

@@ -49,12 +49,12 @@ def job_refs(spec: RunSpec) -> list[str]:
     ]
 
 
-def earlier_job(ref: str, store: JobStore) -> JobRecord:
+def earlier_job(ref: str, store: JobStore, field: str = "model") -> JobRecord:
     """The job `job:NAME` (the newest succeeded job of that name; a name matches first) or `job:ID` (an id or a
-    unique prefix of one) names."""
+    unique prefix of one) names; `field` is the spec's field that names it, for the sentence a wrong one gets."""
     wanted = ref.removeprefix(JOB_REF).strip()
     if not wanted:
-        raise LaunchError(f"model '{ref}' names no job; write job:ID or job:NAME (`nbtoolkit jobs` lists them)")
+        raise LaunchError(f"{field} '{ref}' names no job; write job:ID or job:NAME (`nbtoolkit jobs` lists them)")
     records = store.list(limit=100_000)
     named = [record for record in records if record.name == wanted]
     if named:  # the newest succeeded, else the newest, whose status is the sentence model_artifact says
@@ -63,8 +63,8 @@ def earlier_job(ref: str, store: JobStore) -> JobRecord:
     if len(by_id) == 1:
         return by_id[0]
     if by_id:
-        raise LaunchError(f"model '{ref}': {len(by_id)} jobs have ids starting '{wanted}'; give more of the id")
-    raise LaunchError(f"model '{ref}': no job has that id or name; `nbtoolkit jobs` lists them")
+        raise LaunchError(f"{field} '{ref}': {len(by_id)} jobs have ids starting '{wanted}'; give more of the id")
+    raise LaunchError(f"{field} '{ref}': no job has that id or name; `nbtoolkit jobs` lists them")
 
 
 def resolve(spec: RunSpec, store: JobStore, *, fetching: bool = True) -> ChainedSpec:
@@ -118,7 +118,7 @@ def resolve_reward_models(spec: RunSpec, store: JobStore, *, fetching: bool) -> 
         if not is_job_ref(name):
             models.append(name)
             continue
-        record = earlier_job(name, store)
+        record = earlier_job(name, store, "reward.models")
         trained = load_spec(store.job_dir(record.id) / "spec.json") if store.job_dir(record.id).is_dir() else None
         if trained is not None and trained.task != "reward-model":
             raise LaunchError(

@@ -32,6 +32,8 @@ NOTES = {
     "causal-lm": "causal-lm packs the texts into blocks of dataset.max_length {data.max_length} tokens: nothing is cut",
     "question-answering": "question-answering splits a longer example into windows of dataset.max_length "
     "{data.max_length} tokens overlapping by dataset.doc_stride {data.doc_stride}: nothing is cut",
+    "reward-model": "reward-model leaves out every pair whose chosen or rejected side is longer than "
+    "dataset.max_length {data.max_length} tokens (TRL's RewardTrainer filters them): nothing is cut",
 }
 #: a tokenizer "limit" above this is transformers' placeholder for "none"
 NO_LIMIT = 1_000_000
@@ -196,6 +198,7 @@ def chat_preview(spec: RunSpec, sample) -> DataPreview:
         rendered=rendered[:SHOWN_ROWS],
         format_columns=read_columns(spec.task, fmt),
         warning=warning,
+        note=NOTES.get(spec.task, "").format(data=spec.dataset) or None,
     )
 
 

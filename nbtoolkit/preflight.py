@@ -13,12 +13,15 @@ the job, and for `extra`, which imports the task's config class (a misspelt key 
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from nbtoolkit.bundled import is_bundled
+from nbtoolkit.chains import is_job_ref
 from nbtoolkit.data_files import check_files
+from nbtoolkit.model_card import HUB_ID
 from nbtoolkit.packaged import packaged_model_path
 from nbtoolkit.saved_models import config_folder
 from nbtoolkit.tasks import TRL_TASKS
@@ -39,7 +42,7 @@ def input_findings(spec) -> tuple[list[str], list[str]]:
     before their first reply, which TRL drops."""
     if spec.script is not None:  # a user's script reads its own inputs
         return [], []
-    found = [model_problem(spec), data_problem(spec), extra_key_problem(spec)]
+    found = [model_problem(spec), data_problem(spec), extra_key_problem(spec), reward_models_problem(spec)]
     warned = []
     if not found[0]:
         template, cut = chat_template_and_cut(spec, check_lengths=not found[1])
@@ -74,6 +77,46 @@ def model_problem(spec) -> str | None:
             f"model '{name}' is not on this machine and the Hugging Face Hub is off here (HF_HUB_OFFLINE); "
             f"fetch it first (hf download {name}) or give a local model folder"
         )
+    return None
+
+
+def reward_models_problem(spec) -> str | None:
+    """A grpo run's reward model the job could not score with, found before anything loads: an entry that is
+    neither job:ID, a hub id nor a folder; a folder a remote backend's machines cannot read; a folder that holds
+    no one-output sequence-classification model (a chat model's folder would get a random score head, silently);
+    a hub id not fetched while the hub is off. `job:` entries are resolved (and checked) at launch."""
+    for name in spec.reward.models if spec.reward else []:
+        where = f"reward.models '{name}'"
+        if is_job_ref(name):
+            continue
+        path = Path(name).expanduser()
+        if not (path.exists() or name.startswith((".", "/", "~"))):  # a hub id
+            if not HUB_ID.match(name):
+                return f"{where} is neither job:ID (a reward-model job), a hub id nor a folder on this machine"
+            if (
+                runs_here(spec)
+                and not in_hub_cache(name)
+                and os.environ.get("HF_HUB_OFFLINE", "").upper() in TRUE_VALUES
+            ):
+                return f"{where} is not on this machine and the Hugging Face Hub is off here (HF_HUB_OFFLINE)"
+            continue
+        if not runs_here(spec):
+            return (
+                f"{where} is a folder of this machine, which a {spec.hardware.target} job cannot read; push the "
+                "model to the Hub (job.push_to_hub) and give its id"
+            )
+        config = config_folder(path) / "config.json"
+        if not config.is_file():
+            return f"{where} is not a model folder (no config.json); give a reward-model job's model folder"
+        found = json.loads(config.read_text())
+        heads = [name for name in found.get("architectures") or [] if name.endswith("ForSequenceClassification")]
+        outputs = len(found.get("id2label") or {}) or found.get("num_labels", 2)
+        if not heads or outputs != 1:
+            kind = ", ".join(found.get("architectures") or []) or found.get("model_type", "unknown")
+            return (
+                f"{where} holds a {kind} model, not a reward model (a sequence-classification model with one "
+                "output, as task reward-model trains); without that head it would score with random weights"
+            )
     return None
 
 

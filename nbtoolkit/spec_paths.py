@@ -28,8 +28,8 @@ def local_model(model: str | None, cwd: Path) -> str | None:
 
 
 def absolute_paths(spec: RunSpec, cwd: Path | None = None) -> RunSpec:
-    """The spec with dataset.files, a local model, script.path/source_dir, a resume checkpoint and
-    parallelism.nvme_path absolute (no other value changes)."""
+    """The spec with dataset.files, a local model and reward models, script.path/source_dir, a resume checkpoint and
+    parallelism.nvme_path absolute, and reward files shipped as their source (no other value changes)."""
     cwd = (cwd or Path.cwd()).absolute()
     updates: dict = {"model": local_model(spec.model, cwd)}
     if spec.dataset.files:
@@ -42,12 +42,13 @@ def absolute_paths(spec: RunSpec, cwd: Path | None = None) -> RunSpec:
         )
     if spec.resume not in (None, "latest"):
         updates["resume"] = absolute(spec.resume, cwd)
-    if spec.reward is not None and any(_reward_file(ref) for ref in spec.reward.functions):
+    if spec.reward is not None:
         # a reward file travels inside the spec, as a notebook's function does: every backend carries it
         functions = [
             ShippedFunction(**ship_file(ref, cwd)) if _reward_file(ref) else ref for ref in spec.reward.functions
         ]
-        updates["reward"] = spec.reward.model_copy(update={"functions": functions})
+        models = [local_model(name, cwd) or name for name in spec.reward.models]  # a folder here, as model is
+        updates["reward"] = spec.reward.model_copy(update={"functions": functions, "models": models})
     if spec.parallelism.nvme_path:
         updates["parallelism"] = spec.parallelism.model_copy(
             update={"nvme_path": absolute(spec.parallelism.nvme_path, cwd)}

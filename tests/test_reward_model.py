@@ -4,6 +4,7 @@ scores its completions with it (`reward: {models: [job:ID]}`); one job each, sta
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,85 @@ def test_reward_model_data_previews_the_chosen_reply_and_plans_two_sequences_a_p
     base = {"hardware": {"accelerator": "cuda", "instance_type": "g5.xlarge"}, "train": {"max_steps": 10}}
     chat, pairs = plan({**base, "task": "chat"}), plan({**base, "task": "reward-model"})
     assert pairs.memory.activations == 2 * chat.memory.activations  # chosen and rejected: two sequences a pair
+
+
+def test_reward_models_a_job_could_not_score_with_are_refused_before_launch(jobs, tmp_path, monkeypatch):
+    from nbtoolkit.api import plan
+    from nbtoolkit.backends.dispatch import render
+    from nbtoolkit.preflight import input_problems
+    from nbtoolkit.spec import load_spec
+
+    reward_model, grpo = jobs["reward-model"], jobs["grpo"]
+    assert plan(scored_by(reward_model), store=reward_model.store).memory.weights > 0  # a plan of a job's reward model
+
+    def refused(models: list[str], **spec) -> str:
+        found = input_problems(load_spec({**scored_by(reward_model), **spec, "reward": {"models": models}}))
+        return found[0] if found else ""
+
+    assert refused(["jbo:1234"]) == (
+        "reward.models 'jbo:1234' is neither job:ID (a reward-model job), a hub id nor a folder on this machine"
+    )
+    chat_folder = str(grpo.dir / "output" / "model")  # a causal LM's folder: no score head
+    assert refused([chat_folder]).startswith(f"reward.models '{chat_folder}' holds a LlamaForCausalLM model, not a")
+    folder = str(reward_model.dir / "output" / "model")
+    assert refused([folder]) == ""
+    sagemaker = {
+        "hardware": {"target": "sagemaker", "instance_type": "ml.g5.2xlarge", "accelerator": "cuda"},
+        "sagemaker": {"role": "arn:aws:iam::111122223333:role/SageMakerExecutionRole", "region": "us-east-1"},
+    }
+    assert "is a folder of this machine, which a sagemaker job cannot read" in refused([folder], **sagemaker)
+    monkeypatch.chdir(reward_model.dir / "output")  # a folder named relative to where the spec is launched from
+    shipped = json.loads(
+        render(load_spec({**scored_by(reward_model), "reward": {"models": ["model"]}})).files["spec.json"]
+    )
+    assert shipped["reward"]["models"] == [folder]
+
+
+def test_reward_model_names_and_inputs_are_each_its_own(jobs):
+    from nbtoolkit.train.tasks.grpo import scorer_names
+
+    assert scorer_names(["/a/jobs/1f/output/model", "/b/merged", "/c/merged", "org/rm"]) == {
+        "/a/jobs/1f/output/model": "reward-model-1f",
+        "/b/merged": "merged-2",
+        "/c/merged": "merged-3",
+        "org/rm": "rm",
+    }
+    with pytest.raises(LaunchError, match=r"ending with the assistant's reply to score"):
+        jobs["reward-model"].predict([{"role": "user", "content": "What is 2 + 2?"}])
+
+
+def test_pairs_longer_than_max_length_are_said_left_out_and_none_left_is_one_sentence(capsys):
+    from datasets import Dataset
+
+    from nbtoolkit.spec import load_spec
+    from nbtoolkit.train.chat_template import chat_tokenizer
+    from nbtoolkit.train.errors import TrainError
+    from nbtoolkit.train.tasks.reward_model import say_left_out
+
+    rows = [json.loads(line) for line in Path(bundled_files("preference")["train"]).read_text().splitlines()[:4]]
+    short = {"prompt": "Hi", "chosen": " ok", "rejected": " no"}
+    spec = load_spec({"task": "reward-model", "dataset": {"max_length": 24}})
+    tokenizer = chat_tokenizer(spec)
+    say_left_out(spec, tokenizer, Dataset.from_list([short] * 2 + [{**short, "chosen": " ok" * 40}]))
+    assert "1 of 3 train pairs are longer than dataset.max_length 24 tokens" in capsys.readouterr().out
+    with pytest.raises(TrainError, match=r"^every one of the 4 train pairs is longer than dataset.max_length 8"):
+        say_left_out(
+            load_spec({"task": "reward-model", "dataset": {"max_length": 8}}), tokenizer, Dataset.from_list(rows)
+        )
+
+
+def test_the_plan_holds_the_reward_models_weights(jobs):
+    from safetensors import safe_open
+
+    from nbtoolkit.api import plan
+
+    reward_model = jobs["reward-model"]
+    folder = reward_model.dir / "output" / "model"
+    with safe_open(str(folder / "model.safetensors"), "pt") as weights:
+        params = sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())  # noqa: SIM118 (safe_open is not iterable)
+    gpu = {"hardware": {"accelerator": "cuda", "instance_type": "g5.xlarge"}}
+    functions = plan({**scored_by(reward_model), **gpu, "reward": {"functions": ["nbtoolkit.rewards:correct_answer"]}})
+    scored = plan({**scored_by(reward_model), **gpu}, store=reward_model.store)
+    # fp32 weights, no gradients or optimizer; the planner's decoder count is an estimate (its norms): within 1%
+    assert scored.memory.weights - functions.memory.weights == pytest.approx(4 * params, rel=0.01)
+    assert "reward models' weights" in scored.formula and "reward models" not in functions.formula

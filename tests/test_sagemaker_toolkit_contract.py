@@ -62,3 +62,17 @@ def test_the_stand_in_sets_the_toolkits_names_and_folders(tmp_path):
     ]
     assert variables["SM_CHANNEL_DATA-TRAIN"] == f"{folders['_input_data_dir']}/data-train"
     assert variables["SM_HPS"] == '{"a":"x","epochs":"3"}'  # the toolkit's json.dumps(sort_keys, compact)
+
+
+def test_a_code_folder_shipped_again_holds_one_copy_of_the_package_and_its_metadata(tmp_path):
+    from nbtoolkit.backends.sagemaker.code import ship_package
+
+    code = tmp_path / "code"
+    (code / "nbtoolkit_finetune-0.0.9.dist-info").mkdir(parents=True)  # an earlier version's, fewer backends
+    (code / "nbtoolkit" / "gone.py").parent.mkdir()
+    (code / "nbtoolkit" / "gone.py").write_text("")  # a module that version had
+    ship_package(code)
+    infos = sorted(path.name for path in code.glob("*.dist-info"))
+    assert len(infos) == 1 and infos[0] != "nbtoolkit_finetune-0.0.9.dist-info"
+    assert "sagemaker" in (code / infos[0] / "entry_points.txt").read_text()
+    assert not (code / "nbtoolkit" / "gone.py").exists() and (code / "nbtoolkit" / "spec.py").is_file()

@@ -88,9 +88,22 @@ const NOT_PICKABLE = new Set([
   'window_seconds'
 ]);
 
+/** A reward model's series as TRL's RewardTrainer logs them (nbtoolkit/metrics/rewards.py REWARD_MODEL_KEYS). */
+const REWARD_MODEL_SERIES = new Set(['accuracy', 'margin', 'mean_reward']);
+
+/** Whether a train series is a reward: DPO's and GRPO's (`reward`, `rewards/...`) or a reward model's. */
+export function isReward(key: string): boolean {
+  return (
+    key === 'reward' ||
+    key.startsWith('rewards/') ||
+    REWARD_MODEL_SERIES.has(key)
+  );
+}
+
 /**
  * The numeric train series a reader can pick beside the loss: a reward run's first (TRL's names as
- * metrics.jsonl keeps them: `reward`, `rewards/<function>/mean`, `rewards/margins`), then the rest by name.
+ * metrics.jsonl keeps them: `reward`, `rewards/<function>/mean`, `rewards/margins`; a reward model's
+ * `accuracy`, `margin`, `mean_reward`), then the rest by name.
  */
 export function pickableSeries(records: IMetricRecord[]): string[] {
   const keys = new Set<string>();
@@ -104,8 +117,6 @@ export function pickableSeries(records: IMetricRecord[]): string[] {
       }
     }
   }
-  const isReward = (key: string) =>
-    key === 'reward' || key.startsWith('rewards/');
   const sorted = [...keys].sort();
   return [...sorted.filter(isReward), ...sorted.filter(key => !isReward(key))];
 }

@@ -91,6 +91,8 @@ class Workload:
     sequences_per_sample: int = 1
     #: a frozen reference copy of the model is kept (DPO/KTO full fine-tune, GRPO with a KL term)
     reference_model: bool = False
+    #: GRPO: the parameters of its reward models (reward.models), frozen, loaded in the policy's load dtype
+    reward_model_params: int = 0
     #: GRPO: the tokens (prompt + completion) of each sampled completion, whose KV cache generation holds
     generated_tokens: int = 0
 

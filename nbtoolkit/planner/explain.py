@@ -51,6 +51,8 @@ def formula(setup: Setup, work: Workload) -> str:
     why = "6 + 2 for the recomputed forward" if k == 8 else "forward 2 + backward 4"
     if work.reference_model:
         states += f" + reference model {w if setup.deepspeed else 4}Ψ (frozen weights, no gradients or optimizer)"
+    if work.reward_model_params:
+        states += " + reward models' weights Ψ_r in the policy's load dtype (frozen)"
     if work.sequences_per_sample > 1:
         activations += f", x{work.sequences_per_sample} sequences per sample (chosen and rejected)"
     if work.generated_tokens:

@@ -28,7 +28,7 @@ from nbtoolkit.planner.estimates import (
 )
 from nbtoolkit.planner.explain import assumptions, formula
 from nbtoolkit.planner.shapes import ModelShape, model_shape, train_samples
-from nbtoolkit.precision import load_dtype
+from nbtoolkit.precision import DTYPE_BYTES, load_dtype
 from nbtoolkit.spec import RunSpec, load_spec
 from nbtoolkit.spec_blocks import AdapterSpec, Offload, Precision, RewardSpec
 from nbtoolkit.tasks import TASKS
@@ -43,6 +43,17 @@ MAX_BATCH = 4096
 
 
 def _model_states(setup: Setup, work: Workload) -> memory.ModelStates:
+    """The policy's states (with its frozen reference copy), and the frozen reward models a GRPO run scores with."""
+    states = _trained_states(setup, work)
+    if not work.reward_model_params:
+        return states
+    shards = setup.devices if setup.deepspeed and setup.zero_stage == 3 else 1
+    loaded = load_dtype(setup.precision, setup.accelerator_kind, work.adapter)
+    frozen = memory.reference_model_bytes(work.reward_model_params, DTYPE_BYTES.get(loaded, 2), shards)
+    return replace(states, weights=states.weights + frozen, ideal=states.ideal + frozen)
+
+
+def _trained_states(setup: Setup, work: Workload) -> memory.ModelStates:
     shape = work.shape
     if work.adapter != "none":
         return memory.adapter_model_states(
@@ -271,6 +282,12 @@ def _spec_setup(spec: RunSpec) -> tuple[Setup, list[str]]:
     return setup, problems
 
 
+def reward_model_params(name: str) -> int:
+    """A reward model's parameters: its config's, with a one-output score head in place of an untied LM head."""
+    shape = model_shape(name)
+    return shape.params - shape.untied_head_params + shape.hidden_size * bool(shape.untied_head_params)
+
+
 def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, utilisation: float) -> Workload:
     samples = train_samples(spec)
     if dataset_size is not None:
@@ -297,6 +314,7 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
         catalog_price=spec.hardware.priced_by_catalog,
         sequences_per_sample=TASKS[spec.task].sequences_per_sample,
         reference_model=with_reference and adapter is None,  # with an adapter the reference is the base, adapters off
+        reward_model_params=sum(reward_model_params(name) for name in reward.models) if grpo else 0,
         generated_tokens=spec.dataset.max_length + reward.max_completion_length if grpo else 0,
     )
 

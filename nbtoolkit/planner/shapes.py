@@ -76,6 +76,9 @@ class ModelShape(BaseModel):
     #: the loss keeps an fp32 copy and the log-softmax of the logits (transformers' causal-LM loss); T5's
     #: cross-entropy runs on the logits as they are
     loss_upcasts_logits: bool = True
+    #: a decoder's output head when it is not tied to the embeddings (vocab x hidden), among `params`: what a
+    #: sequence-classification model of the same config (a reward model) has instead of it is one score per label
+    untied_head_params: int = 0
 
     @property
     def quantized_params(self) -> int:
@@ -208,6 +211,7 @@ def _generic_decoder(cfg: dict[str, Any]) -> dict[str, Any]:
     return dict(
         architecture="decoder",
         params=layers * (attention + ffn + 2 * h) + vocab * h * (1 if tied else 2) + h,
+        untied_head_params=0 if tied else vocab * h,
         exact=False,
         hidden_size=h,
         layers=layers,

@@ -264,5 +264,22 @@ describe('pickableSeries', () => {
       'learning_rate'
     ]);
     expect(pickableSeries([train(1, 2)])).toEqual([]);
+    const rewardModel = [
+      {
+        kind: 'train',
+        step: 1,
+        loss: 0.7,
+        accuracy: 0.5,
+        margin: 0.1,
+        mean_reward: -0.2,
+        min_reward: -1
+      }
+    ];
+    expect(pickableSeries(rewardModel)).toEqual([
+      'accuracy',
+      'margin',
+      'mean_reward',
+      'min_reward'
+    ]);
   });
 });

@@ -12,6 +12,7 @@ import {
   IChartJob,
   IChartOptions,
   ISeries,
+  isReward,
   lossSeries,
   pickableSeries,
   pointsOf,
@@ -234,10 +235,8 @@ export function JobCharts(props: {
 }): JSX.Element {
   const { jobs, options } = props;
   const series = jobs.length === 1 ? pickableSeries(jobs[0].records) : [];
-  const rewards = series.filter(
-    key => key === 'reward' || key.startsWith('rewards/')
-  );
-  // a reward run (DPO, GRPO) shows its first reward series at once; any run can pick another
+  const rewards = series.filter(isReward);
+  // a reward run (DPO, GRPO, a reward model) shows its first reward series at once; any run can pick another
   const [picked, setPicked] = useState<string>('');
   const shown = series.includes(picked) ? picked : (rewards[0] ?? '');
   return (

@@ -20,9 +20,12 @@ PACKAGE_IGNORE = ("__pycache__", "*.pyc", "labextension", "static")
 
 
 def ship_package(code: Path) -> None:
-    """Copy the installed nbtoolkit package and its distribution's METADATA and entry points into `code`."""
+    """Copy the installed nbtoolkit package and its distribution's METADATA and entry points into `code`, in place
+    of any earlier copy (two versions' metadata side by side, the container could read the older one's)."""
     import nbtoolkit
 
+    for stale in [code / "nbtoolkit", *code.glob(f"{DISTRIBUTION.replace('-', '_')}-*.dist-info")]:
+        shutil.rmtree(stale)  # an earlier version's copy (an exported script run again after an upgrade)
     shutil.copytree(
         Path(nbtoolkit.__file__).parent,
         code / "nbtoolkit",

@@ -16,12 +16,13 @@ from transformers import AutoModelForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
 from nbtoolkit.bundled import is_bundled
+from nbtoolkit.precision import spec_load_dtype
 from nbtoolkit.reward_names import BUNDLED_REWARDS
 from nbtoolkit.rewards import RewardError, checked, load
 from nbtoolkit.spec import RewardSpec
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
 from nbtoolkit.train.errors import TrainError
-from nbtoolkit.train.models import load_model, model_source
+from nbtoolkit.train.models import load_model, model_source, torch_dtype
 from nbtoolkit.train.tasks import TaskSetup
 from nbtoolkit.train.tasks.chat import trl_overrides
 
@@ -41,34 +42,44 @@ def reward_functions(reward: RewardSpec) -> list:
         raise TrainError(str(exc)) from None
 
 
-def reward_models(reward: RewardSpec) -> tuple[list, list]:
+def reward_models(spec) -> tuple[list, list]:
     """Each reward model with its tokenizer (whose chat template renders prompt + completion for it, as TRL's
-    RewardTrainer trained it), named after its job or folder in the charts instead of TRL's folder name `model`."""
+    RewardTrainer trained it), in the dtype the policy loads in (a 7B reward model in fp32 would take 28 GB), named
+    after its job or folder in the charts instead of TRL's folder name `model`, one name each."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    names = scorer_names(spec.reward.models)
     models, tokenizers = [], []
-    for name in reward.models:
+    for name in spec.reward.models:
         try:
-            model = AutoModelForSequenceClassification.from_pretrained(model_source(name), num_labels=1)
+            model = AutoModelForSequenceClassification.from_pretrained(
+                model_source(name), num_labels=1, dtype=torch_dtype(spec_load_dtype(spec))
+            )
             tokenizer = AutoTokenizer.from_pretrained(model_source(name))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: a head of another size (a classifier)
             raise TrainError(
                 f"reward.models '{name}' could not be loaded as a one-output sequence-classification model "
-                f"({str(exc).splitlines()[0]}); give a reward-model job (job:ID), a hub id or a local folder"
+                f"({str(exc).strip().splitlines()[0]}); give a reward-model job (job:ID), a hub id or a local folder"
             ) from None
-        model.config._name_or_path = scorer_name(name)
+        model.config._name_or_path = names[name]
         models.append(model.eval())
         tokenizers.append(tokenizer)
     return models, tokenizers
 
 
-def scorer_name(name: str) -> str:
-    """A reward model's name in the logs and charts: its job's id for a job's model folder (…/<id>/output/model),
-    else the folder's or hub id's last part."""
-    path = Path(name)
-    if path.name == "model" and path.parent.name == "output":
-        return f"reward-model-{path.parent.parent.name}"
-    return path.name
+def scorer_names(models: list[str]) -> dict[str, str]:
+    """Each reward model's name in the logs and charts: its job's id for a job's model folder (…/<id>/output/model),
+    else the folder's or hub id's last part; a name two share gets its place in the list (TRL keys the rewards by
+    name, so two alike would log as one)."""
+    names = []
+    for name in models:
+        path = Path(name)
+        named = f"reward-model-{path.parent.parent.name}" if path.parts[-2:] == ("output", "model") else path.name
+        names.append(named)
+    return {
+        name: (named if names.count(named) == 1 else f"{named}-{index + 1}")
+        for index, (name, named) in enumerate(zip(models, names, strict=True))
+    }
 
 
 def prompts(dataset, split: str):
@@ -97,9 +108,11 @@ def setup(spec, splits) -> TaskSetup:
     if reward.beta > 0 and spec.adapter is None and is_bundled(spec.model_name):
         reference_source(model)
     functions = reward_functions(reward)
-    models, model_tokenizers = reward_models(reward)
+    models, model_tokenizers = reward_models(spec) if reward.models else ([], [])
     if os.environ.get("RANK", "0") == "0":
-        names = ", ".join([function.__name__ for function in functions] + [scorer_name(name) for name in reward.models])
+        names = ", ".join(
+            [function.__name__ for function in functions] + [model.config._name_or_path for model in models]
+        )
         print(f"[nbtoolkit] rewards: {names} | {reward.num_generations} completions per prompt", flush=True)
     return TaskSetup(
         model=model,

@@ -8,10 +8,13 @@ run that scores with this model later reads them the same way. `extra` reaches R
 
 from __future__ import annotations
 
+import os
+
 from transformers import AutoModelForSequenceClassification
 from trl import RewardConfig, RewardTrainer
 
 from nbtoolkit.train.chat_template import chat_tokenizer
+from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model
 from nbtoolkit.train.tasks import TaskSetup
 from nbtoolkit.train.tasks.chat import trl_overrides
@@ -30,6 +33,7 @@ def setup(spec, splits) -> TaskSetup:
         model.resize_token_embeddings(len(tokenizer))
     model.config.pad_token_id = tokenizer.pad_token_id  # the head scores each row's last token before the padding
     datasets = {split: pairs(spec.task, dataset, split) for split, dataset in splits.items()}
+    say_left_out(spec, tokenizer, datasets["train"])
     return TaskSetup(
         model=model,
         tokenizer=tokenizer,
@@ -40,3 +44,38 @@ def setup(spec, splits) -> TaskSetup:
         arguments_class=RewardConfig,
         argument_overrides=dict(trl_overrides(spec), max_length=spec.dataset.max_length),
     )
+
+
+def pair_length(tokenizer, row) -> int:
+    """The longer side of a pair in tokens, as TRL's RewardTrainer tokenizes it (prompt + reply: a conversation
+    through the chat template, a text with the end token) before it filters by max_length."""
+    sides = []
+    for reply in (row["chosen"], row["rejected"]):
+        if isinstance(reply, list):
+            sides.append(
+                len(tokenizer.apply_chat_template(row["prompt"] + reply, tokenize=True, return_dict=True)["input_ids"])
+            )
+        else:
+            text = row["prompt"] + reply
+            sides.append(
+                len(tokenizer(text if text.endswith(tokenizer.eos_token) else text + tokenizer.eos_token)["input_ids"])
+            )
+    return max(sides)
+
+
+def say_left_out(spec, tokenizer, train) -> None:
+    """The train pairs TRL will leave out (longer than dataset.max_length; it filters, it does not cut), said in the
+    log; none left is one sentence now, not an empty sampler's error after the model loaded."""
+    limit = spec.dataset.max_length
+    longer = sum(pair_length(tokenizer, row) > limit for row in train)
+    if longer == len(train):
+        raise TrainError(
+            f"every one of the {len(train)} train pairs is longer than dataset.max_length {limit} tokens, and TRL's "
+            "RewardTrainer leaves such pairs out, so nothing would train; raise dataset.max_length"
+        )
+    if longer and os.environ.get("RANK", "0") == "0":
+        print(
+            f"[nbtoolkit] {longer} of {len(train)} train pairs are longer than dataset.max_length {limit} tokens: "
+            "TRL's RewardTrainer leaves them out",
+            flush=True,
+        )
