@@ -320,6 +320,7 @@ def test_spec_rules_of_the_new_blocks_are_one_sentence():
         ({"task": "grpo", "reward": {"functions": ["nocolon"]}}, "names no function"),
         ({"task": "grpo", "reward": {"use_vllm": True}}, "reward.use_vllm needs a cuda accelerator"),
         ({"task": "chat", "dataset": {"chat_template": "llama9"}}, "neither a Jinja template nor a named one"),
+        ({"task": "preference", "dataset": {"packing": True}}, "dataset.packing applies to task chat; task preference"),
         ({"task": "preference", "preference": {"method": "ppo"}}, "preference.method"),
     ]:
         with pytest.raises(SpecError) as found:
