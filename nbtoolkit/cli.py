@@ -324,9 +324,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         print(vllm_command(Job(args.job), args.host, args.port))
         return 0
-    server = Job(args.job).serve(port=args.port, host=args.host)
+    with warnings.catch_warnings(record=True) as caught:  # listening beyond this machine, said plainly
+        warnings.simplefilter("always")
+        server = Job(args.job).serve(port=args.port, host=args.host)
+    for warning in caught:
+        print(f"nbtoolkit: warning: {warning.message}", file=sys.stderr)
     url = server.record.info[URL_KEY]
-    print(f"job {server.id} serves job {args.job}'s model at {url}/v1 (OpenAI chat API); try it:")
+    print(f"job {server.id} serves job {server.record.info[SERVES_KEY]}'s model at {url}/v1 (OpenAI chat API); try it:")
     print(curl_command(url))
     print(f"stop it with: nbtoolkit stop {server.id}")
     return 0

@@ -21,6 +21,7 @@ from pathlib import Path
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.gguf_export import DEFAULT_QUANT, check_quant, llama_python, write_gguf
 from nbtoolkit.saved_models import BASE_DIR, is_adapter_folder
+from nbtoolkit.tasks import TASKS
 
 FORMATS = ("merged", "gguf")
 TEMPLATE_FILE = "chat_template.jinja"
@@ -37,24 +38,44 @@ class ExportWarning(UserWarning):
 def export_model(job, fmt: str = "merged", out: str | Path | None = None, quant: str | None = None) -> Path:
     """Write the job's final model as a full model folder (an adapter merged into its base) with its chat template
     and end tokens where every serving stack looks, or that folder converted to one GGUF file (gguf_export.py);
-    returns the folder, or the GGUF file."""
+    returns the folder, or the GGUF file. The job's own export/merged, written already (serve writes it first), is
+    returned as it is; a folder given with --out must be new or empty."""
     check_format(fmt, quant)
     if job.record.status != "succeeded":
         raise LaunchError(f"job {job.id} is {job.record.status}; only a succeeded job has a final model to export")
+    task = job.spec.task
+    if fmt == "gguf" and TASKS[task].head != "causal-lm":
+        raise LaunchError(
+            f"job {job.id} is a {task} job; a GGUF holds a language model (causal-lm, chat, preference, grpo jobs): "
+            "export --format merged"
+        )
     target = Path(out or job.dir / "export" / fmt).expanduser().resolve()
-    if target.exists() and any(target.iterdir()):
+    if target.exists() and not target.is_dir():
+        raise LaunchError(f"{target} is a file; give --out a folder (nothing was written)")
+    written = target / (f"model-{quant or DEFAULT_QUANT}.gguf" if fmt == "gguf" else "config.json")
+    if out is None and written.is_file():
+        return target if fmt == "merged" else written  # the job's own export, made before
+    if fmt == "merged" and target.exists() and any(target.iterdir()):
         raise LaunchError(f"{target} is not empty; give --out a new folder (nothing was written)")
+    if written.exists():
+        raise LaunchError(f"{written} exists; give --out another folder (nothing was written)")
     warn_untrained_end_of_turn(job)
     if fmt == "merged":
         write_merged(job, target)
         return target
-    target.mkdir(parents=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".merged-") as scratch:
-        merged = write_merged(job, Path(scratch) / "merged")
-        end = token_id(merged, _read(merged / TOKENIZER_CONFIG).get("eos_token"))
-        if end is None:
-            raise LaunchError(f"job {job.id}'s tokenizer names no end token (eos_token); a GGUF would never stop")
-        return write_gguf(merged, target, quant or DEFAULT_QUANT, end)
+    made = not target.exists()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".merged-") as scratch:
+            merged = write_merged(job, Path(scratch) / "merged")
+            end = token_id(merged, _read(merged / TOKENIZER_CONFIG).get("eos_token"))
+            if end is None:
+                raise LaunchError(f"job {job.id}'s tokenizer names no end token (eos_token); a GGUF would never stop")
+            return write_gguf(merged, target, quant or DEFAULT_QUANT, end)
+    except BaseException:
+        if made and target.is_dir() and not any(target.iterdir()):
+            target.rmdir()  # a failed export leaves no folder behind to refuse the next one
+        raise
 
 
 def write_merged(job, target: Path) -> Path:

@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import warnings
 from pathlib import Path
 
 from nbtoolkit.backends import LaunchError
@@ -38,11 +39,23 @@ READY_S = 180.0
 SERVES_KEY, URL_KEY = "serves", "url"
 
 
+#: the addresses only this machine reaches
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def serve(job, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, wait_s: float = READY_S) -> JobRecord:
     """Start the server of the job's merged model as a job of its own; its record, once /health answers."""
     check_serving_installed()
+    if not 1 <= port <= 65535:
+        raise LaunchError(f"--port {port} is not a port to listen on; give one of 1-65535")
     check_port_free(host, port)
     folder = served_folder(job)
+    if host not in LOOPBACK:
+        warnings.warn(
+            f"the server listens on {host}, with no authentication: anyone who reaches this machine's port {port} "
+            "can use the model (and reads the folder it is served from in its answers)",
+            stacklevel=3,
+        )
     url = f"http://{host}:{port}"
     record = submit(
         server_launch(folder, host, port),
@@ -51,7 +64,13 @@ def serve(job, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, wait_s: fl
         store=job.store,
         info={SERVES_KEY: job.id, URL_KEY: url},
     )
-    wait_ready(job.store, record.id, url, wait_s)
+    try:
+        wait_ready(job.store, record.id, url, wait_s)
+    except KeyboardInterrupt:  # the server goes on as the job it is: say which, and how to end it
+        raise LaunchError(
+            f"stopped waiting for job {record.id}, which goes on starting the server at {url}/v1; "
+            f"`nbtoolkit stop {record.id}` ends it"
+        ) from None
     return job.store.get(record.id)
 
 
@@ -67,8 +86,18 @@ def served_folder(job) -> Path:
             f"job {job.id} is a {task} job; serve speaks the chat API, for language models (causal-lm, chat, "
             "preference and grpo jobs): use job.predict for this one"
         )
-    folder = job.dir / "export" / "merged"
-    return folder if (folder / "config.json").is_file() else export_model(job, "merged", folder)
+    folder = export_model(job, "merged")  # the job's export/merged, written before or now
+    tokenizer_config = folder / "tokenizer_config.json"
+    has_template = (folder / "chat_template.jinja").is_file() or (
+        tokenizer_config.is_file() and "chat_template" in json.loads(tokenizer_config.read_text())
+    )
+    if not has_template:
+        raise LaunchError(
+            f"job {job.id}'s model has no chat template (a {task} job on a base model), and the server's chat API "
+            "renders every conversation with one; train it as a chat job (dataset.chat_template names one), or use "
+            "job.predict"
+        )
+    return folder
 
 
 def server_launch(folder: Path, host: str, port: int) -> Launch:

@@ -49,6 +49,9 @@ SAMPLE_ROWS = {"train": 64, "validation": 16}
 #: token packs into at least one block
 CHARS_PER_TOKEN_BOUND = 8
 MODEL_DIR = "model"
+#: what scores a grpo rehearsal's completions when its spec names reward models only (a share of digits: dense on
+#: any text, where the bundled arithmetic answer check would score every random completion 0)
+STAND_IN_REWARD = "nbtoolkit.rewards:number_reply"
 #: a rehearsal's processes run with the Hugging Face libraries offline: its model, tokenizer and data are local
 #: files, and nothing may reach the Hub (datasets' json loader otherwise pings S3 to count a download)
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -271,6 +274,8 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
             f"evaluation generates {MAX_GENERATED_TOKENS} tokens, not {generated}: a random tiny model never ends its "
             "summary, and the generating code path is the same"
         )
+    if spec.reward is not None and spec.reward.models:
+        data["reward"] = _rehearsed_rewards(spec.reward, notes)
     dropped = [f"extra.{key}" for key in spec.extra if key not in REHEARSED_EXTRA]
     if dropped:
         notes.append(
@@ -293,6 +298,18 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
         real_ranks=spec.world_size,
         notes=notes,
     )
+
+
+def _rehearsed_rewards(reward, notes: list[str]) -> dict[str, Any]:
+    """A grpo run's reward block without its reward models (a rehearsal loads no real model, and the Hub is off
+    here): its functions score alone, or, with none, the bundled dense reward stands in; the models' weights go."""
+    functions = reward.model_dump(mode="json")["functions"] or [STAND_IN_REWARD]
+    weights = reward.weights[: len(reward.functions)] if reward.weights and reward.functions else None
+    notes.append(
+        f"reward.models ({', '.join(reward.models)}) are not loaded in a rehearsal: "
+        + ("its reward functions score alone" if reward.functions else f"{STAND_IN_REWARD} scores in their place")
+    )
+    return {**reward.model_dump(mode="json"), "functions": functions, "models": [], "weights": weights}
 
 
 def _topology(spec: RunSpec, max_ranks: int, notes: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -242,6 +242,12 @@ class RunSpecCore(SpecBlock):
                 f"reward.use_vllm needs a cuda accelerator (hardware.accelerator is '{hw.accelerator}'); "
                 "remove it to generate with transformers"
             )
+        if self.dataset.packing and "dataset.packing" not in TASKS[self.task].set_by_field.values():
+            packing = [name for name, task in TASKS.items() if "dataset.packing" in task.set_by_field.values()]
+            raise ValueError(
+                f"dataset.packing applies to task {' or '.join(packing)}; task {self.task} does not pack its "
+                "examples, so it would be ignored: remove it"
+            )
         problem = extra_problem(self.task, self.extra)
         if problem:
             raise ValueError(problem)

@@ -126,6 +126,25 @@ def test_a_chat_template_whose_end_of_turn_carries_no_loss_is_warned_under_the_r
     assert preview_data({**every_token, "extra": {"assistant_only_loss": False}}).warning is None
 
 
+def test_the_end_of_turn_is_the_token_the_template_closes_a_reply_with(tmp_path):
+    """A template whose assistant turn ends at another special token than the tokenizer's eos (Llama-3's pasted
+    onto its base model: <|eot_id|>, not <|end_of_text|>): generation, the export and a GGUF stop there, and the
+    preview does not warn of an end of turn that was trained."""
+    from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.train.chat_template import chat_tokenizer
+
+    other_end = EOT_OUTSIDE.replace(
+        "{% generation %}{{ m['content'] }}{% endgeneration %}<|im_end|>",
+        "{% generation %}{{ m['content'] }}<|endoftext|>{% endgeneration %}",
+    )
+    path = tmp_path / "train.jsonl"
+    path.write_text(json.dumps(ROWS["messages"]) + "\n")
+    spec = {"task": "chat", "dataset": {"files": {"train": str(path)}, "chat_template": other_end}}
+    assert chat_tokenizer(load_spec(spec)).eos_token == "<|endoftext|>"
+    assert preview_data(spec).warning is None
+    assert chat_tokenizer(load_spec({"task": "chat"})).eos_token == "<|im_end|>"  # the bundled template's own
+
+
 def test_a_template_without_generation_markers_trains_every_token_or_is_refused_before_launch(tmp_path):
     from nbtoolkit.data_preview import preview_data
 
@@ -320,6 +339,7 @@ def test_spec_rules_of_the_new_blocks_are_one_sentence():
         ({"task": "grpo", "reward": {"functions": ["nocolon"]}}, "names no function"),
         ({"task": "grpo", "reward": {"use_vllm": True}}, "reward.use_vllm needs a cuda accelerator"),
         ({"task": "chat", "dataset": {"chat_template": "llama9"}}, "neither a Jinja template nor a named one"),
+        ({"task": "preference", "dataset": {"packing": True}}, "dataset.packing applies to task chat; task preference"),
         ({"task": "preference", "preference": {"method": "ppo"}}, "preference.method"),
     ]:
         with pytest.raises(SpecError) as found:

@@ -41,3 +41,28 @@ def test_a_quant_llama_cpp_is_not_asked_for_is_named_with_the_valid_ones():
         LaunchError, match=r"^--quant 'q2_k' is not a GGUF type nbtoolkit writes; use f16, bf16, q8_0, "
     ):
         check_quant("q2_k")
+
+
+def test_gguf_is_for_language_models_and_a_file_for_out_is_refused(tmp_path, monkeypatch):
+    """Before any work: a classifier's job gets one sentence (no converter traceback, no folder left behind), and
+    --out naming a file another."""
+    from types import SimpleNamespace
+
+    from nbtoolkit.backends import LaunchError
+    from nbtoolkit.model_export import export_model
+    from nbtoolkit.spec import load_spec
+
+    monkeypatch.setattr("nbtoolkit.model_export.check_format", lambda fmt, quant=None: None)  # no llama env needed
+    job = SimpleNamespace(
+        id="0a1b2c3d",
+        record=SimpleNamespace(status="succeeded"),
+        spec=load_spec({"task": "reward-model"}),
+        dir=tmp_path,
+    )
+    with pytest.raises(LaunchError, match=r"^job 0a1b2c3d is a reward-model job; a GGUF holds a language model"):
+        export_model(job, "gguf")
+    assert not (tmp_path / "export").exists()
+    (tmp_path / "afile").write_text("")
+    job.spec = load_spec({"task": "chat"})
+    with pytest.raises(LaunchError, match=r"afile is a file; give --out a folder"):
+        export_model(job, "merged", tmp_path / "afile")

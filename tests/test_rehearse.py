@@ -157,3 +157,23 @@ def test_two_ranks_of_a_multi_node_run_are_two_nodes():
         (2, 1),
         (2, 1),
     ]
+
+
+def test_a_grpo_rehearsal_loads_no_real_reward_model_and_says_what_scores_instead():
+    base = {
+        "task": "grpo",
+        "model": "nbtoolkit/tiny-chat",
+        "reward": {"num_generations": 4},
+        "train": {"batch_size": 4},
+    }
+    alone = rehearsal({**base, "reward": {**base["reward"], "models": ["org/reward-7b"]}})
+    assert alone.specs[0]["reward"]["functions"] == ["nbtoolkit.rewards:number_reply"]
+    assert alone.specs[0]["reward"]["models"] == []
+    assert "reward.models (org/reward-7b) are not loaded in a rehearsal: nbtoolkit.rewards:number_reply" in " ".join(
+        alone.notes
+    )
+    functions = {"functions": ["nbtoolkit.rewards:correct_answer"], "models": ["org/reward-7b"], "weights": [1, 2]}
+    both = rehearsal({**base, "reward": {**base["reward"], **functions}})
+    assert both.specs[0]["reward"]["functions"] == ["nbtoolkit.rewards:correct_answer"]
+    assert both.specs[0]["reward"]["weights"] == [1.0]
+    load_spec(both.specs[0])  # a spec the rehearsal can launch: one weight per reward left

@@ -94,6 +94,9 @@ def test_jobs_lists_the_server_with_its_url_and_stop_closes_its_port_and_ends_it
         patch.setenv("NBTOOLKIT_HOME", str(home))
         assert main(["serve", trained.id, "--port", port]) == 2
         assert f"port {port} on 127.0.0.1 is in use already; give --port another" in capsys.readouterr().err
+        for wrong in ("0", "70000"):  # no port the printed URL could name
+            assert main(["serve", trained.id, "--port", wrong]) == 2
+            assert f"--port {wrong} is not a port to listen on; give one of 1-65535" in capsys.readouterr().err
         pids = [process.pid for process in tagged_processes(server.id, home)]
         assert len(pids) >= 2  # the supervisor and the server
         assert main(["stop", server.id]) == 0

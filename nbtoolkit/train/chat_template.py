@@ -37,6 +37,11 @@ def chat_tokenizer(spec: RunSpec):
             f"model '{spec.model_name}' has no chat template (a base model); set dataset.chat_template to "
             f"{' or '.join(NAMED_TEMPLATES)}, or to a Jinja template"
         )
+    end_of_turn = template_end_of_turn(tokenizer)
+    if end_of_turn is not None and end_of_turn != tokenizer.eos_token:
+        # generation (predict, the export's generation config, a GGUF's eos and eot) stops where the template ends
+        # the assistant's turn: a Llama-3 template pasted onto its base model ends turns at <|eot_id|>, not eos
+        tokenizer.eos_token = end_of_turn
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     # A tokenizer saved without model_input_names takes its class's, which in transformers 4.x name token_type_ids
@@ -45,6 +50,23 @@ def chat_tokenizer(spec: RunSpec):
     if "token_type_ids" in tokenizer.model_input_names:
         tokenizer.model_input_names = [name for name in tokenizer.model_input_names if name != "token_type_ids"]
     return tokenizer
+
+
+#: an assistant reply no template writes anything into, to find what the template writes right after a reply
+REPLY_MARK = "nbtoolkit-reply-7f3a"
+
+
+def template_end_of_turn(tokenizer) -> str | None:
+    """The special token the tokenizer's chat template closes an assistant turn with: the first one written right
+    after a reply; None when a reply is followed by plain text (or the template cannot render a plain exchange)."""
+    conversation = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": REPLY_MARK}]
+    try:
+        text = tokenizer.apply_chat_template(conversation, tokenize=False)
+    except Exception:  # a template with demands of its own (a system turn first, roles strictly alternating)
+        return None
+    after = text.partition(REPLY_MARK)[2]
+    specials = set(tokenizer.all_special_tokens) | set(tokenizer.get_added_vocab())
+    return next((token for token in sorted(specials, key=len, reverse=True) if after.startswith(token)), None)
 
 
 def fit_model(model, tokenizer) -> None:

@@ -103,8 +103,10 @@ def test_a_q4_k_m_gguf_is_written_by_llamas_quantizer_and_loads(job, llama_pytho
     assert read["metadata"]["general.file_type"] == 15  # LLAMA_FTYPE_MOSTLY_Q4_K_M
     assert read["metadata"]["tokenizer.ggml.eot_token_id"] == read["metadata"]["tokenizer.ggml.eos_token_id"]
     assert len(read["continuation"]) == NEW_TOKENS
-    with pytest.raises(LaunchError, match=r"is not empty; give --out a new folder"):
+    with pytest.raises(LaunchError, match=r"model-q4_k_m.gguf exists; give --out another folder"):
         job.export("gguf", tmp_path / "q4", quant="q4_k_m")
+    assert job.export("gguf", quant="q8_0").parent == job.export("gguf", quant="q4_k_m").parent  # quants side by side
+    assert job.export("gguf", quant="q4_k_m").name == "model-q4_k_m.gguf"  # the job's own, made before: returned
 
 
 def test_an_unlisted_pre_tokenizer_other_than_gpt2s_byte_level_split_is_still_refused(merged, llama_python, tmp_path):
