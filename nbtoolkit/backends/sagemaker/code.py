@@ -25,7 +25,7 @@ def ship_package(code: Path) -> None:
     import nbtoolkit
 
     for stale in [code / "nbtoolkit", *code.glob(f"{DISTRIBUTION.replace('-', '_')}-*.dist-info")]:
-        shutil.rmtree(stale)  # an earlier version's copy (an exported script run again after an upgrade)
+        shutil.rmtree(stale, ignore_errors=True)  # an earlier copy (an exported script run again after an upgrade)
     shutil.copytree(
         Path(nbtoolkit.__file__).parent,
         code / "nbtoolkit",
