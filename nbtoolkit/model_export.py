@@ -137,6 +137,11 @@ def write_serving_files(folder: Path) -> None:
         generation_path.write_text(json.dumps(generation, indent=2) + "\n")
 
 
+def has_chat_template(folder: Path) -> bool:
+    """Whether a model folder holds a chat template, in either place write_serving_files writes it."""
+    return (folder / TEMPLATE_FILE).is_file() or "chat_template" in _read(folder / TOKENIZER_CONFIG)
+
+
 def token_id(folder: Path, token) -> int | None:
     """The id of a token (a string, or transformers' {"content": ...}) in the folder's tokenizer.json."""
     text = token.get("content") if isinstance(token, dict) else token

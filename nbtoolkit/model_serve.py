@@ -76,7 +76,7 @@ def serve(job, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, wait_s: fl
 
 def served_folder(job) -> Path:
     """The job's merged export (written now when absent): its weights, its trained template and its end tokens."""
-    from nbtoolkit.model_export import export_model
+    from nbtoolkit.model_export import export_model, has_chat_template
 
     if job.record.task == SERVE_TASK:
         raise LaunchError(f"job {job.id} is a server itself; serve the job it serves, {job.record.info[SERVES_KEY]}")
@@ -87,11 +87,7 @@ def served_folder(job) -> Path:
             "preference and grpo jobs): use job.predict for this one"
         )
     folder = export_model(job, "merged")  # the job's export/merged, written before or now
-    tokenizer_config = folder / "tokenizer_config.json"
-    has_template = (folder / "chat_template.jinja").is_file() or (
-        tokenizer_config.is_file() and "chat_template" in json.loads(tokenizer_config.read_text())
-    )
-    if not has_template:
+    if not has_chat_template(folder):
         raise LaunchError(
             f"job {job.id}'s model has no chat template (a {task} job on a base model), and the server's chat API "
             "renders every conversation with one; train it as a chat job (dataset.chat_template names one), or use "

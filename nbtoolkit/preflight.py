@@ -70,9 +70,7 @@ def model_problem(spec) -> str | None:
         return None
     if path.exists() or name.startswith((".", "/", "~")):
         return f"model {name} is not a model folder (it does not exist, or is a file); give a saved model's folder"
-    if packaged_model_path(name) or in_hub_cache(name):
-        return None
-    if os.environ.get("HF_HUB_OFFLINE", "").upper() in TRUE_VALUES:
+    if missing_offline(name):
         return (
             f"model '{name}' is not on this machine and the Hugging Face Hub is off here (HF_HUB_OFFLINE); "
             f"fetch it first (hf download {name}) or give a local model folder"
@@ -93,11 +91,7 @@ def reward_models_problem(spec) -> str | None:
         if not (path.exists() or name.startswith((".", "/", "~"))):  # a hub id
             if not HUB_ID.match(name):
                 return f"{where} is neither job:ID (a reward-model job), a hub id nor a folder on this machine"
-            if (
-                runs_here(spec)
-                and not in_hub_cache(name)
-                and os.environ.get("HF_HUB_OFFLINE", "").upper() in TRUE_VALUES
-            ):
+            if runs_here(spec) and missing_offline(name):
                 return f"{where} is not on this machine and the Hugging Face Hub is off here (HF_HUB_OFFLINE)"
             continue
         if not runs_here(spec):
@@ -118,6 +112,14 @@ def reward_models_problem(spec) -> str | None:
                 "output, as task reward-model trains); without that head it would score with random weights"
             )
     return None
+
+
+def missing_offline(hub_id: str) -> bool:
+    """A hub model that is neither packaged nor in the hub cache while the hub is off (HF_HUB_OFFLINE): the job
+    could not load it."""
+    if packaged_model_path(hub_id) or in_hub_cache(hub_id):
+        return False
+    return os.environ.get("HF_HUB_OFFLINE", "").upper() in TRUE_VALUES
 
 
 def in_hub_cache(name: str) -> bool:
