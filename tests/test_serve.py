@@ -3,7 +3,7 @@
 One chat job (2 steps) and one server of it, shared: the server's prompt is the training template's rendering token
 for token (its count, and the same greedy answer as nbtoolkit's own predict), `nbtoolkit jobs` and the panel's REST list it with its URL,
 the Try-it chat talks to it, a second server on its port is refused in one sentence, and `nbtoolkit stop` closes the port and ends its processes
-(the tests run in file order: the second ends the server).
+(one test: its stop ends the server the module shares).
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def chat(url: str, max_tokens: int) -> dict:
         return json.loads(response.read())
 
 
-def test_the_server_feeds_the_model_the_trained_template_and_answers_as_predict_does(served):
+def answers_with_the_trained_template_as_predict_does(served) -> None:
+    """The server's prompt is the training template's rendering (its count), its greedy answer predict's."""
     from transformers import AutoTokenizer
 
     from nbtoolkit.train.chat_template import chat_tokenizer
@@ -75,8 +76,9 @@ def test_the_server_feeds_the_model_the_trained_template_and_answers_as_predict_
     assert "the server at http://127.0.0.1:" in box.children[0].value
 
 
-def test_jobs_lists_the_server_with_its_url_and_stop_closes_its_port_and_ends_its_processes(served, capsys):
-    """In one test after the template's: the stop at its end ends the server the module shares."""
+def test_the_server_answers_as_trained_is_listed_with_its_url_and_stop_closes_its_port(served, capsys):
+    """One test, so no order can stop the shared server before it answered (the suite runs in random order)."""
+    answers_with_the_trained_template_as_predict_does(served)
     trained, server, home = served
     url = server.record.info[URL_KEY]
     port = url.rsplit(":", 1)[1]
