@@ -70,8 +70,8 @@ def test_either_turn_keys_are_read_and_a_malformed_row_is_one_sentence_before_tr
     from datasets import Dataset
 
     from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.tasks.chat.train import conversations
     from nbtoolkit.train.errors import TrainError
-    from nbtoolkit.train.tasks.chat import conversations
 
     openai_turns, sharegpt_turns = ROWS["messages"]["messages"], ROWS["sharegpt"]["conversations"]
     assert as_messages({"messages": sharegpt_turns}, "messages") == openai_turns
