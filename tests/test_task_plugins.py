@@ -76,3 +76,17 @@ def test_a_task_registered_only_by_its_entry_point_trains_and_answers_and_broken
         "already; rename one of them" in warned
     )
     assert "task 'broken' (poems_nbtoolkit.missing:TASK) could not be loaded and is left out: No module named" in warned
+
+
+def test_an_install_whose_metadata_predates_the_task_group_says_to_install_again(tmp_path, home):
+    """nbtoolkit's own tasks reach the registry through its installed entry points: an older install's have none."""
+    root = tmp_path / "site"
+    root.mkdir()
+    plugin(root, "nbtoolkit_finetune", "local = nbtoolkit.backends.local:backend", {})  # shadows the installed one
+    done = run("import nbtoolkit.spec", root, home)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        "nbtoolkit.tasks.TaskError: no task is registered in the entry-point group nbtoolkit.tasks: nbtoolkit's "
+        "installed metadata is older than its source; install it again (make install, or pip install -e . in its "
+        "checkout)"
+    )

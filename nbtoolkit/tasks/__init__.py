@@ -186,6 +186,11 @@ def registered() -> dict[str, Task]:
             loaded[entry.name] = (check_task(task), entry.value)
         except TaskError as exc:
             warnings.warn(f"{exc}; until then it is left out", stacklevel=2)
+    if not loaded:  # nbtoolkit's own always register: this install's metadata predates the group
+        raise TaskError(
+            f"no task is registered in the entry-point group {ENTRY_POINT_GROUP}: nbtoolkit's installed metadata is "
+            "older than its source; install it again (make install, or pip install -e . in its checkout)"
+        )
     return registry(task for task, _ in loaded.values())
 
 
