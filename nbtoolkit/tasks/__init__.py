@@ -16,8 +16,9 @@ import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any, Literal
+
+from nbtoolkit.plugins import registered_in
 
 ENTRY_POINT_GROUP = "nbtoolkit.tasks"
 
@@ -158,9 +159,7 @@ def registered() -> dict[str, Task]:
     that lacks a fact, is named in a warning and left out, so one broken plugin cannot break every spec; so is a
     second task of a name already taken (nbtoolkit's own tasks are read first, so a plugin cannot replace one)."""
     loaded: dict[str, tuple[Task, str]] = {}
-    for entry in sorted(
-        entry_points(group=ENTRY_POINT_GROUP), key=lambda entry: not entry.value.startswith("nbtoolkit.")
-    ):
+    for entry in sorted(registered_in(ENTRY_POINT_GROUP), key=lambda entry: not entry.value.startswith("nbtoolkit.")):
         try:
             task = entry.load()
         except Exception as exc:
