@@ -112,7 +112,9 @@ $(NODE_STAMP): $(LAB)/yarn.lock $(BUILD_TOOLS_STAMP)
 	cd $(LAB) && $(WITH_VENV) jlpm install --immutable
 	touch $@
 
-$(STAMP): $(PACKAGES_STAMP) $(NODE_STAMP)
+# again when pyproject.toml changes: its entry points (nbtoolkit.backends, nbtoolkit.tasks) reach the registries
+# only through the installed metadata
+$(STAMP): $(PACKAGES_STAMP) $(NODE_STAMP) pyproject.toml
 	# `develop` below links the venv's copy of the panel to nbtoolkit/labextension: drop the link first,
 	# or the install would write the wheel's install.json through it into the source tree
 	rm -rf $(VENV)/share/jupyter/labextensions/nbtoolkit nbtoolkit/labextension/install.json

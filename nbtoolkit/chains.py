@@ -18,6 +18,7 @@ from nbtoolkit.artifacts import fetch, model_artifact
 from nbtoolkit.backends import LaunchError, select
 from nbtoolkit.runner.store import JOB_ID_PREFIX, JobRecord, JobStore
 from nbtoolkit.spec import RunSpec, load_spec
+from nbtoolkit.tasks import TASKS
 
 JOB_REF = "job:"
 #: the job's info keys of its lineage: the job whose model it started from, and the spec's `model:` as written
@@ -120,10 +121,11 @@ def resolve_reward_models(spec: RunSpec, store: JobStore, *, fetching: bool) -> 
             continue
         record = earlier_job(name, store, "reward.models")
         trained = load_spec(store.job_dir(record.id) / "spec.json") if store.job_dir(record.id).is_dir() else None
-        if trained is not None and trained.task != "reward-model":
+        if trained is not None and not TASKS[trained.task].scores_replies:
+            scorers = " or ".join(task.name for task in TASKS.values() if task.scores_replies)
             raise LaunchError(
-                f"reward.models '{name}': job {record.id} trained task {trained.task}, not reward-model; name a "
-                "reward-model job, a hub id or a folder of a sequence-classification model with one output"
+                f"reward.models '{name}': job {record.id} trained task {trained.task}, not {scorers}; name a "
+                f"{scorers} job, a hub id or a folder of a sequence-classification model with one output"
             )
         if trained is not None and trained.adapter is not None:
             raise LaunchError(

@@ -10,6 +10,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from nbtoolkit.tasks import TASKS
+
 ChatFormat = Literal["auto", "messages", "sharegpt", "alpaca", "prompt-completion"]
 #: the columns that identify each format, checked in this order (the first whose columns a row has wins)
 FORMAT_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -55,7 +57,7 @@ NAMED_TEMPLATES: dict[str, tuple[str, tuple[str, ...], str | None]] = {
 
 def assistant_only_loss(task: str, extra: dict[str, Any]) -> bool:
     """Whether a run's loss is on the assistant's turns only: task chat's default, unless extra turns it off."""
-    return task == "chat" and extra.get("assistant_only_loss", True) is not False
+    return TASKS[task].conversations and extra.get("assistant_only_loss", True) is not False
 
 
 def has_generation_markers(template: str) -> bool:

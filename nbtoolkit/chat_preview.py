@@ -41,7 +41,7 @@ class Rendered:
 
 def data_format(spec: RunSpec, columns: list[str]) -> str:
     """The detected chat format (chat), or the columns a preference/grpo run reads, checked."""
-    if spec.task == "chat":
+    if TASKS[spec.task].conversations:
         try:
             return detect_format(columns, spec.dataset.format)
         except FormatError as exc:
@@ -58,7 +58,7 @@ def data_format(spec: RunSpec, columns: list[str]) -> str:
 
 def read_columns(task: str, fmt: str) -> list[str]:
     """The columns a run reads: its chat format's (chat), or the task's (preference, grpo)."""
-    return list(FORMAT_COLUMNS[fmt] if task == "chat" else TASKS[task].row_columns)
+    return list(FORMAT_COLUMNS[fmt] if TASKS[task].conversations else TASKS[task].row_columns)
 
 
 def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered], str | None]:
@@ -69,7 +69,7 @@ def chat_sample(spec: RunSpec, sample) -> tuple[str, list[Rendered], str | None]
     fmt = data_format(spec, list(sample.column_names))
     tokenizer = chat_tokenizer(spec)
     template = loss_template(spec, tokenizer)  # the trainer's masking template, or its sentence why there is none
-    every_token = spec.task == "chat" and not assistant_only_loss(spec.task, spec.extra)
+    every_token = TASKS[spec.task].conversations and not assistant_only_loss(spec.task, spec.extra)
     rendered = [
         render_row(spec, tokenizer, spec.task, fmt, row, number, template, every_token)
         for number, row in enumerate(sample, 1)
@@ -82,7 +82,7 @@ def untrained_end_of_turn(spec: RunSpec, tokenizer, rendered: list[Rendered]) ->
     assistant's turn outside its `{% generation %}` markers, so the model never learns to stop (Axolotl #3754).
     Chat only: TRL's preference trainers train the whole chosen completion, its end of turn included."""
     end = tokenizer.eos_token_id
-    if spec.task != "chat" or end is None or any(end in example.loss_ids for example in rendered):
+    if not TASKS[spec.task].conversations or end is None or any(end in example.loss_ids for example in rendered):
         return None
     return (
         f"the end-of-turn token {tokenizer.eos_token} carries loss in none of the {len(rendered)} rows read "
@@ -108,7 +108,7 @@ def render_row(
 
 def render(tokenizer, task: str, fmt: str, row: dict, number: int, template: str | None, every_token: bool) -> Rendered:
     """One row's tokens and which carry loss: the masking template's marks, or all of them (every_token)."""
-    if task == "chat":
+    if TASKS[task].conversations:
         messages, prompt_only = as_messages(row, fmt, number), False
     elif "chosen" in TASKS[task].row_columns:  # preference, reward-model: the chosen reply is what is pulled toward
         prompt = as_turns(row["prompt"], "user", f"row {number}'s prompt")

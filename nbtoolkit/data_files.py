@@ -171,7 +171,7 @@ def check_rows(task: str, dataset, assistant_only: bool, where: str, numbered: I
     number = 0
     for number, row in numbered:
         at = f"{where}: row {number}"
-        if task == "chat":
+        if TASKS[task].conversations:
             fmt = fmt or _format(dataset.format, row, at)
             _check_conversation(row, fmt, number, at, assistant_only)
         elif TASKS[task].row_columns:  # preference, grpo: texts or conversations in fixed columns

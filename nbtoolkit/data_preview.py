@@ -18,7 +18,7 @@ from typing import Any
 from nbtoolkit import views
 from nbtoolkit.chat_preview import Rendered, chat_sample, read_columns
 from nbtoolkit.spec import RunSpec, load_spec
-from nbtoolkit.tasks import TRL_TASKS, columns_used
+from nbtoolkit.tasks import TASKS, TRL_TASKS, columns_used, hook
 from nbtoolkit.train.errors import TrainError
 
 #: examples read from the training split (the first ones): enough for a histogram, quick to tokenize
@@ -28,13 +28,6 @@ SHOWN_ROWS = 5
 TARGET_PERCENTILE = 95
 HISTOGRAM_BINS = 10
 #: how a task treats examples longer than dataset.max_length, when it does not cut them
-NOTES = {
-    "causal-lm": "causal-lm packs the texts into blocks of dataset.max_length {data.max_length} tokens: nothing is cut",
-    "question-answering": "question-answering splits a longer example into windows of dataset.max_length "
-    "{data.max_length} tokens overlapping by dataset.doc_stride {data.doc_stride}: nothing is cut",
-    "reward-model": "reward-model leaves out every pair whose chosen or rejected side is longer than "
-    "dataset.max_length {data.max_length} tokens (TRL's RewardTrainer filters them): nothing is cut",
-}
 #: a tokenizer "limit" above this is transformers' placeholder for "none"
 NO_LIMIT = 1_000_000
 
@@ -176,7 +169,7 @@ def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPr
         label_counts=label_counts(sample, label) if label else None,
         lengths=token_lengths(spec, sample, used, tokenizer),
         model=spec.model_name,
-        note=NOTES.get(spec.task, "").format(data=spec.dataset) or None,
+        note=TASKS[spec.task].preview_note.format(data=spec.dataset) or None,
     )
 
 
@@ -198,44 +191,19 @@ def chat_preview(spec: RunSpec, sample) -> DataPreview:
         rendered=rendered[:SHOWN_ROWS],
         format_columns=read_columns(spec.task, fmt),
         warning=warning,
-        note=NOTES.get(spec.task, "").format(data=spec.dataset) or None,
+        note=TASKS[spec.task].preview_note.format(data=spec.dataset) or None,
     )
 
 
 def token_lengths(spec: RunSpec, sample, used: dict[str, str], tokenizer) -> list[TokenLengths]:
-    """Source (and summarization's target) lengths as the training program tokenizes them, uncut."""
-    data = spec.dataset
-    limit = tokenizer.model_max_length if tokenizer.model_max_length < NO_LIMIT else None
-    if spec.task == "summarization":
-        template = data.prompt_template or "{input}"
-        sources = [template.replace("{input}", text) for text in list(sample[used["text_column"]])]
-        targets = [len(ids) for ids in tokenizer(text_target=list(sample[used["summary_column"]]))["input_ids"]]
-        return [
-            lengths_of("source", "dataset.max_length", count(tokenizer, sources), data.max_length, limit),
-            TokenLengths(
-                "target",
-                "dataset.max_target_length",
-                targets,
-                data.max_target_length,
-                max(1, percentile(targets, TARGET_PERCENTILE)),
-            ),
-        ]
-    if spec.task == "question-answering":  # the program puts the question first for right-padding tokenizers
-        pair = (used["question_column"], used["context_column"])
-        first, second = pair if tokenizer.padding_side == "right" else pair[::-1]
-        lengths = count(tokenizer, list(sample[first]), list(sample[second]))
-    elif spec.task == "text-classification":
-        pair = used.get("text_pair_column")
-        lengths = count(tokenizer, list(sample[used["text_column"]]), list(sample[pair]) if pair else None)
-    else:  # causal-lm: the non-empty texts, packed afterwards
-        texts = [text for text in list(sample[used["text_column"]]) if text and text.strip()]
-        if not texts:
-            raise TrainError(
-                f"dataset.text_column '{used['text_column']}' holds only empty texts in the first "
-                f"{len(sample)} examples"
-            )
-        return [TokenLengths("source", "dataset.max_length", count(tokenizer, texts), None, None)]
-    return [lengths_of("source", "dataset.max_length", lengths, data.max_length, limit)]
+    """Each side's lengths as the training program tokenizes them, uncut: the task's own count (its preview_lengths,
+    nbtoolkit/tasks/<task>/preview.py)."""
+    return hook(TASKS[spec.task].preview_lengths)(spec, sample, used, tokenizer)
+
+
+def tokenizer_limit(tokenizer) -> int | None:
+    """The tokenizer's longest input, None where it states none."""
+    return tokenizer.model_max_length if tokenizer.model_max_length < NO_LIMIT else None
 
 
 def lengths_of(side: str, field: str, lengths: list[int], cut_at: int, limit: int | None) -> TokenLengths:

@@ -91,7 +91,7 @@ def model_card(spec: RunSpec, record: JobRecord, records: list[dict[str, Any]]) 
         f"- source: {source}",
         f"- train split: {data.train_split}, eval split: {data.eval_split}",
         f"- max length: {data.max_length}"
-        + (f", max target length: {data.max_target_length}" if spec.task == "summarization" else ""),
+        + (f", max target length: {data.max_target_length}" if TASKS[spec.task].head == "seq2seq" else ""),
         "",
         "## Hyperparameters",
         "",

@@ -91,7 +91,7 @@ def write_merged(job, target: Path) -> Path:
 def warn_untrained_end_of_turn(job) -> None:
     """Warn when a chat job's end-of-turn token carried loss in none of its training rows (the data preview's
     reading of them), so the served model may never stop."""
-    if job.spec.task != "chat":
+    if not TASKS[job.spec.task].conversations:
         return
     from nbtoolkit.data_preview import preview_data
     from nbtoolkit.train.errors import TrainError

@@ -290,7 +290,7 @@ def extra_key_problem(spec) -> str | None:
 
     from nbtoolkit.spec import closest_field
     from nbtoolkit.spec_extra import set_by_field
-    from nbtoolkit.train.tasks import arguments_class
+    from nbtoolkit.train.task_setup import arguments_class
 
     try:
         config = arguments_class(spec)

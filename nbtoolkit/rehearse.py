@@ -265,7 +265,7 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
     }
     data["resume"] = None
     data["extra"] = {key: value for key, value in spec.extra.items() if key in REHEARSED_EXTRA}
-    if spec.task == "summarization":  # on CPU as the real run on its hardware: Neuron's does not generate
+    if TASKS[spec.task].evaluation_generates:  # on CPU as the real run on its hardware: Neuron's does not generate
         data["train"]["predict_with_generate"] = spec.generates_in_evaluation
     generated = data["extra"].get("generation_max_length") or spec.dataset.max_target_length
     if spec.generates_in_evaluation and isinstance(generated, int) and generated > MAX_GENERATED_TOKENS:
@@ -436,9 +436,9 @@ def _samples(spec: RunSpec, notes: list[str], examples: int) -> dict[str, list[d
 
 
 def _enough(spec: RunSpec, rows: list[dict[str, Any]], examples: int) -> list[dict[str, Any]]:
-    """The rows repeated until they make `examples` examples: causal-lm packs texts into blocks of
-    dataset.max_length tokens, so there each row is its texts joined to fill at least one block."""
-    if spec.task != "causal-lm":
+    """The rows repeated until they make `examples` examples: a task that packs texts into blocks of
+    dataset.max_length tokens (causal-lm) gets rows of texts joined to fill at least one block each."""
+    if not TASKS[spec.task].packs_texts:
         return list(itertools.islice(itertools.cycle(rows), max(examples, len(rows))))
     column = columns_used(spec.task, spec.dataset)["text_column"]
     found = [row[column] for row in rows if str(row.get(column) or "").strip()]

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from nbtoolkit.reward_names import NotPython, defined_names
 from nbtoolkit.spec import SpecError
+from nbtoolkit.tasks import TASKS
 
 NUMBER = re.compile(r"-?\d+")
 
@@ -293,8 +294,9 @@ def with_rewards(spec, functions: list[Callable]):
     """The spec with these kernel functions added to reward.functions, as shipped source (task grpo only)."""
     from nbtoolkit.spec_blocks import RewardSpec
 
-    if spec.task != "grpo":
-        raise SpecError(f"rewards apply to task grpo (task is '{spec.task}'); remove them or set task: grpo")
+    if TASKS[spec.task].block != "reward":
+        owner = next(task.name for task in TASKS.values() if task.block == "reward")
+        raise SpecError(f"rewards apply to task {owner} (task is '{spec.task}'); remove them or set task: {owner}")
     shipped = [ship(function) for function in functions]
     reward = spec.reward or RewardSpec()
     kept = [ref for ref in reward.functions if isinstance(ref, str) or ref.name not in {s["name"] for s in shipped}]

@@ -46,7 +46,7 @@ from nbtoolkit.spec_blocks import (
 from nbtoolkit.spec_errors import SpecError, SpecWarning
 from nbtoolkit.spec_extra import extra_problem
 from nbtoolkit.spec_yaml import CORE_SCHEMA, SpecLoader, merged, parse_settings, read_yaml
-from nbtoolkit.tasks import TASKS, TRL_TASKS
+from nbtoolkit.tasks import TASKS, TRL_TASKS, hook
 
 __all__ = [
     "CORE_SCHEMA",
@@ -234,9 +234,11 @@ class RunSpecCore(SpecBlock):
                 "train.budget_usd is kept by nbtoolkit's own training program; with script: stop your "
                 "script at its budget yourself, or remove train.budget_usd"
             )
-        for block, task in (("preference", "preference"), ("reward", "grpo")):
-            if getattr(self, block) is not None and self.task != task:
-                raise ValueError(f"the {block} block applies to task {task} (task is '{self.task}'); remove it")
+        for owner in TASKS.values():
+            if owner.block and getattr(self, owner.block) is not None and owner.block != TASKS[self.task].block:
+                raise ValueError(
+                    f"the {owner.block} block applies to task {owner.name} (task is '{self.task}'); remove it"
+                )
         if self.reward is not None and self.reward.use_vllm and hw.accelerator != "cuda":
             raise ValueError(
                 f"reward.use_vllm needs a cuda accelerator (hardware.accelerator is '{hw.accelerator}'); "
@@ -255,15 +257,10 @@ class RunSpecCore(SpecBlock):
         custom = template if template is not None and template not in NAMED_TEMPLATES else None
         if custom and assistant_only_loss(self.task, self.extra) and not has_generation_markers(custom):
             raise ValueError(no_markers("dataset.chat_template"))
-        if self.task == "grpo":
-            self._whole_groups()
-        own_data = self.dataset.name or self.dataset.files
-        if self.task == "grpo" and own_data and not (self.reward and (self.reward.functions or self.reward.models)):
-            raise ValueError(
-                "task grpo on your own data needs reward.functions (module:function or path/to/file.py:function) or "
-                "reward.models (job:ID of a reward-model job, a hub id or a folder); the bundled arithmetic reward "
-                "fits only the bundled prompts"
-            )
+        own_rule = TASKS[self.task].spec_rule
+        problem = hook(own_rule)(self) if own_rule else None
+        if problem:
+            raise ValueError(problem)
         if self.resume is not None and self.resume != "latest" and not self.resume.strip():
             raise ValueError("resume must be 'latest' or a checkpoint directory")
         spec = cast("RunSpec", self)  # the rules run on RunSpec: this core with the backends' blocks
@@ -275,22 +272,6 @@ class RunSpecCore(SpecBlock):
         for message in spec_warnings(spec):
             warnings.warn(message, SpecWarning, stacklevel=2)
         return spec
-
-    def _whole_groups(self) -> None:
-        """TRL's GRPOConfig rule, checked before launch: each batch of completions holds whole groups."""
-        group = (self.reward or RewardSpec()).num_generations
-        train, ranks = self.train, self.hardware.devices * self.hardware.nodes
-        batches = [("train.batch_size x train.grad_accum", train.batch_size * train.grad_accum)]
-        data = self.dataset
-        if data.eval_split is not None and (not data.files or data.eval_split in data.files):
-            batches.append(("train.eval_batch_size", train.eval_batch_size or train.batch_size))
-        for field_name, per_rank in batches:
-            if per_rank * ranks % group:
-                raise ValueError(
-                    f"{field_name} ({per_rank}) x {ranks} rank(s) must be divisible by reward.num_generations "
-                    f"({group}), so that each batch holds whole groups of completions; change one of them"
-                    + ("" if "eval" not in field_name else ", or set dataset.eval_split: null")
-                )
 
     # -- convenience -------------------------------------------------------------------------
 
@@ -317,7 +298,7 @@ class RunSpecCore(SpecBlock):
     def generates_in_evaluation(self) -> bool:
         """A summarization's evaluation generates (for ROUGE) unless train.predict_with_generate says no; by default
         not on Neuron, which would compile a graph for every generated length."""
-        if self.task != "summarization":
+        if not TASKS[self.task].evaluation_generates:
             return False
         chosen = self.train.predict_with_generate
         return chosen if chosen is not None else self.hardware.accelerator != "neuron"

@@ -46,15 +46,16 @@ def render(spec):
 """
 
 
-def plugin(root: Path, name: str, entry: str, files: dict[str, str]) -> None:
-    """A distribution as pip would leave it: its package, and a dist-info that declares the entry point."""
+def plugin(root: Path, name: str, entry: str, files: dict[str, str], group: str = "nbtoolkit.backends") -> None:
+    """A distribution as pip would leave it: its package, and a dist-info that declares the entry point(s) (lines of
+    `entry`) in `group`."""
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(textwrap.dedent(text))
     info = root / f"{name}-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[nbtoolkit.backends]\n{entry}\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{entry}\n")
 
 
 def run(code: str, root: Path, home: Path) -> subprocess.CompletedProcess:

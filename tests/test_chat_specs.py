@@ -70,8 +70,8 @@ def test_either_turn_keys_are_read_and_a_malformed_row_is_one_sentence_before_tr
     from datasets import Dataset
 
     from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.tasks.chat.train import conversations
     from nbtoolkit.train.errors import TrainError
-    from nbtoolkit.train.tasks.chat import conversations
 
     openai_turns, sharegpt_turns = ROWS["messages"]["messages"], ROWS["sharegpt"]["conversations"]
     assert as_messages({"messages": sharegpt_turns}, "messages") == openai_turns
@@ -341,6 +341,21 @@ def test_spec_rules_of_the_new_blocks_are_one_sentence():
         ({"task": "chat", "dataset": {"chat_template": "llama9"}}, "neither a Jinja template nor a named one"),
         ({"task": "preference", "dataset": {"packing": True}}, "dataset.packing applies to task chat; task preference"),
         ({"task": "preference", "preference": {"method": "ppo"}}, "preference.method"),
+        ({"task": "preference", "reward": {}}, "the reward block applies to task grpo (task is 'preference')"),
+        (
+            {"task": "grpo", "train": {"batch_size": 3}, "reward": {"num_generations": 2}},
+            (
+                "train.batch_size x train.grad_accum (3) x 1 rank(s) must be divisible by reward.num_generations (2), "
+                "so that each batch holds whole groups of completions; change one of them"
+            ),
+        ),
+        (
+            {"task": "grpo", "train": {"batch_size": 4, "eval_batch_size": 3}, "reward": {"num_generations": 2}},
+            (
+                "train.eval_batch_size (3) x 1 rank(s) must be divisible by reward.num_generations (2), so that each "
+                "batch holds whole groups of completions; change one of them, or set dataset.eval_split: null"
+            ),
+        ),
     ]:
         with pytest.raises(SpecError) as found:
             load_spec(data)

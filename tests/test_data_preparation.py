@@ -19,7 +19,7 @@ def test_data_and_model_are_prepared_inside_the_nodes_main_process_first(monkeyp
     """Before, every rank of every run tokenized the whole dataset: 8-32 copies of the work per instance."""
     from transformers import TrainingArguments
 
-    import nbtoolkit.train.tasks as tasks
+    import nbtoolkit.train.task_setup as tasks
     from nbtoolkit.train import program
 
     events: list = []

@@ -28,6 +28,8 @@ HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplot
         "nbtoolkit.backends.slurm.render",
         "nbtoolkit.backends.slurm.follow",
         "nbtoolkit.spec",
+        "nbtoolkit.tasks",  # every registered task's package
+        "nbtoolkit.tasks.grpo.rules",  # run as a spec is built
     ],
 )
 def test_light_imports(module):

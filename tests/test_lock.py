@@ -121,3 +121,13 @@ def test_a_tool_setting_in_pyproject_leaves_the_lock_current(checkout):
         edited.write('\n[tool.edited-after-the-lock]\nrule = "new"\n')
     done = make(checkout, "lock-check")
     assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_an_entry_point_in_pyproject_leaves_the_lock_current(checkout):
+    """A task or backend registered in nbtoolkit's own entry points names no package: no new lock for it."""
+    text = (checkout / "pyproject.toml").read_text()
+    group = '[project.entry-points."nbtoolkit.tasks"]\n'
+    assert group in text
+    (checkout / "pyproject.toml").write_text(text.replace(group, group + 'poem = "poems_nbtoolkit:TASK"\n'))
+    done = make(checkout, "lock-check")
+    assert (done.returncode, done.stderr) == (0, "")

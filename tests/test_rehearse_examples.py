@@ -9,7 +9,7 @@ import pytest
 
 from nbtoolkit.api import Job
 from nbtoolkit.rehearse import STEPS, rehearsal, rehearse
-from nbtoolkit.train.tasks import causal_lm
+from nbtoolkit.tasks.causal_lm import train as causal_lm
 from tests.real_launches import real_specs
 
 pytestmark = pytest.mark.heavy  # minutes of real training: run first under pytest -n (tests/conftest.py)

@@ -133,7 +133,7 @@ def test_reward_models_a_job_could_not_score_with_are_refused_before_launch(jobs
 
 
 def test_reward_model_names_and_inputs_are_each_its_own(jobs):
-    from nbtoolkit.train.tasks.grpo import scorer_names
+    from nbtoolkit.tasks.grpo.train import scorer_names
 
     assert scorer_names(["/a/jobs/1f/output/model", "/b/merged", "/c/merged", "org/rm"]) == {
         "/a/jobs/1f/output/model": "reward-model-1f",
@@ -149,9 +149,9 @@ def test_pairs_longer_than_max_length_are_said_left_out_and_none_left_is_one_sen
     from datasets import Dataset
 
     from nbtoolkit.spec import load_spec
+    from nbtoolkit.tasks.reward_model.train import say_left_out
     from nbtoolkit.train.chat_template import chat_tokenizer
     from nbtoolkit.train.errors import TrainError
-    from nbtoolkit.train.tasks.reward_model import say_left_out
 
     rows = [json.loads(line) for line in Path(bundled_files("preference")["train"]).read_text().splitlines()[:4]]
     short = {"prompt": "Hi", "chosen": " ok", "rejected": " no"}

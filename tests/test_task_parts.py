@@ -10,7 +10,7 @@ from nbtoolkit.checkpoints import last_checkpoint
 from nbtoolkit.spec import load_spec
 from nbtoolkit.train.data import load_splits
 from nbtoolkit.train.errors import TrainError
-from nbtoolkit.train.tasks import check_task, setup_task
+from nbtoolkit.train.task_setup import check_task, setup_task
 
 
 def task_setup(spec: dict):
@@ -21,7 +21,7 @@ def task_setup(spec: dict):
 
 
 def test_question_answering_features_point_at_the_answer_in_every_window():
-    from nbtoolkit.train.tasks.question_answering import setup
+    from nbtoolkit.tasks.question_answering.train import setup
 
     spec = load_spec(
         {
@@ -48,7 +48,7 @@ def test_question_answering_features_point_at_the_answer_in_every_window():
 def test_question_answering_scores_and_best_span():
     import numpy as np
 
-    from nbtoolkit.train.tasks.question_answering import best_answer, exact_match_and_f1
+    from nbtoolkit.tasks.question_answering.train import best_answer, exact_match_and_f1
 
     assert exact_match_and_f1("The Silver Quill Award.", ["silver quill award"]) == (1.0, 1.0)
     assert exact_match_and_f1("Silver Quill", ["Silver Quill Award"]) == (0.0, 0.8)
@@ -61,8 +61,8 @@ def test_question_answering_scores_and_best_span():
 
 
 def test_summarization_prompt_keeps_the_template_whole_and_pads_labels_with_minus_100():
+    from nbtoolkit.tasks.summarization.train import prompted, rouge
     from nbtoolkit.train.models import load_tokenizer
-    from nbtoolkit.train.tasks.summarization import prompted, rouge
 
     tokenizer = load_tokenizer("nbtoolkit/tiny-t5")
     template = "Summarize the following news article:\n{input}\nSummary:\n"

@@ -22,7 +22,7 @@ def test_the_spec_and_the_form_offer_exactly_the_registered_tasks():
 @pytest.mark.parametrize("name", TASK_NAMES)
 def test_each_task_names_real_columns_a_program_and_a_bundled_model_that_suits_it(name):
     task = TASKS[name]
-    assert set(task.columns) <= set(DatasetSpec.model_fields)
+    assert {*task.columns, *task.dataset_fields} <= set(DatasetSpec.model_fields)
     assert callable(importlib.import_module(task.program).setup)
     assert RunSpec(task=name).model_name == task.bundled_model
     assert has_head(task.head, model_config(task.bundled_model))
@@ -67,3 +67,27 @@ def test_a_task_missing_a_fact_is_refused_as_it_registers_in_one_sentence():
     )
     with pytest.raises(TaskError, match=r"^task 'poem': answer 'continue_text' is not a module:function$"):
         registry([replace(complete, name="poem", answer="continue_text")])
+
+
+def test_every_task_nbtoolkit_registers_in_its_pyproject_loads():
+    """A task of nbtoolkit's own that failed to load would be left out with a warning only: the suite says so."""
+    from pathlib import Path
+
+    import tomllib
+
+    from nbtoolkit.tasks import ENTRY_POINT_GROUP
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    own = pyproject["project"]["entry-points"][ENTRY_POINT_GROUP]
+    assert [name for name in own if name not in TASK_NAMES] == [], "not loaded (or the install is older: make install)"
+    assert [TASKS[name].program for name in own] == [f"{own[name].split(':')[0]}.train" for name in own]
+
+
+def test_a_task_the_data_preview_cannot_measure_is_refused_unless_trl_templates_it():
+    from dataclasses import replace
+
+    from nbtoolkit.tasks import TaskError, registry
+
+    with pytest.raises(TaskError, match=r"^task 'poem' has no preview_lengths \(the module:function that measures"):
+        registry([replace(TASKS["causal-lm"], name="poem", preview_lengths="")])
+    assert registry([replace(TASKS["chat"], name="talk", preview_lengths="")])["talk"].trl

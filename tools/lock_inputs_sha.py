@@ -1,7 +1,8 @@
 """The sha256 of what requirements.lock is resolved from (`make lock` records it, `make lock-check` compares).
 
 Of pyproject.toml only the [project] and [build-system] tables count: a lint rule or a pytest option in its
-[tool.*] tables changes no package, so it must not make the lock look stale. constraints.txt and the SkyPilot
+[tool.*] tables changes no package, so it must not make the lock look stale; nor do the commands and entry points
+[project] registers (a task or backend added to nbtoolkit's own entry points names no package). constraints.txt and the SkyPilot
 requirements count whole.
 """
 
@@ -16,11 +17,14 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 INPUTS = ("pyproject.toml", "constraints.txt", "tools/skypilot-requirements.in")
+#: the keys of [project] that name no package
+REGISTERED = ("scripts", "entry-points")
 
 
 def inputs_sha(root: Path = ROOT) -> str:
     pyproject = tomllib.loads((root / INPUTS[0]).read_text())
-    packages = {table: pyproject.get(table) for table in ("project", "build-system")}
+    project = {key: value for key, value in pyproject.get("project", {}).items() if key not in REGISTERED}
+    packages = {"project": project, "build-system": pyproject.get("build-system")}
     text = json.dumps(packages, sort_keys=True) + "".join((root / name).read_text() for name in INPUTS[1:])
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -17,9 +17,10 @@ import importlib
 import warnings
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import entry_points
 from types import ModuleType
 from typing import TYPE_CHECKING
+
+from nbtoolkit.plugins import registered_in
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -109,7 +110,7 @@ def registered() -> dict[str, Backend]:
     """Every backend whose package loads, by name. A package that fails to load is named in a warning and
     left out, so one broken plugin cannot break every spec."""
     found = {}
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
+    for entry in registered_in(ENTRY_POINT_GROUP):
         try:
             backend = entry.load()
         except Exception as exc:

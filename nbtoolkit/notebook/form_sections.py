@@ -34,8 +34,12 @@ def when(path: str, *allowed: Any) -> Callable[[Values], bool]:
     return lambda values: values.get(path) in allowed
 
 
-def column_for(field: str) -> Callable[[Values], bool]:
-    return lambda values: values.get("task") in TASKS and field in TASKS[values["task"]].columns
+def read_by_task(field: str) -> Callable[[Values], bool]:
+    """Applies while the chosen task reads this field of the dataset block (a column, or one of its own)."""
+    return lambda values: (
+        values.get("task") in TASKS
+        and (field in TASKS[values["task"]].columns or field in TASKS[values["task"]].dataset_fields)
+    )
 
 
 @dataclass(frozen=True)
@@ -79,17 +83,17 @@ CORE_SECTIONS: tuple[Section, ...] = (
             FormField("dataset.config", "Config", when(SOURCE, "hub")),
             FormField("dataset.files.train", "Train file", when(SOURCE, "files")),
             FormField("dataset.files.validation", "Validation file", when(SOURCE, "files")),
-            FormField("dataset.text_column", "Text column", column_for("text_column")),
-            FormField("dataset.text_pair_column", "Text pair column", column_for("text_pair_column")),
-            FormField("dataset.label_column", "Label column", column_for("label_column")),
-            FormField("dataset.question_column", "Question column", column_for("question_column")),
-            FormField("dataset.context_column", "Context column", column_for("context_column")),
-            FormField("dataset.answer_column", "Answer column", column_for("answer_column")),
-            FormField("dataset.summary_column", "Summary column", column_for("summary_column")),
-            FormField("dataset.prompt_template", "Prompt template", when("task", "summarization")),
+            FormField("dataset.text_column", "Text column", read_by_task("text_column")),
+            FormField("dataset.text_pair_column", "Text pair column", read_by_task("text_pair_column")),
+            FormField("dataset.label_column", "Label column", read_by_task("label_column")),
+            FormField("dataset.question_column", "Question column", read_by_task("question_column")),
+            FormField("dataset.context_column", "Context column", read_by_task("context_column")),
+            FormField("dataset.answer_column", "Answer column", read_by_task("answer_column")),
+            FormField("dataset.summary_column", "Summary column", read_by_task("summary_column")),
+            FormField("dataset.prompt_template", "Prompt template", read_by_task("prompt_template")),
             FormField("dataset.max_length", "Max length"),
-            FormField("dataset.max_target_length", "Max target length", when("task", "summarization")),
-            FormField("dataset.doc_stride", "Doc stride", when("task", "question-answering")),
+            FormField("dataset.max_target_length", "Max target length", read_by_task("max_target_length")),
+            FormField("dataset.doc_stride", "Doc stride", read_by_task("doc_stride")),
             FormField("dataset.max_train_samples", "Max train samples"),
             FormField("dataset.pad_to_max_length", "Pad to max length"),
         ),

@@ -30,8 +30,8 @@ from nbtoolkit.planner.explain import assumptions, formula
 from nbtoolkit.planner.shapes import ModelShape, model_shape, train_samples
 from nbtoolkit.precision import DTYPE_BYTES, load_dtype
 from nbtoolkit.spec import RunSpec, load_spec
-from nbtoolkit.spec_blocks import AdapterSpec, Offload, Precision, RewardSpec
-from nbtoolkit.tasks import TASKS
+from nbtoolkit.spec_blocks import AdapterSpec, Offload, Precision
+from nbtoolkit.tasks import TASKS, TaskWorkload, hook
 
 #: the most alternatives a Plan keeps (ranked); the rest are dropped
 MAX_ALTERNATIVES = 40
@@ -295,14 +295,12 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
     is_seq2seq = shape.architecture == "encoder-decoder"
     adapter = spec.adapter
     modules = target_modules(adapter) if adapter else ()
-    reward = spec.reward or RewardSpec()
-    grpo = spec.task == "grpo"
-    with_reference = (
-        spec.task == "preference" and (spec.preference is None or spec.preference.method in ("dpo", "kto"))
-    ) or (grpo and reward.beta > 0)
+    task = TASKS[spec.task]
+    extra = hook(task.workload)(spec) if task.workload else TaskWorkload()
+    completion = extra.completion_tokens
     return Workload(
         shape=shape,
-        input_length=spec.dataset.max_length + (reward.max_completion_length if grpo else 0),
+        input_length=spec.dataset.max_length + completion,
         target_length=spec.dataset.max_target_length if is_seq2seq else 0,
         samples=samples,
         epochs=spec.train.epochs,
@@ -312,10 +310,11 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
         adapter=adapter.type if adapter else "none",
         trainable_params=memory.lora_params(shape, adapter.r, modules) if adapter else None,
         catalog_price=spec.hardware.priced_by_catalog,
-        sequences_per_sample=TASKS[spec.task].sequences_per_sample,
-        reference_model=with_reference and adapter is None,  # with an adapter the reference is the base, adapters off
-        reward_model_params=sum(reward_model_params(name) for name in reward.models) if grpo else 0,
-        generated_tokens=spec.dataset.max_length + reward.max_completion_length if grpo else 0,
+        sequences_per_sample=task.sequences_per_sample,
+        reference_model=extra.reference_model
+        and adapter is None,  # with an adapter the reference is the base, adapters off
+        reward_model_params=sum(reward_model_params(name) for name in extra.reward_models),
+        generated_tokens=spec.dataset.max_length + completion if completion else 0,
     )
 
 

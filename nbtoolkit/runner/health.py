@@ -36,6 +36,7 @@ import psutil
 from nbtoolkit.heartbeat import read_heartbeats
 from nbtoolkit.metrics.rewards import TOTAL
 from nbtoolkit.runner.store import JobRecord, JobStore, this_host
+from nbtoolkit.tasks import TASKS
 
 STALL_FLOOR_ENV, STALL_FLOOR_S = "NBTOOLKIT_STALL_FLOOR_S", 60.0
 STALL_STEPS = 10
@@ -269,6 +270,7 @@ class TrainingSigns:
     def anomalies(self, task: str | None) -> list[tuple[int, str]]:
         """(the step since which it holds, the sentence) for each anomaly of the latest records of a `task` run."""
         found = []
+        known = TASKS.get(task) if task else None  # a server job's row names no training task
         # a NaN total follows from its functions': name those
         named = any(_is_reward(key) and key != TOTAL and streak.value is None for key, streak in self.streaks.items())
         for key, streak in self.streaks.items():
@@ -282,11 +284,11 @@ class TrainingSigns:
                 continue
             elif key == GRAD_NORM and streak.value == 0:
                 found.append((streak.since, f"the gradient norm is 0 {since}: no weight moves"))
-            elif key == LOSS and task != "grpo":  # GRPO's loss is about 0 by design (advantages sum to 0)
+            elif key == LOSS and not (known and known.loss_near_zero):  # GRPO's: about 0 by design
                 found.append((streak.since, f"the loss stays {streak.value:.4g} {since}"))
             elif key in (TOTAL, MARGIN):
                 found.append((streak.since, f"{label} stays {streak.value:.4g} {since}: no completion is preferred"))
-        if task == "grpo" and self.records and not any(_is_reward(key) for key in self.streaks):
+        if known and known.logs_rewards and self.records and not any(_is_reward(key) for key in self.streaks):
             found.append((self.first_step or 0, "no reward is logged: the reward functions gave no number"))
         return found
 

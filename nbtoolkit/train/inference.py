@@ -8,7 +8,6 @@ run with an adapter is its base (saved beside the adapter at the start) with the
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import select
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from nbtoolkit.runtime import ERROR_PREFIX, SPEC_FILE
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
-from nbtoolkit.tasks import TASKS
+from nbtoolkit.tasks import TASKS, hook
 from nbtoolkit.train.errors import TrainError
 
 MODEL_DIR = Path("output") / "model"
@@ -57,11 +56,10 @@ def trained_model(spec: RunSpec, checkpoint: str | None = None):
 
 
 def answer(spec: RunSpec, model, tokenizer, inputs: list) -> list[dict]:
-    """One answer per input, in the task's terms."""
+    """One answer per input, in the task's terms (its answering function: nbtoolkit/tasks/<task>/answer.py)."""
     import torch
 
-    module, _, name = TASKS[spec.task].answer.partition(":")
-    respond = getattr(importlib.import_module(module), name)
+    respond = hook(TASKS[spec.task].answer)
     with torch.no_grad():
         return [respond(spec, model, tokenizer, item) for item in inputs]
 
@@ -101,113 +99,6 @@ def serve(job_dir: Path, idle_s: float, replies) -> None:
         except Exception:  # the caller says it as the program's failure, with the traceback's end
             reply = {"failed": traceback.format_exc()[-500:]}
         print(json.dumps(reply), file=replies, flush=True)
-
-
-def classify(spec, model, tokenizer, text: str) -> dict:
-    encoded = tokenizer(text, truncation=True, max_length=spec.dataset.max_length, return_tensors="pt")
-    probabilities = model(**encoded).logits.softmax(-1)[0].tolist()
-    names = [model.config.id2label[index] for index in range(len(probabilities))]
-    best = max(range(len(names)), key=probabilities.__getitem__)
-    return {"label": names[best], "probabilities": dict(zip(names, probabilities, strict=False))}
-
-
-def summarize(spec, model, tokenizer, text: str) -> dict:
-    from nbtoolkit.train.tasks.summarization import prompted
-
-    source = prompted(tokenizer, [text], spec.dataset.prompt_template, spec.dataset.max_length)[0]
-    encoded = tokenizer(source, truncation=True, max_length=spec.dataset.max_length, return_tensors="pt")
-    output = model.generate(**encoded, max_new_tokens=min(spec.dataset.max_target_length, MAX_NEW_TOKENS))
-    return {"summary": tokenizer.decode(output[0], skip_special_tokens=True)}
-
-
-def extract_answer(spec, model, tokenizer, item: dict) -> dict:
-    from nbtoolkit.train.tasks.question_answering import best_span
-
-    if not isinstance(item, dict) or not {"question", "context"} <= item.keys():
-        raise TrainError(
-            f"question-answering inputs are {{'question': ..., 'context': ...}} dicts; got {str(item)[:80]!r}"
-        )
-    encoded = tokenizer(
-        item["question"],
-        item["context"],
-        truncation="only_second",
-        max_length=spec.dataset.max_length,
-        stride=spec.dataset.doc_stride,
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
-        padding=True,
-        return_tensors="pt",
-    )
-    offsets = encoded.pop("offset_mapping").tolist()
-    encoded.pop("overflow_to_sample_mapping", None)
-    output = model(**encoded)
-    features = [
-        (
-            output.start_logits[index].numpy(),
-            output.end_logits[index].numpy(),
-            [
-                tuple(offset) if part == 1 else None
-                for offset, part in zip(offsets[index], encoded.sequence_ids(index), strict=False)
-            ],
-        )
-        for index in range(len(offsets))
-    ]
-    answer, score = best_span(item["context"], features)
-    return {"answer": answer, "score": score}
-
-
-def continue_text(spec, model, tokenizer, text: str) -> dict:
-    encoded = tokenizer(text, return_tensors="pt")
-    output = model.generate(
-        **encoded, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, pad_token_id=tokenizer.pad_token_id
-    )
-    return {"continuation": tokenizer.decode(output[0, encoded["input_ids"].shape[1] :], skip_special_tokens=True)}
-
-
-def reply(spec, model, tokenizer, conversation: str | list) -> dict:
-    """The assistant's next turn: the conversation rendered by the chat template the job trained and saved with."""
-    from nbtoolkit.chat_formats import as_turns
-
-    messages = as_turns(conversation, "user")
-    if not all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in messages):
-        raise TrainError(
-            f"{spec.task} inputs are a text or a conversation (a list of {{'role': ..., 'content': ...}} "
-            f"messages); got {str(conversation)[:80]!r}"
-        )
-    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    encoded = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")
-    output = model.generate(
-        **encoded,
-        max_new_tokens=MAX_NEW_TOKENS,
-        do_sample=False,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    reply = tokenizer.decode(output[0, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
-    return {"reply": reply, "prompt": prompt}
-
-
-def score(spec, model, tokenizer, item: str | list) -> dict:
-    """A reward model's score for a reply, tokenized as TRL's RewardTrainer trained it: a conversation (ending
-    with the reply) through the saved chat template, a text with the end token appended."""
-    import torch
-
-    conversation = isinstance(item, list) and all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in item)
-    if not (conversation or isinstance(item, str)) or (conversation and (not item or item[-1]["role"] != "assistant")):
-        raise TrainError(
-            f"{spec.task} inputs are a text or a conversation (a list of {{'role': ..., 'content': ...}} messages) "
-            f"ending with the assistant's reply to score; got {str(item)[:80]!r}"
-        )
-    if conversation:
-        ids = tokenizer.apply_chat_template(item, tokenize=True, return_dict=True)["input_ids"]
-    else:
-        ids = tokenizer(item if item.endswith(tokenizer.eos_token) else item + tokenizer.eos_token)["input_ids"]
-    longest = getattr(model.config, "max_position_embeddings", None)
-    if longest is not None and len(ids) > longest:
-        raise TrainError(
-            f"the input is {len(ids)} tokens, past the {longest} positions the reward model reads; shorten it"
-        )
-    return {"score": model(input_ids=torch.tensor([list(ids)])).logits[0, 0].item()}
 
 
 def evaluate(spec: RunSpec, dataset: str) -> dict:

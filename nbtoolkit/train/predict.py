@@ -64,7 +64,7 @@ def evaluate_model(spec: RunSpec, output_dir: Path, needs: str, reference: Calla
     from nbtoolkit.train.data import load_splits
     from nbtoolkit.train.errors import TrainError
     from nbtoolkit.train.program import training_arguments
-    from nbtoolkit.train.tasks import setup_task, trainer_arguments
+    from nbtoolkit.train.task_setup import setup_task, trainer_arguments
 
     task = setup_task(spec, load_splits(spec))
     if task.eval_dataset is None:

@@ -204,7 +204,7 @@ def run(
     from nbtoolkit.train.data import load_splits
     from nbtoolkit.train.engines import engine_for
     from nbtoolkit.train.errors import TrainError
-    from nbtoolkit.train.tasks import check_task, setup_task, trainer_arguments
+    from nbtoolkit.train.task_setup import check_task, setup_task, trainer_arguments
 
     quiet_libraries()
     os.environ.update(environment(spec, Path.cwd()))  # the trackers' callbacks read it (the job dir is the cwd)

@@ -3,8 +3,9 @@ install leaves it.
 
 The container runs the entry script from that folder without installing nbtoolkit, so the folder is the first
 entry of its `sys.path`. The metadata (METADATA and entry_points.txt) is what makes it nbtoolkit's distribution
-there: the spec's backends are entry points (`nbtoolkit.backends`), and without them the spec the program loads
-names a target no backend provides, and the job fails at start, billed. Light: copies files.
+there: the spec's backends and tasks are entry points (`nbtoolkit.backends`, `nbtoolkit.tasks`), and without them
+the spec the program loads names a target no backend provides or a task none registers, and the job fails at start,
+billed. Light: copies files.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from transformers import AutoModelForSequenceClassification, DataCollatorWithPad
 
 from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.models import ensure_pad_token, load_model, load_tokenizer
-from nbtoolkit.train.tasks import TaskSetup
+from nbtoolkit.train.task_setup import TaskSetup
 
 
 def label_names(dataset, label_column: str) -> list[str]:

@@ -12,14 +12,14 @@ import copy
 
 from transformers import AutoModelForCausalLM
 
-from nbtoolkit.tasks import TASKS
+from nbtoolkit.tasks.chat.train import trl_overrides
+from nbtoolkit.tasks.preference import TASK
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model
-from nbtoolkit.train.tasks import TaskSetup
-from nbtoolkit.train.tasks.chat import trl_overrides
+from nbtoolkit.train.task_setup import TaskSetup
 
-COLUMNS = TASKS["preference"].row_columns
+COLUMNS = TASK.row_columns
 
 
 def trainer_and_config(method: str) -> tuple[type, type, dict]:

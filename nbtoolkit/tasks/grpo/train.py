@@ -20,11 +20,11 @@ from nbtoolkit.precision import spec_load_dtype
 from nbtoolkit.reward_names import BUNDLED_REWARDS
 from nbtoolkit.rewards import RewardError, checked, load
 from nbtoolkit.spec import RewardSpec
+from nbtoolkit.tasks.chat.train import trl_overrides
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model, model_source, torch_dtype
-from nbtoolkit.train.tasks import TaskSetup
-from nbtoolkit.train.tasks.chat import trl_overrides
+from nbtoolkit.train.task_setup import TaskSetup
 
 
 def config_class(spec) -> type:

@@ -13,12 +13,12 @@ import os
 from transformers import AutoModelForSequenceClassification
 from trl import RewardConfig, RewardTrainer
 
+from nbtoolkit.tasks.chat.train import trl_overrides
+from nbtoolkit.tasks.preference.train import pairs
 from nbtoolkit.train.chat_template import chat_tokenizer
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model
-from nbtoolkit.train.tasks import TaskSetup
-from nbtoolkit.train.tasks.chat import trl_overrides
-from nbtoolkit.train.tasks.preference import pairs
+from nbtoolkit.train.task_setup import TaskSetup
 
 
 def config_class(spec) -> type:

@@ -16,7 +16,7 @@ from nbtoolkit.chat_formats import FormatError, as_messages, detect_format
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model, loss_template
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model
-from nbtoolkit.train.tasks import TaskSetup
+from nbtoolkit.train.task_setup import TaskSetup
 
 
 def trl_overrides(spec) -> dict:

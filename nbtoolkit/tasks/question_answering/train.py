@@ -19,7 +19,7 @@ from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
 from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model, load_tokenizer
-from nbtoolkit.train.tasks import TaskSetup
+from nbtoolkit.train.task_setup import TaskSetup
 
 N_BEST = 20  # candidate starts and ends per feature
 MAX_ANSWER_TOKENS = 30

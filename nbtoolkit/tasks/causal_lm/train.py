@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, Trainer, default_data_collator
 from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import ensure_pad_token, load_model, load_tokenizer
-from nbtoolkit.train.tasks import TaskSetup
+from nbtoolkit.train.task_setup import TaskSetup
 
 
 class PerplexityTrainer(Trainer):

@@ -16,7 +16,7 @@ from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqT
 from nbtoolkit.train.data import column, map_workers
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model, load_tokenizer
-from nbtoolkit.train.tasks import TaskSetup
+from nbtoolkit.train.task_setup import TaskSetup
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

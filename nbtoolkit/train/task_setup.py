@@ -1,4 +1,5 @@
-"""One module per task: turn a spec and its data into a model, datasets, collator and metrics."""
+"""What every task's training setup shares: the TaskSetup its `train` module returns (nbtoolkit/tasks/<task>/train.py),
+and the training program's calls into that module."""
 
 from __future__ import annotations
 

@@ -1,0 +1,211 @@
+"""The task registry: every fact the rest of the code asks of a task, read by the spec, the training program, the
+planner, the previews, the model card, adapters, predict, Try it, the run doctor and the rehearsal alike.
+
+A task is one package, `nbtoolkit/tasks/<task>/`: its `TASK` (a `Task`, light: no model libraries), its training
+setup (`train.py`), its answering function and whatever hooks its facts name. Packages register through the
+entry-point group `nbtoolkit.tasks` (nbtoolkit's own in its pyproject.toml), so another distribution can add a task
+without touching nbtoolkit; the core reads a task's fields and never tests its name. Each task is checked as the
+registry is built: one with a fact missing is refused in one sentence, not at predict or push time. A package that
+fails to load is named in a warning and left out (as a backend is); two tasks of one name are refused.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from nbtoolkit.plugins import registered_in
+
+ENTRY_POINT_GROUP = "nbtoolkit.tasks"
+
+#: which models can do a task, as the pairing check reads a model's config
+Head = Literal["sequence-classification", "question-answering", "seq2seq", "causal-lm"]
+
+
+@dataclass(frozen=True)
+class TaskWorkload:
+    """What a task's training step runs beyond one forward and backward pass of its samples: the planner counts it
+    (a task's `workload` hook returns it for a spec)."""
+
+    #: tokens generated for each prompt and then trained on with it (GRPO's completions)
+    completion_tokens: int = 0
+    #: a frozen copy of the model scores every sequence (DPO and KTO; GRPO with a KL term)
+    reference_model: bool = False
+    #: models that score every completion (GRPO's reward.models)
+    reward_models: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    #: spec field -> the column it defaults to (the bundled sample's own; None: optional and unused)
+    columns: dict[str, str | None]
+    #: the model the task uses when the spec names none: built at run time from a bundled config
+    bundled_model: str
+    head: Head
+    #: what the task needs of a model, in words, with models that have it
+    needs: str
+    #: the training program's module that sets the task up (`setup(spec, splits) -> TaskSetup`, optional
+    #: `config_class(spec)`): the task's own `train.py`
+    program: str
+    #: the Hub's pipeline tag for the model card (chat models: text-generation; the Hub's chat widget reads the
+    #: saved template)
+    pipeline_tag: str
+    #: the transformers auto class the task trains, and PEFT's task type for an adapter on it
+    auto_model: str
+    peft_task_type: str
+    #: what the Try-it box asks for
+    prompt: str
+    #: `module:function` that answers one input with a trained model (Job.predict, Try it)
+    answer: str
+    #: how the Try-it box asks: one text, a question with its context, or a chat (the history goes with each message)
+    try_it: Literal["text", "question-and-context", "chat"] = "text"
+    #: trained by TRL's trainers (the distribution's `chat` extra); their data formats are nbtoolkit.chat_formats
+    trl: bool = False
+    #: its rows are conversations in one of the chat formats (nbtoolkit.chat_formats: `dataset.format` says which),
+    #: the loss on the assistant's turns unless `extra.assistant_only_loss` is false
+    conversations: bool = False
+    #: the dataset block's fields it alone reads beyond its columns (the form shows them for it only)
+    dataset_fields: tuple[str, ...] = ()
+    #: the columns each row needs, for a task that reads fixed columns rather than spec-named ones
+    row_columns: tuple[str, ...] = ()
+    #: sequences the model reads per example (a preference pair: 2), for the planner's activations and time
+    sequences_per_sample: int = 1
+    #: `module:function` (spec) -> TaskWorkload: what else its step runs, for the planner ("": nothing else)
+    workload: str = ""
+    #: the bundled sample data it trains on when the spec names none (nbtoolkit/assets/data/<folder>; "": its name)
+    sample_data: str = ""
+    #: trainer argument -> the spec field that sets it, beyond every task's (nbtoolkit.spec_extra); `extra` may not
+    #: set them
+    set_by_field: dict[str, str] = field(default_factory=dict)
+    #: the spec block only this task reads (`preference:`, `reward:`); another task's spec may not set it
+    block: str | None = None
+    #: `module:function` (spec) -> the spec's problem for this task in one sentence, or None; run as a spec is built,
+    #: so keep its module light ("": no rules of its own)
+    spec_rule: str = ""
+    #: its evaluation generates (summarization's ROUGE) unless `train.predict_with_generate` says no; not on Neuron
+    evaluation_generates: bool = False
+    #: the program joins its texts into blocks of `dataset.max_length` tokens (nothing is cut; a rehearsal's sample
+    #: rows must be long enough to fill one)
+    packs_texts: bool = False
+    #: `module:function` (spec, sample, used columns, tokenizer) -> the data preview's token lengths per side, as the
+    #: program tokenizes them; the TRL tasks' previews template their rows instead (nbtoolkit.chat_preview)
+    preview_lengths: str = ""
+    #: what the data preview says of its lengths (formatted with `data`, the spec's dataset block)
+    preview_note: str = ""
+    #: its loss stays about 0 by design (GRPO's advantages sum to 0): the run doctor does not call it stuck
+    loss_near_zero: bool = False
+    #: it logs rewards: the run doctor says when none is logged
+    logs_rewards: bool = False
+    #: its model scores a reply (one output): GRPO's `reward.models` may name its jobs
+    scores_replies: bool = False
+    #: where it stands in the form's list and the spec schema's enum (nbtoolkit's own: 10, 20, ...; then by name)
+    listed: int = 1000
+
+
+class TaskError(ValueError):
+    """A task registered without a fact the rest of the code asks of it; the message is one sentence."""
+
+
+#: each fact a task must state, in words (for the sentence a missing one gets)
+FACTS = {
+    "bundled_model": "the bundled model it trains when the spec names none",
+    "needs": "what it needs of a model, in words",
+    "program": "the training program's module that sets it up",
+    "pipeline_tag": "the Hub's pipeline tag for its model card",
+    "auto_model": "the transformers auto class it trains",
+    "peft_task_type": "PEFT's task type for an adapter",
+    "prompt": "what the Try-it box asks for",
+    "answer": "the module:function that answers an input with the trained model",
+}
+#: the facts that name a function as `module:function`
+HOOKS = ("answer", "workload", "spec_rule", "preview_lengths")
+CALLABLE = re.compile(r"^[\w.]+:\w+$")
+
+
+def check_task(task: Task) -> Task:
+    """The task, or TaskError naming the first fact it lacks."""
+    for name, meaning in FACTS.items():
+        if not getattr(task, name):
+            raise TaskError(f"task '{task.name}' has no {name} ({meaning}); add it where the task is defined")
+    if not task.trl and not task.preview_lengths:
+        raise TaskError(
+            f"task '{task.name}' has no preview_lengths (the module:function that measures its rows' tokens for the "
+            "data preview); add it where the task is defined"
+        )
+    for name in HOOKS:
+        reference = getattr(task, name)
+        if reference and not CALLABLE.match(reference):
+            raise TaskError(f"task '{task.name}': {name} '{reference}' is not a module:function")
+    return task
+
+
+def registry(tasks) -> dict[str, Task]:
+    """Tasks by name, each checked (check_task), in their listed order; a name given twice is refused."""
+    found: dict[str, Task] = {}
+    for task in tasks:
+        if task.name in found:
+            raise TaskError(f"task '{task.name}' is registered twice; uninstall one of the packages that register it")
+        found[task.name] = check_task(task)
+    return dict(sorted(found.items(), key=lambda item: (item[1].listed, item[0])))
+
+
+def registered() -> dict[str, Task]:
+    """Every task of the entry-point group whose package loads, checked. A package that fails to load, or a task
+    that lacks a fact, is named in a warning and left out, so one broken plugin cannot break every spec; so is a
+    second task of a name already taken (nbtoolkit's own tasks are read first, so a plugin cannot replace one)."""
+    loaded: dict[str, tuple[Task, str]] = {}
+    for entry in sorted(registered_in(ENTRY_POINT_GROUP), key=lambda entry: not entry.value.startswith("nbtoolkit.")):
+        try:
+            task = entry.load()
+        except Exception as exc:
+            warnings.warn(
+                f"task '{entry.name}' ({entry.value}) could not be loaded and is left out: {exc}", stacklevel=2
+            )
+            continue
+        if not isinstance(task, Task) or task.name != entry.name:
+            warnings.warn(
+                f"the entry point '{entry.name}' in {ENTRY_POINT_GROUP} ({entry.value}) is not a nbtoolkit Task named "
+                f"'{entry.name}' and is left out",
+                stacklevel=2,
+            )
+            continue
+        if entry.name in loaded:
+            warnings.warn(
+                f"task '{entry.name}' ({entry.value}) is left out: {loaded[entry.name][1]} registers a task of that "
+                "name already; rename one of them",
+                stacklevel=2,
+            )
+            continue
+        try:
+            loaded[entry.name] = (check_task(task), entry.value)
+        except TaskError as exc:
+            warnings.warn(f"{exc}; until then it is left out", stacklevel=2)
+    if not loaded:  # nbtoolkit's own always register: this install's metadata predates the group
+        raise TaskError(
+            f"no task is registered in the entry-point group {ENTRY_POINT_GROUP}: nbtoolkit's installed metadata is "
+            "older than its source; install it again (make install, or pip install -e . in its checkout)"
+        )
+    return registry(task for task, _ in loaded.values())
+
+
+def hook(reference: str) -> Callable[..., Any]:
+    """The function a task's `module:function` fact names, imported now (its module may be heavy)."""
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+TASKS: dict[str, Task] = registered()
+#: the tasks TRL trains (the distribution's `chat` extra)
+TRL_TASKS: tuple[str, ...] = tuple(name for name, task in TASKS.items() if task.trl)
+TASK_NAMES: tuple[str, ...] = tuple(TASKS)
+
+
+def columns_used(task: str, dataset) -> dict[str, str]:
+    """Spec field -> the column a spec's dataset block reads for the task (optional fields it leaves out)."""
+    chosen = {field: getattr(dataset, field) or default for field, default in TASKS[task].columns.items()}
+    return {field: name for field, name in chosen.items() if name}

@@ -1,0 +1,92 @@
+"""A task from another distribution: registered by an entry point alone, it is a task of the spec and the form, trains
+as a job and answers with its own function, like nbtoolkit's own; a broken one, one missing a fact and one that takes
+a name already registered are each named in one sentence and left out."""
+
+from __future__ import annotations
+
+import json
+
+from tests.test_backend_plugins import plugin, run
+
+#: a poem task: causal-lm's data, model and training, its own answering function
+DESCRIPTOR = '''
+"""Poems: texts continued, answered as a poem."""
+from dataclasses import replace
+
+from nbtoolkit.tasks.causal_lm import TASK as CAUSAL_LM
+
+TASK = replace(CAUSAL_LM, name="poem", prompt="the first line of a poem", answer="poems_nbtoolkit.answer:verse",
+               sample_data="causal-lm", listed=5000)
+NO_PROMPT = replace(TASK, name="unprompted", prompt="")
+TWICE = replace(TASK, name="chat")
+'''
+
+ANSWER = """
+from nbtoolkit.tasks.causal_lm.answer import continue_text
+
+
+def verse(spec, model, tokenizer, text):
+    return {"verse": text + continue_text(spec, model, tokenizer, text)["continuation"]}
+"""
+
+
+def test_a_task_registered_only_by_its_entry_point_trains_and_answers_and_broken_ones_are_left_out(tmp_path, home):
+    root = tmp_path / "site"
+    entries = "\n".join(
+        [
+            "poem = poems_nbtoolkit:TASK",
+            "unprompted = poems_nbtoolkit:NO_PROMPT",
+            "chat = poems_nbtoolkit:TWICE",
+            "broken = poems_nbtoolkit.missing:TASK",
+        ]
+    )
+    files = {"poems_nbtoolkit/__init__.py": DESCRIPTOR, "poems_nbtoolkit/answer.py": ANSWER}
+    plugin(root, "poems_nbtoolkit", entries, files, group="nbtoolkit.tasks")
+    done = run(
+        """
+        import json, warnings
+        warnings.simplefilter("always")
+        from nbtoolkit.api import launch
+        from nbtoolkit.notebook.spec_fields import choices
+        from nbtoolkit.tasks import TASK_NAMES, TASKS
+
+        job = launch({"name": "poems", "task": "poem", "train": {"max_steps": 2, "eval_steps": 2}})
+        found = {"names": TASK_NAMES, "form": list(choices("task")), "status": job.wait(timeout=240),
+                 "chat": TASKS["chat"].answer}
+        found["answer"] = job.predict("Roses are red")
+        print(json.dumps(found))
+    """,
+        root,
+        home,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["names"][-1] == "poem" and found["form"] == found["names"]
+    assert "unprompted" not in found["names"] and "broken" not in found["names"]
+    assert found["status"] == "succeeded"
+    assert found["answer"]["verse"].startswith("Roses are red")
+    assert found["chat"] == "nbtoolkit.tasks.chat.answer:reply"  # nbtoolkit's own chat, not the plugin's
+    warned = done.stderr
+    assert (
+        "task 'unprompted' has no prompt (what the Try-it box asks for); add it where the task is defined; until then "
+        "it is left out" in warned
+    )
+    assert (
+        "task 'chat' (poems_nbtoolkit:TWICE) is left out: nbtoolkit.tasks.chat:TASK registers a task of that name "
+        "already; rename one of them" in warned
+    )
+    assert "task 'broken' (poems_nbtoolkit.missing:TASK) could not be loaded and is left out: No module named" in warned
+
+
+def test_an_install_whose_metadata_predates_the_task_group_says_to_install_again(tmp_path, home):
+    """nbtoolkit's own tasks reach the registry through its installed entry points: an older install's have none."""
+    root = tmp_path / "site"
+    root.mkdir()
+    plugin(root, "nbtoolkit_finetune", "local = nbtoolkit.backends.local:backend", {})  # shadows the installed one
+    done = run("import nbtoolkit.spec", root, home)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        "nbtoolkit.tasks.TaskError: no task is registered in the entry-point group nbtoolkit.tasks: nbtoolkit's "
+        "installed metadata is older than its source; install it again (make install, or pip install -e . in its "
+        "checkout)"
+    )
