@@ -18,9 +18,11 @@ TOKENIZERS = ASSETS / "tokenizers"
 
 
 class TinyModel(NamedTuple):
-    tokenizer: str  # folder under assets/tokenizers
+    tokenizer: str  # folder under assets/tokenizers (a processor's folder for a vision-language model)
     model_type: str  # transformers config type
-    sizes: dict[str, int]
+    sizes: dict[str, Any]  # config fields; a composite model's language model in text_config
+    #: config field -> the token whose id it holds (a vision-language model's image tokens), read from the tokenizer
+    tokens: dict[str, str] = {}  # noqa: RUF012 (a NamedTuple default: never mutated)
 
 
 #: bundled tiny models (train in seconds on CPU); the task registry (nbtoolkit.tasks) names one per task
@@ -77,7 +79,17 @@ def vocab_size(name: str) -> int:
 def tiny_config_fields(name: str) -> dict[str, Any]:
     """config.json fields of a bundled tiny model (what the planner needs to size it)."""
     model = TINY_MODELS[name]
-    return {"model_type": model.model_type, "vocab_size": vocab_size(name), **model.sizes}
+    return with_language_facts(model.sizes, model_type=model.model_type, vocab_size=vocab_size(name))
+
+
+def with_language_facts(sizes: dict[str, Any], **facts: Any) -> dict[str, Any]:
+    """Config fields with the tokenizer's facts (vocabulary size, special token ids) where the language model reads
+    them: its own text_config in a composite (vision-language) model, the top level otherwise."""
+    if "text_config" not in sizes:
+        return {**facts, **sizes}
+    model_type = facts.pop("model_type", None)
+    top = {"model_type": model_type} if model_type else {}
+    return {**top, **sizes, "text_config": {**sizes["text_config"], **facts}}
 
 
 def bundled_files(task: str) -> dict[str, str]:

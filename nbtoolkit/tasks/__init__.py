@@ -22,7 +22,7 @@ from typing import Any, Literal
 ENTRY_POINT_GROUP = "nbtoolkit.tasks"
 
 #: which models can do a task, as the pairing check reads a model's config
-Head = Literal["sequence-classification", "question-answering", "seq2seq", "causal-lm"]
+Head = Literal["sequence-classification", "question-answering", "seq2seq", "causal-lm", "image-text-to-text"]
 
 
 @dataclass(frozen=True)
