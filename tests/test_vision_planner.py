@@ -21,7 +21,7 @@ def test_the_tiny_vision_model_as_built_and_as_its_processor_tokenizes():
     from transformers import AutoModelForImageTextToText
 
     from nbtoolkit.train.models import load_tokenizer, tiny_config
-    from nbtoolkit.train.tasks.vision_chat import load_processor
+    from nbtoolkit.tasks.vision_chat.train import load_processor
 
     shape = model_shape("nbtoolkit/tiny-vlm")
     _, vision = counted(
