@@ -94,6 +94,10 @@ class Task:
     #: `module:function` (spec, sample, used columns, tokenizer) -> the data preview's token lengths per side, as the
     #: program tokenizes them; the TRL tasks' previews template their rows instead (nbtoolkit.chat_preview)
     preview_lengths: str = ""
+    #: `module:function` (spec, sample) -> (format in words, columns read, rendered rows, warning or None): the data
+    #: preview's rendering for rows the chat template alone cannot render (a vision-language task's images through its
+    #: processor); "": nbtoolkit.chat_preview's, for the TRL tasks
+    preview_sample: str = ""
     #: what the data preview says of its lengths (formatted with `data`, the spec's dataset block)
     preview_note: str = ""
     #: its loss stays about 0 by design (GRPO's advantages sum to 0): the run doctor does not call it stuck
