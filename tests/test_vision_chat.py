@@ -80,6 +80,28 @@ def test_predict_answers_about_an_image(job, monkeypatch):
         job.predict({"text": "What shape is this?", "image": "nowhere.png"})
 
 
+def test_the_preview_shows_each_image_beside_its_text_and_loss_tokens():
+    import base64
+    import io
+
+    from PIL import Image
+
+    from nbtoolkit.data_preview import preview_data
+
+    report = preview_data({"task": "vision-chat"})
+    assert report.data_format.startswith("messages, messages with image parts")
+    assert report.format_columns == ["messages", "images"]
+    first = report.rendered[0]
+    assert [text for text, loss in first.pieces if loss] == ["A square.<|im_end|>"]  # the reply alone carries loss
+    assert "<image_soft_token>" * 4 in first.marked()
+    shown = Image.open(io.BytesIO(base64.b64decode(first.images[0])))
+    assert shown.size == (48, 48) and shown.getpixel((24, 24)) == (40, 160, 70)  # green-square.png, row 1's
+    page = report._repr_html_()
+    assert page.count("<img src='data:image/png;base64,") == len(report.rendered) == 5
+    llava = preview_data({"task": "vision-chat", "dataset": {"files": {"train": str(SAMPLE / "llava-train.json")}}})
+    assert llava.data_format.startswith("sharegpt, sharegpt conversations with <image>") and llava.sample_size == 32
+
+
 # -- formats, without a job --------------------------------------------------------------------------
 
 

@@ -18,5 +18,6 @@ TASK = Task(
     try_it="chat",
     trl=True,
     set_by_field={"max_length": "dataset.max_length"},
+    preview_sample="nbtoolkit.tasks.vision_chat.preview:preview_sample",
     listed=90,
 )

@@ -71,15 +71,16 @@ def data_folder(spec, split: str) -> Path | None:
     return Path(files[name]).expanduser().resolve().parent if name in files else None
 
 
-def conversations(spec, dataset, split: str):
-    """The split as TRL's vision rows (messages with image parts, images decoded as batches form), format said once."""
+def conversations(spec, dataset, split: str, say: bool = True):
+    """The split as TRL's vision rows (messages with image parts, images decoded as batches form), the format said
+    once (`say`: in the job's log)."""
     from datasets import Image, List
 
     try:
         fmt = detect_vision_format(dataset.column_names, spec.dataset.format)
     except FormatError as exc:
         raise TrainError(f"the {split} split: {exc}") from None
-    if split == "train" and os.environ.get("RANK", "0") == "0":
+    if say and split == "train" and os.environ.get("RANK", "0") == "0":
         how = "detected" if spec.dataset.format == "auto" else "as dataset.format says"
         print(f"[nbtoolkit] dataset format: {fmt}, {VISION_FORMAT_NAMES[fmt]} ({how})", flush=True)
     folder = data_folder(spec, split)
