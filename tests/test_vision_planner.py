@@ -20,8 +20,8 @@ def test_the_tiny_vision_model_as_built_and_as_its_processor_tokenizes():
     from PIL import Image
     from transformers import AutoModelForImageTextToText
 
-    from nbtoolkit.train.models import load_tokenizer, tiny_config
     from nbtoolkit.tasks.vision_chat.train import load_processor
+    from nbtoolkit.train.models import load_tokenizer, tiny_config
 
     shape = model_shape("nbtoolkit/tiny-vlm")
     _, vision = counted(
