@@ -62,7 +62,7 @@ class Task:
     #: `module:function` that answers one input with a trained model (Job.predict, Try it)
     answer: str
     #: how the Try-it box asks: one text, a question with its context, or a chat (the history goes with each message)
-    try_it: Literal["text", "question-and-context", "chat"] = "text"
+    try_it: Literal["text", "question-and-context", "chat", "chat-with-images"] = "text"
     #: trained by TRL's trainers (the distribution's `chat` extra); their data formats are nbtoolkit.chat_formats
     trl: bool = False
     #: its rows are conversations in one of the chat formats (nbtoolkit.chat_formats: `dataset.format` says which),
