@@ -80,6 +80,33 @@ def test_predict_answers_about_an_image(job, monkeypatch):
         job.predict({"text": "What shape is this?", "image": "nowhere.png"})
 
 
+def test_try_it_sends_an_uploaded_image_with_the_message(job):
+    from datetime import datetime, timezone
+
+    from nbtoolkit.notebook.try_it import TryIt
+
+    chat = TryIt(job)
+    assert chat.image in chat.children[-2].children  # the upload beside the buttons
+    png = (SAMPLE / "images" / "red-circle.png").read_bytes()
+    chat.image.value = (
+        {
+            "name": "red-circle.png",
+            "type": "image/png",
+            "size": len(png),
+            "content": memoryview(png),
+            "last_modified": datetime.now(timezone.utc),
+        },
+    )
+    chat.text.value = "What shape is this?"
+    answer = chat.ask()
+    assert answer is not None and answer["prompt"].count("<start_of_image>") == 1
+    sent = chat.history[0]["content"]
+    assert sent[0]["type"] == "image" and Path(sent[0]["image"]).read_bytes() == png
+    assert chat.image.value == () and "[image red-circle.png] What shape is this?" in chat.answer.value
+    chat.text.value = "And its colour?"  # the next message carries no new image; the first stays in the history
+    assert chat.ask()["prompt"].count("<start_of_image>") == 1
+
+
 def test_the_preview_shows_each_image_beside_its_text_and_loss_tokens():
     import base64
     import io
