@@ -244,10 +244,9 @@ class Plan(Estimate):
                 f" ({self.adapter.replace('q', 'Q').replace('lora', 'LoRA')}: {self.trainable_params / 1e6:.2f}M trainable)"
             )
         )
+        tower = f"{self.vision_params / 1e6:,.1f}M" if self.vision_params >= 1e5 else f"{self.vision_params / 1e3:.1f}k"
         vision = (
-            f" (vision tower and projector {self.vision_params / 1e6:,.1f}M; {self.image_tokens} tokens per image)"
-            if self.vision_params
-            else ""
+            f" (vision tower and projector {tower}; {self.image_tokens} tokens per image)" if self.vision_params else ""
         )
         lines = [f"{self.model}: {size} parameters{vision}{trained}; {self.description}"]
         if self.device_memory_bytes:
