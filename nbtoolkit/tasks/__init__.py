@@ -106,6 +106,9 @@ class Task:
     logs_rewards: bool = False
     #: its model scores a reply (one output): GRPO's `reward.models` may name its jobs
     scores_replies: bool = False
+    #: pip requirements its training needs beyond nbtoolkit's floor (nbtoolkit.train.supported_versions), e.g.
+    #: "transformers>=5.18.0": a container installs them in place of the floor's line for that library
+    requires: tuple[str, ...] = ()
     #: where it stands in the form's list and the spec schema's enum (nbtoolkit's own: 10, 20, ...; then by name)
     listed: int = 1000
 
