@@ -103,6 +103,14 @@ def conversations(spec, dataset, split: str, say: bool = True):
 
 
 def setup(spec, splits) -> TaskSetup:
+    import transformers
+    from packaging.version import Version
+
+    if Version(transformers.__version__) < Version("5.18.0.dev0"):  # TRL's own test (sft_trainer.py:788-796)
+        raise TrainError(
+            f"task vision-chat needs transformers 5.18 or newer (TRL's loss on the assistant's tokens of a "
+            f"conversation with images); this environment has {transformers.__version__}: pip install -U transformers"
+        )
     processor = load_processor(spec.model_name)
     if not processor.chat_template:
         raise TrainError(f"model '{spec.model_name}' has no chat template in its processor; give an instruct model's")
