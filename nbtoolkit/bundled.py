@@ -18,9 +18,11 @@ TOKENIZERS = ASSETS / "tokenizers"
 
 
 class TinyModel(NamedTuple):
-    tokenizer: str  # folder under assets/tokenizers
+    tokenizer: str  # folder under assets/tokenizers (a processor's folder for a vision-language model)
     model_type: str  # transformers config type
-    sizes: dict[str, int]
+    sizes: dict[str, Any]  # config fields; a composite model's language model in text_config
+    #: config field -> the token whose id it holds (a vision-language model's image tokens), read from the tokenizer
+    tokens: dict[str, str] = {}  # noqa: RUF012 (a NamedTuple default: never mutated)
 
 
 #: bundled tiny models (train in seconds on CPU); the task registry (nbtoolkit.tasks) names one per task
@@ -55,6 +57,40 @@ TINY_MODELS: dict[str, TinyModel] = {
             max_position_embeddings=512,
         ),
     ),
+    # Gemma 3's layout (SigLIP vision tower, average-pooled to mm_tokens_per_image soft tokens per image, Gemma 3
+    # language model) with the ChatML tokenizer and its image tokens: the vision-chat model. Gemma 3 rather than
+    # Qwen2.5-VL: transformers 5.23's Qwen2-VL processors need torchvision (their video processor), which nbtoolkit's
+    # lock has not; Gemma 3's processor runs on Pillow alone
+    "nbtoolkit/tiny-vlm": TinyModel(
+        "chatml-vision",
+        "gemma3",
+        dict(
+            text_config=dict(
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=16,
+                max_position_embeddings=512,
+                sliding_window=64,
+            ),
+            # 28 px images in 7 px patches: 16 patches, pooled 2x2 to the processor's 4 image tokens
+            vision_config=dict(
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                image_size=28,
+                patch_size=7,
+                vision_use_head=False,  # as Gemma 3's: its patches, not one pooled vector, reach the projector
+            ),
+            mm_tokens_per_image=4,
+        ),
+        tokens=dict(
+            boi_token_index="<start_of_image>", eoi_token_index="<end_of_image>", image_token_index="<image_soft_token>"
+        ),
+    ),
 }
 
 
@@ -77,7 +113,17 @@ def vocab_size(name: str) -> int:
 def tiny_config_fields(name: str) -> dict[str, Any]:
     """config.json fields of a bundled tiny model (what the planner needs to size it)."""
     model = TINY_MODELS[name]
-    return {"model_type": model.model_type, "vocab_size": vocab_size(name), **model.sizes}
+    return with_language_facts(model.sizes, model_type=model.model_type, vocab_size=vocab_size(name))
+
+
+def with_language_facts(sizes: dict[str, Any], **facts: Any) -> dict[str, Any]:
+    """Config fields with the tokenizer's facts (vocabulary size, special token ids) where the language model reads
+    them: its own text_config in a composite (vision-language) model, the top level otherwise."""
+    if "text_config" not in sizes:
+        return {**facts, **sizes}
+    model_type = facts.pop("model_type", None)
+    top = {"model_type": model_type} if model_type else {}
+    return {**top, **sizes, "text_config": {**sizes["text_config"], **facts}}
 
 
 def bundled_files(task: str) -> dict[str, str]:

@@ -33,6 +33,7 @@ class Rendered:
     tokens: int
     prompt_tokens: int
     loss_ids: frozenset[int] = frozenset()  # the token ids that carry loss
+    images: tuple[str, ...] = ()  # the row's images as base64 PNG thumbnails (a vision-language task's)
 
     def marked(self) -> str:
         """The text with the loss-carrying pieces in [[ ]] (the CLI's view)."""
@@ -125,6 +126,11 @@ def render(tokenizer, task: str, fmt: str, row: dict, number: int, template: str
     )
     ids = list(encoded["input_ids"])
     mask = [1] * len(ids) if every_token else list(encoded.get("assistant_masks") or [0] * len(ids))
+    return as_rendered(tokenizer, ids, mask)
+
+
+def as_rendered(tokenizer, ids: list[int], mask: list[int], images: tuple[str, ...] = ()) -> Rendered:
+    """Token ids and their loss mask as pieces of text that carry loss or not."""
     pieces: list[tuple[str, bool]] = []
     start = 0
     for end in range(1, len(ids) + 1):
@@ -132,4 +138,4 @@ def render(tokenizer, task: str, fmt: str, row: dict, number: int, template: str
             pieces.append((tokenizer.decode(ids[start:end]), bool(mask[start])))
             start = end
     loss_ids = frozenset(token for token, loss in zip(ids, mask, strict=True) if loss)
-    return Rendered(pieces, len(ids), mask.index(1) if 1 in mask else len(ids), loss_ids)
+    return Rendered(pieces, len(ids), mask.index(1) if 1 in mask else len(ids), loss_ids, images)

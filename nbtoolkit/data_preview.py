@@ -174,8 +174,14 @@ def preview_data(spec: RunSpec | dict | str, rows: int = DEFAULT_ROWS) -> DataPr
 
 
 def chat_preview(spec: RunSpec, sample) -> DataPreview:
-    """Chat, preference and grpo data: the format, the first rows as trained, token lengths after templating."""
-    fmt, rendered, warning = chat_sample(spec, sample)
+    """Chat, preference and grpo data: the format, the first rows as trained, token lengths after templating (a task's
+    own rendering where it has one: its preview_sample)."""
+    own = TASKS[spec.task].preview_sample
+    if own:
+        fmt, read, rendered, warning = hook(own)(spec, sample)
+    else:
+        fmt, rendered, warning = chat_sample(spec, sample)
+        read = read_columns(spec.task, fmt)
     limit = spec.dataset.max_length
     return DataPreview(
         task=spec.task,
@@ -189,7 +195,7 @@ def chat_preview(spec: RunSpec, sample) -> DataPreview:
         model=spec.model_name,
         data_format=fmt,
         rendered=rendered[:SHOWN_ROWS],
-        format_columns=read_columns(spec.task, fmt),
+        format_columns=read,
         warning=warning,
         note=TASKS[spec.task].preview_note.format(data=spec.dataset) or None,
     )

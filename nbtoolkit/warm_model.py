@@ -91,7 +91,7 @@ class ModelProcess:
 def answers(job_id: str, job_dir: Path, inputs: list, checkpoint: str | None) -> list:
     """The job's model's answers to `inputs`, from its warm process (started on the first request)."""
     key = str(job_dir.resolve())
-    request = {"inputs": inputs, "checkpoint": checkpoint}
+    request = {"inputs": inputs, "checkpoint": checkpoint, "cwd": os.getcwd()}  # relative paths in inputs are ours
     with _lock:
         for _ in range(2):  # an idle process may end just as a request reaches it: then once more, afresh
             process = _processes.get(key)

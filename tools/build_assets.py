@@ -772,6 +772,102 @@ def build_chatml_bpe(texts: list[str]) -> None:
     save_portable(fast, ASSETS / "tokenizers" / "chatml-bpe")
 
 
+#: the bundled images: a shape in a colour on white, 48 px (the tiny vision model's processor resizes them to 28)
+SHAPE_COLOURS = {"red": (214, 40, 40), "blue": (40, 90, 214), "green": (40, 160, 70), "yellow": (230, 200, 30)}
+SHAPES = ("circle", "square")
+VISION_QUESTIONS = [
+    ("What shape is this?", "A {shape}."),
+    ("What colour is the shape?", "It is {colour}."),
+    ("Describe the picture.", "A {colour} {shape} on a white background."),
+]
+
+
+def build_images(folder: Path) -> list[str]:
+    """The bundled PNGs, one per colour and shape; their names (e.g. red-circle.png)."""
+    from PIL import Image, ImageDraw
+
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for colour, rgb in SHAPE_COLOURS.items():
+        for shape in SHAPES:
+            image = Image.new("RGB", (48, 48), (255, 255, 255))
+            draw = ImageDraw.Draw(image)
+            (draw.ellipse if shape == "circle" else draw.rectangle)((8, 8, 40, 40), fill=rgb)
+            name = f"{colour}-{shape}.png"
+            image.save(folder / name, optimize=True)
+            names.append(name)
+    return names
+
+
+def vision_rows(names: list[str], count: int, rng: random.Random) -> list[tuple[str, str, str]]:
+    """(image path, question, answer) triples about the bundled images."""
+    rows = []
+    for _ in range(count):
+        name = rng.choice(names)
+        colour, shape = name.removesuffix(".png").split("-")
+        question, answer = rng.choice(VISION_QUESTIONS)
+        rows.append((f"images/{name}", question, answer.format(colour=colour, shape=shape)))
+    return rows
+
+
+def build_vision_samples() -> None:
+    """The vision-chat sample: TRL's format (messages with an image part + images) as jsonl, and the same kind of
+    rows in LLaVA's JSON (conversations with <image>, an image field) beside it; image paths relative to the file."""
+    folder = ASSETS / "data" / "vision-chat"
+    names = build_images(folder / "images")
+    rng = random.Random(36)
+    for split, count in (("train", 64), ("validation", 8)):
+        rows = [
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": answer}]},
+                ],
+                "images": [image],
+            }
+            for image, question, answer in vision_rows(names, count, rng)
+        ]
+        write_jsonl(folder / f"{split}.jsonl", rows)
+        llava = [
+            {
+                "id": f"{split}-{index:03d}",
+                "image": image,
+                "conversations": [{"from": "human", "value": f"<image>\n{question}"}, {"from": "gpt", "value": answer}],
+            }
+            for index, (image, question, answer) in enumerate(vision_rows(names, count // 2, rng))
+        ]
+        (folder / f"llava-{split}.json").write_text(json.dumps(llava, indent=1) + "\n")
+
+
+def build_chatml_vision() -> None:
+    """The tiny vision model's processor: the ChatML tokenizer with Gemma 3's three image tokens, a template that
+    renders image parts (nbtoolkit.tasks.vision_chat.formats.CHATML_VISION), and Gemma 3's image processor at 28 px giving 4 image
+    tokens per image (the tiny model's mm_tokens_per_image). Saved as a processor, so AutoProcessor loads the folder."""
+    from transformers import AutoTokenizer, Gemma3Processor
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    from nbtoolkit.tasks.vision_chat.formats import CHATML_VISION
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        ASSETS / "tokenizers" / "chatml-bpe",
+        extra_special_tokens={
+            "boi_token": "<start_of_image>",
+            "eoi_token": "<end_of_image>",
+            "image_token": "<image_soft_token>",
+        },
+    )
+    image_processor = Gemma3ImageProcessorPil(size={"height": 28, "width": 28})
+    processor = Gemma3Processor(image_processor, tokenizer, chat_template=CHATML_VISION, image_seq_length=4)
+    folder = ASSETS / "tokenizers" / "chatml-vision"
+    processor.save_pretrained(folder)
+    config_path = folder / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    for key in ("is_local", "local_files_only"):  # where this machine loaded it from: not the asset's business
+        config.pop(key, None)
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"  # as save_portable: v5 writes its own class name
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
 def main() -> None:
     rng = random.Random(20261121)
     texts = build_classification(rng)
@@ -780,6 +876,8 @@ def main() -> None:
     build_byte_bpe(task_texts)
     build_sentencepiece_style(task_texts)
     build_chatml_bpe(build_chat_samples())
+    build_vision_samples()
+    build_chatml_vision()
     print(f"assets written under {ASSETS}")
 
 

@@ -41,20 +41,32 @@ def data_html(report: DataPreview) -> str:
 
 
 def rendered_html(report: DataPreview) -> str:
-    """Chat data: the detected format, and the first rows as trained, the tokens that carry loss highlighted."""
-    examples = "".join(
+    """Chat data: the detected format, and the first rows as trained, the tokens that carry loss highlighted, each
+    row's images (a vision-language task's) beside its text."""
+    examples = "".join(map(example_html, report.rendered))
+    return (
+        f"<p>format: <b>{html.escape(report.data_format or '')}</b>; as trained through the chat template, "
+        f"<mark>highlighted</mark> tokens carry the loss:</p>{examples}"
+    )
+
+
+def example_html(example) -> str:
+    """One row as trained, its images (a vision-language task's) to the left of its text."""
+    text = (
         "<pre style='white-space: pre-wrap; font-size: 85%'>"
         + "".join(
             f"<mark title='carries loss'>{html.escape(text)}</mark>" if loss else html.escape(text)
             for text, loss in example.pieces
         )
         + "</pre>"
-        for example in report.rendered
     )
-    return (
-        f"<p>format: <b>{html.escape(report.data_format or '')}</b>; as trained through the chat template, "
-        f"<mark>highlighted</mark> tokens carry the loss:</p>{examples}"
+    if not example.images:
+        return text
+    images = "".join(
+        f"<img src='data:image/png;base64,{image}' alt='image {number}' style='flex: none; margin-top: 1em'>"
+        for number, image in enumerate(example.images, 1)
     )
+    return f"<div style='display: flex; gap: 12px; align-items: flex-start'>{images}{text}</div>"
 
 
 def rows_table(report: DataPreview) -> str:

@@ -8,6 +8,8 @@ continuation.
 from __future__ import annotations
 
 import html
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
@@ -42,7 +44,11 @@ class TryIt(widgets.VBox):
         self.history: list[dict[str, str]] = []
         self.new_chat = widgets.Button(description="New chat", icon="refresh")
         self.new_chat.on_click(lambda _: self.restart())
+        #: a vision-language model's: an image to send with the next message (saved to a file the model's process reads)
+        self.image = widgets.FileUpload(accept="image/*", multiple=False, description="Image")
         buttons = widgets.HBox([self.button, self.new_chat]) if self.is_chat else self.button
+        if self.takes_images:
+            buttons = widgets.HBox([self.image, self.button, self.new_chat])
         model = f"checkpoint {checkpoint}" if checkpoint else "the final model"
         if server_url:
             model = f"the server at {server_url}, serving the final model"
@@ -52,7 +58,23 @@ class TryIt(widgets.VBox):
 
     @property
     def is_chat(self) -> bool:
-        return TASKS[self.task].try_it == "chat"
+        return TASKS[self.task].try_it in ("chat", "chat-with-images")
+
+    @property
+    def takes_images(self) -> bool:
+        return TASKS[self.task].try_it == "chat-with-images"
+
+    def message(self, text: str) -> str | list[dict[str, str]]:
+        """The user's message: the text, or with an uploaded image its parts (the image saved where the model's
+        process reads it); the upload is cleared once sent."""
+        if not (self.takes_images and self.image.value):
+            return text
+        upload = self.image.value[0]
+        folder = Path(tempfile.mkdtemp(prefix=f"nbtoolkit-try-it-{self.job.id}-"))
+        path = folder / Path(upload["name"]).name
+        path.write_bytes(bytes(upload["content"]))
+        self.image.value = ()
+        return [{"type": "image", "image": str(path)}, {"type": "text", "text": text}]
 
     def restart(self) -> None:
         """Forget the conversation (the model keeps none: each message sends the history so far)."""
@@ -74,7 +96,7 @@ class TryIt(widgets.VBox):
             self.answer.value = say("type a question and a context first" if self.is_qa else "type a text first")
             return None
         self.button.disabled = True
-        asked = [*self.history, {"role": "user", "content": given}] if self.is_chat else given
+        asked = [*self.history, {"role": "user", "content": self.message(given)}] if self.is_chat else given
         self.answer.value = (chat_html(asked) if self.is_chat else "") + "<i>the model is answering ...</i>"
         try:
             self.last = (
@@ -115,8 +137,8 @@ def answer_html(given: str | dict[str, str], answer: dict[str, Any]) -> str:
     return f"<p>{html.escape(given)}<b>{html.escape(answer['continuation'])}</b></p>"
 
 
-def chat_html(messages: list[dict[str, str]]) -> str:
-    """The conversation as alternating turns, the model's on the right."""
+def chat_html(messages: list[dict[str, Any]]) -> str:
+    """The conversation as alternating turns, the model's on the right (an image a message carried: its name)."""
     styles = {
         "user": ("you", "text-align: left"),
         "assistant": ("model", "text-align: right; color: var(--jp-brand-color1, #1976d2)"),
@@ -124,7 +146,12 @@ def chat_html(messages: list[dict[str, str]]) -> str:
     turns = []
     for message in messages:
         who, style = styles.get(message["role"], (message["role"], "color: gray"))
-        text = html.escape(message["content"]) or "<i>(empty reply)</i>"
+        content = message["content"]
+        if isinstance(content, list):  # text and image parts
+            content = " ".join(
+                f"[image {Path(part['image']).name}]" if part["type"] == "image" else part["text"] for part in content
+            )
+        text = html.escape(content) or "<i>(empty reply)</i>"
         turns.append(f"<p class='nbtoolkit-chat-{who}' style='{style}'><b>{who}:</b> {text}</p>")
     return "".join(turns)
 

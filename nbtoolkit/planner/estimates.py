@@ -202,6 +202,9 @@ class Plan(Estimate):
 
     model: str
     params: int
+    #: a vision-language model's vision tower and projector (among params), and the tokens an image becomes
+    vision_params: int = 0
+    image_tokens: int = 0
     params_exact: bool
     model_source: str
     input_length: int
@@ -241,7 +244,11 @@ class Plan(Estimate):
                 f" ({self.adapter.replace('q', 'Q').replace('lora', 'LoRA')}: {self.trainable_params / 1e6:.2f}M trainable)"
             )
         )
-        lines = [f"{self.model}: {size} parameters{trained}; {self.description}"]
+        tower = f"{self.vision_params / 1e6:,.1f}M" if self.vision_params >= 1e5 else f"{self.vision_params / 1e3:.1f}k"
+        vision = (
+            f" (vision tower and projector {tower}; {self.image_tokens} tokens per image)" if self.vision_params else ""
+        )
+        lines = [f"{self.model}: {size} parameters{vision}{trained}; {self.description}"]
         if self.device_memory_bytes:
             fit = "fits" if self.device_fits else "does NOT fit"
             lines.append(

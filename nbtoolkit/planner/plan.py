@@ -361,6 +361,8 @@ def plan(
         **{**own.model_dump(), "problems": problems + own.problems, "adapter": work.adapter},
         model=spec.model_name,
         params=shape.params,
+        vision_params=shape.vision_params,
+        image_tokens=shape.image_tokens,
         params_exact=shape.exact,
         model_source=shape.source,
         input_length=work.input_length,

@@ -79,6 +79,12 @@ class ModelShape(BaseModel):
     #: a decoder's output head when it is not tied to the embeddings (vocab x hidden), among `params`: what a
     #: sequence-classification model of the same config (a reward model) has instead of it is one score per label
     untied_head_params: int = 0
+    #: a vision-language model's vision tower and its projector into the language model, among `params`
+    vision_params: int = 0
+    #: the patches the vision tower reads per image, and the tokens an image becomes in the language model's
+    #: sequence, both at the processor's resolution (the image is resized to the tower's image_size)
+    image_patches: int = 0
+    image_tokens: int = 0
 
     @property
     def quantized_params(self) -> int:
@@ -229,8 +235,66 @@ def _generic_decoder(cfg: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+#: vision towers the planner counts (a ViT: patch embedding, positions, pre-norm layers): their config types
+VISION_TOWERS = ("siglip_vision_model", "clip_vision_model")
+
+
+def _vision(cfg: dict[str, Any]) -> dict[str, int]:
+    """A vision-language model's vision tower and projector: parameters (exact, as transformers 5.23 builds them:
+    models/siglip/modeling_siglip.py, models/clip/modeling_clip.py), patches and image tokens per image.
+
+    Gemma 3 average-pools the tower's patches to mm_tokens_per_image tokens and projects them with one matrix and an
+    RMSNorm (models/gemma3/modeling_gemma3.py, Gemma3MultiModalProjector); LLaVA keeps every patch (not CLIP's class
+    token) and projects with a two-layer MLP (models/llava/modeling_llava.py, LlavaMultiModalProjector)."""
+    vision, text = cfg["vision_config"], cfg["text_config"]
+    tower = vision.get("model_type", "siglip_vision_model" if cfg.get("model_type") == "gemma3" else "")
+    if tower not in VISION_TOWERS or cfg.get("model_type") not in ("gemma3", "llava"):
+        raise ModelShapeError(
+            f"its vision tower ({tower or 'unknown'}) in a {cfg.get('model_type')} model is not one the planner "
+            "sizes; it sizes gemma3 and llava models with siglip or clip towers"
+        )
+    d, inner, layers = vision["hidden_size"], vision["intermediate_size"], vision["num_hidden_layers"]
+    patch, size = vision.get("patch_size", 14), vision.get("image_size", 224)
+    patches = (size // patch) ** 2
+    layer = 4 * (d * d + d) + (d * inner + inner) + (inner * d + d) + 4 * d  # attention, MLP, two layer norms
+    params = layers * layer + 2 * d  # the last layer norm
+    if tower == "siglip_vision_model":
+        params += 3 * patch * patch * d + d + patches * d  # patch convolution (with bias), positions
+        if vision.get("vision_use_head", True):  # attention pooling: probe, attention, norm, MLP
+            params += d + 3 * d * d + 3 * d + d * d + d + 2 * d + (d * inner + inner) + (inner * d + d)
+    else:  # CLIP: a class token, a bias-free patch convolution, positions for the patches and the class token
+        params += d + 3 * patch * patch * d + (patches + 1) * d + 2 * d  # and a layer norm before the layers
+    hidden = text["hidden_size"]
+    if cfg["model_type"] == "gemma3":
+        params += d * hidden + d
+        tokens = cfg.get("mm_tokens_per_image", 256)
+    else:
+        bias = cfg.get("multimodal_projector_bias", True)
+        params += d * hidden + hidden * hidden + 2 * hidden * bias
+        tokens = patches
+    return {"vision_params": params, "image_patches": patches, "image_tokens": tokens}
+
+
 def shape_from_config(name: str, cfg: dict[str, Any], source: str) -> ModelShape:
-    """A ModelShape from config.json fields (also what `AutoConfig(...).to_dict()` gives)."""
+    """A ModelShape from config.json fields (also what `AutoConfig(...).to_dict()` gives); a vision-language model's
+    from its language model's text_config, with its vision tower and projector added."""
+    if "vision_config" in cfg and "text_config" in cfg:
+        try:
+            vision = _vision(cfg)
+        except KeyError as missing:
+            raise ModelShapeError(
+                f"model {name}: its vision_config has no {missing} field, so it cannot be sized"
+            ) from None
+        except ModelShapeError as exc:
+            raise ModelShapeError(f"model {name}: {exc}") from None
+        # the output layer's tie is the composite's (Gemma 3's default: tied; LLaVA's: its text model's)
+        tied = {"tie_word_embeddings": cfg["tie_word_embeddings"]} if "tie_word_embeddings" in cfg else {}
+        if not tied and cfg["model_type"] == "gemma3":
+            tied = {"tie_word_embeddings": True}
+        language = shape_from_config(name, {**cfg["text_config"], **tied}, source)
+        return language.model_copy(
+            update={"model_type": cfg["model_type"], "params": language.params + vision["vision_params"], **vision}
+        )
     model_type = str(cfg.get("model_type", ""))
     families = {**dict.fromkeys(T5_LIKE, _t5), **dict.fromkeys(BERT_LIKE, _bert), "gpt2": _gpt2}
     if model_type in families:

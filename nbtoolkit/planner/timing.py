@@ -24,12 +24,13 @@ def flops_per_sample(shape: ModelShape, input_length: int, target_length: int, c
     """Training FLOPs for one sample: k · Σ weights x tokens, k = 6 (8 with checkpointing).
 
     Embedding lookups cost no matmul FLOPs and are left out; attention-score FLOPs
-    (about 2% at 512 tokens for these models) are left out too.
+    (about 2% at 512 tokens for these models) are left out too. A vision-language sample holds one image: its
+    patches go forward through the frozen vision tower once (2 · weights x patches, no backward).
     """
     factor = 8 if checkpointing else 6
     tokens = shape.input_matmul_params * input_length
     tokens += shape.target_matmul_params * (target_length if shape.decoder_layers else 0)
-    return factor * tokens
+    return factor * tokens + 2 * shape.vision_params * shape.image_patches
 
 
 @dataclass(frozen=True)

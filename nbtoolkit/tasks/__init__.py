@@ -23,7 +23,7 @@ from nbtoolkit.plugins import registered_in
 ENTRY_POINT_GROUP = "nbtoolkit.tasks"
 
 #: which models can do a task, as the pairing check reads a model's config
-Head = Literal["sequence-classification", "question-answering", "seq2seq", "causal-lm"]
+Head = Literal["sequence-classification", "question-answering", "seq2seq", "causal-lm", "image-text-to-text"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class Task:
     #: `module:function` that answers one input with a trained model (Job.predict, Try it)
     answer: str
     #: how the Try-it box asks: one text, a question with its context, or a chat (the history goes with each message)
-    try_it: Literal["text", "question-and-context", "chat"] = "text"
+    try_it: Literal["text", "question-and-context", "chat", "chat-with-images"] = "text"
     #: trained by TRL's trainers (the distribution's `chat` extra); their data formats are nbtoolkit.chat_formats
     trl: bool = False
     #: its rows are conversations in one of the chat formats (nbtoolkit.chat_formats: `dataset.format` says which),
@@ -95,6 +95,10 @@ class Task:
     #: `module:function` (spec, sample, used columns, tokenizer) -> the data preview's token lengths per side, as the
     #: program tokenizes them; the TRL tasks' previews template their rows instead (nbtoolkit.chat_preview)
     preview_lengths: str = ""
+    #: `module:function` (spec, sample) -> (format in words, columns read, rendered rows, warning or None): the data
+    #: preview's rendering for rows the chat template alone cannot render (a vision-language task's images through its
+    #: processor); "": nbtoolkit.chat_preview's, for the TRL tasks
+    preview_sample: str = ""
     #: what the data preview says of its lengths (formatted with `data`, the spec's dataset block)
     preview_note: str = ""
     #: its loss stays about 0 by design (GRPO's advantages sum to 0): the run doctor does not call it stuck
@@ -103,6 +107,9 @@ class Task:
     logs_rewards: bool = False
     #: its model scores a reply (one output): GRPO's `reward.models` may name its jobs
     scores_replies: bool = False
+    #: pip requirements its training needs beyond nbtoolkit's floor (nbtoolkit.train.supported_versions), e.g.
+    #: "transformers>=5.18.0": a container installs them in place of the floor's line for that library
+    requires: tuple[str, ...] = ()
     #: where it stands in the form's list and the spec schema's enum (nbtoolkit's own: 10, 20, ...; then by name)
     listed: int = 1000
 

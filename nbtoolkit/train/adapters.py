@@ -86,21 +86,24 @@ def missing_targets(spec: RunSpec, config) -> str | None:
     )
 
 
-def wrap(model, spec: RunSpec):
-    """The model with the spec's adapters: base weights frozen, adapters (and a new task head) trainable."""
+def wrap(model, spec: RunSpec, default_targets: list[str] | None = None):
+    """The model with the spec's adapters: base weights frozen, adapters (and a new task head) trainable.
+
+    `default_targets`: the modules to wrap when the spec names none (the task's choice), else every linear layer."""
     import torch
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     adapter: AdapterSpec = spec.adapter
     if adapter.type == "qlora":
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=spec.gradient_checkpointing)
+    targets = default_targets if default_targets and not adapter.target_modules else target_modules(adapter)
     config = LoraConfig(
         task_type=TASKS[spec.task].peft_task_type,
         r=adapter.r,
         lora_alpha=adapter.alpha,
         lora_dropout=adapter.dropout,
-        target_modules=target_modules(adapter),
-        exclude_modules=TASK_HEADS if target_modules(adapter) == ALL_LINEAR else None,
+        target_modules=targets,
+        exclude_modules=TASK_HEADS if targets == ALL_LINEAR else None,
     )
     wrapped = get_peft_model(model, config)
     for parameter in wrapped.parameters():  # PEFT casts its adapters to fp32, not a task head it trains whole

@@ -26,8 +26,9 @@ MAX_NEW_TOKENS = 64
 
 
 def trained_model(spec: RunSpec, checkpoint: str | None = None):
-    """(model, tokenizer) of the job's final model, or of `checkpoint` (a checkpoint-N folder)."""
-    from transformers import AutoTokenizer
+    """(model, tokenizer) of the job's final model, or of `checkpoint` (a checkpoint-N folder); the tokenizer is the
+    saved processor where the job saved one (a vision-language model's: image processor, tokenizer, template)."""
+    from transformers import AutoProcessor, AutoTokenizer
 
     from nbtoolkit.saved_models import BASE_DIR, base_weights
     from nbtoolkit.train.adapters import auto_class
@@ -49,9 +50,14 @@ def trained_model(spec: RunSpec, checkpoint: str | None = None):
         model = PeftModel.from_pretrained(base, where)
     else:
         model = auto_class(spec.task).from_pretrained(where)
-    tokenizer = AutoTokenizer.from_pretrained(where if (where / "tokenizer_config.json").is_file() else MODEL_DIR)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    saved = where if (where / "tokenizer_config.json").is_file() else MODEL_DIR
+    if (saved / "processor_config.json").is_file():
+        tokenizer = AutoProcessor.from_pretrained(saved)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(saved)
+    text = getattr(tokenizer, "tokenizer", tokenizer)
+    if text.pad_token is None:
+        text.pad_token = text.eos_token
     return model.eval(), tokenizer
 
 
@@ -93,6 +99,7 @@ def serve(job_dir: Path, idle_s: float, replies) -> None:
             if key != loaded[0]:
                 loaded = ((), None)  # the old model goes before the new one loads
                 loaded = (key, trained_model(spec, checkpoint))
+            os.chdir(request.get("cwd") or job_dir)  # a file an input names (an image) is where the caller sees it
             reply: dict = {"answers": answer(spec, *loaded[1], request["inputs"])}
         except (SpecError, TrainError) as exc:
             reply = {"error": str(exc)}

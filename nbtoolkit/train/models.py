@@ -6,7 +6,7 @@ from pathlib import Path
 
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
-from nbtoolkit.bundled import TINY_MODELS, is_bundled, tokenizer_dir
+from nbtoolkit.bundled import TINY_MODELS, is_bundled, tokenizer_dir, with_language_facts
 from nbtoolkit.packaged import packaged_model_path
 from nbtoolkit.precision import spec_load_dtype
 from nbtoolkit.saved_models import base_weights, config_folder, is_adapter_folder
@@ -21,7 +21,8 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
 
 def tiny_config(name: str, tokenizer: PreTrainedTokenizerBase, **overrides):
     """The config of a bundled tiny model, sized to its bundled tokenizer and using its special tokens."""
-    _, model_type, sizes = TINY_MODELS[name]
+    model = TINY_MODELS[name]
+    model_type = model.model_type
     special = {
         f"{role}_token_id": getattr(tokenizer, f"{role}_token_id")
         for role in ("bos", "eos")
@@ -29,9 +30,9 @@ def tiny_config(name: str, tokenizer: PreTrainedTokenizerBase, **overrides):
     }
     if model_type == "t5":  # T5 starts decoding from the pad token
         special["decoder_start_token_id"] = tokenizer.pad_token_id
-    return AutoConfig.for_model(
-        model_type, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **special, **sizes, **overrides
-    )
+    fields = with_language_facts(model.sizes, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **special)
+    token_ids = {field: tokenizer.convert_tokens_to_ids(token) for field, token in model.tokens.items()}
+    return AutoConfig.for_model(model_type, **fields, **token_ids, **overrides)
 
 
 def model_config(name: str):

@@ -39,6 +39,7 @@ def has_head(head: str, config) -> bool:
         "causal-lm": lambda: kind == "decoder-only",
         "question-answering": lambda: config.model_type in auto.MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES,
         "sequence-classification": lambda: config.model_type in auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
+        "image-text-to-text": lambda: config.model_type in auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
     }
     return found[head]()
 

@@ -219,7 +219,7 @@ def run(
 
         if os.environ.get("RANK", "0") == "0":
             save_base(task.model, spec, model_dir, model_is_copy=model_is_copy)
-        task.model = wrap(task.model, spec)
+        task.model = wrap(task.model, spec, task.adapter_targets)
     engine = engine_for(spec)
     if engine.prepare_model is not None:
         task.model = engine.prepare_model(task.model)

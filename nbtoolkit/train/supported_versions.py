@@ -10,6 +10,7 @@ them, where tests/test_supported_versions.py trains the program, so the floor is
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 #: the oldest Hugging Face training image nbtoolkit picks: the newest one with V100 (sm_70) kernels
@@ -50,20 +51,25 @@ def floor_version(package: str) -> str:
     return next(floor.version for floor in FLOOR if floor.package == package)
 
 
-def container_requirements(extras: tuple[str, ...], keep_image_stack: bool = False) -> list[str]:
+def container_requirements(
+    extras: tuple[str, ...], keep_image_stack: bool = False, task_requires: tuple[str, ...] = ()
+) -> list[str]:
     """requirements.txt lines for a container: every library the program imports there, those of the floor at the
     floor or newer; with `keep_image_stack`, only the extras' (a Trainium image: the Neuron SDK's optimum-neuron
     0.4.1 holds its transformers at 4.55.4, below this floor, and the program meets it through its Neuron engine).
     Naming transformers keeps the image's: with `trl>=1.16` alone, pip 26.3 over the oldest image's libraries took
     the newest datasets (5.2.0, huggingface-hub>=1.31) and so replaced transformers 4.56.2 by 5.24.0; with these
-    lines it kept 4.56.2 and took datasets 5.0.1 (huggingface-hub<2.0)."""
+    lines it kept 4.56.2 and took datasets 5.0.1 (huggingface-hub<2.0). `task_requires` (the task's own, e.g.
+    transformers>=5.18.0) replace the floor's line of the same library."""
+    raised = {re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0].lower() for line in task_requires}
     return [
         *ALSO_IMPORTED,
         *(
             f"{floor.package}>={floor.version}"
             for floor in FLOOR
-            if floor.extra in extras or (floor.extra is None and not keep_image_stack)
+            if (floor.extra in extras or (floor.extra is None and not keep_image_stack)) and floor.package not in raised
         ),
+        *task_requires,
     ]
 
 

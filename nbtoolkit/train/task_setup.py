@@ -25,6 +25,9 @@ class TaskSetup:
     arguments_class: type | None = None  # default transformers.TrainingArguments
     argument_overrides: dict[str, Any] = field(default_factory=dict)
     trainer_arguments: dict[str, Any] = field(default_factory=dict)  # more for the trainer, e.g. TRL's reward_funcs
+    #: the modules an adapter wraps when adapter.target_modules names none (a vision-language model's language model
+    #: alone); None: every linear layer (PEFT's all-linear)
+    adapter_targets: list[str] | None = None
 
 
 def trainer_arguments(task: TaskSetup) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from nbtoolkit.backends.sagemaker.job import (
 )
 from nbtoolkit.runtime import ERROR_PREFIX, SPEC_FILE
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.supported_versions import container_requirements
 
 #: The entry script SageMaker runs (under torchrun for distributed jobs): nbtoolkit's program with
@@ -72,7 +73,10 @@ def code_files(spec: RunSpec) -> dict[str, str]:
         f"{CODE_DIR}/{SPEC_FILE}": shipped.model_dump_json(indent=2),
         f"{CODE_DIR}/{ENTRY_SCRIPT}": ENTRY_SOURCE,
         f"{CODE_DIR}/{REQUIREMENTS}": "".join(
-            f"{line}\n" for line in container_requirements(spec.extras_used, keep_image_stack=neuron)
+            f"{line}\n"
+            for line in container_requirements(
+                spec.extras_used, keep_image_stack=neuron, task_requires=TASKS[spec.task].requires
+            )
         ),
     }
     if neuron and spec.neuron.precompile:

@@ -1,0 +1,139 @@
+"""Vision-language chat data: detect its format, turn its rows into TRL's (`messages` with image parts + `images`).
+
+Two formats, named as nbtoolkit.chat_formats names their text-only kin:
+- `messages`: TRL's vision format (trl/trainer/sft_trainer.py:262-279, DataCollatorForVisionLanguageModeling):
+  turns whose content is text or a list of parts (`{"type": "image"}`, `{"type": "text", "text": ...}`), and an
+  `images` column holding one path (or list of paths) per row, in the order the image parts come;
+- `sharegpt`: LLaVA's JSON (LLaVA-Instruct-150K): `conversations` of `from: human/gpt` turns with `<image>` in the
+  text where the picture goes, and an `image` column holding one path.
+Image paths are relative to the data file's folder (or absolute). Light (no PIL, no datasets): the spec's data check,
+the preview and the training program share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from nbtoolkit.chat_formats import SHAREGPT_ROLES, FormatError, json_kind
+
+#: format -> (the turns' column, the images' column), checked in this order
+VISION_COLUMNS: dict[str, tuple[str, str]] = {
+    "messages": ("messages", "images"),
+    "sharegpt": ("conversations", "image"),
+}
+#: what each format is, in the words the job's log and the preview say
+VISION_FORMAT_NAMES = {
+    "messages": "messages with image parts and an images column (TRL's format)",
+    "sharegpt": "sharegpt conversations with <image> and an image column (LLaVA's format)",
+}
+#: where LLaVA's text puts the picture
+LLAVA_IMAGE = "<image>"
+
+#: ChatML with image parts: what the bundled tiny vision model's processor renders. An image part becomes
+#: Gemma 3's begin-of-image token, which its processor expands to the image's soft tokens
+#: (transformers/models/gemma3/processing_gemma3.py:45-49); TRL's `{% generation %}` markers wrap the replies.
+CHATML_VISION = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' }}"
+    "{%- if message['content'] is string %}{%- set parts = [{'type': 'text', 'text': message['content']}] %}"
+    "{%- else %}{%- set parts = message['content'] %}{%- endif %}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{% generation %}{%- for part in parts %}{%- if part['type'] == 'text' %}{{- part['text'] }}{%- endif %}"
+    "{%- endfor %}{{- '<|im_end|>' }}{% endgeneration %}{{- '\\n' }}"
+    "{%- else %}{%- for part in parts %}"
+    "{%- if part['type'] == 'image' %}{{- '<start_of_image>' }}"
+    "{%- elif part['type'] == 'text' %}{{- part['text'] }}{%- endif %}"
+    "{%- endfor %}{{- '<|im_end|>\\n' }}{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def detect_vision_format(columns: Iterable[str], declared: str = "auto") -> str:
+    """The format of rows with these columns: the declared one (checked), or with auto the first that fits."""
+    have = set(columns)
+    if declared != "auto":
+        if declared not in VISION_COLUMNS:
+            raise FormatError(
+                f"dataset.format '{declared}' holds no images; task vision-chat reads "
+                f"{' or '.join(VISION_COLUMNS)} (or auto)"
+            )
+        missing = [column for column in VISION_COLUMNS[declared] if column not in have]
+        if missing:
+            raise FormatError(
+                f"dataset.format '{declared}' needs the column(s) {', '.join(missing)}, but the data has "
+                f"{', '.join(sorted(have)) or 'no columns'}; rename them or use format: auto"
+            )
+        return declared
+    for name, wanted in VISION_COLUMNS.items():
+        if have.issuperset(wanted):
+            return name
+    raise FormatError(
+        f"the data is in no vision chat format nbtoolkit knows (its columns are {', '.join(sorted(have)) or 'none'}); "
+        f"give messages + images (TRL's) or conversations + image (LLaVA's)"
+    )
+
+
+def as_vision_row(row: dict[str, Any], fmt: str, folder: Path | None, number: int | None = None) -> dict[str, Any]:
+    """One row as TRL's: `messages` (every content a list of text and image parts) and `images` (paths made
+    absolute against `folder`, the data file's; images a hub dataset decoded are kept as they are)."""
+    where = f"row {number}" if number is not None else "a row"
+    turns_column, images_column = VISION_COLUMNS[fmt]
+    turns = row[turns_column]
+    if not isinstance(turns, list) or not turns:
+        raise FormatError(f"{where}'s {turns_column} is {json_kind(turns)}; it must be a list of turns")
+    images = row[images_column]
+    images = [] if images is None else images if isinstance(images, list) else [images]
+    messages = [_turn(turn, f"{where}'s {turns_column}, turn {index}") for index, turn in enumerate(turns, 1)]
+    parts = sum(part["type"] == "image" for message in messages for part in message["content"])
+    if parts == 0 and images:  # TRL's rule (trl/data_utils.py:52-55): the images go before the first user turn
+        first_user = next((message for message in messages if message["role"] == "user"), messages[0])
+        first_user["content"] = [{"type": "image", "text": None} for _ in images] + first_user["content"]
+    elif parts != len(images):
+        raise FormatError(
+            f"{where} has {parts} image place(s) in its turns but {len(images)} image(s) in its {images_column} "
+            "column; give one image per place"
+        )
+    return {"messages": messages, "images": [_image(image, folder, where) for image in images]}
+
+
+def _turn(turn: Any, where: str) -> dict[str, Any]:
+    """A role/content or from/value turn, its content as parts; LLaVA's `<image>` splits the text around a picture."""
+    if not isinstance(turn, dict):
+        raise FormatError(f"{where} is {json_kind(turn)}; a turn needs role + content or from + value")
+    role_key, content_key = ("role", "content") if "role" in turn else ("from", "value")
+    if role_key not in turn or content_key not in turn:
+        raise FormatError(
+            f"{where} has the keys {', '.join(sorted(turn)) or 'none'}; a turn needs role + content or from + value"
+        )
+    role = SHAREGPT_ROLES.get(turn[role_key], turn[role_key])
+    content = turn[content_key]
+    if isinstance(content, str):
+        pieces = content.split(LLAVA_IMAGE)
+        parts = [{"type": "text", "text": piece.strip("\n")} for piece in pieces]
+        for index in range(len(pieces) - 1, 0, -1):
+            parts.insert(index, {"type": "image", "text": None})
+        return {"role": role, "content": [part for part in parts if part["type"] == "image" or part["text"]]}
+    if not isinstance(content, list) or not content:
+        raise FormatError(f"{where}'s {content_key} is {json_kind(content)}; it must be a text or a list of parts")
+    return {"role": role, "content": [_part(part, f"{where}, part {index}") for index, part in enumerate(content, 1)]}
+
+
+def _part(part: Any, where: str) -> dict[str, Any]:
+    kind = part.get("type") if isinstance(part, dict) else None
+    if kind == "image":
+        return {"type": "image", "text": None}
+    if kind == "text" and isinstance(part.get("text"), str):
+        return {"type": "text", "text": part["text"]}
+    raise FormatError(f"{where} is {part!r}; a part is {{type: image}} or {{type: text, text: ...}}")
+
+
+def _image(image: Any, folder: Path | None, where: str) -> Any:
+    if not isinstance(image, str):
+        return image  # a hub dataset's decoded image
+    if not image.strip():
+        raise FormatError(f"{where} names an empty image path; give the image's path relative to the data file")
+    path = Path(image).expanduser()
+    return str(path if path.is_absolute() or folder is None else folder / path)

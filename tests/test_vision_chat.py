@@ -1,0 +1,166 @@
+"""vision-chat: the bundled tiny vision-language model with LoRA on 2 ranks (torchrun, gloo), one job several tests
+read (it trains, charts, answers about an image), and the vision data formats without a job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nbtoolkit.api import Job, launch
+from nbtoolkit.backends import LaunchError
+from nbtoolkit.bundled import ASSETS
+from nbtoolkit.chat_formats import FormatError
+from nbtoolkit.runner import JobStore
+from nbtoolkit.tasks.vision_chat.formats import as_vision_row, detect_vision_format
+
+pytestmark = pytest.mark.heavy  # a real 2-rank training job: run first under pytest -n (tests/conftest.py)
+
+SAMPLE = ASSETS / "data" / "vision-chat"
+STEPS = 4
+SPEC = {
+    "task": "vision-chat",
+    "adapter": {"r": 8},
+    "hardware": {"devices": 2},
+    "parallelism": {"strategy": "ddp"},
+    "train": {"max_steps": STEPS, "batch_size": 4, "logging_steps": 1, "learning_rate": 1.0e-2},
+}
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory) -> Job:
+    home = tmp_path_factory.mktemp("nbhome")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", "1")
+        started = launch(SPEC, store=JobStore(home))
+    started.wait(timeout=400)
+    assert started.record.status == "succeeded", started.logs(tail=40)
+    return started
+
+
+def test_trains_on_two_ranks_and_charts_its_loss(job):
+    from nbtoolkit.notebook.charts import ChartFigure
+
+    records = job.records()
+    train = [record for record in records if record["kind"] == "train"]
+    assert [record["step"] for record in train] == list(range(1, STEPS + 1))
+    assert train[-1]["loss"] < train[0]["loss"], [record["loss"] for record in train]
+    assert any("eval_loss" in record for record in records)
+    logs = job.logs()
+    assert "2 process(es)" in logs and "dataset format: messages, messages with image parts" in logs
+    assert ChartFigure().draw(records, job.record.name).startswith(b"\x89PNG")
+
+
+def test_the_adapter_is_on_the_language_model_alone(job):
+    from safetensors.torch import load_file
+
+    saved = load_file(job.dir / "output" / "model" / "adapter_model.safetensors")
+    assert saved and all("language_model" in name and "lora_" in name for name in saved), sorted(saved)[:4]
+    assert json.loads((job.dir / "output" / "model" / "processor_config.json").read_text())["image_seq_length"] == 4
+
+
+def test_predict_answers_about_an_image(job, monkeypatch):
+    monkeypatch.chdir(SAMPLE)  # the image path is relative to where predict is called
+    answer = job.predict({"text": "What shape is this?", "image": "images/red-circle.png"})
+    assert isinstance(answer["reply"], str)
+    assert (
+        answer["prompt"] == "<|im_start|>user\n<start_of_image>What shape is this?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    conversation = [
+        {
+            "role": "user",
+            "content": [{"type": "image", "image": "images/blue-square.png"}, {"type": "text", "text": "Hi"}],
+        }
+    ]
+    assert job.predict(conversation)["prompt"].count("<start_of_image>") == 1
+    with pytest.raises(LaunchError, match=r"^vision-chat inputs are a text, \{'text': \.\.\., 'image': path\}"):
+        job.predict({"image": "images/red-circle.png"})
+    with pytest.raises(LaunchError, match=r"^the image nowhere\.png does not exist"):
+        job.predict({"text": "What shape is this?", "image": "nowhere.png"})
+
+
+def test_try_it_sends_an_uploaded_image_with_the_message(job):
+    from datetime import datetime, timezone
+
+    from nbtoolkit.notebook.try_it import TryIt
+
+    chat = TryIt(job)
+    assert chat.image in chat.children[-2].children  # the upload beside the buttons
+    png = (SAMPLE / "images" / "red-circle.png").read_bytes()
+    chat.image.value = (
+        {
+            "name": "red-circle.png",
+            "type": "image/png",
+            "size": len(png),
+            "content": memoryview(png),
+            "last_modified": datetime.now(timezone.utc),
+        },
+    )
+    chat.text.value = "What shape is this?"
+    answer = chat.ask()
+    assert answer is not None and answer["prompt"].count("<start_of_image>") == 1
+    sent = chat.history[0]["content"]
+    assert sent[0]["type"] == "image" and Path(sent[0]["image"]).read_bytes() == png
+    assert chat.image.value == () and "[image red-circle.png] What shape is this?" in chat.answer.value
+    chat.text.value = "And its colour?"  # the next message carries no new image; the first stays in the history
+    assert chat.ask()["prompt"].count("<start_of_image>") == 1
+
+
+def test_the_preview_shows_each_image_beside_its_text_and_loss_tokens():
+    import base64
+    import io
+
+    from PIL import Image
+
+    from nbtoolkit.data_preview import preview_data
+
+    report = preview_data({"task": "vision-chat"})
+    assert report.data_format.startswith("messages, messages with image parts")
+    assert report.format_columns == ["messages", "images"]
+    first = report.rendered[0]
+    assert [text for text, loss in first.pieces if loss] == ["A square.<|im_end|>"]  # the reply alone carries loss
+    assert "<image_soft_token>" * 4 in first.marked()
+    shown = Image.open(io.BytesIO(base64.b64decode(first.images[0])))
+    assert shown.size == (48, 48) and shown.getpixel((24, 24)) == (40, 160, 70)  # green-square.png, row 1's
+    page = report._repr_html_()
+    assert page.count("<img src='data:image/png;base64,") == len(report.rendered) == 5
+    llava = preview_data({"task": "vision-chat", "dataset": {"files": {"train": str(SAMPLE / "llava-train.json")}}})
+    assert llava.data_format.startswith("sharegpt, sharegpt conversations with <image>") and llava.sample_size == 32
+
+
+# -- formats, without a job --------------------------------------------------------------------------
+
+
+def test_auto_detects_trl_and_llava_and_refuses_text_only_chat():
+    assert detect_vision_format(["messages", "images"]) == "messages"
+    assert detect_vision_format(["id", "image", "conversations"]) == "sharegpt"
+    with pytest.raises(FormatError, match=r"no vision chat format .* columns are messages\);"):
+        detect_vision_format(["messages"])
+    with pytest.raises(FormatError, match=r"^dataset.format 'alpaca' holds no images"):
+        detect_vision_format(["messages", "images"], "alpaca")
+    with pytest.raises(FormatError, match=r"'sharegpt' needs the column\(s\) image, but the data has conversations"):
+        detect_vision_format(["conversations"], "sharegpt")
+
+
+def test_bundled_llava_rows_become_trl_rows_with_absolute_images():
+    rows = json.loads((SAMPLE / "llava-train.json").read_text())
+    converted = [as_vision_row(row, "sharegpt", SAMPLE, number) for number, row in enumerate(rows, 1)]
+    first = converted[0]
+    assert first["messages"][0]["role"] == "user" and first["messages"][1]["role"] == "assistant"
+    assert first["messages"][0]["content"][0] == {"type": "image", "text": None}
+    assert first["messages"][0]["content"][1]["text"] == rows[0]["conversations"][0]["value"].removeprefix("<image>\n")
+    assert all(Path(row["images"][0]).is_file() and Path(row["images"][0]).is_absolute() for row in converted)
+
+
+def test_images_and_places_must_match_and_text_only_turns_get_the_image_first():
+    row = {"messages": [{"role": "user", "content": "What is it?"}, {"role": "assistant", "content": "A dog."}]}
+    placed = as_vision_row({**row, "images": ["a.png"]}, "messages", Path("/data"))
+    assert placed["messages"][0]["content"] == [
+        {"type": "image", "text": None},
+        {"type": "text", "text": "What is it?"},
+    ]
+    assert placed["images"] == ["/data/a.png"]
+    two_places = {"role": "user", "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": "Same?"}]}
+    with pytest.raises(FormatError, match=r"^row 3 has 2 image place\(s\) in its turns but 1 image\(s\) in its images"):
+        as_vision_row({"messages": [two_places], "images": ["a.png"]}, "messages", None, 3)
