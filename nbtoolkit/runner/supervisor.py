@@ -39,6 +39,7 @@ from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
 from nbtoolkit.metrics import budget, cost
 from nbtoolkit.metrics.parse import RANK_PREFIX, SETTLE_S, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
+from nbtoolkit.runner import warm_interpreter
 from nbtoolkit.runner.health_watch import HealthWatch
 from nbtoolkit.runner.listing import cost_usd
 from nbtoolkit.runner.lock import SupervisorLock
@@ -115,11 +116,12 @@ class Supervisor:
         self._set_stage(index, status="running", started=time.time())
         env = {**os.environ, **self.launch.env, **stage.env, JOB_ID_ENV: self.job_id, JOB_DIR_ENV: str(self.dir)}
         env[cost.BILLED_SINCE_ENV] = repr(self.started)  # the budget counts from where the listing does
-        argv = [expand_job_dir(item, str(self.dir)) for item in stage.argv]
+        argv = resolve_args([expand_job_dir(item, str(self.dir)) for item in stage.argv])
+        cwd = self.launch.workdir or self.dir
         try:
-            process = subprocess.Popen(
-                resolve_args(argv),
-                cwd=self.launch.workdir or self.dir,
+            process = warm_interpreter.fork_stage(argv, cwd, env) or subprocess.Popen(
+                argv,
+                cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -145,8 +147,8 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 pass
             if self._stopping():
-                if process.poll() is not None:  # it ended by itself as the stop came: its own exit stands
-                    exit_code = process.returncode
+                if (own_exit := process.poll()) is not None:  # it ended by itself as the stop came: its own exit stands
+                    exit_code = own_exit
                     break
                 if self.stop_offset is None:
                     self.stop_offset = (self.dir / LOG_FILE).stat().st_size
