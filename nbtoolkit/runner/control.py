@@ -91,11 +91,12 @@ def submit(
 def _warm_key(launch: Launch, env: dict[str, str], warm: tuple[str, ...] | None) -> str | None:
     """The warm interpreter a job may fork from: one stage, nbtoolkit's program, here; None: it starts anew."""
     from nbtoolkit.runner import warm_interpreter
+    from nbtoolkit.runner.forked_stage import PROGRAM
 
     if warm is None or not warm_interpreter.enabled() or len(launch.stages) != 1:
         return None
     stage = launch.stages[0]
-    if stage.argv[:3] != [sys.executable, "-m", warm_interpreter.PROGRAM]:
+    if stage.argv[:3] != [sys.executable, "-m", PROGRAM]:
         return None
     return warm_interpreter.warm_key({**env, **launch.env, **stage.env}, warm)
 

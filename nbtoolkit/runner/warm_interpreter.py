@@ -5,7 +5,7 @@ About 3.3 s of a tiny local job's ~4 s from `launch()` to its first step went to
 in a fresh interpreter (docs/development.md), paid again by every job. `submit` asks the warm interpreter made for
 jobs like this one (`warm_key`: the same interpreter, nbtoolkit source, installed packages, environment and
 hidden integrations) to fork the job's supervisor; that supervisor forks its stage instead of starting Python
-again (`fork_stage`). Where none answers (the first such job, one still importing, `NBTOOLKIT_WARM=0`), the
+again (forked_stage.py). Where none answers (the first such job, one still importing, `NBTOOLKIT_WARM=0`), the
 supervisor starts as a new process, as before; `submit` then starts the interpreter for the next job. It ends
 after `NBTOOLKIT_WARM_IDLE_S` seconds without a job (default IDLE_S).
 
@@ -28,7 +28,6 @@ import gc
 import hashlib
 import json
 import os
-import runpy
 import signal
 import socket
 import stat
@@ -43,6 +42,7 @@ from pathlib import Path
 
 from nbtoolkit.launches import JOB_DIR_ENV
 from nbtoolkit.metrics.cost import BILLED_SINCE_ENV
+from nbtoolkit.runner.forked_stage import memory_regions, write_command_line
 from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV
 
 MODULE = "nbtoolkit.runner.warm_interpreter"
@@ -60,8 +60,6 @@ SLOT_BYTES = 4096
 PER_JOB = frozenset({HOME_ENV, JOB_ID_ENV, JOB_DIR_ENV, BILLED_SINCE_ENV, SLOT_ENV, "PWD", "OLDPWD", "_"})
 #: pytest names the running test in the environment; the suite's jobs share interpreters across tests
 PER_JOB_TESTING = frozenset({"PYTEST_CURRENT_TEST"})
-#: the stage a warm interpreter forks: nbtoolkit's own training program
-PROGRAM = "nbtoolkit.train"
 #: seconds `adopt` waits for an interpreter's answer
 ANSWER_S = 5.0
 #: interpreters listening at once, at most: the one used longest ago ends when another starts
@@ -115,122 +113,9 @@ def start(key: str, env: dict[str, str], hidden: tuple[str, ...]) -> None:
     threading.Thread(target=process.wait, daemon=True, name="nbtoolkit-warm-reap").start()
 
 
-class ForkedStage:
-    """A stage forked from the supervisor, with what the supervisor asks of a `subprocess.Popen`."""
-
-    def __init__(self, pid: int, stdout) -> None:
-        self.pid, self.stdout = pid, stdout
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped by psutil as a stop ended it: the supervisor sets its status
-                self.returncode = 0
-                return self.returncode
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while (code := self.poll()) is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0)
-            time.sleep(0.02)
-        return code
-
-
-#: set in a supervisor forked from a warm interpreter: its stages of nbtoolkit's program fork too
-_warm = False
-
-
-def fork_stage(argv: list[str], cwd: str | Path, env: dict[str, str]) -> ForkedStage | None:
-    """The stage forked from this (warm) supervisor when it runs nbtoolkit's program here; None: start it anew."""
-    if not _warm or argv[:3] != [sys.executable, "-m", PROGRAM] or threading.active_count() != 1:
-        return None
-    read_end, write_end = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        _run_stage(argv, cwd, env, write_end)  # never returns
-    os.close(write_end)
-    return ForkedStage(pid, open(read_end, "rb", buffering=0))
-
-
-def _run_stage(argv: list[str], cwd: str | Path, env: dict[str, str], output: int) -> None:
-    """In the forked stage: what Popen(start_new_session, preexec_fn=die_with_parent) and a new interpreter would
-    give it, then the program as `python -m nbtoolkit.train` runs it; it leaves by os._exit (the supervisor's
-    objects, copied into it, are not its to finalize)."""
-    code = 1
-    try:
-        from nbtoolkit.runtime import die_with_parent
-
-        os.setsid()
-        die_with_parent()
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(output, 1)
-        os.dup2(output, 2)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
-        _write_command_line(argv)
-        import atexit
-
-        atexit._clear()  # the supervisor's exit handlers are not the stage's
-        sys.argv = ["-m", *argv[3:]]
-        code = _run_module(PROGRAM)
-        for thread in threading.enumerate():  # what interpreter shutdown would wait for
-            if thread is not threading.main_thread() and not thread.daemon:
-                thread.join()
-        atexit._run_exitfuncs()
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
-
-
-def _run_module(module: str) -> int:
-    """`python -m module`'s exit code, as the interpreter turns SystemExit into one."""
-    try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except SystemExit as exit_:
-        if exit_.code is None or isinstance(exit_.code, int):
-            return exit_.code or 0
-        print(exit_.code, file=sys.stderr)
-        return 1
-    return 0
-
-
-def _memory_regions() -> tuple[int, int, int, int]:
-    """Where this process's original command line and environment lie (/proc/PID/stat fields 48-51)."""
-    stat = Path("/proc/self/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()  # after the command's name, which may hold spaces
-    arg_start, arg_end, env_start, env_end = (int(fields[number - 3]) for number in (48, 49, 50, 51))
-    return arg_start, arg_end, env_start, env_end
-
-
-def _write_command_line(argv: list[str]) -> None:
-    """Show `argv` as this process's /proc/PID/cmdline, in the room the interpreter's own command line takes."""
-    arg_start, arg_end, _, _ = _memory_regions()
-    room = arg_end - arg_start - 1  # the last byte stays the terminating NUL
-    text = b"\0".join(os.fsencode(item) for item in argv)[:room]
-    ctypes.memmove(arg_start, text.ljust(room, b"\0"), room)
-
-
 def _write_tags(values: dict[str, str]) -> bool:
     """Show `values` in this process's /proc/PID/environ, in the padding variable's room; False: they do not fit."""
-    _, _, env_start, env_end = _memory_regions()
+    _, _, env_start, env_end = memory_regions()
     block = Path("/proc/self/environ").read_bytes()
     entry = f"{SLOT_ENV}=".encode()
     at = 0 if block.startswith(entry) else block.find(b"\0" + entry) + 1
@@ -257,7 +142,7 @@ def _become_supervisor(connection: socket.socket, request: dict, listener: socke
         os.environ.update(env)
         if not _write_tags({JOB_ID_ENV: job_id, HOME_ENV: env[HOME_ENV]}):
             raise RuntimeError("the job's tag does not fit the room the warm interpreter reserved")
-        _write_command_line([sys.executable, "-m", "nbtoolkit.runner.supervisor", job_id])
+        write_command_line([sys.executable, "-m", "nbtoolkit.runner.supervisor", job_id])
         os.chdir(request["dir"])
         sys.stderr.flush()
         with open(Path(request["dir"]) / "supervisor.log", "ab") as log:
@@ -265,11 +150,9 @@ def _become_supervisor(connection: socket.socket, request: dict, listener: socke
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
         connection.close()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        global _warm
-        _warm = True
         from nbtoolkit.runner import supervisor
 
-        code = supervisor.main([job_id])
+        code = supervisor.main([job_id], fork_stages=True)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -401,6 +284,4 @@ def _start_time(pid: int) -> float | None:
 
 
 if __name__ == "__main__":
-    from nbtoolkit.runner import warm_interpreter  # the copy the supervisor reads `_warm` from, not __main__
-
-    sys.exit(warm_interpreter.serve(sys.argv[1], tuple(name for name in sys.argv[2].split(",") if name)))
+    sys.exit(serve(sys.argv[1], tuple(name for name in sys.argv[2].split(",") if name)))
