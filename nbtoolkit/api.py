@@ -379,8 +379,20 @@ def launch(
         resumed_from=resumed_from,
         # not a user's script: its own files left in reference cycles are flushed only by the exit's collections
         stage_boot=spec.hardware.target == backends.LOCAL and spec.script is None,
+        warm=warm_profile(spec),
     )
     return Job(record.id, store)
+
+
+def warm_profile(spec: RunSpec) -> tuple[str, ...] | None:
+    """The integrations nbtoolkit's program hides in a run that may fork from a warm interpreter (its own program
+    on this machine, not compiled: torch.compile's cache folder is fixed as torch is imported); None: it starts
+    in a new interpreter. Local runs on several processes are torchrun's and always start anew."""
+    if spec.hardware.target != backends.LOCAL or spec.script is not None or spec.compile == "torch":
+        return None
+    from nbtoolkit.train.program import unused_integrations
+
+    return unused_integrations(spec)
 
 
 def resume(

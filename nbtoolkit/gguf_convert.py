@@ -1,10 +1,11 @@
 """Run in llama.cpp's own environment (.venv-llama, `make llama-env`), never imported by nbtoolkit: a merged model
 folder to one GGUF file with llama.cpp's own tools, then the file's metadata read back as one JSON line.
 
-    .venv-llama/bin/python gguf_convert.py MERGED_DIR OUT.gguf QUANT END_TOKEN_ID
+    .venv-llama/bin/python gguf_convert.py MERGED_DIR OUT.gguf QUANT END_TOKEN_ID NAME
 
 1. llama.cpp's converter (convert_hf_to_gguf.py, copied beside the environment from llama-cpp-python's sdist) at
-   `--outtype` QUANT, or f16 where its `--outtype` has no such type (q4_k_m).
+   `--outtype` QUANT, or f16 where its `--outtype` has no such type (q4_k_m), with `--model-name` NAME (else it
+   names the model after the scratch folder: "Merged").
 2. gguf-py's gguf_new_metadata sets `tokenizer.ggml.eot_token_id` to END_TOKEN_ID: the converter reads only
    bos/eos/unk/sep/pad/cls/mask from tokenizer_config.json (gguf-py/gguf/vocab.py:74), so no input file can name
    the end of turn; llama.cpp guesses it at load from a list of names (src/llama-vocab.cpp:2693), the file states it.
@@ -14,7 +15,9 @@ The converter names the tokenizer's pre-tokenizer by hashing what the tokenizer 
 (conversion/base.py:1629 get_vocab_base_pre) and refuses a hash it does not list: every tokenizer trained apart
 (the bundled tiny models' among them) has its own. Where tokenizer.json's pre-tokenizer is exactly GPT-2's
 byte-level split, this names it "gpt-2", the pre-tokenizer llama.cpp implements for that split; any other unknown
-one is still refused.
+one is still refused. Its GPT-2 reads the context length from `n_ctx` alone (conversion/gpt2.py:20), which
+transformers has not written since GPT2Config took `n_positions`: a GPT-2 saved today (one trained from its config,
+as the GPT-2 tutorial's) failed with "'n_ctx'"; the config it reads gets `n_ctx` = `n_positions` where it has none.
 """
 
 from __future__ import annotations
@@ -32,11 +35,11 @@ CONVERTER_TYPES = ("f16", "bf16", "q8_0")
 GPT2_PRE_TOKENIZER = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 
 
-def main(merged: Path, out: Path, quant: str, end_token_id: int) -> None:
+def main(merged: Path, out: Path, quant: str, end_token_id: int, name: str) -> None:
     sys.path[:0] = [str(CONVERTER_DIR), str(CONVERTER_DIR / "gguf-py")]
     with tempfile.TemporaryDirectory(dir=out.parent) as scratch:
         converted = Path(scratch) / "converted.gguf"
-        convert(merged, converted, quant if quant in CONVERTER_TYPES else "f16")
+        convert(merged, converted, quant if quant in CONVERTER_TYPES else "f16", name)
         with_end = out if quant in CONVERTER_TYPES else Path(scratch) / "with-end.gguf"
         set_end_of_turn(converted, with_end, end_token_id)
         if with_end != out:
@@ -44,11 +47,18 @@ def main(merged: Path, out: Path, quant: str, end_token_id: int) -> None:
     print(json.dumps(metadata(out)))
 
 
-def convert(merged: Path, out: Path, outtype: str) -> None:
+def convert(merged: Path, out: Path, outtype: str, name: str) -> None:
     import convert_hf_to_gguf
-    from conversion.base import TextModel
+    from conversion.base import ModelBase, TextModel
 
     known = TextModel.get_vocab_base_pre
+    load_hparams = ModelBase.load_hparams
+
+    def hparams(dir_model: Path, is_mistral_format: bool) -> dict:
+        config = load_hparams(dir_model, is_mistral_format)
+        if "n_positions" in config:
+            config.setdefault("n_ctx", config["n_positions"])
+        return config
 
     def pre_tokenizer(model, tokenizer) -> str:
         try:
@@ -60,7 +70,8 @@ def convert(merged: Path, out: Path, outtype: str) -> None:
             raise
 
     TextModel.get_vocab_base_pre = pre_tokenizer
-    sys.argv = ["convert_hf_to_gguf.py", str(merged), "--outfile", str(out), "--outtype", outtype]
+    ModelBase.load_hparams = staticmethod(hparams)
+    sys.argv = ["convert_hf_to_gguf.py", str(merged), "--outfile", str(out), "--outtype", outtype, "--model-name", name]
     convert_hf_to_gguf.main()
 
 
@@ -96,8 +107,9 @@ def metadata(path: Path) -> dict:
         "eot_token_id": value("tokenizer.ggml.eot_token_id"),
         "pre_tokenizer": value("tokenizer.ggml.pre"),
         "file_type": value("general.file_type"),
+        "name": value("general.name"),
     }
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5])

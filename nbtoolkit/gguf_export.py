@@ -46,13 +46,13 @@ def check_quant(quant: str) -> None:
         raise LaunchError(f"--quant '{quant}' is not a GGUF type nbtoolkit writes; use {', '.join(QUANTS)}")
 
 
-def write_gguf(merged: Path, out: Path, quant: str, end_token_id: int) -> Path:
-    """The merged folder as `out/model-QUANT.gguf`, after checking that the file holds the folder's chat template
+def write_gguf(merged: Path, out: Path, quant: str, end_token_id: int, name: str) -> Path:
+    """The merged folder as `out/model-QUANT.gguf`, its model called `name`, after checking that the file holds the folder's chat template
     and its end token as eos and eot; returns the file."""
     gguf = out / f"model-{quant}.gguf"
     out.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [str(llama_python()), str(CONVERT_SCRIPT), str(merged), str(gguf), quant, str(end_token_id)],
+        [str(llama_python()), str(CONVERT_SCRIPT), str(merged), str(gguf), quant, str(end_token_id), name],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": ""},  # the environment's own packages, not nbtoolkit's

@@ -71,7 +71,7 @@ def export_model(job, fmt: str = "merged", out: str | Path | None = None, quant:
             end = token_id(merged, _read(merged / TOKENIZER_CONFIG).get("eos_token"))
             if end is None:
                 raise LaunchError(f"job {job.id}'s tokenizer names no end token (eos_token); a GGUF would never stop")
-            return write_gguf(merged, target, quant or DEFAULT_QUANT, end)
+            return write_gguf(merged, target, quant or DEFAULT_QUANT, end, job.record.name)
     except BaseException:
         if made and target.is_dir() and not any(target.iterdir()):
             target.rmdir()  # a failed export leaves no folder behind to refuse the next one

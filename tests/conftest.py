@@ -55,6 +55,15 @@ def _torch_seeded(request):
         torch.manual_seed(request.config.getoption("randomly_seed", default=0) or 0)
 
 
+def pytest_sessionfinish(session):
+    """The warm interpreters the suite's jobs made end with it (in the controller of `pytest -n`, after every
+    worker), not IDLE_S later."""
+    if not hasattr(session.config, "workerinput"):
+        from nbtoolkit.runner.warm_interpreter import stop_all
+
+        stop_all()
+
+
 def pytest_terminal_summary(terminalreporter, config):
     """The fault suite's closing line (tests/faults), here so that the controller of `pytest -n` prints it."""
     from tests.faults.ledger import close_ledger

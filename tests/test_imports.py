@@ -44,8 +44,8 @@ def test_light_imports(module):
 SEEN_BY_TRANSFORMERS = """
 import sys
 from nbtoolkit.spec import load_spec
-from nbtoolkit.train.program import hide_unused_integrations
-hide_unused_integrations(load_spec(sys.argv[1]))
+from nbtoolkit.train.program import hide_unused_integrations, unused_integrations
+hide_unused_integrations(unused_integrations(load_spec(sys.argv[1])))
 from accelerate.utils import is_boto3_available, is_mlflow_available
 from transformers.integrations.deepspeed import is_deepspeed_available
 from transformers.utils import is_peft_available, is_scipy_available

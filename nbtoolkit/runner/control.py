@@ -55,9 +55,12 @@ def submit(
     resumed_from: str | None = None,
     info: dict | None = None,
     stage_boot: bool = False,
+    warm: tuple[str, ...] | None = None,
 ) -> JobRecord:
     """Create the job, write its directory, and start its detached supervisor; with `stage_boot` (nbtoolkit's
-    own program on this machine) the stage boot is first on the PYTHONPATH the supervisor hands its stages."""
+    own program on this machine) the stage boot is first on the PYTHONPATH the supervisor hands its stages.
+    `warm`: the integrations a local single-process run of nbtoolkit's program hides, when it may fork from a
+    warm interpreter (warm_interpreter.py), whose supervisor then forks its stage too."""
     store = store or JobStore()
     record = store.create(name=name, task=task, backend=launch.backend, resumed_from=resumed_from, info=info)
     directory = store.job_dir(record.id)
@@ -69,9 +72,40 @@ def submit(
     if stage_boot:
         env["PYTHONPATH"] = with_stage_boot(env.get("PYTHONPATH"))
     (directory / "supervisor.log").touch(mode=PRIVATE_FILE)  # private like the job's other files
+    # here, not at the top: `python -m nbtoolkit.runner.warm_interpreter` must not find itself imported already
+    from nbtoolkit.runner import warm_interpreter
+
+    key = _warm_key(launch, env, warm)
+    started = (key and warm_interpreter.adopt(key, record.id, env, directory)) or None
+    if started is None:
+        started = _start_supervisor(record.id, env, directory)
+        if key and warm is not None:
+            stage_env = {**env, **launch.env, **launch.stages[0].env}
+            shared = {name: value for name, value in stage_env.items() if name not in warm_interpreter.PER_JOB}
+            warm_interpreter.start(key, shared, warm)  # for the next job like this one
+    pid, created = started
+    store.update(record.id, only_if_status=("queued",), supervisor_pid=pid, supervisor_started=created)
+    return store.get(record.id)
+
+
+def _warm_key(launch: Launch, env: dict[str, str], warm: tuple[str, ...] | None) -> str | None:
+    """The warm interpreter a job may fork from: one stage, nbtoolkit's program, here; None: it starts anew."""
+    from nbtoolkit.runner import warm_interpreter
+    from nbtoolkit.runner.forked_stage import PROGRAM
+
+    if warm is None or not warm_interpreter.enabled() or len(launch.stages) != 1:
+        return None
+    stage = launch.stages[0]
+    if stage.argv[:3] != [sys.executable, "-m", PROGRAM]:
+        return None
+    return warm_interpreter.warm_key({**env, **launch.env, **stage.env}, warm)
+
+
+def _start_supervisor(job_id: str, env: dict[str, str], directory: Path) -> tuple[int, float | None]:
+    """The job's supervisor as a new process, detached; its pid and start time."""
     with open(directory / "supervisor.log", "wb") as supervisor_log:  # the child keeps its own copy
         process = subprocess.Popen(
-            [sys.executable, "-m", "nbtoolkit.runner.supervisor", record.id],
+            [sys.executable, "-m", "nbtoolkit.runner.supervisor", job_id],
             env=env,
             cwd=directory,
             stdin=subprocess.DEVNULL,
@@ -81,13 +115,12 @@ def submit(
             close_fds=True,
         )
     # reap it when it ends so a long-lived submitter (a kernel) keeps no zombie
-    threading.Thread(target=process.wait, daemon=True, name=f"nbtoolkit-reap-{record.id}").start()
+    threading.Thread(target=process.wait, daemon=True, name=f"nbtoolkit-reap-{job_id}").start()
     try:
         started = psutil.Process(process.pid).create_time()
     except psutil.Error:  # it may already have finished
         started = None
-    store.update(record.id, only_if_status=("queued",), supervisor_pid=process.pid, supervisor_started=started)
-    return store.get(record.id)
+    return process.pid, started
 
 
 def job_launch(directory: Path) -> Launch:

@@ -39,6 +39,7 @@ from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
 from nbtoolkit.metrics import budget, cost
 from nbtoolkit.metrics.parse import RANK_PREFIX, SETTLE_S, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
+from nbtoolkit.runner.forked_stage import fork_stage
 from nbtoolkit.runner.health_watch import HealthWatch
 from nbtoolkit.runner.listing import cost_usd
 from nbtoolkit.runner.lock import SupervisorLock
@@ -60,8 +61,9 @@ DISK_FULL_BYTES = 1 << 20
 
 
 class Supervisor:
-    def __init__(self, store: JobStore, job_id: str) -> None:
+    def __init__(self, store: JobStore, job_id: str, fork_stages: bool = False) -> None:
         self.store, self.job_id = store, job_id
+        self.fork_stages = fork_stages  # forked from a warm interpreter: nbtoolkit's program forks from it too
         self.dir = store.job_dir(job_id)
         self.launch = Launch.from_dict(json.loads((self.dir / "launch.json").read_text()))
         self.stop_requested = threading.Event()
@@ -115,11 +117,12 @@ class Supervisor:
         self._set_stage(index, status="running", started=time.time())
         env = {**os.environ, **self.launch.env, **stage.env, JOB_ID_ENV: self.job_id, JOB_DIR_ENV: str(self.dir)}
         env[cost.BILLED_SINCE_ENV] = repr(self.started)  # the budget counts from where the listing does
-        argv = [expand_job_dir(item, str(self.dir)) for item in stage.argv]
+        argv = resolve_args([expand_job_dir(item, str(self.dir)) for item in stage.argv])
+        cwd = self.launch.workdir or self.dir
         try:
-            process = subprocess.Popen(
-                resolve_args(argv),
-                cwd=self.launch.workdir or self.dir,
+            process = (fork_stage(argv, cwd, env) if self.fork_stages else None) or subprocess.Popen(
+                argv,
+                cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -145,8 +148,8 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 pass
             if self._stopping():
-                if process.poll() is not None:  # it ended by itself as the stop came: its own exit stands
-                    exit_code = process.returncode
+                if (own_exit := process.poll()) is not None:  # it ended by itself as the stop came: its own exit stands
+                    exit_code = own_exit
                     break
                 if self.stop_offset is None:
                     self.stop_offset = (self.dir / LOG_FILE).stat().st_size
@@ -381,7 +384,7 @@ def failure_message(log_path: Path, exit_code: int) -> str:
     return f"exited with code {exit_code}: {last}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, fork_stages: bool = False) -> int:
     job_id = (argv or sys.argv[1:])[0]
     os.umask(0o077)  # what the job's programs write (checkpoints, models, logs) is private too
     store = JobStore()
@@ -389,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     if not lock.acquire():
         print(f"[nbtoolkit] job {job_id} already has a supervisor; this one leaves it alone", file=sys.stderr)
         return 0
-    supervisor = Supervisor(store, job_id)
+    supervisor = Supervisor(store, job_id, fork_stages)
     grace = max([STOP_GRACE_S, *(stage_grace(stage) for stage in supervisor.launch.stages)])
     supervisor.reaper_pid, _keep_open = start_watcher(job_id, grace)  # EOF when this process dies
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

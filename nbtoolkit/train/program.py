@@ -151,12 +151,11 @@ def use_inductor_cache(spec: RunSpec) -> None:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(default_home() / "cache" / "torchinductor")
 
 
-def hide_unused_integrations(spec: RunSpec) -> None:
-    """Start without the optional packages this run does not use, as if they were not installed.
+def unused_integrations(spec: RunSpec) -> tuple[str, ...]:
+    """The optional packages this run does not use, which it starts without (hide_unused_integrations).
 
     transformers' and accelerate's availability checks import DeepSpeed (which brings MLflow with its
     autotuner) and PEFT whenever they are installed: about 2.5 s of CPU in every rank of every run.
-    Must run before transformers is imported.
     """
     used = {
         "deepspeed": "deepspeed" in spec.extras_used,
@@ -169,9 +168,13 @@ def hide_unused_integrations(spec: RunSpec) -> None:
         # artifact store uses it in a run
         "boto3": "mlflow" in spec.report_to,
     }
-    for package, needed in used.items():
-        if not needed:
-            sys.modules.setdefault(package, None)  # import raises ImportError, find_spec answers None
+    return tuple(package for package, needed in used.items() if not needed)
+
+
+def hide_unused_integrations(packages: tuple[str, ...]) -> None:
+    """Start without these packages, as if they were not installed. Must run before transformers is imported."""
+    for package in packages:
+        sys.modules.setdefault(package, None)  # import raises ImportError, find_spec answers None
 
 
 def quiet_libraries() -> None:
@@ -340,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             files = {split: os.path.join(args.data_dir, path) for split, path in spec.dataset.files.items()}
             spec = spec.model_copy(update={"dataset": spec.dataset.model_copy(update={"files": files})})
         use_inductor_cache(spec)  # both here, in the process's entry point: they change the process for good
-        hide_unused_integrations(spec)
+        hide_unused_integrations(unused_integrations(spec))
         run(spec, args.metrics, args.output_dir, args.model_dir, model_is_copy=args.model is not None)
     except (SpecError, TrainError) as exc:
         if os.environ.get("RANK", "0") == "0":

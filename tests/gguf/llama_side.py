@@ -21,7 +21,13 @@ import numpy as np
 from gguf import GGUFReader
 from llama_cpp import Llama
 
-KEYS = ("tokenizer.chat_template", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "general.file_type")
+KEYS = (
+    "tokenizer.chat_template",
+    "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.eot_token_id",
+    "general.file_type",
+    "general.name",
+)
 
 
 def main(path: str, text: str, count: int, question: str | None) -> None:

@@ -86,6 +86,7 @@ def test_the_f16_gguf_keeps_the_template_and_end_of_turn_and_continues_as_transf
     assert read["metadata"]["tokenizer.ggml.eos_token_id"] == end_of_turn
     assert read["metadata"]["tokenizer.ggml.eot_token_id"] == end_of_turn
     assert read["metadata"]["general.file_type"] == 1  # LLAMA_FTYPE_MOSTLY_F16
+    assert read["metadata"]["general.name"] == job.record.name  # not the scratch folder's ("Merged")
     prompt = trained(text, add_special_tokens=False)["input_ids"]
     assert read["prompt"] == prompt  # llama.cpp's pre-tokenizer ("gpt-2") splits as the trained tokenizer does
     model = AutoModelForCausalLM.from_pretrained(merged, dtype="float32")
@@ -118,4 +119,24 @@ def test_an_unlisted_pre_tokenizer_other_than_gpt2s_byte_level_split_is_still_re
     with pytest.raises(
         LaunchError, match=r"^llama.cpp's converter could not write model-f16.gguf: BPE pre-tokenizer was"
     ):
-        write_gguf(changed, tmp_path / "out", "f16", 2)
+        write_gguf(changed, tmp_path / "out", "f16", 2, "whitespace")
+
+
+def test_a_gpt2_trained_from_its_config_converts_and_continues_as_transformers_does(llama_python, tmp_path):
+    """transformers writes no `n_ctx` for a GPT-2 (its config has `n_positions`), which llama.cpp's GPT-2 converter
+    reads: the GPT-2 tutorial's model, trained from its config, failed to convert."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    spec = {"task": "causal-lm", "train": {"max_steps": 2}}
+    gpt2 = launch(spec, store=JobStore(tmp_path / "nbhome"))
+    assert gpt2.wait(timeout=300) == "succeeded", gpt2.logs(tail=40)
+    config = json.loads((gpt2.dir / "output" / "model" / "config.json").read_text())
+    assert config["model_type"] == "gpt2" and "n_ctx" not in config
+    gguf = gpt2.export("gguf", tmp_path / "gguf")
+    text = "The quick brown fox"
+    read = llama_reads(llama_python, gguf, text)
+    model_dir = gpt2.dir / "output" / "model"
+    prompt = AutoTokenizer.from_pretrained(model_dir)(text, add_special_tokens=False)["input_ids"]
+    assert read["prompt"] == prompt
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
+    assert read["continuation"] == greedy(model.eval(), prompt)

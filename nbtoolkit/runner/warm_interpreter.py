@@ -1,0 +1,287 @@
+"""A warm interpreter: a process that imported the training program's libraries before any job, from which each
+local single-process job of nbtoolkit's own program forks its supervisor and its training stage.
+
+About 3.3 s of a tiny local job's ~4 s from `launch()` to its first step went to importing transformers' Trainer
+in a fresh interpreter (docs/development.md), paid again by every job. `submit` asks the warm interpreter made for
+jobs like this one (`warm_key`: the same interpreter, nbtoolkit source, installed packages, environment and
+hidden integrations) to fork the job's supervisor; that supervisor forks its stage instead of starting Python
+again (forked_stage.py). Where none answers (the first such job, one still importing, `NBTOOLKIT_WARM=0`), the
+supervisor starts as a new process, as before; `submit` then starts the interpreter for the next job. It ends
+after `NBTOOLKIT_WARM_IDLE_S` seconds without a job (default IDLE_S).
+
+Safe with CUDA and fork: an interpreter serves no job if its imports initialized CUDA or started a Python thread
+(their native threads are forked as torch's DataLoader forks its workers), and the supervisor forks its stage
+before it starts one. Each forked process shows what a process
+started for the job shows: the job's tag in /proc/PID/environ (tree.tagged_processes reads it: stop, the watcher,
+the doctor) and its own command line in /proc/PID/cmdline (`pkill -f JOB_ID`, the doctor's rank lookup): the
+interpreter starts with room reserved in both (a padding variable and argument) and each fork writes its own there.
+
+    python -m nbtoolkit.runner.warm_interpreter KEY HIDDEN PADDING      (started by `start`, never by hand)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import gc
+import hashlib
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from nbtoolkit.launches import JOB_DIR_ENV
+from nbtoolkit.metrics.cost import BILLED_SINCE_ENV
+from nbtoolkit.runner.forked_stage import memory_regions, write_command_line
+from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV
+
+MODULE = "nbtoolkit.runner.warm_interpreter"
+#: `NBTOOLKIT_WARM=0` starts every job in a new interpreter, as nbtoolkit did before
+SWITCH_ENV = "NBTOOLKIT_WARM"
+IDLE_ENV = "NBTOOLKIT_WARM_IDLE_S"
+IDLE_S = 600.0
+#: where the interpreters listen: one socket per key, for this user only
+SOCKETS = Path(tempfile.gettempdir()) / f"nbtoolkit-warm-{os.getuid()}"
+#: room reserved in the interpreter's environment and command line for a forked process's own
+SLOT_ENV = "NBTOOLKIT_WARM_SLOT"
+SLOT_BYTES = 4096
+#: a job's own variables, set in each forked process: they may differ from the interpreter's (nothing reads them
+#: as it imports); any other difference starts the job's supervisor as a new process
+PER_JOB = frozenset({HOME_ENV, JOB_ID_ENV, JOB_DIR_ENV, BILLED_SINCE_ENV, SLOT_ENV, "PWD", "OLDPWD", "_"})
+#: pytest names the running test in the environment; the suite's jobs share interpreters across tests
+PER_JOB_TESTING = frozenset({"PYTEST_CURRENT_TEST"})
+#: seconds `adopt` waits for an interpreter's answer
+ANSWER_S = 5.0
+#: interpreters listening at once, at most: the one used longest ago ends when another starts
+MOST = 4
+
+
+def warm_key(env: dict[str, str], hidden: tuple[str, ...]) -> str:
+    """What a job must share with an interpreter to fork from it: everything its imports could have read."""
+    package = Path(__file__).resolve().parent.parent
+    sources = max(path.stat().st_mtime_ns for path in package.rglob("*.py"))
+    installed = Path(sysconfig.get_paths()["purelib"]).stat().st_mtime_ns  # pip changes the folder's entries
+    shared = {name: value for name, value in env.items() if name not in PER_JOB | PER_JOB_TESTING}
+    facts = [sys.executable, str(package), sources, installed, sorted(shared.items()), sorted(hidden)]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:20]
+
+
+def enabled() -> bool:
+    return os.environ.get(SWITCH_ENV, "1") != "0" and sys.platform.startswith("linux")
+
+
+def adopt(key: str, job_id: str, env: dict[str, str], job_dir: Path) -> tuple[int, float | None] | None:
+    """Ask the interpreter for `key` to fork the job's supervisor with environment `env` (what a supervisor started
+    anew would get); its (pid, start time), or None: none answered."""
+    if not _private():
+        return None
+    request = {"job": job_id, "env": env, "dir": str(job_dir)}
+    try:
+        with _connect(SOCKETS / f"{key}.sock") as client:
+            client.sendall(json.dumps(request).encode() + b"\n")
+            answer = json.loads(client.makefile("rb").readline() or b"null")
+    except (OSError, ValueError):
+        return None
+    return (answer["pid"], answer["started"]) if answer else None
+
+
+def start(key: str, env: dict[str, str], hidden: tuple[str, ...]) -> None:
+    """Start the interpreter for `key` in the background, if none runs (it ends itself if one does)."""
+    SOCKETS.mkdir(mode=0o700, exist_ok=True)
+    if not _private():
+        return
+    with open(SOCKETS / f"{key}.log", "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", MODULE, key, ",".join(hidden), "x" * 256],
+            env={**env, SLOT_ENV: "x" * SLOT_BYTES},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
+    threading.Thread(target=process.wait, daemon=True, name="nbtoolkit-warm-reap").start()
+
+
+def _write_tags(values: dict[str, str]) -> bool:
+    """Show `values` in this process's /proc/PID/environ, in the padding variable's room; False: they do not fit."""
+    _, _, env_start, env_end = memory_regions()
+    block = Path("/proc/self/environ").read_bytes()
+    entry = f"{SLOT_ENV}=".encode()
+    at = 0 if block.startswith(entry) else block.find(b"\0" + entry) + 1
+    if at == 0 and not block.startswith(entry):
+        return False
+    room = block.index(b"\0", at) - at
+    tags = b"".join(f"{name}={value}".encode() + b"\0" for name, value in values.items()) + entry
+    if len(tags) > room or env_start + at + room > env_end:
+        return False
+    ctypes.memmove(env_start + at, tags.ljust(room, b"x"), room)  # the padding stays one valid variable
+    return True
+
+
+def _become_supervisor(connection: socket.socket, request: dict, listener: socket.socket, lock: int) -> None:
+    """In the forked supervisor: the job's session, environment, tag, command line, folder and log, then the
+    supervisor's own main; leaves by os._exit with its code."""
+    code = 1
+    try:
+        listener.close()
+        os.close(lock)
+        os.setsid()
+        job_id, env = request["job"], request["env"]
+        os.environ.clear()
+        os.environ.update(env)
+        if not _write_tags({JOB_ID_ENV: job_id, HOME_ENV: env[HOME_ENV]}):
+            raise RuntimeError("the job's tag does not fit the room the warm interpreter reserved")
+        write_command_line([sys.executable, "-m", "nbtoolkit.runner.supervisor", job_id])
+        os.chdir(request["dir"])
+        sys.stderr.flush()
+        with open(Path(request["dir"]) / "supervisor.log", "ab") as log:
+            os.dup2(log.fileno(), 2)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        connection.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        from nbtoolkit.runner import supervisor
+
+        code = supervisor.main([job_id], fork_stages=True)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _warm_up(hidden: tuple[str, ...]) -> bool:
+    """Import what nbtoolkit's program imports for every task; False when forking would not be safe."""
+    from nbtoolkit.train import program
+
+    program.hide_unused_integrations(hidden)
+    import torch
+    import transformers  # noqa: F401
+    from transformers import Trainer, TrainingArguments  # noqa: F401
+
+    import nbtoolkit.runner.supervisor
+    import nbtoolkit.train.tasks  # noqa: F401
+
+    program.quiet_libraries()  # imports datasets too
+    # native threads (torch's, pyarrow's allocator) are there in every process that imported them, and torch's
+    # DataLoader forks such processes for its workers on Linux; a Python thread or CUDA is not forked safely
+    return not torch.cuda.is_initialized() and threading.active_count() == 1
+
+
+def serve(key: str, hidden: tuple[str, ...]) -> int:
+    """Fork a supervisor for each job asked for, until IDLE_S pass without one, a `stop_all` asks it to end, or
+    more than MOST interpreters listen and it is the one used longest ago."""
+    lock = os.open(SOCKETS / f"{key}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # one serves this key already
+    if not _warm_up(hidden):
+        print(
+            f"[nbtoolkit] warm interpreter {key}: its imports started CUDA or a thread: it serves no job",
+            file=sys.stderr,
+        )
+        return 0
+    gc.freeze()  # what is imported now is shared with every fork, untouched by their collections
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # through `finally`: no socket left behind
+    path, staging = SOCKETS / f"{key}.sock", SOCKETS / f"{key}.{os.getpid()}.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(staging))
+    listener.listen(8)
+    os.replace(staging, path)
+    mine = path.stat().st_ino
+    idle = float(os.environ.get(IDLE_ENV, IDLE_S))
+    listener.settimeout(1.0)
+    last = time.monotonic()
+    try:
+        while time.monotonic() - last < idle and not _evicted(path):
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with connection:
+                connection.settimeout(ANSWER_S)
+                try:
+                    request = json.loads(connection.makefile("rb").readline())
+                except (OSError, ValueError):
+                    continue
+                if request.get("stop"):
+                    break
+                pid = os.fork()
+                if pid == 0:
+                    _become_supervisor(connection, request, listener, lock)
+                with contextlib.suppress(OSError):
+                    connection.sendall(json.dumps({"pid": pid, "started": _start_time(pid)}).encode() + b"\n")
+            os.utime(path)  # its last use, for _evicted
+            last = time.monotonic()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_ino == mine:  # not one a later interpreter of this key put there
+                path.unlink()
+    return 0
+
+
+def _evicted(path: Path) -> bool:
+    """More than MOST interpreters listen and this one was used longest ago (each holds ~440 MB)."""
+    listening = list(SOCKETS.glob("*.sock"))
+    with contextlib.suppress(OSError):
+        return len(listening) > MOST and min(listening, key=lambda other: other.stat().st_mtime) == path
+    return False
+
+
+def stop_all() -> None:
+    """Ask every warm interpreter of this user to end (the test suite's end); the jobs they forked go on."""
+    for path in SOCKETS.glob("*.sock") if _private() else ():
+        with contextlib.suppress(OSError), _connect(path) as client:
+            client.sendall(b'{"stop": true}\n')
+
+
+def _connect(path: Path) -> socket.socket:
+    """A connection to the interpreter listening at `path`; a socket no one listens at (its interpreter was killed)
+    is removed."""
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(ANSWER_S)
+    try:
+        client.connect(str(path))
+    except ConnectionRefusedError:
+        client.close()
+        path.unlink(missing_ok=True)
+        raise
+    except OSError:
+        client.close()
+        raise
+    return client
+
+
+def _private() -> bool:
+    """The sockets' folder is this user's alone: a job's environment (its secrets) goes to no one else's socket."""
+    with contextlib.suppress(FileNotFoundError):
+        found = SOCKETS.lstat()
+        return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o077
+    return False
+
+
+def _start_time(pid: int) -> float | None:
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        return psutil.Process(pid).create_time()
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1], tuple(name for name in sys.argv[2].split(",") if name)))

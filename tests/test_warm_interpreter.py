@@ -1,0 +1,121 @@
+"""A local job of nbtoolkit's program forks its supervisor and stage from a warm interpreter made by the job before
+it: it trains as a job started anew does, its processes carry its tag and command line, a stop ends them, and a
+killed supervisor takes its stage with it. One interpreter serves the file's jobs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import psutil
+import pytest
+
+from nbtoolkit.api import Job, launch
+from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.runner import JobStore
+from nbtoolkit.runner.control import _warm_key
+from nbtoolkit.runner.stacks import rank_processes
+from nbtoolkit.runner.tree import tagged_processes
+from nbtoolkit.runner.warm_interpreter import MODULE
+
+SPEC = {"task": "text-classification", "train": {"max_steps": 3, "logging_steps": 1, "seed": 7}}
+LONG = {"task": "text-classification", "train": {"max_steps": 100000, "logging_steps": 1}}
+
+
+def forked_from_warm(job: Job) -> bool:
+    """The job's supervisor is a child of a warm interpreter (a supervisor started anew is this process's)."""
+    parent = psutil.Process(job.record.supervisor_pid).parent()
+    return parent is not None and MODULE in " ".join(parent.cmdline())
+
+
+def wait_for(condition, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := condition():
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"not within {timeout:.0f} s")
+
+
+def losses(job: Job) -> list[float]:
+    return [record["loss"] for record in job.records() if record.get("kind") == "train"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> JobStore:
+    return JobStore(tmp_path_factory.mktemp("nbhome"))
+
+
+@pytest.fixture(scope="module")
+def cold(store) -> Job:
+    """A job like SPEC started anew (NBTOOLKIT_WARM=0: another file's jobs may have made an interpreter already)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NBTOOLKIT_WARM", "0")
+        job = launch(SPEC, store=store)
+    assert psutil.Process(job.record.supervisor_pid).ppid() == os.getpid()  # this process started it
+    assert job.wait(timeout=300) == "succeeded", job.logs(tail=30)
+    return job
+
+
+@pytest.fixture(scope="module")
+def warm(store, cold) -> Job:
+    """A job like the first, once an interpreter for such jobs listens (one asked before that starts anew and starts
+    the interpreter)."""
+
+    def warm_job() -> Job | None:
+        job = launch(SPEC, store=store)
+        forked = forked_from_warm(job)  # asked at once: the supervisor ends with the job
+        assert job.wait(timeout=300) == "succeeded", job.logs(tail=30)
+        return job if forked else None
+
+    return wait_for(warm_job, timeout=240)
+
+
+def running_warm(store: JobStore) -> tuple[Job, psutil.Process, psutil.Process]:
+    """A long job forked from the warm interpreter, once it trains; its supervisor and its stage."""
+    job = launch(LONG, store=store)
+    wait_for(lambda: losses(job), timeout=60)
+    assert forked_from_warm(job)
+    supervisor = psutil.Process(job.record.supervisor_pid)
+    [stage] = [child for child in supervisor.children() if "nbtoolkit.runner.watcher" not in child.cmdline()]
+    return job, supervisor, stage
+
+
+def test_a_job_forked_from_the_warm_interpreter_trains_as_one_started_anew(cold, warm):
+    assert losses(warm) == losses(cold)  # the same seed and data: the same steps, to the last digit
+    assert (warm.dir / "output" / "model" / "config.json").is_file()
+    assert "stage train succeeded" in warm.logs()
+
+
+def test_a_warm_jobs_processes_carry_its_tag_and_command_line_and_a_stop_ends_them(store, warm):
+    job, supervisor, stage = running_warm(store)
+    record = job.record
+    assert {supervisor.pid, stage.pid} <= {process.pid for process in tagged_processes(job.id, store.home)}
+    assert supervisor.cmdline()[1:4] == ["-m", "nbtoolkit.runner.supervisor", job.id]
+    assert stage.cmdline()[1:5] == ["-m", "nbtoolkit.train", "--spec", "spec.json"]
+    assert os.getpgid(stage.pid) == stage.pid  # its own session and group, as a stage started anew
+    assert rank_processes(record, store) == {0: stage.pid}  # the run doctor finds its rank
+    assert job.stop() == "stopped"
+    wait_for(lambda: not tagged_processes(job.id, store.home), timeout=30)  # the supervisor on its way out too
+    assert losses(job)  # its metrics and log stay readable
+    assert "stop requested" in job.logs()
+
+
+def test_a_killed_warm_supervisor_takes_its_stage_with_it_and_the_job_is_lost(store, warm):
+    job, supervisor, stage = running_warm(store)
+    supervisor.send_signal(signal.SIGKILL)
+    wait_for(lambda: not stage.is_running() or stage.status() == psutil.STATUS_ZOMBIE, timeout=30)
+    assert wait_for(lambda: job.record.status == "lost", timeout=60)
+
+
+def test_what_never_forks_from_a_warm_interpreter(monkeypatch):
+    program = Launch(backend="local", stages=[Stage(name="train", argv=[sys.executable, "-m", "nbtoolkit.train"])])
+    script = Launch(backend="local", stages=[Stage(name="train", argv=[sys.executable, "train.py"])])
+    env = dict(os.environ)
+    assert _warm_key(program, env, ()) is not None
+    assert _warm_key(script, env, ()) is None  # a user's script
+    assert _warm_key(program, env, None) is None  # a run the launch says starts anew (torch.compile, not local)
+    monkeypatch.setenv("NBTOOLKIT_WARM", "0")
+    assert _warm_key(program, env, ()) is None
