@@ -171,7 +171,8 @@ def _warm_up(hidden: tuple[str, ...]) -> bool:
     from transformers import Trainer, TrainingArguments  # noqa: F401
 
     import nbtoolkit.runner.supervisor
-    import nbtoolkit.train.tasks  # noqa: F401
+    import nbtoolkit.tasks
+    import nbtoolkit.train.task_setup  # noqa: F401
 
     program.quiet_libraries()  # imports datasets too
     # native threads (torch's, pyarrow's allocator) are there in every process that imported them, and torch's
