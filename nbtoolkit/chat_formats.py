@@ -78,28 +78,36 @@ class FormatError(ValueError):
     """Rows in no known chat format, or not in the one the spec names; the message is one sentence."""
 
 
-def needed_columns() -> str:
+def needed_columns(formats: dict[str, tuple[str, ...]] = FORMAT_COLUMNS) -> str:
     """The columns each format needs, in words (for the one sentence a file in no format gets)."""
-    return "; ".join(f"{name}: {' + '.join(columns)}" for name, columns in FORMAT_COLUMNS.items())
+    return "; ".join(f"{name}: {' + '.join(columns)}" for name, columns in formats.items())
 
 
-def detect_format(columns: Iterable[str], declared: str = "auto") -> str:
-    """The format of rows with these columns: the declared one (checked), or with auto the first that fits."""
+def detect_format(
+    columns: Iterable[str],
+    declared: str = "auto",
+    formats: dict[str, tuple[str, ...]] = FORMAT_COLUMNS,
+    kind: str = "chat",
+) -> str:
+    """The format of rows with these columns among `formats` (format -> the columns it needs; `kind` names them in
+    the sentence): the declared one (checked), or with auto the first that fits."""
     have = set(columns)
     if declared != "auto":
-        missing = [column for column in FORMAT_COLUMNS[declared] if column not in have]
+        if declared not in formats:
+            raise FormatError(f"dataset.format '{declared}' is no {kind} format; use {' or '.join(formats)} or auto")
+        missing = [column for column in formats[declared] if column not in have]
         if missing:
             raise FormatError(
                 f"dataset.format '{declared}' needs the column(s) {', '.join(missing)}, but the data has "
                 f"{', '.join(sorted(have)) or 'no columns'}; rename them or use format: auto"
             )
         return declared
-    for name, wanted in FORMAT_COLUMNS.items():
+    for name, wanted in formats.items():
         if have.issuperset(wanted):
             return name
     raise FormatError(
-        f"the data is in no chat format nbtoolkit knows (its columns are {', '.join(sorted(have)) or 'none'}); "
-        f"give one of {needed_columns()}"
+        f"the data is in no {kind} format nbtoolkit knows (its columns are {', '.join(sorted(have)) or 'none'}); "
+        f"give one of {needed_columns(formats)}"
     )
 
 

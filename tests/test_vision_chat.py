@@ -137,7 +137,9 @@ def test_auto_detects_trl_and_llava_and_refuses_text_only_chat():
     assert detect_vision_format(["id", "image", "conversations"]) == "sharegpt"
     with pytest.raises(FormatError, match=r"no vision chat format .* columns are messages\);"):
         detect_vision_format(["messages"])
-    with pytest.raises(FormatError, match=r"^dataset.format 'alpaca' holds no images"):
+    with pytest.raises(
+        FormatError, match=r"^dataset.format 'alpaca' is no vision chat format; use messages or sharegpt or auto"
+    ):
         detect_vision_format(["messages", "images"], "alpaca")
     with pytest.raises(FormatError, match=r"'sharegpt' needs the column\(s\) image, but the data has conversations"):
         detect_vision_format(["conversations"], "sharegpt")

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit.chat_formats import SHAREGPT_ROLES, FormatError, json_kind
+from nbtoolkit.chat_formats import SHAREGPT_ROLES, FormatError, detect_format, json_kind
 
 #: format -> (the turns' column, the images' column), checked in this order
-VISION_COLUMNS: dict[str, tuple[str, str]] = {
+VISION_COLUMNS: dict[str, tuple[str, ...]] = {
     "messages": ("messages", "images"),
     "sharegpt": ("conversations", "image"),
 }
@@ -52,28 +52,8 @@ CHATML_VISION = (
 
 
 def detect_vision_format(columns: Iterable[str], declared: str = "auto") -> str:
-    """The format of rows with these columns: the declared one (checked), or with auto the first that fits."""
-    have = set(columns)
-    if declared != "auto":
-        if declared not in VISION_COLUMNS:
-            raise FormatError(
-                f"dataset.format '{declared}' holds no images; task vision-chat reads "
-                f"{' or '.join(VISION_COLUMNS)} (or auto)"
-            )
-        missing = [column for column in VISION_COLUMNS[declared] if column not in have]
-        if missing:
-            raise FormatError(
-                f"dataset.format '{declared}' needs the column(s) {', '.join(missing)}, but the data has "
-                f"{', '.join(sorted(have)) or 'no columns'}; rename them or use format: auto"
-            )
-        return declared
-    for name, wanted in VISION_COLUMNS.items():
-        if have.issuperset(wanted):
-            return name
-    raise FormatError(
-        f"the data is in no vision chat format nbtoolkit knows (its columns are {', '.join(sorted(have)) or 'none'}); "
-        f"give messages + images (TRL's) or conversations + image (LLaVA's)"
-    )
+    """The vision format of rows with these columns: the declared one (checked), or with auto the first that fits."""
+    return detect_format(columns, declared, VISION_COLUMNS, "vision chat")
 
 
 def as_vision_row(row: dict[str, Any], fmt: str, folder: Path | None, number: int | None = None) -> dict[str, Any]:
