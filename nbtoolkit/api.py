@@ -6,7 +6,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nbtoolkit import backends, chains, views
 from nbtoolkit import runner as job_control
@@ -29,6 +29,9 @@ from nbtoolkit.runner.health import job_health
 from nbtoolkit.runner.stacks import take_stacks
 from nbtoolkit.runner.store import AlreadyResumed, JobRecord, JobStore
 from nbtoolkit.spec import RunSpec, load_spec
+
+if TYPE_CHECKING:
+    from nbtoolkit.runner.warm_interpreter import WarmProfile
 
 #: how long `resume` gives an ended job's supervisor to exit (it records the end, then leaves)
 ENDING_S = 5.0
@@ -384,15 +387,17 @@ def launch(
     return Job(record.id, store)
 
 
-def warm_profile(spec: RunSpec) -> tuple[str, ...] | None:
-    """The integrations nbtoolkit's program hides in a run that may fork from a warm interpreter (its own program
-    on this machine, not compiled: torch.compile's cache folder is fixed as torch is imported); None: it starts
-    in a new interpreter. Local runs on several processes are torchrun's and always start anew."""
+def warm_profile(spec: RunSpec) -> WarmProfile | None:
+    """What nbtoolkit's program starts with in a run that may fork from a warm interpreter (its own program on this
+    machine, not compiled: torch.compile's cache folder is fixed as torch is imported); None: it starts in a new
+    interpreter. Local runs on several processes are torchrun's and always start anew."""
     if spec.hardware.target != backends.LOCAL or spec.script is not None or spec.compile == "torch":
         return None
+    from nbtoolkit.runner.warm_interpreter import WarmProfile
+    from nbtoolkit.tasks import TASKS
     from nbtoolkit.train.program import unused_integrations
 
-    return unused_integrations(spec)
+    return WarmProfile(unused_integrations(spec), TASKS[spec.task].program)
 
 
 def resume(

@@ -18,7 +18,7 @@ from nbtoolkit.runner import JobStore
 from nbtoolkit.runner.control import _warm_key
 from nbtoolkit.runner.stacks import rank_processes
 from nbtoolkit.runner.tree import tagged_processes
-from nbtoolkit.runner.warm_interpreter import MODULE
+from nbtoolkit.runner.warm_interpreter import MODULE, WarmProfile
 
 SPEC = {"task": "text-classification", "train": {"max_steps": 3, "logging_steps": 1, "seed": 7}}
 LONG = {"task": "text-classification", "train": {"max_steps": 100000, "logging_steps": 1}}
@@ -114,8 +114,9 @@ def test_what_never_forks_from_a_warm_interpreter(monkeypatch):
     program = Launch(backend="local", stages=[Stage(name="train", argv=[sys.executable, "-m", "nbtoolkit.train"])])
     script = Launch(backend="local", stages=[Stage(name="train", argv=[sys.executable, "train.py"])])
     env = dict(os.environ)
-    assert _warm_key(program, env, ()) is not None
-    assert _warm_key(script, env, ()) is None  # a user's script
+    profile = WarmProfile((), "nbtoolkit.tasks.classification.train")
+    assert _warm_key(program, env, profile) is not None
+    assert _warm_key(script, env, profile) is None  # a user's script
     assert _warm_key(program, env, None) is None  # a run the launch says starts anew (torch.compile, not local)
     monkeypatch.setenv("NBTOOLKIT_WARM", "0")
-    assert _warm_key(program, env, ()) is None
+    assert _warm_key(program, env, profile) is None

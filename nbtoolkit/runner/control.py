@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -30,6 +31,9 @@ from nbtoolkit.runner.store import (
     this_host,
 )
 from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
+
+if TYPE_CHECKING:
+    from nbtoolkit.runner.warm_interpreter import WarmProfile
 
 
 def write_launch_files(launch: Launch, directory: Path) -> list[Path]:
@@ -55,12 +59,12 @@ def submit(
     resumed_from: str | None = None,
     info: dict | None = None,
     stage_boot: bool = False,
-    warm: tuple[str, ...] | None = None,
+    warm: WarmProfile | None = None,
 ) -> JobRecord:
     """Create the job, write its directory, and start its detached supervisor; with `stage_boot` (nbtoolkit's
     own program on this machine) the stage boot is first on the PYTHONPATH the supervisor hands its stages.
-    `warm`: the integrations a local single-process run of nbtoolkit's program hides, when it may fork from a
-    warm interpreter (warm_interpreter.py), whose supervisor then forks its stage too."""
+    `warm`: what a local single-process run of nbtoolkit's program starts with, when it may fork from a warm
+    interpreter (warm_interpreter.py), whose supervisor then forks its stage too."""
     store = store or JobStore()
     record = store.create(name=name, task=task, backend=launch.backend, resumed_from=resumed_from, info=info)
     directory = store.job_dir(record.id)
@@ -88,7 +92,7 @@ def submit(
     return store.get(record.id)
 
 
-def _warm_key(launch: Launch, env: dict[str, str], warm: tuple[str, ...] | None) -> str | None:
+def _warm_key(launch: Launch, env: dict[str, str], warm: WarmProfile | None) -> str | None:
     """The warm interpreter a job may fork from: one stage, nbtoolkit's program, here; None: it starts anew."""
     from nbtoolkit.runner import warm_interpreter
     from nbtoolkit.runner.forked_stage import PROGRAM

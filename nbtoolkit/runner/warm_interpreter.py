@@ -16,7 +16,7 @@ started for the job shows: the job's tag in /proc/PID/environ (tree.tagged_proce
 the doctor) and its own command line in /proc/PID/cmdline (`pkill -f JOB_ID`, the doctor's rank lookup): the
 interpreter starts with room reserved in both (a padding variable and argument) and each fork writes its own there.
 
-    python -m nbtoolkit.runner.warm_interpreter KEY HIDDEN PADDING      (started by `start`, never by hand)
+    python -m nbtoolkit.runner.warm_interpreter KEY TASK_MODULE HIDDEN PADDING      (started by `start`, not by hand)
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from nbtoolkit.launches import JOB_DIR_ENV
@@ -66,13 +67,24 @@ ANSWER_S = 5.0
 MOST = 4
 
 
-def warm_key(env: dict[str, str], hidden: tuple[str, ...]) -> str:
+@dataclass(frozen=True)
+class WarmProfile:
+    """What a run's program starts with that an interpreter must share: the integrations it hides (which fix what
+    transformers finds installed as it is imported) and the task's training module (its own imports: TRL's
+    trainers take 2.5-3 s)."""
+
+    hidden: tuple[str, ...]
+    task_module: str
+
+
+def warm_key(env: dict[str, str], profile: WarmProfile) -> str:
     """What a job must share with an interpreter to fork from it: everything its imports could have read."""
     package = Path(__file__).resolve().parent.parent
     sources = max(path.stat().st_mtime_ns for path in package.rglob("*.py"))
     installed = Path(sysconfig.get_paths()["purelib"]).stat().st_mtime_ns  # pip changes the folder's entries
     shared = {name: value for name, value in env.items() if name not in PER_JOB | PER_JOB_TESTING}
-    facts = [sys.executable, str(package), sources, installed, sorted(shared.items()), sorted(hidden)]
+    facts = [sys.executable, str(package), sources, installed, sorted(shared.items()), sorted(profile.hidden)]
+    facts.append(profile.task_module)
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:20]
 
 
@@ -95,14 +107,14 @@ def adopt(key: str, job_id: str, env: dict[str, str], job_dir: Path) -> tuple[in
     return (answer["pid"], answer["started"]) if answer else None
 
 
-def start(key: str, env: dict[str, str], hidden: tuple[str, ...]) -> None:
+def start(key: str, env: dict[str, str], profile: WarmProfile) -> None:
     """Start the interpreter for `key` in the background, if none runs (it ends itself if one does)."""
     SOCKETS.mkdir(mode=0o700, exist_ok=True)
     if not _private():
         return
     with open(SOCKETS / f"{key}.log", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", MODULE, key, ",".join(hidden), "x" * 256],
+            [sys.executable, "-m", MODULE, key, profile.task_module, ",".join(profile.hidden), "x" * 256],
             env={**env, SLOT_ENV: "x" * SLOT_BYTES},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -161,11 +173,13 @@ def _become_supervisor(connection: socket.socket, request: dict, listener: socke
         os._exit(code)
 
 
-def _warm_up(hidden: tuple[str, ...]) -> bool:
-    """Import what nbtoolkit's program imports for every task; False when forking would not be safe."""
+def _warm_up(profile: WarmProfile) -> bool:
+    """Import what nbtoolkit's program imports for the profile's task; False when forking would not be safe."""
+    import importlib
+
     from nbtoolkit.train import program
 
-    program.hide_unused_integrations(hidden)
+    program.hide_unused_integrations(profile.hidden)
     import torch
     import transformers  # noqa: F401
     from transformers import Trainer, TrainingArguments  # noqa: F401
@@ -174,13 +188,14 @@ def _warm_up(hidden: tuple[str, ...]) -> bool:
     import nbtoolkit.tasks
     import nbtoolkit.train.task_setup  # noqa: F401
 
+    importlib.import_module(profile.task_module)
     program.quiet_libraries()  # imports datasets too
     # native threads (torch's, pyarrow's allocator) are there in every process that imported them, and torch's
     # DataLoader forks such processes for its workers on Linux; a Python thread or CUDA is not forked safely
     return not torch.cuda.is_initialized() and threading.active_count() == 1
 
 
-def serve(key: str, hidden: tuple[str, ...]) -> int:
+def serve(key: str, profile: WarmProfile) -> int:
     """Fork a supervisor for each job asked for, until IDLE_S pass without one, a `stop_all` asks it to end, or
     more than MOST interpreters listen and it is the one used longest ago."""
     lock = os.open(SOCKETS / f"{key}.lock", os.O_CREAT | os.O_RDWR, 0o600)
@@ -188,7 +203,7 @@ def serve(key: str, hidden: tuple[str, ...]) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # one serves this key already
-    if not _warm_up(hidden):
+    if not _warm_up(profile):
         print(
             f"[nbtoolkit] warm interpreter {key}: its imports started CUDA or a thread: it serves no job",
             file=sys.stderr,
@@ -285,4 +300,5 @@ def _start_time(pid: int) -> float | None:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1], tuple(name for name in sys.argv[2].split(",") if name)))
+    hidden = tuple(name for name in sys.argv[3].split(",") if name)
+    sys.exit(serve(sys.argv[1], WarmProfile(hidden, sys.argv[2])))
