@@ -45,7 +45,17 @@ TORCH_WHEELS = (
 )
 SYNC_OPTIONS = ("--require-hashes", "--compile-bytecode", "--find-links", TORCH_WHEELS)
 #: the libraries the report names, in this order
-REPORTED = ("transformers", "accelerate", "datasets", "peft", "trl", "huggingface-hub", "optimum-neuron", "torch")
+REPORTED = (
+    "transformers",
+    "accelerate",
+    "datasets",
+    "peft",
+    "trl",
+    "evaluate",
+    "huggingface-hub",
+    "optimum-neuron",
+    "torch",
+)
 BUILD = "make image-envs"
 #: a Hugging Face image tag's transformers version (`...:2.9.0-transformers5.3.0-gpu-...`)
 TAG_TRANSFORMERS = re.compile(r"-transformers([\d.]+)-")

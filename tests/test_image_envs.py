@@ -75,3 +75,13 @@ def test_an_image_without_its_lock_is_one_sentence_naming_the_command(tmp_path, 
     monkeypatch.setattr(ImageStack, "lock", property(lambda self: tmp_path / "requirements-image-missing.lock"))
     with pytest.raises(ImageEnvError, match=r"^requirements-image-missing.lock is missing: `make lock` writes it"):
         build(stack)
+
+
+def test_an_image_without_a_table_is_one_sentence_naming_the_tables():
+    spec = real_specs()["gpt2-wikitext-sagemaker"]
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04"
+    spec = spec.model_copy(update={"sagemaker": spec.sagemaker.model_copy(update={"image_uri": image})})
+    with pytest.raises(
+        ImageEnvError, match=r"^no fact table of the image .*transformers4\.49\.0.* \(tests/facts/images/ has "
+    ):
+        stack_of(spec)
