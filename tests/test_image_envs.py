@@ -12,7 +12,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from nbtoolkit.image_envs import ImageEnvError, ImageStack, build, stack_of, stacks
+from nbtoolkit.image_envs import LOCK_MACHINE, ImageEnvError, ImageStack, build, image_run, stack_of, stacks
 from tests.real_launches import GOLDEN, as_launched, real_specs
 
 #: the real launch whose machine installs nbtoolkit itself, with the lock (FLAN-T5 on a p4d with DeepSpeed)
@@ -85,3 +85,9 @@ def test_an_image_without_a_table_is_one_sentence_naming_the_tables():
         ImageEnvError, match=r"^no fact table of the image .*transformers4\.49\.0.* \(tests/facts/images/ has "
     ):
         stack_of(spec)
+
+
+def test_a_run_on_the_lock_is_rehearsed_under_the_lock_and_says_so(tmp_path):
+    run = image_run(real_specs()["flan-t5-xxl"], tmp_path)
+    assert (run.python, run.env, run.line) == (None, {}, LOCK_MACHINE)
+    assert not (tmp_path / "code").exists()  # nothing shipped: the program runs installed, as on that machine
