@@ -6,7 +6,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV := $(BIN)/uv
 LOCK := requirements.lock
-LOCK_INPUTS := pyproject.toml constraints.txt tools/skypilot-requirements.in
+# what every lock is made from: a change to any of them is caught by lock-check (the image tables: tests/facts/images)
+IMAGE_TABLES := $(sort $(wildcard tests/facts/images/*.json))
+LOCK_INPUTS := pyproject.toml constraints.txt tools/skypilot-requirements.in tools/floor-requirements.in \
+	tools/llama-requirements.in $(IMAGE_TABLES)
 # of pyproject.toml only what names packages counts ([project], [build-system]): its tool settings change none
 LOCK_INPUTS_SHA = $(shell $(PYTHON) tools/lock_inputs_sha.py)
 # torch's CPU wheel: it lies on disk on this project's machines, elsewhere PyTorch's CPU index has it
@@ -39,6 +42,11 @@ SKY_LOCK := requirements-skypilot.lock
 # tests/test_supported_versions.py trains it; about 50-60 s to build here (1.4 GB), beside the rest of the set-up
 FLOOR_VENV := .venv-floor
 FLOOR_LOCK := requirements-floor.lock
+# the program rehearsed in each real launch's image's packages (nbtoolkit/image_envs.py; `nbtoolkit rehearse SPEC
+# --image-env`): one environment per image table of tests/facts/images, locked and hashed in
+# requirements-image-NAME.lock, built into .venv-image-NAME (about a minute each here), not part of test-setup:
+# `make test-images` builds them and runs tests/images apart
+IMAGE_NAMES = $(basename $(notdir $(IMAGE_TABLES)))
 
 # `export --format gguf` runs llama.cpp's converter and quantizer in an environment of their own, locked and hashed
 # too: llama-cpp-python built from its sdist (llama.cpp's CPU library only), and the converter copied out of it.
@@ -51,7 +59,7 @@ LLAMA_BUILD_TOOLS := scikit-build-core cmake ninja pathspec packaging
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
 	-DLLAMA_BUILD_TOOLS=OFF -DGGML_OPENMP=OFF
 
-.PHONY: lock lock-floor floor lock-check install deepspeed demo lab notebooks api-types lint docs docs-build test-setup \
+.PHONY: lock lock-floor lock-images image-envs test-images floor lock-check install deepspeed demo lab notebooks api-types lint docs docs-build test-setup \
 	test clean llama-env test-gguf
 
 $(BIN)/python:
@@ -76,13 +84,21 @@ lock: | $(UV)
 	$(UV) pip compile tools/llama-requirements.in --generate-hashes --python-version 3.11 \
 	    --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) --custom-compile-command "make lock" \
 	    --quiet -o $(LLAMA_LOCK)
-	$(MAKE) --no-print-directory lock-floor
+	$(MAKE) --no-print-directory lock-floor lock-images
 
 # the floor's own pins (`python -m nbtoolkit.train.supported_versions`) with what the program needs beside them
 lock-floor: | $(UV)
 	$(BIN)/python -m nbtoolkit.train.supported_versions | $(UV) pip compile tools/floor-requirements.in - \
 	    --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) \
 	    --custom-compile-command "make lock" --quiet -o $(FLOOR_LOCK)
+
+# each image's packages (its table) with what the container's requirements.txt lifts, and the lock's CPU torch
+lock-images: | $(UV)
+	for name in $(IMAGE_NAMES); do \
+	    $(BIN)/python -m nbtoolkit.image_envs requirements $$name | $(UV) pip compile - --generate-hashes \
+	        --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) \
+	        --custom-compile-command "make lock" --quiet -o requirements-image-$$name.lock || exit 1; \
+	done
 
 lock-check:
 	@grep -q '^# inputs-sha256: $(LOCK_INPUTS_SHA) ' $(LOCK) || \
@@ -159,6 +175,14 @@ $(FLOOR_VENV)/.installed: $(FLOOR_LOCK) | $(UV)
 
 floor: $(FLOOR_VENV)/.installed
 
+# every image's environment, built where missing or older than its lock (the same code as `rehearse --image-env`)
+image-envs: lock-check $(PACKAGES_STAMP)
+	$(BIN)/python -m nbtoolkit.image_envs build
+
+# the real launches rehearsed in their images' packages, apart from `make test` (see image-envs)
+test-images: install image-envs
+	$(BIN)/python -m pytest tests/images
+
 # llama.cpp's environment: the build tools first (the sdist builds against them, hashed like the rest), then every
 # locked package (llama.cpp compiled here: CPU, no tests, examples, server or tools), then the converter from the
 # same sdist (its hash checked against the lock) beside the environment: .venv-llama/llama.cpp
@@ -230,7 +254,7 @@ test: lock-check
 	@echo "set-up took $$(cat $(SETUP_SECONDS))s"
 
 clean:
-	rm -rf $(VENV) $(FLOOR_VENV) build dist test-output $(LAB)/node_modules $(LAB)/lib nbtoolkit/labextension
+	rm -rf $(VENV) $(FLOOR_VENV) $(addprefix .venv-image-,$(IMAGE_NAMES)) build dist test-output $(LAB)/node_modules $(LAB)/lib nbtoolkit/labextension
 
 # the example notebooks, executed in smoke mode and saved with their outputs (tests check they are current)
 notebooks: install

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
@@ -258,7 +259,6 @@ class Job:
         """Run one of nbtoolkit's torch programs in the job directory (this process never imports torch);
         its one-sentence error becomes a LaunchError. Returns its stdout."""
         import subprocess
-        import sys
 
         from nbtoolkit.runner.stage_boot import booted_env
         from nbtoolkit.runtime import ERROR_PREFIX
@@ -344,6 +344,7 @@ def launch(
     resumed_from: str | None = None,
     workdir: str | None = None,
     env: dict[str, str] | None = None,
+    python: str | None = None,
 ) -> Job:
     """Check the spec, render its launch, and start it as a job that outlives this process.
 
@@ -365,6 +366,11 @@ def launch(
         launch_ = replace(launch_, workdir=workdir)
     if env:
         launch_ = replace(launch_, env={**launch_.env, **env})
+    if python:
+        stages = [
+            replace(stage, argv=[python if a == sys.executable else a for a in stage.argv]) for stage in launch_.stages
+        ]
+        launch_ = replace(launch_, stages=stages)
     info = {
         **chained.info,
         "hourly_price_usd": spec.hardware.run_price_usd,  # the whole run's (x nodes), as the budget counts it

@@ -361,7 +361,7 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
     print(
         "rehearsing: building a tiny model of the same architecture, then running the same launch here ...", flush=True
     )
-    report = rehearse(args.spec, max_ranks=args.max_ranks)
+    report = rehearse(args.spec, max_ranks=args.max_ranks, image_env=args.image_env)
     print(report)
     return 0 if report.passed else 1
 
@@ -417,6 +417,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=8,
         help="most processes to start here; wider runs are rehearsed narrower (default 8)",
+    )
+    rehearse_.add_argument(
+        "--image-env",
+        action="store_true",
+        help="run the program in the packages of the image the real run meets (built once, about a minute)",
     )
     rehearse_.set_defaults(handler=cmd_rehearse)
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from nbtoolkit import backends
 from nbtoolkit.bundled import TINY_MODELS, bundled_files
+from nbtoolkit.image_envs import ImageRun, image_run
 from nbtoolkit.planner.shapes import BERT_LIKE, T5_LIKE, ModelShapeError, model_config_fields
 from nbtoolkit.spec import RunSpec, RunSpecCore, SpecError, load_spec, safe_name
 from nbtoolkit.tasks import TASKS, TRL_TASKS, columns_used
@@ -186,6 +187,7 @@ class RehearsalReport:
     stages: list[StageResult]
     seconds: float
     memory: str | None = None
+    environment: str | None = None  # --image-env: the image's libraries it ran under
 
     @property
     def passed(self) -> bool:
@@ -200,6 +202,8 @@ class RehearsalReport:
             f"{'passed' if self.passed else 'FAILED'} in {self.seconds:.0f} s (jobs {', '.join(self.jobs)})"
         )
         lines = [head, *(stage.line(nodes) for stage in self.stages)]
+        if self.environment:
+            lines.append(self.environment)
         if self.memory:
             lines.append(self.memory)
         return lines + [f"note: {note}" for note in rehearsal.notes]
@@ -467,8 +471,9 @@ def _rows(path: Path, count: int) -> list[dict[str, Any]]:
 # -- running it -------------------------------------------------------------------------------------
 
 
-def prepare(rehearsal_: Rehearsal, workdir: Path) -> list[dict[str, Any]]:
-    """Write the sample data and build the tiny model under `workdir`; the node specs, ready to launch."""
+def prepare(rehearsal_: Rehearsal, workdir: Path, image: ImageRun | None = None) -> list[dict[str, Any]]:
+    """Write the sample data and build the tiny model under `workdir` (in the image's environment, if given, so the
+    libraries that read it wrote it); the node specs, ready to launch."""
     data_dir = workdir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     files = {}
@@ -479,7 +484,7 @@ def prepare(rehearsal_: Rehearsal, workdir: Path) -> list[dict[str, Any]]:
     model_dir = workdir / MODEL_DIR
     built = subprocess.run(
         [
-            sys.executable,
+            (image and image.python) or sys.executable,
             "-m",
             "nbtoolkit.train.tiny_model",
             "--out",
@@ -491,7 +496,7 @@ def prepare(rehearsal_: Rehearsal, workdir: Path) -> list[dict[str, Any]]:
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, **OFFLINE_ENV},
+        env={**os.environ, **OFFLINE_ENV, **(image.env if image else {})},
     )
     if built.returncode != 0:
         reason = (built.stderr.strip().splitlines() or ["no output"])[-1]
@@ -508,8 +513,10 @@ def rehearse(
     store=None,
     timeout: float = 900.0,
     max_ranks: int = MAX_RANKS,
+    image_env: bool = False,
 ) -> RehearsalReport:
-    """Run the rehearsal of a spec here: one job per node, waited for; a report of each stage."""
+    """Run the rehearsal of a spec here: one job per node, waited for; a report of each stage. `image_env`: in the
+    packages of the image the real run meets (nbtoolkit.image_envs), built first if need be."""
     from nbtoolkit.api import launch
     from nbtoolkit.chains import resolve
     from nbtoolkit.runner import JobStore
@@ -519,8 +526,10 @@ def rehearse(
     spec = resolve(load_spec(spec), store or JobStore(), fetching=False).sizing
     plan_ = rehearsal(spec, max_ranks=max_ranks)
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="nbtoolkit-rehearsal-"))
-    node_specs = prepare(plan_, workdir)
-    jobs = [launch(node_spec, store=store, force=True, env=OFFLINE_ENV) for node_spec in node_specs]
+    image = image_run(spec, workdir) if image_env else None
+    node_specs = prepare(plan_, workdir, image)
+    env, python = {**OFFLINE_ENV, **(image.env if image else {})}, image.python if image else None
+    jobs = [launch(node_spec, store=store, force=True, env=env, python=python) for node_spec in node_specs]
     for job in jobs:
         job.wait(timeout=max(timeout - (time.monotonic() - started), 1))
     stages = [result for node, job in enumerate(jobs) for result in _stage_results(node, job)]
@@ -530,6 +539,7 @@ def rehearse(
         stages=stages,
         seconds=time.monotonic() - started,
         memory=_memory_line(node_specs[0], jobs),
+        environment=image.line if image else None,
     )
 
 

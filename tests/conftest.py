@@ -24,8 +24,9 @@ DATA = TESTS / "data"
 SCRIPTS = TESTS / "scripts"
 PYTHON = sys.executable
 #: browser tests run in their own pytest invocation (`pytest -p no:asyncio tests/ui`, see tests/ui/conftest.py), the
-#: GGUF export's in theirs (`make test-gguf`: llama.cpp's environment is minutes to build, not part of test-setup)
-collect_ignore = ["ui", "gguf"]
+#: GGUF export's in theirs (`make test-gguf`: llama.cpp's environment is minutes to build, not part of test-setup), the
+#: rehearsals in the images' packages in theirs (`make test-images`: minutes of training beside CI's 20-minute budget)
+collect_ignore = ["ui", "gguf", "images"]
 #: `pytest --isolation`: a test that leaves process state changed behind it fails (tests/isolation.py)
 pytest_plugins = ["tests.isolation"]
 

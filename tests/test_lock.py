@@ -16,13 +16,14 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from tools.lock_inputs_sha import inputs_sha
+from tools.lock_inputs_sha import input_files, inputs_sha
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements.lock"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-#: what the lock is made from (the main environment's, then SkyPilot's own)
-INPUTS = ("pyproject.toml", "constraints.txt", "tools/skypilot-requirements.in")
+#: what the locks are made from (the main environment's, then the side environments': SkyPilot's, the floor's,
+#: llama.cpp's and each image's table)
+INPUTS = tuple(input_files())
 STALE = f"requirements.lock is older than {' '.join(INPUTS)}: run `make lock`"
 
 
@@ -98,9 +99,10 @@ def test_a_current_lock_passes_the_check(checkout):
 
 #: an edit of each input that changes what the lock resolves: a package pyproject.toml asks for, a line of the others
 PACKAGE_EDITS = {
-    "pyproject.toml": lambda text: text.replace("dependencies = [", 'dependencies = ["added-after-the-lock",', 1),
-    "constraints.txt": lambda text: text + "added-after-the-lock<2\n",
-    "tools/skypilot-requirements.in": lambda text: text + "added-after-the-lock\n",
+    ".toml": lambda text: text.replace("dependencies = [", 'dependencies = ["added-after-the-lock",', 1),
+    ".txt": lambda text: text + "added-after-the-lock<2\n",
+    ".in": lambda text: text + "added-after-the-lock\n",
+    ".json": lambda text: text.replace('"packages": [', '"packages": ["added-after-the-lock==1", ', 1),
 }
 
 
@@ -108,7 +110,7 @@ PACKAGE_EDITS = {
 @pytest.mark.parametrize("target", ["lock-check", "install", "test"])
 def test_a_stale_lock_stops_make_with_one_sentence(checkout, changed, target):
     edited = checkout / changed
-    edited.write_text(PACKAGE_EDITS[changed](edited.read_text()))
+    edited.write_text(PACKAGE_EDITS[edited.suffix](edited.read_text()))
     done = make(checkout, target)
     assert done.returncode != 0
     assert done.stderr.splitlines()[0] == STALE

@@ -61,7 +61,9 @@ class Backend:
       its field; it runs whenever a spec is built, so the form shows it beside the field;
     - `preflight(spec)`: checks of this machine, run before submitting (not before exporting),
       raising LaunchError;
-    - `attach(name, region) -> Launch`: follow a job started elsewhere.
+    - `attach(name, region) -> Launch`: follow a job started elsewhere;
+    - `container_image(spec) -> str | None`: the image the run's program runs in, where the backend picks one
+      (its tag names the libraries: nbtoolkit.image_envs reads it).
 
     `target`: the `hardware.target` it serves; "local" for launchers that start processes here, or
     the name of a remote engine. `block`: the pydantic model of the spec block it owns, under its own
@@ -91,6 +93,10 @@ class Backend:
         check = getattr(self.module(), "preflight", None)
         if check is not None:
             check(spec)
+
+    def container_image(self, spec: RunSpec) -> str | None:
+        image = getattr(self.module(), "container_image", None)
+        return image(spec) if image is not None else None
 
     @property
     def attaches(self) -> bool:

@@ -19,7 +19,7 @@ from nbtoolkit.saved_models import ADAPTER_CONFIG, BASE_DIR, base_weights, is_ad
 from nbtoolkit.spec import AdapterSpec, RunSpec
 from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.errors import TrainError
-from nbtoolkit.train.models import base_made_here, model_source
+from nbtoolkit.train.models import as_loaded, base_made_here, model_source
 
 #: task heads PEFT trains whole (its modules_to_save for SEQ_CLS and QUESTION_ANS): all-linear must not wrap them too
 TASK_HEADS = ["classifier", "score", "qa_outputs"]
@@ -131,7 +131,7 @@ def saved_base(model_dir: Path, spec: RunSpec, dtype: str | None = None):
     config = AutoConfig.from_pretrained(base_dir)
     weights = base_weights(model_dir, model_source(spec.model_name))
     saved_in = getattr(AutoConfig.from_pretrained(weights), "dtype", None)
-    return auto_class(spec.task).from_pretrained(weights, config=config, dtype=dtype or saved_in or "float32")
+    return auto_class(spec.task).from_pretrained(weights, config=config, **as_loaded(dtype or saved_in or "float32"))
 
 
 def merge(model_dir: str | Path, out: str | Path, spec: RunSpec, dtype: str | None = None) -> Path:

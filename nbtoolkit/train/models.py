@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import transformers
+from packaging.version import Version
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from nbtoolkit.bundled import TINY_MODELS, is_bundled, tokenizer_dir, with_language_facts
@@ -54,6 +56,18 @@ def ensure_pad_token(tokenizer: PreTrainedTokenizerBase) -> None:
         tokenizer.pad_token = tokenizer.eos_token
 
 
+#: the keyword from_pretrained and from_config take the load dtype by: `dtype` from transformers 4.56 (4.56.2's
+#: modeling_utils.py:2408 and 4754 pop it), `torch_dtype` before: Neuron SDK 2.26's 4.55.4 pops only `torch_dtype`
+#: (its modeling_utils.py:2358 and 4622) and hands `dtype` on to the model's __init__, a TypeError at start-up
+#: (found by `nbtoolkit rehearse --image-env`); transformers 5 still takes `torch_dtype`, with a warning
+DTYPE_KEYWORD = "dtype" if Version(transformers.__version__).release >= (4, 56) else "torch_dtype"
+
+
+def as_loaded(dtype) -> dict:
+    """The load dtype as this transformers' from_pretrained/from_config keyword."""
+    return {DTYPE_KEYWORD: dtype}
+
+
 def load_model(auto_class, spec, tokenizer: PreTrainedTokenizerBase, **config_overrides):
     """`auto_class` (e.g. AutoModelForSequenceClassification) for the spec's model: from the hub or a path in
     the dtype nbtoolkit.precision names (transformers 5 would keep the checkpoint's own), or built tiny.
@@ -64,17 +78,17 @@ def load_model(auto_class, spec, tokenizer: PreTrainedTokenizerBase, **config_ov
     name = spec.model_name
     dtype = spec_load_dtype(spec)
     if is_bundled(name):
-        return auto_class.from_config(tiny_config(name, tokenizer, **config_overrides), dtype=torch_dtype(dtype))
+        return auto_class.from_config(tiny_config(name, tokenizer, **config_overrides), **as_loaded(torch_dtype(dtype)))
     if is_adapter_folder(model_source(name)) and not spec.train.from_config:
         return merged_adapter(auto_class, model_source(name), dtype, **config_overrides)
     if spec.train.from_config:
         config = model_config(name)
         for key, value in config_overrides.items():
             setattr(config, key, value)
-        return auto_class.from_config(config, dtype=torch_dtype(dtype))
+        return auto_class.from_config(config, **as_loaded(torch_dtype(dtype)))
     if dtype == "nf4":
         return auto_class.from_pretrained(model_source(name), **config_overrides, **quantized_loading(spec.precision))
-    return auto_class.from_pretrained(model_source(name), dtype=torch_dtype(dtype), **config_overrides)
+    return auto_class.from_pretrained(model_source(name), **as_loaded(torch_dtype(dtype)), **config_overrides)
 
 
 def merged_adapter(auto_class, folder: str, dtype: str, **config_overrides):
@@ -82,7 +96,7 @@ def merged_adapter(auto_class, folder: str, dtype: str, **config_overrides):
     from peft import PeftModel
 
     config = AutoConfig.from_pretrained(config_folder(folder), **config_overrides)
-    base = auto_class.from_pretrained(base_weights(folder), config=config, dtype=torch_dtype(dtype))
+    base = auto_class.from_pretrained(base_weights(folder), config=config, **as_loaded(torch_dtype(dtype)))
     merged = PeftModel.from_pretrained(base, folder).merge_and_unload()
     return merged.requires_grad_(True)  # PEFT loads an adapter frozen, for inference; this run trains it all
 

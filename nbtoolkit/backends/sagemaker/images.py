@@ -18,6 +18,7 @@ from nbtoolkit.backends.sagemaker.instances import accelerator_of, unknown_insta
 from nbtoolkit.catalog import CatalogError, instance_names
 from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.gpu_builds import build_known, cuda_of, image_build, pytorch_runs_on, sm_name
+from nbtoolkit.shipping import DISTRIBUTION  # whose requirements (pyproject.toml) the program needs in the image
 from nbtoolkit.spec import RunSpec, SpecWarning
 from nbtoolkit.train.supported_versions import floor_version
 
@@ -37,10 +38,6 @@ TRAINIUM_IMAGE = (
     "763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:"
     "2.8.0-transformers4.55.4-neuronx-py310-sdk2.26.0-ubuntu22.04"
 )
-
-
-#: the distribution whose requirements (pyproject.toml) nbtoolkit's training program needs in the image
-DISTRIBUTION = "nbtoolkit-finetune"
 
 
 #: a Hugging Face DLC tag's transformers and Python: `:<torch>-transformers<x>-gpu-py<NN>-...`

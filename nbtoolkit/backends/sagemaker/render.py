@@ -12,6 +12,7 @@ from nbtoolkit.backends.sagemaker.aws_errors import NO_CREDENTIALS, NO_REGION, S
 from nbtoolkit.backends.sagemaker.container import code_files
 from nbtoolkit.backends.sagemaker.data_channels import data_channels
 from nbtoolkit.backends.sagemaker.export import export_files
+from nbtoolkit.backends.sagemaker.images import huggingface_image_tag, training_image
 from nbtoolkit.backends.sagemaker.instances import unknown_instance_message
 from nbtoolkit.backends.sagemaker.job import JOB_FILE, training_job, with_data_channels
 from nbtoolkit.backends.sagemaker.model_data import fetch_model, model_input
@@ -125,6 +126,17 @@ def check_aws(region: str | None) -> None:
         raise LaunchError(NO_CREDENTIALS)
     if session.region_name is None:
         raise LaunchError(NO_REGION)
+
+
+def container_image(spec: RunSpec) -> str:
+    """The training image the job runs: the explicit URI (Trainium's, or the spec's), else the Hugging Face DLC's
+    tag its lookup resolves to (the SDK's retrieve adds only the registry)."""
+    uri, lookup, versions = training_image(spec, spec.hardware.instance_type or "")
+    if uri is not None:
+        return uri
+    if versions is not None:
+        return huggingface_image_tag({**versions, **({"py_version": lookup["py_version"]} if lookup else {})})
+    return f"{(lookup or {}).get('framework')}:{(lookup or {}).get('version')}"
 
 
 def preflight(spec: RunSpec) -> None:

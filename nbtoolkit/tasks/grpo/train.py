@@ -23,7 +23,7 @@ from nbtoolkit.spec import RewardSpec
 from nbtoolkit.tasks.chat.train import trl_overrides
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
 from nbtoolkit.train.errors import TrainError
-from nbtoolkit.train.models import load_model, model_source, torch_dtype
+from nbtoolkit.train.models import as_loaded, load_model, model_source, torch_dtype
 from nbtoolkit.train.task_setup import TaskSetup
 
 
@@ -53,7 +53,7 @@ def reward_models(spec) -> tuple[list, list]:
     for name in spec.reward.models:
         try:
             model = AutoModelForSequenceClassification.from_pretrained(
-                model_source(name), num_labels=1, dtype=torch_dtype(spec_load_dtype(spec))
+                model_source(name), num_labels=1, **as_loaded(torch_dtype(spec_load_dtype(spec)))
             )
             tokenizer = AutoTokenizer.from_pretrained(model_source(name))
         except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: a head of another size (a classifier)

@@ -1,0 +1,93 @@
+"""The image fact tables (tests/facts/images) and their locks: every real launch meets the image its table names, the
+table holds what that launch's requirements.txt asks for, and each requirements-image-NAME.lock pins the image's
+packages (what requirements.txt lifts, lifted), hashed, torch as its CPU build. The rehearsals in these
+environments are tests/images (`make test-images`)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from nbtoolkit.image_envs import LOCK_MACHINE, ImageEnvError, ImageStack, build, image_run, stack_of, stacks
+from tests.real_launches import GOLDEN, as_launched, real_specs
+
+#: the real launch whose machine installs nbtoolkit itself, with the lock (FLAN-T5 on a p4d with DeepSpeed)
+ON_THE_LOCK = {"flan-t5-xxl"}
+
+
+def locked(stack: ImageStack) -> dict[str, tuple[Version, list[str]]]:
+    entries = {}
+    for block in re.split(r"\n(?=\S)", stack.lock.read_text()):
+        if pinned := re.match(r"([A-Za-z0-9._-]+)==(\S+)", block):
+            entries[canonicalize_name(pinned[1])] = (Version(pinned[2]), re.findall(r"--hash=sha256:(\w{64})", block))
+    return entries
+
+
+@pytest.mark.parametrize("name", sorted(real_specs()))
+def test_every_real_launch_meets_the_image_its_table_lists(name):
+    stack = stack_of(as_launched(name, real_specs()[name]))
+    if name in ON_THE_LOCK:
+        assert stack is None
+        return
+    assert stack is not None and name in stack.launches, (name, stack)
+    requirements_txt = GOLDEN / name / "sagemaker" / "code" / "requirements.txt"
+    if requirements_txt.is_file():  # what the container's pip is asked for is in the environment's input
+        assert set(requirements_txt.read_text().split()) <= set(stack.requirements()), name
+
+
+def test_every_table_names_only_real_launches_and_each_once():
+    listed = [launch for stack in stacks().values() for launch in stack.launches]
+    assert sorted(listed) == sorted(set(real_specs()) - ON_THE_LOCK)
+
+
+@pytest.mark.parametrize("stack", stacks().values(), ids=lambda stack: stack.name)
+def test_each_image_lock_pins_the_images_packages_or_what_requirements_txt_lifts_them_to(stack):
+    lock = locked(stack)
+    for line in stack.requirements():
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        assert name in lock, f"{line} is not in {stack.lock.name}: run `make lock`"
+        assert requirement.specifier.contains(lock[name][0], prereleases=True), (line, lock[name][0])
+    assert [name for name, (_, hashes) in lock.items() if not hashes] == []
+    assert lock["torch"][0].local == "cpu"
+    assert [name for name in lock if name.startswith("nvidia-") or name == "triton"] == []
+
+
+def test_what_requirements_txt_lifts_is_lifted_and_the_rest_stays_the_images():
+    """The 5.3.0 image's TRL 0.28 is below the chat runs' trl>=1.16 (lifted); its transformers 5.3.0 and PEFT 0.18.1
+    satisfy their lines (kept). A Trainium run's requirements.txt leaves the Neuron stack alone."""
+    gpu = locked(stacks()["hf-gpu-5.3.0"])
+    assert gpu["trl"][0] >= Version("1.16") and gpu["transformers"][0] == Version("5.3.0")
+    assert gpu["peft"][0] == Version("0.18.1") and gpu["datasets"][0] >= Version("4.7")
+    neuron = locked(stacks()["hf-neuronx-sdk2.26"])
+    assert (neuron["transformers"][0], neuron["datasets"][0], neuron["accelerate"][0]) == tuple(
+        map(Version, ("4.55.4", "4.1.1", "1.8.1"))
+    )
+    assert neuron["optimum-neuron"][0] == Version("0.4.1")
+
+
+def test_an_image_without_its_lock_is_one_sentence_naming_the_command(tmp_path, monkeypatch):
+    stack = stacks()["hf-gpu-4.56.2"]
+    monkeypatch.setattr(ImageStack, "lock", property(lambda self: tmp_path / "requirements-image-missing.lock"))
+    with pytest.raises(ImageEnvError, match=r"^requirements-image-missing.lock is missing: `make lock` writes it"):
+        build(stack)
+
+
+def test_an_image_without_a_table_is_one_sentence_naming_the_tables():
+    spec = real_specs()["gpt2-wikitext-sagemaker"]
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04"
+    spec = spec.model_copy(update={"sagemaker": spec.sagemaker.model_copy(update={"image_uri": image})})
+    with pytest.raises(
+        ImageEnvError, match=r"^no fact table of the image .*transformers4\.49\.0.* \(tests/facts/images/ has "
+    ):
+        stack_of(spec)
+
+
+def test_a_run_on_the_lock_is_rehearsed_under_the_lock_and_says_so(tmp_path):
+    run = image_run(real_specs()["flan-t5-xxl"], tmp_path)
+    assert (run.python, run.env, run.line) == (None, {}, LOCK_MACHINE)
+    assert not (tmp_path / "code").exists()  # nothing shipped: the program runs installed, as on that machine
