@@ -31,6 +31,7 @@ from packaging.requirements import Requirement
 from nbtoolkit import backends
 from nbtoolkit.shipping import ship_package
 from nbtoolkit.spec import RunSpec, SpecError
+from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.supported_versions import container_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +80,10 @@ class ImageStack:
     keep_image_stack: bool
     launches: tuple[str, ...]
     cannot_install_here: dict[str, str] = field(default_factory=dict)
+    #: the launches' task's own requirements (Task.requires), which its requirements.txt carries beside
+    task_requires: tuple[str, ...] = ()
+    #: image packages the container's pip replaces as dependencies of what requirements.txt lifts
+    lifted_with: tuple[str, ...] = ()
 
     @property
     def lock(self) -> Path:
@@ -91,8 +96,13 @@ class ImageStack:
     def requirements(self) -> list[str]:
         """The environment's input: the image's pins, except those a requirements.txt line lifts (the container's
         pip replaces a version below the line by the newest that fits), then the lines, then the CPU torch."""
-        asked = {Requirement(line).name: line for line in container_requirements(self.extras, self.keep_image_stack)}
-        kept = [line for line in self.packages if not _lifted(Requirement(line), asked)]
+        lines = container_requirements(self.extras, self.keep_image_stack, self.task_requires)
+        asked = {Requirement(line).name: line for line in lines}
+        kept = [
+            line
+            for line in self.packages
+            if not _lifted(Requirement(line), asked) and Requirement(line).name not in self.lifted_with
+        ]
         return [*kept, *asked.values(), f"torch=={CPU_TORCH}"]
 
 
@@ -120,6 +130,8 @@ def stacks() -> dict[str, ImageStack]:
             keep_image_stack=table["requirements_txt"]["keep_image_stack"],
             launches=tuple(table["launches"]),
             cannot_install_here=table.get("cannot_install_here", {}),
+            task_requires=tuple(table["requirements_txt"].get("task_requires", ())),
+            lifted_with=tuple(table["requirements_txt"].get("lifted_with", ())),
         )
     return found
 
@@ -137,8 +149,10 @@ def stack_of(spec: RunSpec) -> ImageStack | None:
     if image is None:
         return None
     tag = TAG_TRANSFORMERS.search(image)
+    requires = TASKS[spec.task].requires  # what the task's requirements.txt lifts in the image
     for stack in tables.values():
-        if tag and f"-transformers{tag[1]}-" in stack.image and "neuronx" not in stack.image:
+        same_image = tag and f"-transformers{tag[1]}-" in stack.image and "neuronx" not in stack.image
+        if same_image and stack.task_requires == requires:
             return stack
     known = ", ".join(stack.image.rsplit("/", 1)[-1] for stack in tables.values())
     raise ImageEnvError(
