@@ -166,3 +166,10 @@ def test_images_and_places_must_match_and_text_only_turns_get_the_image_first():
     two_places = {"role": "user", "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": "Same?"}]}
     with pytest.raises(FormatError, match=r"^row 3 has 2 image place\(s\) in its turns but 1 image\(s\) in its images"):
         as_vision_row({"messages": [two_places], "images": ["a.png"]}, "messages", None, 3)
+
+
+def test_a_chat_template_of_the_spec_is_refused_not_ignored():
+    from nbtoolkit.spec import SpecError, load_spec
+
+    with pytest.raises(SpecError, match=r"task vision-chat renders conversations with the model's processor"):
+        load_spec({"task": "vision-chat", "dataset": {"chat_template": "chatml"}})

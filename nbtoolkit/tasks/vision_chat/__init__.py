@@ -19,6 +19,7 @@ TASK = Task(
     trl=True,
     set_by_field={"max_length": "dataset.max_length"},
     preview_sample="nbtoolkit.tasks.vision_chat.preview:preview_sample",
+    spec_rule="nbtoolkit.tasks.vision_chat.rules:problem",
     # TRL 1.16 refuses the assistant-only loss on images below it (trl/trainer/sft_trainer.py:788-796)
     requires=("transformers>=5.18.0",),
     listed=90,
