@@ -24,12 +24,13 @@ SAME_REHEARSAL = {"gpt2-wikitext-sagemaker-eager": "gpt2-wikitext-sagemaker"}
 #: a run rehearsed on one rank -> the run whose two-rank rehearsal takes the same launch (backend, nodes, ranks per
 #: node, strategy): a second rank of its own would check that launch again, at twice the CPU on a 2-core machine.
 #: Each launcher family keeps a two-rank rehearsal: torchrun on one node (Neuron's workers on CPU) in T5-small's,
-#: DeepSpeed in FLAN-T5's, SageMaker's nodes on loopback in BERT-QA's and GPT-2's compiled run (which also keeps
-#: torch.compile under DDP); the chat runs are one GPU each, so one rank already
+#: DeepSpeed in FLAN-T5's, SageMaker's nodes on loopback in GPT-2's compiled run (which also keeps torch.compile
+#: under DDP); the chat runs are one GPU each, so one rank already
 ONE_RANK = {
     "bert-emotion-trainium": "t5-small-trainium",
     "t5-large-trainium": "t5-small-trainium",
     "gpt2-wikitext-sagemaker": "gpt2-wikitext-sagemaker-torch.compile",
+    "bert-qa-sagemaker": "gpt2-wikitext-sagemaker-torch.compile",
 }
 
 
