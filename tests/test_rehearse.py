@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nbtoolkit.cli import main
-from nbtoolkit.rehearse import RehearsalError, rehearsal, rehearse
+from nbtoolkit.rehearse import RehearsalError, rehearsal
 from nbtoolkit.spec import load_spec
 
 #: the FLAN-T5 XXL tutorial's run (seed 003), its columns named as a user's own data might name them
@@ -121,24 +121,6 @@ def test_a_sagemaker_job_is_rehearsed_as_its_instances_on_loopback():
 def test_a_spec_with_its_own_script_is_refused_in_one_sentence():
     with pytest.raises(RehearsalError, match=r"^a spec with script: cannot be rehearsed yet"):
         rehearsal({"task": "text-classification", "script": {"path": "train.py"}})
-
-
-def test_a_multi_node_run_rehearses_for_real(store, tmp_path):
-    """GPT-2 data parallel over two instances: two nodes on loopback, torchrun, gloo."""
-    spec = {
-        "task": "causal-lm",
-        "model": "gpt2",
-        "hardware": {"accelerator": "cuda", "instance_type": "g5.xlarge", "nodes": 2},
-        "dataset": {"max_length": 64},
-        "train": {"batch_size": 4},
-    }
-    report = rehearse(spec, workdir=tmp_path, store=store, timeout=600)
-    assert report.passed, report
-    assert len(report.jobs) == 2 and [stage.line(2) for stage in report.stages] == [
-        "stage train (node 0): passed",
-        "stage train (node 1): passed",
-    ]
-    assert "the planner predicts" in report.memory and (tmp_path / "model" / "config.json").is_file()
 
 
 def test_a_broken_rehearsal_names_the_stage_and_the_reason(store, tmp_path, capsys, monkeypatch):
