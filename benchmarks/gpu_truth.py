@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_truth.py [--out docs/gpu-truth-table.md]    # one GPU, under 8 minutes on an H100
     python benchmarks/gpu_truth.py --tiny --device cpu --variants fp32  # the same code on tiny models (the test)
+    python benchmarks/gpu_truth.py --predict-from LOG --out ...   # a GPU run's printed rows, the planner's added here
 
 Every model is built from a config written here (random weights: the same memory and speed as the
 real ones), so it runs on a machine that reaches nothing. Each case trains a few steps the way the
@@ -16,6 +17,7 @@ would start after `--budget-s` are listed as skipped, so the script ends in time
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import tempfile
@@ -25,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parent.parent
 GiB = 2**30
 #: the planner's device for the predictions: one H100 80 GB of a p5.48xlarge
 INSTANCE = "p5.48xlarge"
@@ -248,16 +251,21 @@ def ratio(measured: float | None, predicted: float | None) -> str:
 MARK = "<!-- written by benchmarks/gpu_truth.py; docs/gpu-truth.md links it -->"
 
 
-def table(rows: list[Row], device: str, seconds: float, argv: list[str], tiny: bool) -> str:
-    """The Markdown table for docs/gpu-truth-table.md: date, device, the command, and whether the models were tiny."""
+def measured_line(device: str, seconds: float, argv: list[str], tiny: bool) -> str:
+    """Date, device, the command, and whether the models were tiny."""
     command = " ".join(["python benchmarks/gpu_truth.py", *argv])
     sizes = "tiny stand-ins of the models, not their real sizes (a check that the script runs)" if tiny else "full size"
+    return (
+        f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {device} in {seconds:.0f} s "
+        f"(`{command}`), models {sizes}. Predicted: nbtoolkit's planner for one H100 of a {INSTANCE}."
+    )
+
+
+def table(rows: list[Row], measured: str) -> str:
+    """The Markdown table for docs/gpu-truth-table.md, under the line that says what was measured where."""
     head = [
         MARK,
-        (
-            f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {device} in {seconds:.0f} s "
-            f"(`{command}`), models {sizes}. Predicted: nbtoolkit's planner for one H100 of a {INSTANCE}."
-        ),
+        measured,
         "",
         (
             "| case | variant | predicted GiB | allocated GiB | reserved GiB | allocated / predicted "
@@ -283,6 +291,23 @@ def device_name(device: str) -> str:
     return f"CPU (torch {torch.__version__})"
 
 
+def predicted_here(log: Path, argv: list[str]) -> str:
+    """The table of a GPU run's printed rows (one JSON line each, its table's "Measured" line) with the planner's
+    predictions made here: the planner needs no GPU, and the GPU machine may lack nbtoolkit's own dependencies."""
+    lines = log.read_text().splitlines()
+    rows = [Row(**json.loads(line)) for line in lines if line.startswith('{"case"')]
+    measured = next(line for line in lines if line.startswith("Measured "))
+    with tempfile.TemporaryDirectory(prefix="gpu-truth-") as folder:
+        for row in rows:
+            case = next(case for case in CASES if case.name == row.case)
+            estimate = predicted(case, row.variant, Path(folder), *sized(case, tiny=False))
+            row.predicted_gib = estimate.per_device_bytes / GiB
+            row.predicted_sps = estimate.samples_per_second
+            row.note = "" if row.note.startswith("no prediction") else row.note
+    command = " ".join(["python benchmarks/gpu_truth.py", *argv])
+    return table(rows, f"{measured} Predictions added on a machine without the GPU (`{command}`).")
+
+
 def refuse(sentence: str) -> int:
     print(f"gpu_truth: {sentence}", file=sys.stderr)
     return 2
@@ -298,6 +323,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="steps before timing (compiling, allocator warm-up)")
     parser.add_argument("--budget-s", type=float, default=420.0, help="start no case after this many seconds")
     parser.add_argument(
+        "--predict-from",
+        type=Path,
+        default=None,
+        help="the output of a GPU run: its measured rows, with the planner's predictions made here",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -311,6 +342,14 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(f"--cases {args.cases} matches no case; the cases are {'; '.join(case.name for case in CASES)}")
     if args.out and args.out.exists() and not args.out.read_text().startswith(MARK):
         return refuse(f"--out {args.out} was not written by gpu_truth.py; give a new file or docs/gpu-truth-table.md")
+    if importlib.util.find_spec("nbtoolkit") is None:  # a GPU machine without nbtoolkit installed: this checkout's
+        sys.path.insert(0, str(ROOT))
+    if args.predict_from:
+        text = predicted_here(args.predict_from, argv)
+        print(text)
+        if args.out:
+            args.out.write_text(text)
+        return 0
     variants = [variant.strip() for variant in args.variants.split(",") if variant.strip()]
     unknown = [variant for variant in variants if variant not in VARIANTS]
     if unknown:
@@ -330,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 rows.append(run_case(case, variant, Path(folder), args))
                 print(json.dumps(rows[-1].__dict__), flush=True)
-    text = table(rows, device_name(args.device), time.monotonic() - start, argv, args.tiny)
+    text = table(rows, measured_line(device_name(args.device), time.monotonic() - start, argv, args.tiny))
     print(text)
     if args.out:
         args.out.write_text(text)

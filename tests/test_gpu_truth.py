@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -17,6 +18,9 @@ def gpu_truth():
     module = importlib.util.module_from_spec(spec)
     sys.modules["gpu_truth"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
+    from nbtoolkit.planner import plan
+
+    plan({"task": "text-classification"}, alternatives=False)  # the registries a plan loads, loaded for the module
     yield module
     del sys.modules["gpu_truth"]
 
@@ -57,3 +61,19 @@ def test_without_a_gpu_it_says_so_in_one_sentence(gpu_truth, capsys):
         pytest.skip("this machine has a GPU")
     assert gpu_truth.main([]) == 2
     assert "no CUDA device here; run with --device cpu (and --tiny)" in capsys.readouterr().err
+
+
+def test_a_gpu_runs_printed_rows_get_the_planners_predictions_here(gpu_truth, tmp_path):
+    """A GPU machine without nbtoolkit's dependencies measures; the predictions are made where the planner runs."""
+    log = tmp_path / "gpu.log"
+    row = {"case": "BERT-base classification", "variant": "bf16", "predicted_gib": None, "allocated_gib": 3.08}
+    row.update(reserved_gib=3.23, predicted_sps=None, measured_sps=1289.8, note="no prediction: No module named x")
+    log.write_text(json.dumps(row) + "\nwarnings between\nMeasured 2026-11-30 00:46 UTC on NVIDIA H200 in 268 s.\n")
+    out = tmp_path / "table.md"
+    assert gpu_truth.main(["--predict-from", str(log), "--out", str(out)]) == 0
+    [line] = [line for line in out.read_text().splitlines() if line.startswith("| BERT-base")]
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert cells[:2] == ["BERT-base classification", "bf16"]
+    assert float(cells[2]) > 0 and cells[3] == "3.08" and cells[7] == "1,289.8"  # predicted here, measured there
+    assert cells[9] == ""  # the note of the missing prediction is gone with it
+    assert "Measured 2026-11-30 00:46 UTC on NVIDIA H200" in out.read_text()
