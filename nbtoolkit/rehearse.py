@@ -16,7 +16,6 @@ and its processes run with the Hugging Face libraries offline.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
@@ -28,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from nbtoolkit import backends
-from nbtoolkit.bundled import TINY_MODELS, bundled_files
+from nbtoolkit.bundled import TINY_MODELS
 from nbtoolkit.image_envs import ImageRun, image_run
 from nbtoolkit.planner.shapes import BERT_LIKE, T5_LIKE, ModelShapeError, model_config_fields
+from nbtoolkit.rehearse_samples import sample_rows
 from nbtoolkit.spec import RunSpec, RunSpecCore, SpecError, load_spec, safe_name
-from nbtoolkit.tasks import TASKS, TRL_TASKS, columns_used
+from nbtoolkit.tasks import TASKS, TRL_TASKS
 
 #: ranks this machine runs at once (gloo on CPU): wider runs are rehearsed narrower, in the same shape
 MAX_RANKS = 8
@@ -44,11 +44,6 @@ MAX_BATCH = 8
 MAX_GRAD_ACCUM = 2
 #: tokens a rehearsal's evaluation generates at most (FLAN-T5's 129 with 4 beams took minutes of a rehearsal here)
 MAX_GENERATED_TOKENS = 16
-SAMPLE_ROWS = {"train": 64, "validation": 16}
-#: characters per token that the bundled tokenizers stay under on English text (measured on the causal-lm
-#: sample: 4.9-5.2 on average, 6.0 for the worst row): a causal-lm row this many characters per block
-#: token packs into at least one block
-CHARS_PER_TOKEN_BOUND = 8
 MODEL_DIR = "model"
 #: what scores a grpo rehearsal's completions when its spec names reward models only (a share of digits: dense on
 #: any text, where the bundled arithmetic answer check would score every random completion 0)
@@ -156,9 +151,10 @@ class Rehearsal:
 
     specs: list[dict[str, Any]]  # one per node, node_rank 0 first; their model is MODEL_DIR under the workdir
     model_type: str
-    model_config: dict[str, Any]  # the real config, sizes scaled down
+    model_config: dict[str, Any]  # the real config, sizes scaled down; empty: the bundled `tokenizer_of` stands in
     tokenizer_of: str  # the bundled tiny model whose tokenizer the tiny model uses
     samples: dict[str, list[dict[str, Any]]]  # split -> rows, with the spec's column names
+    samples_folder: str  # the folder the rows come from: the paths they name (images) are relative to it
     real_ranks: int
     notes: list[str] = field(default_factory=list)
 
@@ -243,7 +239,7 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
         notes.append(f"gradient accumulation {spec.train.grad_accum} is rehearsed as {grad_accum}: the same code path")
     # every rank gets a full batch of each split (with dataloader_drop_last a short sample gives none at all)
     ranks = hardware["nodes"] * hardware["devices"]
-    samples = _samples(spec, notes, examples=ranks * max(batch * grad_accum, eval_batch))
+    samples, samples_folder = sample_rows(spec, notes, examples=ranks * max(batch * grad_accum, eval_batch))
     data["dataset"] = {
         **data.get("dataset", {}),
         "name": None,
@@ -252,8 +248,9 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
         "max_train_samples": None,
         "max_eval_samples": None,
     }
-    if spec.task in TRL_TASKS and spec.dataset.chat_template is None:
-        # the tiny stand-in's tokenizer has no chat template of its own: ChatML (with generation markers) stands in
+    if spec.task in TRL_TASKS and spec.dataset.chat_template is None and config:
+        # a tiny stand-in's bundled tokenizer has no chat template of its own: ChatML (with generation markers) stands
+        # in (a bundled model standing in whole, a vision-language one, brings its processor's)
         data["dataset"]["chat_template"] = "chatml"
         notes.append("the model's own chat template is not read here: ChatML stands in for it")
     data["train"] = {
@@ -299,6 +296,7 @@ def rehearsal(spec: RunSpec | dict | str, *, max_ranks: int = MAX_RANKS, steps: 
         model_config=config,
         tokenizer_of=tokenizer_of,
         samples=samples,
+        samples_folder=str(samples_folder),
         real_ranks=spec.world_size,
         notes=notes,
     )
@@ -390,82 +388,15 @@ def _tiny_model(spec: RunSpec, notes: list[str]) -> tuple[str, dict[str, Any], s
         config = {"model_type": TINY_MODELS[bundled].model_type}
     config = {key: value for key, value in config.items() if key not in ("canonical", "aliases")}
     model_type = str(config["model_type"])
+    if "vision_config" in config:  # a vision-language model: the task's bundled one is its layout at tiny sizes
+        bundled = TASKS[spec.task].bundled_model
+        layout = TINY_MODELS[bundled].model_type
+        same = "the same layout" if layout == model_type else f"a {layout}, standing in for the {model_type}"
+        notes.append(f"the bundled {bundled} ({same}, with its processor) stands in for {spec.model_name}")
+        return model_type, {}, bundled
     family = _family(model_type, config)
     tokenizer_of = FAMILY_MODEL[family]
     return model_type, {**config, **TINY_SIZES[family]}, tokenizer_of
-
-
-def _samples(spec: RunSpec, notes: list[str], examples: int) -> dict[str, list[dict[str, Any]]]:
-    """A few rows per split with the spec's column names (its own local files, else the bundled sample),
-    enough for `examples` training examples in each."""
-    files = spec.dataset.files
-    if (
-        files
-        and all(Path(path).expanduser().is_file() for path in files.values())
-        and all(path.endswith(".jsonl") for path in files.values())
-    ):
-        return {
-            split: _enough(spec, _rows(Path(path).expanduser(), SAMPLE_ROWS.get(split, 16)), examples)
-            for split, path in files.items()
-        }
-    if spec.dataset.name:
-        notes.append(
-            f"the hub dataset {spec.dataset.name} is not read here: its columns are rehearsed on the bundled "
-            f"{spec.task} sample, renamed to the spec's"
-        )
-    elif files:
-        notes.append(
-            "dataset.files are not all local .jsonl files: the bundled sample stands in, with the spec's column names"
-        )
-    renames = {
-        default: chosen
-        for field, chosen in columns_used(spec.task, spec.dataset).items()
-        if (default := _bundled_column(spec.task, field)) and default != chosen
-    }
-    bundled = bundled_files(spec.task)
-    splits = {spec.dataset.train_split: "train"}
-    if spec.dataset.eval_split:
-        splits[spec.dataset.eval_split] = "validation"
-    return {
-        split: _enough(
-            spec,
-            [
-                {renames.get(key, key): value for key, value in row.items()}
-                for row in _rows(Path(bundled[source]), SAMPLE_ROWS[source])
-            ],
-            examples,
-        )
-        for split, source in splits.items()
-    }
-
-
-def _enough(spec: RunSpec, rows: list[dict[str, Any]], examples: int) -> list[dict[str, Any]]:
-    """The rows repeated until they make `examples` examples: a task that packs texts into blocks of
-    dataset.max_length tokens (causal-lm) gets rows of texts joined to fill at least one block each."""
-    if not TASKS[spec.task].packs_texts:
-        return list(itertools.islice(itertools.cycle(rows), max(examples, len(rows))))
-    column = columns_used(spec.task, spec.dataset)["text_column"]
-    found = [row[column] for row in rows if str(row.get(column) or "").strip()]
-    if not found:  # no text at all: the training program says so in its own sentence
-        return rows
-    texts = itertools.cycle(found)
-    block_chars = CHARS_PER_TOKEN_BOUND * spec.dataset.max_length
-    long_rows = []
-    for _ in range(examples):
-        parts: list[str] = []
-        while sum(map(len, parts)) < block_chars:
-            parts.append(next(texts))
-        long_rows.append({column: "\n".join(parts)})
-    return long_rows
-
-
-def _bundled_column(task: str, field: str) -> str | None:
-    return TASKS[task].columns.get(field)
-
-
-def _rows(path: Path, count: int) -> list[dict[str, Any]]:
-    with open(path) as handle:
-        return [json.loads(line) for line, _ in zip(handle, range(count), strict=False)]
 
 
 # -- running it -------------------------------------------------------------------------------------
@@ -476,12 +407,23 @@ def prepare(rehearsal_: Rehearsal, workdir: Path, image: ImageRun | None = None)
     libraries that read it wrote it); the node specs, ready to launch."""
     data_dir = workdir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
+    for entry in Path(rehearsal_.samples_folder).iterdir():  # what the rows name beside them (a folder of images)
+        if entry.is_dir() and not (data_dir / entry.name).exists():
+            (data_dir / entry.name).symlink_to(entry)
     files = {}
     for split, rows in rehearsal_.samples.items():
         path = data_dir / f"{split}.jsonl"
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
         files[split] = str(path)
     model_dir = workdir / MODEL_DIR
+    if rehearsal_.model_config:
+        _build_tiny_model(rehearsal_, model_dir, image)
+    model = str(model_dir) if rehearsal_.model_config else rehearsal_.tokenizer_of
+    return [{**spec, "model": model, "dataset": {**spec["dataset"], "files": files}} for spec in rehearsal_.specs]
+
+
+def _build_tiny_model(rehearsal_: Rehearsal, model_dir: Path, image: ImageRun | None) -> None:
+    """The real config at tiny sizes, saved by a process of its own (in the image's environment, if given)."""
     built = subprocess.run(
         [
             (image and image.python) or sys.executable,
@@ -501,9 +443,6 @@ def prepare(rehearsal_: Rehearsal, workdir: Path, image: ImageRun | None = None)
     if built.returncode != 0:
         reason = (built.stderr.strip().splitlines() or ["no output"])[-1]
         raise RehearsalError(f"the tiny {rehearsal_.model_type} model could not be built: {reason}")
-    return [
-        {**spec, "model": str(model_dir), "dataset": {**spec["dataset"], "files": files}} for spec in rehearsal_.specs
-    ]
 
 
 def rehearse(
