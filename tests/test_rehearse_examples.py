@@ -44,7 +44,7 @@ def test_every_example_notebooks_real_run_rehearses_here(name, store, tmp_path):
     assert report.passed, "\n".join([str(report), *(Job(job_id, store).logs(tail=40) for job_id in report.jobs)])
     assert "the planner predicts" in report.memory
     # the tiny model was built from the real config, or (a vision-language model) the task's bundled one stood in
-    trained = report.rehearsal.specs[0]["model"]
+    trained = Job(report.jobs[0], store).spec.model_name
     assert (tmp_path / "model" / "config.json").is_file() if report.rehearsal.model_config else is_bundled(trained)
     # a run of several nodes rehearses as that many jobs on loopback, each node's stage said apart
     nodes = len(report.rehearsal.specs)
