@@ -14,7 +14,7 @@ import pytest
 
 from nbtoolkit.api import Job, launch
 from nbtoolkit.launches import Launch, Stage
-from nbtoolkit.runner import JobStore
+from nbtoolkit.runner import JobStore, warm_interpreter
 from nbtoolkit.runner.control import _warm_key
 from nbtoolkit.runner.stacks import rank_processes
 from nbtoolkit.runner.tree import tagged_processes
@@ -120,3 +120,25 @@ def test_what_never_forks_from_a_warm_interpreter(monkeypatch):
     assert _warm_key(program, env, None) is None  # a run the launch says starts anew (torch.compile, not local)
     monkeypatch.setenv("NBTOOLKIT_WARM", "0")
     assert _warm_key(program, env, profile) is None
+
+
+def test_an_interpreter_whose_loaded_files_changed_or_went_is_stale(tmp_path, monkeypatch):
+    loaded = tmp_path / "plugin.py"
+    loaded.write_text("VERSION = 1\n")
+    monkeypatch.setattr(warm_interpreter, "_imported", {str(loaded): loaded.stat().st_mtime_ns})
+    assert not warm_interpreter._stale()
+    os.utime(loaded, ns=(loaded.stat().st_atime_ns, loaded.stat().st_mtime_ns + 1_000_000))
+    assert warm_interpreter._stale()  # an edit (a pip install, a plugin's new version): jobs start anew
+    monkeypatch.setattr(warm_interpreter, "_imported", {str(tmp_path / "gone.py"): 0})
+    assert warm_interpreter._stale()
+
+
+def test_a_socket_folder_that_is_not_this_users_own_starts_nothing_and_raises_nothing(tmp_path, monkeypatch):
+    taken = tmp_path / "nbtoolkit-warm"
+    taken.write_text("a file where the folder would be")
+    monkeypatch.setattr(warm_interpreter, "SOCKETS", taken)
+    profile = WarmProfile((), "nbtoolkit.tasks.classification.train")
+    warm_interpreter.start("k" * 20, dict(os.environ), profile)  # no FileExistsError: the job starts anew
+    assert warm_interpreter.adopt("k" * 20, "job", dict(os.environ), tmp_path) is None
+    monkeypatch.setattr(warm_interpreter, "SOCKETS", tmp_path / ("d" * 100))
+    assert not warm_interpreter.enabled()  # no socket path of 108 bytes fits there

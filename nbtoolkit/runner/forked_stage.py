@@ -83,6 +83,8 @@ def _run_stage(argv: list[str], cwd: str | Path, env: dict[str, str], output: in
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.chdir(cwd)
+        sys.path[0] = os.getcwd()  # as `python -m nbtoolkit.train` started there has it
+        _reseed()
         os.environ.clear()
         os.environ.update(env)
         write_command_line(argv)
@@ -100,6 +102,15 @@ def _run_stage(argv: list[str], cwd: str | Path, env: dict[str, str], output: in
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _reseed() -> None:
+    """Fresh random states, as a new interpreter starts with (each fork would repeat its parent's): what the program
+    does before it seeds them from the spec differs from job to job, as it did."""
+    for name, reseed in (("torch", "seed"), ("numpy.random", "seed")):
+        module = sys.modules.get(name)
+        if module is not None:
+            getattr(module, reseed)()
 
 
 def _run_module(module: str) -> int:

@@ -61,8 +61,10 @@ SLOT_BYTES = 4096
 PER_JOB = frozenset({HOME_ENV, JOB_ID_ENV, JOB_DIR_ENV, BILLED_SINCE_ENV, SLOT_ENV, "PWD", "OLDPWD", "_"})
 #: pytest names the running test in the environment; the suite's jobs share interpreters across tests
 PER_JOB_TESTING = frozenset({"PYTEST_CURRENT_TEST"})
-#: seconds `adopt` waits for an interpreter's answer
-ANSWER_S = 5.0
+#: seconds `adopt` waits for an interpreter's answer (a fork takes milliseconds; one that does not answer is
+#: stopped or stuck, and its socket is removed so that no later launch waits for it)
+ANSWER_S = 2.0
+KEY_CHARS = 20
 #: interpreters listening at once, at most: the one used longest ago ends when another starts
 MOST = 4
 
@@ -84,12 +86,15 @@ def warm_key(env: dict[str, str], profile: WarmProfile) -> str:
     installed = Path(sysconfig.get_paths()["purelib"]).stat().st_mtime_ns  # pip changes the folder's entries
     shared = {name: value for name, value in env.items() if name not in PER_JOB | PER_JOB_TESTING}
     facts = [sys.executable, str(package), sources, installed, sorted(shared.items()), sorted(profile.hidden)]
+    facts += [sorted(os.sched_getaffinity(0)), os.nice(0)]  # what a process inherits from the launching one
     facts.append(profile.task_module)
-    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:20]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:KEY_CHARS]
 
 
 def enabled() -> bool:
-    return os.environ.get(SWITCH_ENV, "1") != "0" and sys.platform.startswith("linux")
+    """Not switched off, on Linux, and with a temporary folder short enough for a socket's path (108 bytes)."""
+    fits = len(os.fsencode(SOCKETS)) + len("/") + KEY_CHARS + len(".123456789.sock") < 108
+    return os.environ.get(SWITCH_ENV, "1") != "0" and sys.platform.startswith("linux") and fits
 
 
 def adopt(key: str, job_id: str, env: dict[str, str], job_dir: Path) -> tuple[int, float | None] | None:
@@ -98,24 +103,31 @@ def adopt(key: str, job_id: str, env: dict[str, str], job_dir: Path) -> tuple[in
     if not _private():
         return None
     request = {"job": job_id, "env": env, "dir": str(job_dir)}
+    path = SOCKETS / f"{key}.sock"
     try:
-        with _connect(SOCKETS / f"{key}.sock") as client:
+        with _connect(path) as client:
             client.sendall(json.dumps(request).encode() + b"\n")
             answer = json.loads(client.makefile("rb").readline() or b"null")
+    except TimeoutError:
+        path.unlink(missing_ok=True)
+        return None
     except (OSError, ValueError):
         return None
     return (answer["pid"], answer["started"]) if answer else None
 
 
 def start(key: str, env: dict[str, str], profile: WarmProfile) -> None:
-    """Start the interpreter for `key` in the background, if none runs (it ends itself if one does)."""
-    SOCKETS.mkdir(mode=0o700, exist_ok=True)
+    """Start the interpreter for `key` in the background, if none runs (it ends itself if one does). Where its
+    folder cannot be made this user's alone (a file there, another user's), nothing starts: jobs start anew."""
+    with contextlib.suppress(OSError):
+        SOCKETS.mkdir(mode=0o700, exist_ok=True)
     if not _private():
         return
     with open(SOCKETS / f"{key}.log", "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", MODULE, key, profile.task_module, ",".join(profile.hidden), "x" * 256],
             env={**env, SLOT_ENV: "x" * SLOT_BYTES},
+            cwd=SOCKETS,  # its sys.path[0]: no launch folder's modules shadow a library's in the jobs it forks
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log,
@@ -151,11 +163,12 @@ def _become_supervisor(connection: socket.socket, request: dict, listener: socke
         os.setsid()
         job_id, env = request["job"], request["env"]
         os.environ.clear()
-        os.environ.update(env)
+        os.environ.update({**_set_by_imports, **env})  # what the imports set, as a new interpreter's would
         if not _write_tags({JOB_ID_ENV: job_id, HOME_ENV: env[HOME_ENV]}):
             raise RuntimeError("the job's tag does not fit the room the warm interpreter reserved")
         write_command_line([sys.executable, "-m", "nbtoolkit.runner.supervisor", job_id])
         os.chdir(request["dir"])
+        sys.path[0] = request["dir"]  # as `python -m nbtoolkit.runner.supervisor` started there has it
         sys.stderr.flush()
         with open(Path(request["dir"]) / "supervisor.log", "ab") as log:
             os.dup2(log.fileno(), 2)
@@ -173,10 +186,16 @@ def _become_supervisor(connection: socket.socket, request: dict, listener: socke
         os._exit(code)
 
 
+#: what the warm-up's imports set in the environment, and the files it loaded (with their modification times)
+_set_by_imports: dict[str, str] = {}
+_imported: dict[str, int] = {}
+
+
 def _warm_up(profile: WarmProfile) -> bool:
     """Import what nbtoolkit's program imports for the profile's task; False when forking would not be safe."""
     import importlib
 
+    before = dict(os.environ)
     from nbtoolkit.train import program
 
     program.hide_unused_integrations(profile.hidden)
@@ -190,9 +209,44 @@ def _warm_up(profile: WarmProfile) -> bool:
 
     importlib.import_module(profile.task_module)
     program.quiet_libraries()  # imports datasets too
+    _set_by_imports.update({name: value for name, value in os.environ.items() if name not in before})
+    _imported.update(_module_files())
     # native threads (torch's, pyarrow's allocator) are there in every process that imported them, and torch's
     # DataLoader forks such processes for its workers on Linux; a Python thread or CUDA is not forked safely
-    return not torch.cuda.is_initialized() and threading.active_count() == 1
+    return not torch.cuda.is_initialized() and threading.active_count() == 1 and _forks_use_cuda()
+
+
+def _forks_use_cuda() -> bool:
+    """A child forked now can start CUDA (an import that asked `torch.cuda.is_available()` makes every fork's first
+    CUDA call fail: "Cannot re-initialize CUDA in forked subprocess"): asked of a child."""
+    pid = os.fork()
+    if pid == 0:
+        import torch
+
+        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def _module_files() -> dict[str, int]:
+    """The source file of every module loaded, with its modification time."""
+    found = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            with contextlib.suppress(OSError):
+                found[path] = os.stat(path).st_mtime_ns
+    return found
+
+
+def _stale() -> bool:
+    """A module loaded here has changed on disk or gone since (an edit, a pip install, a plugin's new version)."""
+    for path, mtime in _imported.items():
+        try:
+            if os.stat(path).st_mtime_ns != mtime:
+                return True
+        except OSError:
+            return True
+    return False
 
 
 def serve(key: str, profile: WarmProfile) -> int:
@@ -217,7 +271,10 @@ def serve(key: str, profile: WarmProfile) -> int:
     listener.listen(8)
     os.replace(staging, path)
     mine = path.stat().st_ino
-    idle = float(os.environ.get(IDLE_ENV, IDLE_S))
+    try:
+        idle = float(os.environ.get(IDLE_ENV, IDLE_S))
+    except ValueError:  # not a number of seconds: the default
+        idle = IDLE_S
     listener.settimeout(1.0)
     last = time.monotonic()
     try:
@@ -235,8 +292,8 @@ def serve(key: str, profile: WarmProfile) -> int:
                     request = json.loads(connection.makefile("rb").readline())
                 except (OSError, ValueError):
                     continue
-                if request.get("stop"):
-                    break
+                if request.get("stop") or _stale():
+                    break  # a stale one answers nothing: the job starts anew, and starts a new interpreter
                 pid = os.fork()
                 if pid == 0:
                     _become_supervisor(connection, request, listener, lock)
@@ -252,10 +309,27 @@ def serve(key: str, profile: WarmProfile) -> int:
 
 
 def _evicted(path: Path) -> bool:
-    """More than MOST interpreters listen and this one was used longest ago (each holds ~440 MB)."""
-    listening = list(SOCKETS.glob("*.sock"))
+    """More than MOST interpreters listen and this one was used longest ago (each holds ~440 MB). A socket whose
+    interpreter is gone (killed: its lock is free) is removed, not counted."""
+    listening = [other for other in SOCKETS.glob("*.sock") if other == path or _alive(other)]
     with contextlib.suppress(OSError):
         return len(listening) > MOST and min(listening, key=lambda other: other.stat().st_mtime) == path
+    return False
+
+
+def _alive(path: Path) -> bool:
+    """Its interpreter holds its key's lock; a socket left by a killed one is removed."""
+    try:
+        lock = os.open(path.with_suffix(".lock"), os.O_RDWR)
+    except OSError:
+        return False  # a staging socket, or its lock removed by hand
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(lock)
+    path.unlink(missing_ok=True)
     return False
 
 
