@@ -184,6 +184,13 @@ class RunSpecCore(SpecBlock):
                 )
         if self.compile == "torch" and hw.accelerator == "neuron":
             raise ValueError("compile 'torch' does not apply on Neuron; use compile: neuron")
+        if hw.accelerator == "neuron" and TASKS[self.task].trl:
+            # TRL's 1.x trainers need transformers 4.56.2 or newer; installing them over the SDK's stack replaces it
+            raise ValueError(
+                f"task {self.task} is trained by TRL, whose trainers need transformers 4.56.2 or newer, while Neuron "
+                "SDK 2.26 holds transformers at 4.55.4 (optimum-neuron 0.4.1): train it on GPUs "
+                "(hardware.accelerator: cuda)"
+            )
         if par.strategy in ("smddp", "smp") and hw.target != "sagemaker":
             raise ValueError(
                 f"parallelism.strategy '{par.strategy}' runs only on SageMaker (hardware.target is '{hw.target}'); "

@@ -418,3 +418,12 @@ def test_an_extra_key_a_task_sets_from_its_own_field_is_refused_naming_the_field
     assert str(refused.value) == (
         f"extra.{key} would override {field}, which sets it; set {field} instead and remove extra.{key}"
     )
+
+
+@pytest.mark.parametrize("task", ["chat", "preference", "grpo", "reward-model", "vision-chat"])
+def test_a_trl_task_on_trainium_is_refused_before_launch(task):
+    """TRL 1.x over Neuron SDK 2.26's stack would replace its transformers 4.55.4 (pip lifts it to TRL's floor and
+    past optimum-neuron's pin): refused in one sentence, not billed."""
+    spec = {"task": task, "hardware": {"accelerator": "neuron", "instance_type": "trn1.2xlarge", "devices": 2}}
+    with pytest.raises(SpecError, match=rf"^task {task} is trained by TRL, .* holds transformers at 4\.55\.4"):
+        load_spec(spec)
