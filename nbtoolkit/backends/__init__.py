@@ -14,13 +14,12 @@ a spec's launch and this machine's checks of it, is `nbtoolkit.backends.dispatch
 from __future__ import annotations
 
 import importlib
-import warnings
 from dataclasses import dataclass
 from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from nbtoolkit.plugins import registered_in
+from nbtoolkit import plugins
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -113,26 +112,9 @@ class Backend:
 
 @cache
 def registered() -> dict[str, Backend]:
-    """Every backend whose package loads, by name. A package that fails to load is named in a warning and
-    left out, so one broken plugin cannot break every spec."""
-    found = {}
-    for entry in registered_in(ENTRY_POINT_GROUP):
-        try:
-            backend = entry.load()
-        except Exception as exc:
-            warnings.warn(
-                f"backend '{entry.name}' ({entry.value}) could not be loaded and is left out: {exc}", stacklevel=2
-            )
-            continue
-        if not isinstance(backend, Backend) or backend.name != entry.name:
-            warnings.warn(
-                f"the entry point '{entry.name}' in {ENTRY_POINT_GROUP} ({entry.value}) is not a nbtoolkit "
-                f"Backend named '{entry.name}' and is left out",
-                stacklevel=2,
-            )
-            continue
-        found[entry.name] = backend
-    return found
+    """Every backend whose package loads, by name (plugins.loaded: a broken one, or one taking a name already taken,
+    is named in a warning and left out)."""
+    return {entry.name: backend for entry, backend in plugins.loaded(ENTRY_POINT_GROUP, Backend, "backend")}
 
 
 def names() -> list[str]:

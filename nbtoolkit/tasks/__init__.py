@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nbtoolkit.plugins import registered_in
+from nbtoolkit import plugins
 
 ENTRY_POINT_GROUP = "nbtoolkit.tasks"
 
@@ -165,31 +165,10 @@ def registered() -> dict[str, Task]:
     """Every task of the entry-point group whose package loads, checked. A package that fails to load, or a task
     that lacks a fact, is named in a warning and left out, so one broken plugin cannot break every spec; so is a
     second task of a name already taken (nbtoolkit's own tasks are read first, so a plugin cannot replace one)."""
-    loaded: dict[str, tuple[Task, str]] = {}
-    for entry in sorted(registered_in(ENTRY_POINT_GROUP), key=lambda entry: not entry.value.startswith("nbtoolkit.")):
+    loaded: dict[str, Task] = {}
+    for entry, task in plugins.loaded(ENTRY_POINT_GROUP, Task, "task"):
         try:
-            task = entry.load()
-        except Exception as exc:
-            warnings.warn(
-                f"task '{entry.name}' ({entry.value}) could not be loaded and is left out: {exc}", stacklevel=2
-            )
-            continue
-        if not isinstance(task, Task) or task.name != entry.name:
-            warnings.warn(
-                f"the entry point '{entry.name}' in {ENTRY_POINT_GROUP} ({entry.value}) is not a nbtoolkit Task named "
-                f"'{entry.name}' and is left out",
-                stacklevel=2,
-            )
-            continue
-        if entry.name in loaded:
-            warnings.warn(
-                f"task '{entry.name}' ({entry.value}) is left out: {loaded[entry.name][1]} registers a task of that "
-                "name already; rename one of them",
-                stacklevel=2,
-            )
-            continue
-        try:
-            loaded[entry.name] = (check_task(task), entry.value)
+            loaded[entry.name] = check_task(task)
         except TaskError as exc:
             warnings.warn(f"{exc}; until then it is left out", stacklevel=2)
     if not loaded:  # nbtoolkit's own always register: this install's metadata predates the group
@@ -197,7 +176,7 @@ def registered() -> dict[str, Task]:
             f"no task is registered in the entry-point group {ENTRY_POINT_GROUP}: nbtoolkit's installed metadata is "
             "older than its source; install it again (make install, or pip install -e . in its checkout)"
         )
-    return registry(task for task, _ in loaded.values())
+    return registry(loaded.values())
 
 
 def hook(reference: str) -> Callable[..., Any]:
