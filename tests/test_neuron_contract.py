@@ -50,7 +50,10 @@ def test_the_fake_takes_exactly_what_the_real_0_4_1_declares(optimum_neuron_0_4_
     assert FACTS["NeuronTrainer"]["init_raises_when_given_eval_dataset"].startswith("RuntimeError('Evaluation is not")
     with pytest.raises(RuntimeError, match="Evaluation is not supported in NeuronTrainer"):
         optimum_neuron_0_4_1.NeuronTrainer(model=None, eval_dataset=[1])
-    assert issubclass(optimum_neuron_0_4_1.NeuronTrainer, Trainer)
+    assert FACTS["NeuronTrainer"]["bases"] == [] and not issubclass(optimum_neuron_0_4_1.NeuronTrainer, Trainer)
+    assert "compute_metrics" not in FACTS["NeuronTrainer"]["init_parameters"]
+    with pytest.raises(TypeError, match="compute_metrics"):  # what a Trainer takes and 0.4.1's does not
+        optimum_neuron_0_4_1.NeuronTrainer(model=None, compute_metrics=len)
 
 
 def test_the_programs_arguments_are_what_0_4_1_refuses_so_the_tutorials_run_trains_on_the_xla_trainer(

@@ -47,7 +47,12 @@ def main(wheel: str) -> None:
             "bases": [ast.unparse(base) for base in arguments.bases],
             "fields": fields,
         },
-        "NeuronTrainer": {"file": TRAINER, "init_raises_when_given_eval_dataset": refusal},
+        "NeuronTrainer": {
+            "file": TRAINER,
+            "bases": [ast.unparse(base) for base in trainer.bases],
+            "init_parameters": [argument.arg for argument in [*init.args.args, *init.args.kwonlyargs]][1:],
+            "init_raises_when_given_eval_dataset": refusal,
+        },
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(facts, indent=2) + "\n")
