@@ -32,7 +32,7 @@ from nbtoolkit import backends
 from nbtoolkit.shipping import ship_package
 from nbtoolkit.spec import RunSpec, SpecError
 from nbtoolkit.tasks import TASKS
-from nbtoolkit.train.supported_versions import container_requirements
+from nbtoolkit.train.supported_versions import FLOOR, container_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = ROOT / "tests" / "facts" / "images"
@@ -153,12 +153,26 @@ def stack_of(spec: RunSpec) -> ImageStack | None:
     for stack in tables.values():
         same_image = tag and f"-transformers{tag[1]}-" in stack.image and "neuronx" not in stack.image
         if same_image and stack.task_requires == requires:
-            return stack
+            return _with_extras(stack, spec)
     known = ", ".join(stack.image.rsplit("/", 1)[-1] for stack in tables.values())
     raise ImageEnvError(
         f"no fact table of the image {image} (tests/facts/images/ has {known}): add one with its Dockerfile's "
         "packages, or rehearse without --image-env"
     )
+
+
+def _with_extras(stack: ImageStack, spec: RunSpec) -> ImageStack:
+    """The stack, if it was locked with what the run's requirements.txt lifts (TRL for a chat run, PEFT for an
+    adapter): else its packages are not the container's, and a rehearsal in them would pass or fail for nothing."""
+    lifting = {floor.extra for floor in FLOOR if floor.extra} & set(spec.extras_used)
+    missing = sorted(lifting - set(stack.extras))
+    if missing:
+        raise ImageEnvError(
+            f"the image environment {stack.name} is locked for runs without the {' and '.join(missing)} extra, whose "
+            "requirements.txt lines lift that image's packages: this run's is not built here; rehearse it without "
+            "--image-env, or add a table for it under tests/facts/images/"
+        )
+    return stack
 
 
 def lock_sha(stack: ImageStack) -> str:

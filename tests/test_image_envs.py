@@ -87,6 +87,16 @@ def test_an_image_without_a_table_is_one_sentence_naming_the_tables():
         stack_of(spec)
 
 
+def test_a_run_whose_requirements_lift_what_its_image_table_was_not_locked_with_is_one_sentence():
+    """A LoRA run on the p3 image: its requirements.txt lifts PEFT, the table's environment has the image's own."""
+    spec = real_specs()["bert-qa-sagemaker"].model_copy(update={"adapter": {"r": 8}})
+    assert "adapters" in spec.extras_used
+    with pytest.raises(
+        ImageEnvError, match=r"^the image environment hf-gpu-4\.56\.2 is locked for runs without the adapters extra"
+    ):
+        stack_of(spec)
+
+
 def test_a_run_on_the_lock_is_rehearsed_under_the_lock_and_says_so(tmp_path):
     run = image_run(real_specs()["flan-t5-xxl"], tmp_path)
     assert (run.python, run.env, run.line) == (None, {}, LOCK_MACHINE)
