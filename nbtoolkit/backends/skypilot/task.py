@@ -26,6 +26,7 @@ from nbtoolkit.backends.skypilot.settings import SkyPilotSpec
 from nbtoolkit.backends.torchrun.render import MULTI_NODE_PORT
 from nbtoolkit.credentials import references
 from nbtoolkit.launches import Launch
+from nbtoolkit.shipping import DISTRIBUTION
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.trackers import PACKAGES
 
@@ -39,7 +40,6 @@ NODE_OUTPUT = "~/sky_workdir/output"
 NODE_DATA = "/tmp/nbtoolkit-data"
 #: the rendezvous host in the node launch: the task's run sets it to the first of SKYPILOT_NODE_IPS
 MASTER = "$MASTER_ADDR"
-DISTRIBUTION = "nbtoolkit-finetune"
 RUN = """\
 set -euo pipefail
 export MASTER_ADDR="$(echo "$SKYPILOT_NODE_IPS" | head -n1)"
