@@ -62,7 +62,7 @@ SM = "{role: 'arn:aws:iam::1:role/x'}"
 INVALID = [
     (
         "task: translation",
-        "task: 'translation' is not valid; expected 'text-classification', 'summarization', 'question-answering', 'causal-lm', 'chat', 'preference', 'grpo' or 'reward-model'",
+        "task: 'translation' is not valid; expected 'text-classification', 'summarization', 'question-answering', 'causal-lm', 'chat', 'preference', 'grpo', 'reward-model' or 'vision-chat'",
     ),
     ("model: bert-base-uncased", "task is missing; it is required"),
     (

@@ -186,6 +186,8 @@ def _become_supervisor(connection: socket.socket, request: dict, listener: socke
         os._exit(code)
 
 
+#: what every run of the program imports (the Trainer's module pulls in most of transformers), and the supervisor
+WARM_MODULES = ("transformers.trainer", "nbtoolkit.runner.supervisor", "nbtoolkit.tasks", "nbtoolkit.train.task_setup")
 #: what the warm-up's imports set in the environment, and the files it loaded (with their modification times)
 _set_by_imports: dict[str, str] = {}
 _imported: dict[str, int] = {}
@@ -200,14 +202,9 @@ def _warm_up(profile: WarmProfile) -> bool:
 
     program.hide_unused_integrations(profile.hidden)
     import torch
-    import transformers  # noqa: F401
-    from transformers import Trainer, TrainingArguments  # noqa: F401
 
-    import nbtoolkit.runner.supervisor
-    import nbtoolkit.tasks
-    import nbtoolkit.train.task_setup  # noqa: F401
-
-    importlib.import_module(profile.task_module)
+    for module in (*WARM_MODULES, profile.task_module):
+        importlib.import_module(module)
     program.quiet_libraries()  # imports datasets too
     _set_by_imports.update({name: value for name, value in os.environ.items() if name not in before})
     _imported.update(_module_files())
