@@ -146,6 +146,8 @@ def stop(job_id: str, *, store: JobStore | None = None, grace: float = 5.0) -> J
     store = store or JobStore()
     record = store.get(job_id)
     grace = max(grace, *(stage_grace(stage) for stage in job_launch(store.job_dir(record.id)).stages))
+    # found now, while they run: one already exiting when the stop is done no longer shows its tag
+    seen = tagged_processes(record.id, store.home) if record.host == this_host() else []
     if record.active:
         store.request_stop(record.id)
         # a supervisor that has not begun never will: a queued job stops here and now
@@ -156,7 +158,7 @@ def stop(job_id: str, *, store: JobStore | None = None, grace: float = 5.0) -> J
         if record.active and record.host == this_host():
             _end_unresponsive(store, record, grace)
     if record.host == this_host():
-        end_processes(tagged_processes(record.id, store.home), grace)
+        end_processes([*seen, *tagged_processes(record.id, store.home)], grace)
         if store.get(record.id).status == "lost":  # its watcher may have died with it, before scrubbing
             job_dir = store.job_dir(record.id)
             scrub_job_files(job_dir, job_scrubber(job_dir, dict(os.environ)), lambda text: print(text, file=sys.stderr))
