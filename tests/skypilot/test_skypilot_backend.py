@@ -308,17 +308,6 @@ def test_the_real_render_is_the_reviewed_golden():
         assert text == kept[name], f"{name} changed: python -m tests.skypilot.test_skypilot_backend, review the diff"
 
 
-@pytest.fixture(scope="module")
-def skypilot_python() -> str:
-    """SkyPilot's own interpreter: skypilot 0.14 cannot join nbtoolkit's environment (click<8.2), so it has its own."""
-    python = Path(__file__).resolve().parents[2] / ".venv-skypilot" / "bin" / "python"
-    if not python.is_file():
-        pytest.fail(
-            f"{python} is missing: `make test-setup` builds SkyPilot's environment from requirements-skypilot.lock"
-        )
-    return str(python)
-
-
 def test_skypilots_own_loader_reads_the_task_and_takes_a_token_only_at_launch(tmp_path, skypilot_python):
     """The golden task as SkyPilot reads it; and with `extra.hub_token: $HF_TOKEN`, a task that names HF_TOKEN as a
     secret without its value, which SkyPilot's loader takes as the follower gives it (`--secret HF_TOKEN`)."""
@@ -353,37 +342,6 @@ def test_skypilots_own_loader_reads_the_task_and_takes_a_token_only_at_launch(tm
     # the value reached the task, as no reference; the data file is SkyPilot's to copy to the node's path
     assert json.loads(done.stdout.splitlines()[-1]) == [True, 0, {"/tmp/nbtoolkit-data/train/mine.jsonl": str(mine)}]
     assert "hf_NODESECRET12345" not in "".join(files.values())
-
-
-def test_the_stand_in_has_skypilots_signatures(tmp_path, skypilot_python):
-    """What the backend calls, with the parameters SkyPilot's own functions take (the stand-in mirrors them)."""
-    names = [
-        "get",
-        "client.sdk.get",
-        "client.sdk.enabled_clouds",
-        "Task.from_yaml_config",
-        "jobs.launch",
-        "jobs.cancel",
-        "jobs.tail_logs",
-    ]
-    show = (
-        "import inspect, json, sys, sky, sky.client.sdk; "
-        "print(json.dumps([list(inspect.signature(eval('sky.' + name)).parameters) for name in sys.argv[1:]]))"
-    )
-    found = [
-        subprocess.run(
-            [python, "-c", show, *names],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(FAKE_SKY)} if python == sys.executable else None,
-        )
-        for python in (skypilot_python, sys.executable)
-    ]
-    assert [done.returncode for done in found] == [0, 0], [done.stderr for done in found]
-    skypilots, stand_ins = (json.loads(done.stdout.splitlines()[-1]) for done in found)
-    assert dict(zip(names, stand_ins, strict=False)) == dict(zip(names, skypilots, strict=False))
 
 
 # -- preflight -------------------------------------------------------------------------------------

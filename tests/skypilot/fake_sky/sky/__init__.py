@@ -1,8 +1,8 @@
 """A stand-in for the part of SkyPilot's client API (0.14.1) that nbtoolkit calls, for tests: a real
 SkyPilot needs a cloud, and cannot share an environment with nbtoolkit's locked packages here.
 
-The signatures are SkyPilot's (sky/client/sdk.py, sky/jobs/client/sdk.py; tests/skypilot compares them
-where SkyPilot is installed). Each call is appended to $FAKE_SKY_DIR/calls.jsonl. Like SkyPilot's,
+The signatures are SkyPilot's (sky/client/sdk.py, sky/jobs/client/sdk.py; tests/skypilot/test_skypilot_contract.py
+holds them to the real SkyPilot in .venv-skypilot). Each call is appended to $FAKE_SKY_DIR/calls.jsonl. Like SkyPilot's,
 `jobs.launch` refuses a task whose workdir is not a folder relative to the current directory.
 """
 
