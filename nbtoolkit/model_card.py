@@ -15,6 +15,7 @@ import yaml
 from nbtoolkit.runner.listing import cost_usd, duration
 from nbtoolkit.runner.store import JobRecord
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.spec_blocks import ShippedFunction
 from nbtoolkit.tasks import TASKS
 
 #: a Hub repository id (`gpt2`, `google/flan-t5-xl`); anything else a spec names is a local path
@@ -24,6 +25,44 @@ HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?\Z")
 def hub_id(name: str) -> str | None:
     """`name` if it is a Hub id, None for a local path: a published card names no folder of this machine."""
     return name if HUB_ID.match(name) and not name.startswith(".") and not Path(name).exists() else None
+
+
+def published(reference: str) -> str:
+    """A model or function reference as a public card may show it: a hub id, a job or a module as written; of a
+    local folder or file, only that it is local (a function keeps its file's name)."""
+    if reference.startswith("job:"):
+        return reference
+    where, colon, function = reference.rpartition(":")
+    if colon and not where.endswith(".py"):
+        return reference  # module:function
+    if colon:
+        return f"{Path(where).name}:{function}"
+    return hub_id(reference) or "a local model"
+
+
+def _card_value(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(_card_value(item) for item in value)
+    if isinstance(value, str):
+        return published(value)
+    if isinstance(value, ShippedFunction):  # its name, never its source
+        return f"{value.name} (defined in a notebook)"
+    return str(value)
+
+
+def task_settings(spec: RunSpec) -> list[str]:
+    """The lines of the task's own spec block (`reward:`, `preference:`): what scored or steered the training."""
+    block = TASKS[spec.task].block
+    settings = getattr(spec, block) if block else None
+    if block is None or settings is None:
+        return []
+    values = {name: value for name, value in settings if value not in (None, [])}
+    return [
+        f"## {block.capitalize()}",
+        "",
+        *(f"- {name.replace('_', ' ')}: {_card_value(value)}" for name, value in values.items()),
+        "",
+    ]
 
 
 def model_card(spec: RunSpec, record: JobRecord, records: list[dict[str, Any]]) -> str:
@@ -97,6 +136,7 @@ def model_card(spec: RunSpec, record: JobRecord, records: list[dict[str, Any]]) 
         "",
         *(f"- {key}: {value}" for key, value in hyperparameters.items() if value is not None),
         "",
+        *task_settings(spec),
         "## Results",
         "",
         *(f"- {key}: {value:.4g}" for key, value in metrics.items()),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     ValidationInfo,
@@ -411,11 +412,17 @@ PREFERENCE_LOSS_TYPES = {
 class PreferenceSpec(SpecBlock):
     """Preference tuning on prompt/chosen/rejected data (TRL's DPO, ORPO, CPO-SimPO and KTO trainers)."""
 
+    model_config = ConfigDict(title="Preference tuning")  # the form's section (a field with a title is in it)
+
     method: Literal["dpo", "orpo", "simpo", "kto"] = Field(
-        "dpo", description="the TRL trainer: DPO, ORPO, CPO-SimPO or KTO"
+        "dpo", title="Method", description="the TRL trainer: DPO, ORPO, CPO-SimPO or KTO"
     )
-    beta: float = Field(0.1, gt=0, description="how far from the reference (dpo, kto) or the odds-ratio weight")
-    loss_type: str | None = Field(None, description="dpo: sigmoid (default), ipo, hinge, ...; kto: kto, ...")
+    beta: float = Field(
+        0.1, gt=0, title="Beta", description="how far from the reference (dpo, kto) or the odds-ratio weight"
+    )
+    loss_type: str | None = Field(
+        None, title="Loss type", description="dpo: sigmoid (default), ipo, hinge, ...; kto: kto, ..."
+    )
 
     @model_validator(mode="after")
     def _a_loss_the_method_takes(self) -> PreferenceSpec:
@@ -442,6 +449,8 @@ class ShippedFunction(SpecBlock):
 class RewardSpec(SpecBlock):
     """GRPO: reward functions and reward models scoring sampled completions, and how many completions to sample."""
 
+    model_config = ConfigDict(title="GRPO sampling")  # the form's section (a field with a title is in it)
+
     functions: list[str | ShippedFunction] = Field(
         default_factory=list,
         description="module:function or path/to/file.py:function; default (with no models) the bundled arithmetic "
@@ -453,11 +462,17 @@ class RewardSpec(SpecBlock):
         "folder; beside the functions",
     )
     weights: list[float] | None = Field(None, description="one per function, then one per model; default all 1")
-    num_generations: int = Field(4, ge=2, description="completions sampled per prompt (the group)")
-    max_completion_length: int = Field(32, ge=1, le=65536, description="tokens sampled per completion")
-    temperature: float = Field(1.0, gt=0, description="sampling temperature of the completions")
-    beta: float = Field(0.0, ge=0, description="KL weight; > 0 keeps a reference model")
-    use_vllm: bool = Field(False, description="generate with vLLM (cuda only); default transformers")
+    num_generations: int = Field(
+        4, ge=2, title="Completions per prompt", description="completions sampled per prompt (the group)"
+    )
+    max_completion_length: int = Field(
+        32, ge=1, le=65536, title="Completion length", description="tokens sampled per completion"
+    )
+    temperature: float = Field(1.0, gt=0, title="Temperature", description="sampling temperature of the completions")
+    beta: float = Field(0.0, ge=0, title="KL weight (beta)", description="KL weight; > 0 keeps a reference model")
+    use_vllm: bool = Field(
+        False, title="Generate with vLLM", description="generate with vLLM (cuda only); default transformers"
+    )
 
     @field_validator("functions")
     @classmethod

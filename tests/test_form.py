@@ -227,7 +227,27 @@ def test_the_form_covers_every_block_of_the_spec():
         "slurm",
         "adapter",
         "report_to",
+        "preference",
+        "reward",
     } <= blocks
+
+
+def test_a_tasks_own_block_is_a_section_shown_while_that_task_is_chosen():
+    """GRPO's sampling and a preference run's method are set in the form; another task's spec carries neither."""
+    form = SpecForm({"task": "grpo"})
+    assert {"reward.num_generations", "reward.temperature", "reward.beta"} <= set(shown(form))
+    assert "preference.method" not in shown(form)
+    form.fields["reward.num_generations"].value = 8
+    form.fields["reward.beta"].value = 0.04
+    assert (form.spec.reward.num_generations, form.spec.reward.beta) == (8, 0.04)
+    form.fields["reward.num_generations"].value = 1
+    assert form.spec is None and "reward.num_generations" in form.error  # the spec's own sentence, under the field
+    form.fields["task"].value = "preference"
+    assert "reward.num_generations" not in shown(form) and form.spec.reward is None
+    form.fields["preference.method"].value = "kto"
+    assert form.spec.preference.method == "kto" and "method: kto" in tab(form, "Spec (YAML)")
+    form.fields["task"].value = "chat"
+    assert form.spec.preference is None and form.spec.reward is None
 
 
 def test_the_adapter_section_adds_and_removes_the_adapter_block():

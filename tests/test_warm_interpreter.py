@@ -12,13 +12,14 @@ import time
 import psutil
 import pytest
 
-from nbtoolkit.api import Job, launch
+from nbtoolkit.api import Job, launch, warm_profile
 from nbtoolkit.launches import Launch, Stage
 from nbtoolkit.runner import JobStore, warm_interpreter
-from nbtoolkit.runner.control import _warm_key
+from nbtoolkit.runner.control import _forks_from_warm
 from nbtoolkit.runner.stacks import rank_processes
 from nbtoolkit.runner.tree import tagged_processes
 from nbtoolkit.runner.warm_interpreter import MODULE, WarmProfile
+from nbtoolkit.spec import load_spec
 
 SPEC = {"task": "text-classification", "train": {"max_steps": 3, "logging_steps": 1, "seed": 7}}
 LONG = {"task": "text-classification", "train": {"max_steps": 100000, "logging_steps": 1}}
@@ -74,10 +75,19 @@ def warm(store, cold) -> Job:
 
 
 def running_warm(store: JobStore) -> tuple[Job, psutil.Process, psutil.Process]:
-    """A long job forked from the warm interpreter, once it trains; its supervisor and its stage."""
-    job = launch(LONG, store=store)
+    """A long job forked from the warm interpreter, once it trains; its supervisor and its stage. One started anew
+    instead (the interpreter ended meanwhile: another test file's jobs took the last of the MOST places, another
+    suite of this user ended its interpreters) is stopped, and the next one forks from the interpreter it started."""
+
+    def forked_long_job() -> Job | None:
+        job = launch(LONG, store=store)
+        if forked_from_warm(job):
+            return job
+        job.stop()
+        return None
+
+    job = wait_for(forked_long_job, timeout=240)
     wait_for(lambda: losses(job), timeout=60)
-    assert forked_from_warm(job)
     supervisor = psutil.Process(job.record.supervisor_pid)
     [stage] = [child for child in supervisor.children() if "nbtoolkit.runner.watcher" not in child.cmdline()]
     return job, supervisor, stage
@@ -113,13 +123,15 @@ def test_a_killed_warm_supervisor_takes_its_stage_with_it_and_the_job_is_lost(st
 def test_what_never_forks_from_a_warm_interpreter(monkeypatch):
     program = Launch(backend="local", stages=[Stage(name="train", argv=[sys.executable, "-m", "nbtoolkit.train"])])
     script = Launch(backend="local", stages=[Stage(name="train", argv=[sys.executable, "train.py"])])
-    env = dict(os.environ)
-    profile = WarmProfile((), "nbtoolkit.tasks.classification.train")
-    assert _warm_key(program, env, profile) is not None
-    assert _warm_key(script, env, profile) is None  # a user's script
-    assert _warm_key(program, env, None) is None  # a run the launch says starts anew (torch.compile, not local)
+    two_stages = Launch(backend="local", stages=[*program.stages, Stage(name="eval", argv=program.stages[0].argv)])
+    assert _forks_from_warm(program)
+    assert not _forks_from_warm(script)  # a user's script
+    assert not _forks_from_warm(two_stages)
+    assert warm_profile(load_spec({"task": "text-classification"})) is not None
+    # a run whose spec says it starts anew: torch.compile fixes its cache folder as torch is imported
+    assert warm_profile(load_spec({"task": "text-classification", "compile": "torch"})) is None
     monkeypatch.setenv("NBTOOLKIT_WARM", "0")
-    assert _warm_key(program, env, profile) is None
+    assert not _forks_from_warm(program)
 
 
 def test_an_interpreter_whose_loaded_files_changed_or_went_is_stale(tmp_path, monkeypatch):

@@ -11,7 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from nbtoolkit import backends
+from nbtoolkit.notebook.spec_fields import block_model
 from nbtoolkit.tasks import TASKS
 
 Values = Mapping[str, Any]
@@ -173,25 +176,38 @@ CORE_SECTIONS: tuple[Section, ...] = (
 )
 
 
+def block_section(name: str, block: type[BaseModel], applies: Callable[[Values], bool]) -> Section:
+    """The block's fields that have a title, in its order, each shown when its `shown_when` (json_schema_extra)
+    says; the section is titled by the block's own title and shown while `applies`."""
+    fields = []
+    for field_name, info in block.model_fields.items():
+        shown_when = (info.json_schema_extra or {}).get("shown_when", {})
+        field_applies = next((when(f"{name}.{key}", value) for key, value in shown_when.items()), always)
+        if info.title:
+            fields.append(FormField(f"{name}.{field_name}", info.title, field_applies))
+    return Section(block.model_config.get("title") or name, tuple(fields), applies)
+
+
 def backend_sections() -> tuple[Section, ...]:
-    """A section per remote engine's block, shown when the target is that engine: the block's fields that have a
-    title, in its order, each shown when its `shown_when` (json_schema_extra) says. A plugin's block gets one too."""
+    """A section per remote engine's block, shown when the target is that engine (a plugin's block too)."""
+    return tuple(
+        block_section(backend.name, backend.block, when("hardware.target", backend.target))
+        for backend in backends.registered().values()
+        if backend.block is not None and backend.target != backends.LOCAL
+    )
+
+
+def task_sections() -> tuple[Section, ...]:
+    """A section per task's own spec block (`preference:`, `reward:`), shown while that task is chosen."""
     sections = []
-    for backend in backends.registered().values():
-        if backend.block is None or backend.target == backends.LOCAL:
-            continue
-        fields = []
-        for name, info in backend.block.model_fields.items():
-            shown_when = (info.json_schema_extra or {}).get("shown_when", {})
-            applies = next((when(f"{backend.name}.{key}", value) for key, value in shown_when.items()), always)
-            if info.title:
-                fields.append(FormField(f"{backend.name}.{name}", info.title, applies))
-        title = backend.block.model_config.get("title") or backend.name
-        sections.append(Section(title, tuple(fields), when("hardware.target", backend.target)))
+    for task in TASKS.values():
+        block = task.block and block_model(task.block)
+        if task.block and block is not None:
+            sections.append(block_section(task.block, block, when("task", task.name)))
     return tuple(sections)
 
 
-SECTIONS: tuple[Section, ...] = (*CORE_SECTIONS, *backend_sections())
+SECTIONS: tuple[Section, ...] = (*CORE_SECTIONS, *task_sections(), *backend_sections())
 FIELDS: dict[str, FormField] = {field.path: field for section in SECTIONS for field in section.fields}
 #: what the form decides; everything else in a prefilled spec passes through untouched
 OWNED = (*FIELDS, "dataset.files", "adapter.type")

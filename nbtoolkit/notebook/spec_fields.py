@@ -37,6 +37,11 @@ def field_info(path: str) -> FieldInfo:
     return info
 
 
+def block_model(name: str) -> type[BaseModel] | None:
+    """The model of the spec's block `name` (`reward` -> RewardSpec); None: not a block."""
+    return _model_of(RunSpec.model_fields[name].annotation)
+
+
 def _model_of(annotation: Any) -> type[BaseModel] | None:
     for arg in (annotation, *typing.get_args(annotation)):
         if isinstance(arg, type) and issubclass(arg, BaseModel):

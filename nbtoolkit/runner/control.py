@@ -76,33 +76,39 @@ def submit(
     if stage_boot:
         env["PYTHONPATH"] = with_stage_boot(env.get("PYTHONPATH"))
     (directory / "supervisor.log").touch(mode=PRIVATE_FILE)  # private like the job's other files
-    # here, not at the top: `python -m nbtoolkit.runner.warm_interpreter` must not find itself imported already
-    from nbtoolkit.runner import warm_interpreter
-
-    key = _warm_key(launch, env, warm)
-    started = (key and warm_interpreter.adopt(key, record.id, env, directory)) or None
-    if started is None:
-        started = _start_supervisor(record.id, env, directory)
-        if key and warm is not None:
-            stage_env = {**env, **launch.env, **launch.stages[0].env}
-            shared = {name: value for name, value in stage_env.items() if name not in warm_interpreter.PER_JOB}
-            warm_interpreter.start(key, shared, warm)  # for the next job like this one
-    pid, created = started
+    pid, created = _fork_or_start(record.id, env, directory, launch, warm)
     store.update(record.id, only_if_status=("queued",), supervisor_pid=pid, supervisor_started=created)
     return store.get(record.id)
 
 
-def _warm_key(launch: Launch, env: dict[str, str], warm: WarmProfile | None) -> str | None:
-    """The warm interpreter a job may fork from: one stage, nbtoolkit's program, here; None: it starts anew."""
+def _fork_or_start(
+    job_id: str, env: dict[str, str], directory: Path, launch: Launch, warm: WarmProfile | None
+) -> tuple[int, float | None]:
+    """The job's supervisor, forked by the warm interpreter made for jobs like it, else started anew (and that
+    interpreter started beside it, for the next such job); its pid and start time."""
+    # here, not at the top: `python -m nbtoolkit.runner.warm_interpreter` must not find itself imported already
+    from nbtoolkit.runner import warm_interpreter
+
+    if warm is None or not _forks_from_warm(launch):
+        return _start_supervisor(job_id, env, directory)
+    stage_env = {**env, **launch.env, **launch.stages[0].env}
+    key = warm_interpreter.warm_key(stage_env, warm)
+    adopted = warm_interpreter.adopt(key, job_id, env, directory)
+    if adopted is not None:
+        return adopted
+    started = _start_supervisor(job_id, env, directory)
+    shared = {name: value for name, value in stage_env.items() if name not in warm_interpreter.PER_JOB}
+    warm_interpreter.start(key, shared, warm)
+    return started
+
+
+def _forks_from_warm(launch: Launch) -> bool:
+    """Whether a warm interpreter may fork the job: one stage, nbtoolkit's program, here, not switched off."""
     from nbtoolkit.runner import warm_interpreter
     from nbtoolkit.runner.forked_stage import PROGRAM
 
-    if warm is None or not warm_interpreter.enabled() or len(launch.stages) != 1:
-        return None
-    stage = launch.stages[0]
-    if stage.argv[:3] != [sys.executable, "-m", PROGRAM]:
-        return None
-    return warm_interpreter.warm_key({**env, **launch.env, **stage.env}, warm)
+    single = len(launch.stages) == 1
+    return single and warm_interpreter.enabled() and launch.stages[0].argv[:3] == [sys.executable, "-m", PROGRAM]
 
 
 def _start_supervisor(job_id: str, env: dict[str, str], directory: Path) -> tuple[int, float | None]:

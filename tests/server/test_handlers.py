@@ -276,20 +276,24 @@ async def test_the_log_tail_shows_an_unterminated_progress_bar(jp_fetch, store):
 
 
 async def test_a_slow_store_never_blocks_the_servers_event_loop(jp_fetch, jp_serverapp, store, monkeypatch):
-    """GET work (SQLite, files, process scans) runs in threads: four slow listings overlap instead of queueing."""
+    """GET work (SQLite, files, process scans) runs in threads: four slow listings overlap instead of queueing.
+
+    Each listing waits until all four are inside the store at once (a barrier, not a clock: a loaded machine cannot
+    make it pass or fail); listings that queued would leave the first waiting alone until the barrier breaks."""
     import asyncio
+    import threading
 
     service = jp_serverapp.web_app.settings["nbtoolkit_jobs"]
     listing = service.store.list
+    all_inside = threading.Barrier(4, timeout=30)
 
     def slow_list(*args, **kwargs):
-        time.sleep(0.6)  # a store locked by a writer, a slow network home
+        all_inside.wait()  # a store locked by a writer, a slow network home: held until the others arrive
         return listing(*args, **kwargs)
 
     monkeypatch.setattr(service.store, "list", slow_list)
-    started = time.monotonic()
     pages = await asyncio.gather(*(get_json(jp_fetch, "jobs") for _ in range(4)))
-    assert all(page["total"] == 0 for page in pages) and time.monotonic() - started < 1.8
+    assert all(page["total"] == 0 for page in pages) and not all_inside.broken
 
 
 async def test_a_job_near_its_budget_carries_the_budget_sentence_and_a_bad_one_none(jp_fetch, store):
