@@ -13,7 +13,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from nbtoolkit.chat_formats import (
     json_kind,
 )
 from nbtoolkit.spec_blocks import DatasetSpec
-from nbtoolkit.tasks import TASKS, columns_used
+from nbtoolkit.tasks import TASKS, columns_used, hook
 from nbtoolkit.train.errors import TrainError
 
 #: file suffix -> the `datasets` loader that reads it (the training program loads files with these)
@@ -42,7 +42,8 @@ class DataError(TrainError):
 
 def check_files(spec) -> None:
     """Raise DataError with one sentence for the first problem in the spec's local data files (none: no files).
-    A file's verdict is kept while it is unchanged (the form checks as the user types)."""
+    A file's verdict is kept while it is unchanged (the form checks as the user types); the files its rows name
+    (images) are looked for each time."""
     files = spec.dataset.files or {}
     check_paths(files)
     reads = (spec.task, spec.dataset.model_dump_json(), assistant_only_loss(spec.task, spec.extra))
@@ -50,20 +51,25 @@ def check_files(spec) -> None:
         path = Path(name).expanduser()
         if path.suffix.lower() != ".parquet":
             status = path.stat()
-            problem = _file_problem(
-                f"dataset.files.{split} ({name})", str(path), status.st_mtime_ns, status.st_size, *reads
-            )
+            where = f"dataset.files.{split} ({name})"
+            problem, named = _file_verdict(where, str(path), status.st_mtime_ns, status.st_size, *reads)
             if problem:
                 raise DataError(problem)
+            check_named_files(where, named)
 
 
 @lru_cache(maxsize=64)
-def _file_problem(where: str, path: str, _mtime_ns: int, _size: int, task: str, dataset: str, assistant_only: bool):
+def _file_verdict(
+    where: str, path: str, _mtime_ns: int, _size: int, task: str, dataset: str, assistant_only: bool
+) -> tuple[str | None, tuple[tuple[int, str], ...]]:
+    """(the file's problem or None, the (row, file) its rows name)."""
     try:
-        check_rows(task, DatasetSpec.model_validate_json(dataset), assistant_only, where, rows(Path(path), where))
+        named = check_rows(
+            task, DatasetSpec.model_validate_json(dataset), assistant_only, where, rows(Path(path), where), folder(path)
+        )
     except DataError as exc:
-        return str(exc)
-    return None
+        return str(exc), ()
+    return None, tuple(named)
 
 
 def check_file(spec, path: Path, where: str) -> None:
@@ -72,7 +78,21 @@ def check_file(spec, path: Path, where: str) -> None:
     if path.suffix.lower() not in FILE_FORMATS:
         raise DataError(f"{where}: {path.suffix} files are not supported; use {', '.join(FILE_FORMATS)}")
     if path.suffix.lower() != ".parquet":
-        check_rows(spec.task, spec.dataset, assistant_only_loss(spec.task, spec.extra), where, rows(path, where))
+        read = rows(path, where)
+        check_named_files(
+            where,
+            check_rows(spec.task, spec.dataset, assistant_only_loss(spec.task, spec.extra), where, read, folder(path)),
+        )
+
+
+def check_named_files(where: str, named: Iterable[tuple[int, str]]) -> None:
+    """Each file a row names (a vision row's image) is there."""
+    for number, name in named:
+        if not Path(name).is_file():
+            raise DataError(
+                f"{where}: row {number} names {name}, which does not exist; give each file's path relative to the "
+                "data file's folder (or absolute)"
+            )
 
 
 def check_paths(files: dict[str, str]) -> None:
@@ -162,16 +182,28 @@ def _objects(numbered, where: str) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, row
 
 
-def check_rows(task: str, dataset, assistant_only: bool, where: str, numbered: Iterator[tuple[int, dict]]) -> None:
+def folder(path: str | Path) -> Path:
+    """The folder a data file's rows name their files from (images beside the data)."""
+    return Path(path).expanduser().resolve().parent
+
+
+def check_rows(
+    task: str, dataset, assistant_only: bool, where: str, numbered: Iterator[tuple[int, dict]], files_from: Path
+) -> list[tuple[int, str]]:
     """Every row has what the task reads: a column mapping's columns (`dataset`, a spec's dataset block), a chat
     format's conversation with a turn that trains (`assistant_only`: the loss is on replies), preference pairs with
-    both answers."""
+    both answers, or what the task's own `check_row` asks. Returns the (row, file) its rows name, found from
+    `files_from` (the task's `check_row` says which)."""
     fmt = None
     first: dict[str, tuple[int, Any]] = {}  # column -> the first row's number and value
     number = 0
+    named: list[tuple[int, str]] = []
+    check_row = hook(TASKS[task].check_row) if TASKS[task].check_row else None
     for number, row in numbered:
         at = f"{where}: row {number}"
-        if TASKS[task].conversations:
+        if check_row is not None:
+            named += [(number, name) for name in check_row(row, number, dataset, where, files_from)]
+        elif TASKS[task].conversations:
             fmt = fmt or _format(dataset.format, row, at)
             _check_conversation(row, fmt, number, at, assistant_only)
         elif TASKS[task].row_columns:  # preference, grpo: texts or conversations in fixed columns
@@ -184,6 +216,7 @@ def check_rows(task: str, dataset, assistant_only: bool, where: str, numbered: I
                 _check_value(row, field, column, at, first.setdefault(column, (number, row.get(column))))
     if number == 0:
         raise DataError(f"{where} holds no rows; give a file with at least one row")
+    return named
 
 
 def _check_value(row: dict[str, Any], field: str, column: str, at: str, first: tuple[int, Any]) -> None:

@@ -173,3 +173,34 @@ def test_a_chat_template_of_the_spec_is_refused_not_ignored():
 
     with pytest.raises(SpecError, match=r"task vision-chat renders conversations with the model's processor"):
         load_spec({"task": "vision-chat", "dataset": {"chat_template": "chatml"}})
+
+
+def test_a_data_file_naming_a_missing_image_or_too_few_images_is_refused_before_launch(tmp_path):
+    """The pre-launch check reads every row as the job will (the task's check_row): the bundled files pass, a row
+    whose image is not there or whose places and images differ is one sentence naming the file and row, no job."""
+    import shutil
+
+    from nbtoolkit.preflight import input_problems
+    from nbtoolkit.spec import load_spec
+
+    data = tmp_path / "data"
+    shutil.copytree(SAMPLE, data)
+    llava = {"train": str(data / "llava-train.json"), "validation": str(data / "llava-validation.json")}
+    assert input_problems(load_spec({"task": "vision-chat", "dataset": {"files": llava}})) == []
+    files = {"train": str(data / "train.jsonl"), "validation": str(data / "validation.jsonl")}
+    spec = {"task": "vision-chat", "dataset": {"files": files}}
+    assert input_problems(load_spec(spec)) == []
+    rows = (data / "train.jsonl").read_text().splitlines()
+    (data / "images" / json.loads(rows[1])["images"][0].removeprefix("images/")).unlink()
+    with pytest.raises(
+        LaunchError, match=r"dataset.files.train \(.*train.jsonl\): row 2 names .*images/.*\.png, which does not exist"
+    ):
+        launch(spec, store=JobStore(tmp_path / "home"))
+    assert not list((tmp_path / "home").glob("jobs/*"))  # nothing started
+    second = json.loads(rows[1])
+    (data / "train.jsonl").write_text("\n".join([rows[0], json.dumps({**second, "images": []}), *rows[2:]]) + "\n")
+    problem = (
+        f"dataset.files.train ({files['train']}): row 2 has 1 image place(s) in its turns but 0 image(s) in its "
+        "images column; give one image per place"
+    )
+    assert input_problems(load_spec(spec)) == [problem]

@@ -82,6 +82,10 @@ class Task:
     #: trainer argument -> the spec field that sets it, beyond every task's (nbtoolkit.spec_extra); `extra` may not
     #: set them
     set_by_field: dict[str, str] = field(default_factory=dict)
+    #: `module:function` (row, its number, dataset block, the file's name, folder) -> the files the row names (made
+    #: from `folder`), raising DataError in one sentence for a row of a local data file the task cannot read, before
+    #: launch; each named file is looked for ("": the checks of `columns`, `conversations` or `row_columns`)
+    check_row: str = ""
     #: the spec block only this task reads (`preference:`, `reward:`); another task's spec may not set it
     block: str | None = None
     #: `module:function` (spec) -> the spec's problem for this task in one sentence, or None; run as a spec is built,

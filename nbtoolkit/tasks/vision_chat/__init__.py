@@ -20,6 +20,7 @@ TASK = Task(
     set_by_field={"max_length": "dataset.max_length"},
     preview_sample="nbtoolkit.tasks.vision_chat.preview:preview_sample",
     spec_rule="nbtoolkit.tasks.vision_chat.rules:problem",
+    check_row="nbtoolkit.tasks.vision_chat.formats:check_row",
     # TRL 1.16 refuses the assistant-only loss on images below it (trl/trainer/sft_trainer.py:788-796)
     requires=("transformers>=5.18.0",),
     listed=90,

@@ -117,3 +117,24 @@ def _image(image: Any, folder: Path | None, where: str) -> Any:
         raise FormatError(f"{where} names an empty image path; give the image's path relative to the data file")
     path = Path(image).expanduser()
     return str(path if path.is_absolute() or folder is None else folder / path)
+
+
+def check_row(row: dict[str, Any], number: int, dataset, where: str, folder: Path) -> list[str]:
+    """A row of a local data file as the job will read it (vision-chat's `check_row`): in a vision format, its image
+    places matching its images; returns the image files it names (the pre-launch check looks for each)."""
+    from nbtoolkit.data_files import DataError
+
+    declared = dataset.format
+    fmt = (
+        declared
+        if declared != "auto"
+        else next((name for name, (turns, _) in VISION_COLUMNS.items() if turns in row), None)
+    )
+    try:
+        fmt = fmt or detect_vision_format(row)  # its sentence: the row is in no vision format
+        images_column = VISION_COLUMNS[fmt][1]
+        read = as_vision_row({images_column: None, **row}, fmt, folder, number)  # a text-only row may omit images
+    except (FormatError, KeyError) as exc:
+        problem = exc.args[0] if isinstance(exc, FormatError) else f"row {number} has no {exc.args[0]} column"
+        raise DataError(f"{where}: {problem}") from None
+    return [image for image in read["images"] if isinstance(image, str)]
