@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import botocore.loaders
 import botocore.regions
 import pytest
+from packaging.requirements import Requirement
 
 from nbtoolkit.backends import LaunchError, backend_name
 from nbtoolkit.backends.dispatch import preflight, render
@@ -124,6 +125,23 @@ def test_distribution_per_strategy(parallelism, instance, nodes, expected):
     assert (job.distributed, job.processes_per_node, job.smp) == (distributed, per_node, smp)
     assert env.items() <= job.environment.items()
     assert job.instance_count == nodes
+
+
+def test_a_trainium_adapters_requirements_keep_every_version_the_neuron_stack_pins():
+    """optimum-neuron 0.4.1 pins PEFT 0.17.0 (below the GPU floor's 0.17.1): requirements.txt names PEFT, but no line
+    of it may move a version the image's table pins (tests/images trains the adapter with the image's own)."""
+    spec = sagemaker_spec(
+        task="text-classification",
+        hardware={"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"},
+        adapter={"r": 8},
+    )
+    lines = [Requirement(line) for line in render(spec).files[f"{CODE_DIR}/requirements.txt"].split()]
+    table = json.loads((Path(__file__).parent / "facts" / "images" / "hf-neuronx-sdk2.26.json").read_text())
+    pins = [Requirement(package) for package in table["packages"] if "==" in package]
+    assert "peft" in {line.name for line in lines} and "peft" in {pin.name for pin in pins}
+    for pin in pins:
+        (version,) = (item.version for item in pin.specifier)
+        assert all(line.specifier.contains(version) for line in lines if line.name == pin.name), (pin, lines)
 
 
 def test_submit_and_the_exported_scripts_pull_the_trainium_image_from_the_registry_of_the_jobs_region():

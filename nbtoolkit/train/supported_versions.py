@@ -55,8 +55,11 @@ def container_requirements(
     extras: tuple[str, ...], keep_image_stack: bool = False, task_requires: tuple[str, ...] = ()
 ) -> list[str]:
     """requirements.txt lines for a container: every library the program imports there, those of the floor at the
-    floor or newer; with `keep_image_stack`, only the extras' (a Trainium image: the Neuron SDK's optimum-neuron
-    0.4.1 holds its transformers at 4.55.4, below this floor, and the program meets it through its Neuron engine).
+    floor or newer; with `keep_image_stack` (a Trainium image), only the extras', by name and without a version, so
+    pip keeps the image's: the Neuron SDK's optimum-neuron 0.4.1 pins accelerate, peft, trl and transformers (4.55.4,
+    below this floor; its METADATA, tests/facts/images/hf-neuronx-sdk2.26.json), a line lifting one would replace the
+    stack the Neuron engine was built against, and the program trains under them (tests/images rehearses an adapter
+    with the image's PEFT 0.17.0).
     Naming transformers keeps the image's: with `trl>=1.16` alone, pip 26.3 over the oldest image's libraries took
     the newest datasets (5.2.0, huggingface-hub>=1.31) and so replaced transformers 4.56.2 by 5.24.0; with these
     lines it kept 4.56.2 and took datasets 5.0.1 (huggingface-hub<2.0). `task_requires` (the task's own, e.g.
@@ -65,7 +68,7 @@ def container_requirements(
     return [
         *ALSO_IMPORTED,
         *(
-            f"{floor.package}>={floor.version}"
+            floor.package if keep_image_stack else f"{floor.package}>={floor.version}"
             for floor in FLOOR
             if (floor.extra in extras or (floor.extra is None and not keep_image_stack)) and floor.package not in raised
         ),
