@@ -70,6 +70,19 @@ def test_what_requirements_txt_lifts_is_lifted_and_the_rest_stays_the_images():
     assert neuron["optimum-neuron"][0] == Version("0.4.1")
 
 
+def test_an_image_that_holds_numpy_below_2_is_locked_with_a_pyarrow_that_imports_beside_it():
+    """The 5.3.0 image's Dockerfile forces dill 0.3.8 and multiprocess 0.70.16 and upgrades pyarrow beside
+    "numpy<2"; pyarrow 26 declares no NumPy requirement but refuses NumPy 1.x at import, so requirements.txt's
+    pyarrow<26 must hold in every environment whose NumPy is 1.x (the Neuron one's too)."""
+    gpu = locked(stacks()["hf-gpu-5.3.0"])
+    assert (gpu["numpy"][0], gpu["dill"][0], gpu["multiprocess"][0]) == tuple(
+        map(Version, ("1.26.4", "0.3.8", "0.70.16"))
+    )
+    numpy_1 = [name for name, stack in stacks().items() if locked(stack)["numpy"][0].major < 2]
+    assert {"hf-gpu-5.3.0", "hf-gpu-5.3.0-vision-chat", "hf-neuronx-sdk2.26"} <= set(numpy_1)
+    assert [name for name in numpy_1 if locked(stacks()[name])["pyarrow"][0] >= Version("26")] == []
+
+
 def test_an_image_without_its_lock_is_one_sentence_naming_the_command(tmp_path, monkeypatch):
     stack = stacks()["hf-gpu-4.56.2"]
     monkeypatch.setattr(ImageStack, "lock", property(lambda self: tmp_path / "requirements-image-missing.lock"))

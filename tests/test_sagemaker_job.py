@@ -7,11 +7,16 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
+import botocore.loaders
+import botocore.regions
 import pytest
+from packaging.requirements import Requirement
 
 from nbtoolkit.backends import LaunchError, backend_name
 from nbtoolkit.backends.dispatch import preflight, render
+from nbtoolkit.backends.sagemaker.export import _image_lines
 from nbtoolkit.backends.sagemaker.follow import cost_facts, not_resumable_message
 from nbtoolkit.backends.sagemaker.images import DEFAULT_VERSIONS
 from nbtoolkit.backends.sagemaker.job import (
@@ -23,6 +28,7 @@ from nbtoolkit.backends.sagemaker.job import (
     script_hyperparameters,
     training_job,
 )
+from nbtoolkit.backends.sagemaker.submit import SubmitError, image_uri
 from nbtoolkit.metrics.parse import LogParser
 from nbtoolkit.spec import SpecError, load_spec
 from tests.conftest import DATA, PYTHON
@@ -121,6 +127,55 @@ def test_distribution_per_strategy(parallelism, instance, nodes, expected):
     assert job.instance_count == nodes
 
 
+def test_a_trainium_adapters_requirements_keep_every_version_the_neuron_stack_pins():
+    """optimum-neuron 0.4.1 pins PEFT 0.17.0 (below the GPU floor's 0.17.1): requirements.txt names PEFT, but no line
+    of it may move a version the image's table pins (tests/images trains the adapter with the image's own)."""
+    spec = sagemaker_spec(
+        task="text-classification",
+        hardware={"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"},
+        adapter={"r": 8},
+    )
+    lines = [Requirement(line) for line in render(spec).files[f"{CODE_DIR}/requirements.txt"].split()]
+    table = json.loads((Path(__file__).parent / "facts" / "images" / "hf-neuronx-sdk2.26.json").read_text())
+    pins = [Requirement(package) for package in table["packages"] if "==" in package]
+    assert "peft" in {line.name for line in lines} and "peft" in {pin.name for pin in pins}
+    for pin in pins:
+        (version,) = (item.version for item in pin.specifier)
+        assert all(line.specifier.contains(version) for line in lines if line.name == pin.name), (pin, lines)
+
+
+def test_submit_and_the_exported_scripts_pull_the_trainium_image_from_the_registry_of_the_jobs_region():
+    """The account (and, in China, the domain) differ by region, as the SDK's huggingface-neuronx.json lists them;
+    a region it lists none for is refused before anything bills."""
+    trainium = {
+        "task": "text-classification",
+        "hardware": {"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"},
+    }
+    job = training_job(sagemaker_spec(**trainium, sagemaker={"region": None}))
+    exported = "\n".join(_image_lines(job, "image_uris.retrieve"))
+    tag = "huggingface-pytorch-training-neuronx:2.8.0-transformers4.55.4-neuronx-py310-sdk2.26.0-ubuntu22.04"
+    for region, registry in [
+        ("cn-north-1", "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn"),
+        ("ap-south-2", "772153158452.dkr.ecr.ap-south-2.amazonaws.com"),
+        ("us-west-2", "763104351884.dkr.ecr.us-west-2.amazonaws.com"),
+    ]:
+        script: dict = {"boto_session": SimpleNamespace(region_name=region)}
+        exec(exported, script)
+        assert script["training_image"] == image_uri(job, region) == f"{registry}/{tag}"
+    refused = "no registry of the Trainium training image in region 'eu-north-1' .*us-east-1.*"
+    with pytest.raises(SystemExit, match=refused):
+        exec(exported, {"boto_session": SimpleNamespace(region_name="eu-north-1")})
+    with pytest.raises(SubmitError, match=refused):
+        image_uri(job, "eu-north-1")
+    with pytest.raises(SpecError, match=refused):
+        training_job(sagemaker_spec(**trainium, sagemaker={"region": "eu-north-1"}))
+    # the ECR domain of each region is the one botocore's endpoint data gives, as the SDK asks it
+    # (sagemaker/core/image_uris.py:226-229)
+    endpoints = botocore.regions.EndpointResolver(botocore.loaders.create_loader().load_data("endpoints"))
+    for region, host in job.image_registries.items():
+        assert host.split(".dkr.")[1] == endpoints.construct_endpoint("ecr", region)["hostname"], region
+
+
 def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cache_on_s3():
     spec = sagemaker_spec(
         task="text-classification",
@@ -131,7 +186,8 @@ def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cac
     assert job.distributed and job.processes_per_node == 2 and job.precompile  # one worker per NeuronCore
     published = json.loads((Path(__file__).parent / "facts" / "hf-neuronx-training-images.json").read_text())
     newest = published["rows"][0]  # the image of Neuron SDK 2.26, whose optimum-neuron 0.4.1 the program is held to
-    assert newest["neuron_sdk"] == "2.26.0" and job.image_uri == newest["uri"].replace("<region>", "{region}")
+    assert newest["neuron_sdk"] == "2.26.0"
+    assert image_uri(job, "us-east-1") == newest["uri"].replace("<region>", "us-east-1")
     assert job.environment["NEURON_CC_FLAGS"] == "--cache_dir={neuron_cache}"
     assert job.environment["NEURON_RT_STOCHASTIC_ROUNDING_EN"] == "1"  # full bf16 on SDK 2.26 (XLA_USE_BF16 ended)
     precompile = job.for_phase("precompile")

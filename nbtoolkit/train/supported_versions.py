@@ -45,6 +45,13 @@ FLOOR = (
 #: floor's environment, a summarization run failed at its evaluation, after training)
 ALSO_IMPORTED = ("pydantic>=2.6", "pyyaml>=6", "psutil>=5.9", "platformdirs>=3", "rouge-score>=0.1.2")
 
+#: what keeps the images' datasets importable: pyarrow 26 declares no NumPy requirement but refuses NumPy 1.x at
+#: import ("pyarrow requires NumPy 2.0 or newer", pyarrow/lib.pyx:42; measured here: 26.0.1 beside NumPy 1.26.4
+#: raises, 25.0.1 imports), while the 5.3.0 image's Dockerfile installs `-U pyarrow` beside "numpy<2" (so a build
+#: after pyarrow 26 came out holds both) and the Neuron one NumPy <= 1.26.4 (optimum-neuron 0.4.1); the container's
+#: pip takes pyarrow back to 25 where the image has 26, and changes nothing where it has less
+KEEPS_IMAGES_IMPORTABLE = ("pyarrow<26",)
+
 
 def floor_version(package: str) -> str:
     """The oldest supported version of one library of FLOOR."""
@@ -55,17 +62,21 @@ def container_requirements(
     extras: tuple[str, ...], keep_image_stack: bool = False, task_requires: tuple[str, ...] = ()
 ) -> list[str]:
     """requirements.txt lines for a container: every library the program imports there, those of the floor at the
-    floor or newer; with `keep_image_stack`, only the extras' (a Trainium image: the Neuron SDK's optimum-neuron
-    0.4.1 holds its transformers at 4.55.4, below this floor, and the program meets it through its Neuron engine).
+    floor or newer; with `keep_image_stack` (a Trainium image), only the extras', by name and without a version, so
+    pip keeps the image's: the Neuron SDK's optimum-neuron 0.4.1 pins accelerate, peft, trl and transformers (4.55.4,
+    below this floor; its METADATA, tests/facts/images/hf-neuronx-sdk2.26.json), a line lifting one would replace the
+    stack the Neuron engine was built against, and the program trains under them (tests/images rehearses an adapter
+    with the image's PEFT 0.17.0).
     Naming transformers keeps the image's: with `trl>=1.16` alone, pip 26.3 over the oldest image's libraries took
     the newest datasets (5.2.0, huggingface-hub>=1.31) and so replaced transformers 4.56.2 by 5.24.0; with these
     lines it kept 4.56.2 and took datasets 5.0.1 (huggingface-hub<2.0). `task_requires` (the task's own, e.g.
-    transformers>=5.18.0) replace the floor's line of the same library."""
+    transformers>=5.18.0) replace the floor's line of the same library; KEEPS_IMAGES_IMPORTABLE holds in every image."""
     raised = {re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0].lower() for line in task_requires}
     return [
         *ALSO_IMPORTED,
+        *KEEPS_IMAGES_IMPORTABLE,
         *(
-            f"{floor.package}>={floor.version}"
+            floor.package if keep_image_stack else f"{floor.package}>={floor.version}"
             for floor in FLOOR
             if (floor.extra in extras or (floor.extra is None and not keep_image_stack)) and floor.package not in raised
         ),

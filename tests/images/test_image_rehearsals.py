@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from nbtoolkit.api import Job
-from nbtoolkit.image_envs import BUILD, is_built, stack_of
+from nbtoolkit.image_envs import BUILD, REPORTED, is_built, stack_of
 from nbtoolkit.rehearse import STEPS, rehearse
+from nbtoolkit.spec_blocks import AdapterSpec
 from tests.real_launches import as_launched, real_specs
 from tests.test_image_envs import ON_THE_LOCK
 
@@ -37,9 +38,21 @@ def test_every_real_launch_trains_in_its_images_packages(name, store, tmp_path):
     assert steps == {STEPS}, steps
     assert report.environment is not None and report.environment.startswith(f"image environment {stack.name} ")
     for package in stack.packages:  # the image's own versions, where requirements.txt keeps them, are what ran
-        if package in stack.requirements() and "==" in package:
+        if package in stack.requirements() and "==" in package and package.split("[")[0].split("==")[0] in REPORTED:
             name_, version = package.split("==")
             assert f"{name_.split('[')[0]} {version}" in report.environment, (package, report.environment)
     # the program ran from the shipped code folder, under the image environment's Python
     launched = Job(report.jobs[0], store).dir / "launch.json"
     assert str(stack.folder) in launched.read_text()
+
+
+def test_an_adapter_trains_on_trainium_in_the_neuron_images_own_peft(store, tmp_path):
+    """A Trainium run's requirements.txt names PEFT without a version (the Neuron SDK's optimum-neuron 0.4.1 pins
+    0.17.0, below the GPU floor's 0.17.1), so the program must train its adapter with the image's own."""
+    spec = real_specs()["bert-emotion-trainium"].model_copy(update={"adapter": AdapterSpec(r=8)})
+    stack = stack_of(as_launched("bert-emotion-trainium", spec))
+    if not is_built(stack):
+        pytest.fail(f"the environment of image {stack.name} is not built: run `{BUILD}`")
+    report = rehearse(spec, workdir=tmp_path, store=store, timeout=600, max_ranks=2, image_env=True)
+    assert report.passed, "\n".join([str(report), *(Job(job_id, store).logs(tail=40) for job_id in report.jobs)])
+    assert "peft 0.17.0" in report.environment

@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 
 from nbtoolkit.backends.sagemaker.data_channels import SHA256_METADATA
-from nbtoolkit.backends.sagemaker.images import SMP_IMAGE
+from nbtoolkit.backends.sagemaker.images import REGISTRY_PLACEHOLDER, SMP_IMAGE, no_registry_message
 from nbtoolkit.backends.sagemaker.job import (
     CHECKPOINT_LOCAL_PATH,
     CODE_DIR,
@@ -87,6 +87,17 @@ def _upload_lines(job: TrainingJob) -> list[str]:
 
 
 def _image_lines(job: TrainingJob, retrieve: str) -> list[str]:
+    if job.image_registries:
+        refusal = no_registry_message(REGION_PLACEHOLDER, job.image_registries)
+        registry = "image_registries[boto_session.region_name]"
+        return [
+            "# the image's registry in the job's region (the account differs by region), as the SageMaker SDK's",
+            "# huggingface-neuronx.json lists it",
+            f"image_registries = {_literal(job.image_registries)}",
+            "if boto_session.region_name not in image_registries:",
+            f"    raise SystemExit({python_replace(refusal, REGION_PLACEHOLDER, 'boto_session.region_name')})",
+            f"training_image = {python_replace(job.image_uri, REGISTRY_PLACEHOLDER, registry)}",
+        ]
     if job.image_uri:
         return [f"training_image = {python_replace(job.image_uri, REGION_PLACEHOLDER, 'boto_session.region_name')}"]
     arguments = ", ".join(f"{key}={value!r}" for key, value in job.image_lookup.items())

@@ -15,6 +15,7 @@ from typing import Any
 
 from nbtoolkit.backends.sagemaker.aws_errors import SageMakerSetupError
 from nbtoolkit.backends.sagemaker.instances import accelerator_of, unknown_instance_message
+from nbtoolkit.backends.sagemaker.settings import region_image
 from nbtoolkit.catalog import CatalogError, instance_names
 from nbtoolkit.catalog import instance as catalog_instance
 from nbtoolkit.gpu_builds import build_known, cuda_of, image_build, pytorch_runs_on, sm_name
@@ -30,14 +31,20 @@ DEFAULT_VERSIONS = {"transformers_version": "5.3.0", "pytorch_version": "2.9.0",
 SMP_IMAGE = {"framework": "pytorch-smp", "version": "2.4.1", "py_version": "py311", "container_version": "cu121"}
 
 
+#: in an image URI nbtoolkit names, replaced by the ECR registry (account and domain) of the job's region
+REGISTRY_PLACEHOLDER = "{registry}"
+
 #: The SDKs cannot look up Hugging Face Trainium (neuronx) training images, so this one is named outright:
 #: transformers 4.55.4, PyTorch 2.8 (torch-neuronx), Neuron SDK 2.26 with optimum-neuron 0.4.1, as Hugging Face's
 #: published table of its DLCs names it (tests/facts/hf-neuronx-training-images.json). The SDK's own
-#: huggingface-neuronx.json pairs 4.55.4 with pytorch2.7.0, a tag that table does not have.
+#: huggingface-neuronx.json pairs 4.55.4 with pytorch2.7.0, a tag that table does not have; its registries (the
+#: account differs by region) are what the job takes from that entry (TRAINIUM_TABLE_ENTRY).
 TRAINIUM_IMAGE = (
-    "763104351884.dkr.ecr.{region}.amazonaws.com/huggingface-pytorch-training-neuronx:"
+    f"{REGISTRY_PLACEHOLDER}/huggingface-pytorch-training-neuronx:"
     "2.8.0-transformers4.55.4-neuronx-py310-sdk2.26.0-ubuntu22.04"
 )
+#: the entry of huggingface-neuronx.json's training table whose registries hold TRAINIUM_IMAGE's repository
+TRAINIUM_TABLE_ENTRY = ("4.55.4", "pytorch2.7.0")
 
 
 #: a Hugging Face DLC tag's transformers and Python: `:<torch>-transformers<x>-gpu-py<NN>-...`
@@ -296,12 +303,59 @@ def image_python(transformers_version: str, pytorch_version: str, wanted: str | 
     return wanted
 
 
-@cache
 def huggingface_training_images() -> dict[str, Any] | None:
-    """The SageMaker SDK's table of Hugging Face training images (huggingface.json), read without
-    importing the SDK; None when the SDK is not installed."""
+    """The SageMaker SDK's table of Hugging Face GPU training images (huggingface.json); None without the SDK."""
+    return _sdk_training_images("huggingface.json")
+
+
+@cache
+def _sdk_training_images(file: str) -> dict[str, Any] | None:
+    """The training table of one of the SageMaker SDK's image files, read without importing the SDK; None when the
+    SDK is not installed."""
     found = importlib.util.find_spec("sagemaker")
     if found is None or not found.submodule_search_locations:
         return None
-    table = Path(found.submodule_search_locations[0]) / "core" / "image_uri_config" / "huggingface.json"
+    table = Path(found.submodule_search_locations[0]) / "core" / "image_uri_config" / file
     return json.loads(table.read_text())["training"] if table.is_file() else None
+
+
+def trainium_registries() -> dict[str, str]:
+    """Region -> ECR registry host of the Trainium image, from the SDK's huggingface-neuronx.json (the account
+    differs by region: 763104351884 in most, others in the newer, China and GovCloud regions)."""
+    table = _sdk_training_images("huggingface-neuronx.json")
+    if table is None:
+        raise SageMakerSetupError(
+            "a Trainium (ml.trn1) SageMaker job takes its image's registry for the job's region from the SageMaker "
+            "SDK's image table, and the SDK is not installed here; install it (pip install 'nbtoolkit[sagemaker]')"
+        )
+    transformers, pytorch = TRAINIUM_TABLE_ENTRY
+    accounts = table["versions"][transformers][pytorch]["registries"]
+    return {region: f"{account}.dkr.ecr.{region}.{ecr_domain(region)}" for region, account in accounts.items()}
+
+
+def ecr_domain(region: str) -> str:
+    """The DNS suffix of ECR in a region: amazonaws.com.cn in China, amazonaws.com in the other partitions the
+    SDK's tables list (the SDK asks botocore's endpoint resolver, sagemaker/core/image_uris.py:226-229, whose answer
+    matches its own ALTERNATE_DOMAINS, sagemaker/core/common_utils.py:56-67)."""
+    return "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+
+
+def regional_registry(registries: dict[str, str], region: str) -> str:
+    """The image's registry in `region`; a region the SDK lists none for is refused before anything bills."""
+    if region not in registries:
+        raise SageMakerSetupError(no_registry_message(region, registries))
+    return registries[region]
+
+
+def regional_image(image_uri: str, registries: dict[str, str], region: str) -> str:
+    """The image URI for `region`: its {region}, and for an image nbtoolkit names its {registry}, put in."""
+    if REGISTRY_PLACEHOLDER in image_uri:
+        image_uri = image_uri.replace(REGISTRY_PLACEHOLDER, regional_registry(registries, region))
+    return region_image(image_uri, region)
+
+
+def no_registry_message(region: str, registries: dict[str, str]) -> str:
+    return (
+        f"the SageMaker SDK lists no registry of the Trainium training image in region '{region}' (it lists one in "
+        f"{', '.join(sorted(registries))}); run the job in one of those (sagemaker.region)"
+    )

@@ -19,9 +19,12 @@ from nbtoolkit.backends.program import BASE_ENV
 from nbtoolkit.backends.sagemaker.aws_errors import SageMakerSetupError
 from nbtoolkit.backends.sagemaker.data_channels import CHANNEL_NAME, container_file, data_channels
 from nbtoolkit.backends.sagemaker.images import (
+    REGISTRY_PLACEHOLDER,
     check_own_program_image,
     own_program_needs,
+    regional_registry,
     training_image,
+    trainium_registries,
 )
 from nbtoolkit.backends.sagemaker.instances import (
     SMDDP_INSTANCE_TYPES,
@@ -99,6 +102,9 @@ class TrainingJob(BaseModel):
     #: an explicit image (may hold `{region}`), else `image_lookup`: kwargs for sagemaker.core.image_uris.retrieve
     image_uri: str | None
     image_lookup: dict[str, str] | None
+    #: region -> ECR registry host, for an image_uri holding `{registry}` (the Trainium image: its account differs
+    #: by region, as the SDK's huggingface-neuronx.json lists)
+    image_registries: dict[str, str] = {}
     #: the Hugging Face DLC versions (for the v2 estimator export); None with an explicit or SMP image
     versions: dict[str, str] | None
     instance_type: str
@@ -170,6 +176,9 @@ def training_job(spec: RunSpec) -> TrainingJob:
     _check_environment(settings.environment)
     strategy = spec.parallelism.strategy
     image_uri, image_lookup, versions = training_image(spec, instance)
+    image_registries = trainium_registries() if REGISTRY_PLACEHOLDER in (image_uri or "") else {}
+    if image_registries and settings.region is not None:
+        regional_registry(image_registries, settings.region)  # a region without the image is refused now
     _check_distribution(spec, instance, image_uri, versions)
     if spec.script is None:
         check_own_program_image(instance, image_uri, versions)
@@ -190,6 +199,7 @@ def training_job(spec: RunSpec) -> TrainingJob:
         bucket=settings.bucket,
         image_uri=image_uri,
         image_lookup=image_lookup,
+        image_registries=image_registries,
         versions=versions,
         instance_type=instance,
         instance_count=hardware.nodes,

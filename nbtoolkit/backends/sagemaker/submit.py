@@ -10,11 +10,11 @@ import logging
 import time
 from pathlib import Path
 
-from nbtoolkit.backends.sagemaker.aws_errors import NO_REGION, explain
+from nbtoolkit.backends.sagemaker.aws_errors import NO_REGION, SageMakerSetupError, explain
 from nbtoolkit.backends.sagemaker.code import ship_package
 from nbtoolkit.backends.sagemaker.data_channels import DataChanged, upload
+from nbtoolkit.backends.sagemaker.images import regional_image
 from nbtoolkit.backends.sagemaker.job import CODE_DIR, NEURON_CACHE, TrainingJob
-from nbtoolkit.backends.sagemaker.settings import region_image
 from nbtoolkit.metrics.cost import BILLED_SINCE_ENV
 
 #: what uploading the spec's local data files takes
@@ -45,9 +45,13 @@ def boto_session(region: str | None):
 
 
 def image_uri(job: TrainingJob, region: str) -> str:
-    """The training image: the spec's (or the Trainium default) as given, else looked up in the SDK's tables."""
+    """The training image: the spec's (or the Trainium default, from its region's registry) as given, else looked
+    up in the SDK's tables."""
     if job.image_uri:
-        return region_image(job.image_uri, region)
+        try:
+            return regional_image(job.image_uri, job.image_registries, region)
+        except SageMakerSetupError as exc:
+            raise SubmitError(str(exc)) from None
     from sagemaker.core import image_uris
 
     try:
@@ -116,6 +120,7 @@ def submit(job: TrainingJob, job_dir: Path, say=print) -> tuple[str, str]:
     returns (training job name, region)."""
     logging.getLogger("sagemaker").setLevel(logging.WARNING)
     boto = boto_session(job.region)
+    training_image = image_uri(job, boto.region_name)  # an image the region lacks is refused before any upload
     if job.uploads:
         try:
             upload(job.uploads, boto.client("s3"), say)
@@ -137,7 +142,7 @@ def submit(job: TrainingJob, job_dir: Path, say=print) -> tuple[str, str]:
         # billing starts once SageMaker starts the job, after this request: the program's budget counts from here,
         # so the container's start-up (image, pip, imports) counts against it as it does on the bill
         job = job.model_copy(update={"environment": {**job.environment, BILLED_SINCE_ENV: repr(time.time())}})
-        trainer = model_trainer(job, stage_code(job, job_dir), session, image_uri(job, boto.region_name))
+        trainer = model_trainer(job, stage_code(job, job_dir), session, training_image)
         trainer.train(input_data_config=input_data(job) or None, wait=False, logs=False)
     except SubmitError:
         raise
