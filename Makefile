@@ -92,13 +92,16 @@ lock-floor: | $(UV)
 	    --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) \
 	    --custom-compile-command "make lock" --quiet -o $(FLOOR_LOCK)
 
-# each image's packages (its table) with what the container's requirements.txt lifts, and the lock's CPU torch
+# each image's packages (its table) with what the container's requirements.txt lifts, and the lock's CPU torch;
+# then nbtoolkit/image_pins.json: the versions each lock lifts the image's packages to, which the container's
+# requirements.txt pins (so the paid run installs what the rehearsal ran with)
 lock-images: | $(UV)
 	for name in $(IMAGE_NAMES); do \
 	    $(BIN)/python -m nbtoolkit.image_envs requirements $$name | $(UV) pip compile - --generate-hashes \
 	        --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) \
 	        --custom-compile-command "make lock" --quiet -o requirements-image-$$name.lock || exit 1; \
 	done
+	$(BIN)/python -m nbtoolkit.image_envs pins
 
 lock-check:
 	@grep -q '^# inputs-sha256: $(LOCK_INPUTS_SHA) ' $(LOCK) || \

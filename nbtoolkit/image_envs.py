@@ -4,12 +4,17 @@
 Each image's fact table is tests/facts/images/NAME.json (its packages with the Dockerfile they are read from), its
 environment is locked and hashed like requirements-floor.lock (requirements-image-NAME.lock, `make lock`) and built
 once into .venv-image-NAME, rebuilt when the lock changes. What the container's requirements.txt lifts
-(nbtoolkit.train.supported_versions.container_requirements) is lifted here too. torch is the lock's CPU build: the
+(nbtoolkit.train.supported_versions.container_requirements) is lifted here too, and each lock is made for one
+requirements.txt (an image's table per set of lifting extras and task lines: GPT-2's hf-gpu-5.3.0 holds no TRL
+lifts, the chat runs' hf-gpu-5.3.0-chat does; a table with `same_image_as` takes that table's packages); the
+versions the lock lifts an image's packages to are pinned in the container's requirements.txt (nbtoolkit.image_pins),
+so the paid run installs what the rehearsal ran with. torch is the lock's CPU build: the
 images' torch 2.8 and 2.9 have only CUDA builds on the registry. These environments need nbtoolkit's source
 checkout (its tables, locks and uv), as .venv-floor does.
 
     python -m nbtoolkit.image_envs requirements NAME   # the lock's input (`make lock` reads it)
     python -m nbtoolkit.image_envs build [NAME ...]     # build (or keep) the environments (`make image-envs`)
+    python -m nbtoolkit.image_envs pins                 # nbtoolkit/image_pins.json from the locks (`make lock`)
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from nbtoolkit import backends
+from nbtoolkit.image_pins import LIFTING_EXTRAS, PINS, fitting, of_image
 from nbtoolkit.shipping import ship_package
 from nbtoolkit.spec import RunSpec, SpecError
 from nbtoolkit.tasks import TASKS
-from nbtoolkit.train.supported_versions import FLOOR, container_requirements
+from nbtoolkit.train.supported_versions import container_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = ROOT / "tests" / "facts" / "images"
@@ -58,8 +65,6 @@ REPORTED = (
     "torch",
 )
 BUILD = "make image-envs"
-#: a Hugging Face image tag's transformers version (`...:2.9.0-transformers5.3.0-gpu-...`)
-TAG_TRANSFORMERS = re.compile(r"-transformers([\d.]+)-")
 
 
 class ImageEnvError(SpecError):
@@ -119,6 +124,8 @@ def stacks() -> dict[str, ImageStack]:
     found = {}
     for path in sorted(TABLES.glob("*.json")):
         table = json.loads(path.read_text())
+        if "same_image_as" in table:  # another lock of that table's image: its packages, this run's requirements.txt
+            table = {**json.loads((TABLES / f"{table['same_image_as']}.json").read_text()), **table}
         found[path.stem] = ImageStack(
             name=path.stem,
             image=table["image"],
@@ -138,7 +145,8 @@ def stacks() -> dict[str, ImageStack]:
 
 def stack_of(spec: RunSpec) -> ImageStack | None:
     """The image a spec's run meets: Neuron SDK 2.26's stack for Trainium, else the image its backend picks (by the
-    tag's transformers version); None for a machine where nbtoolkit is installed with its lock (local, Slurm)."""
+    tag's transformers version) locked with what the run's requirements.txt lifts (nbtoolkit.image_pins, as its
+    requirements.txt's pins); None for a machine where nbtoolkit is installed with its lock (local, Slurm)."""
     if not TABLES.is_dir():
         raise ImageEnvError(f"--image-env needs nbtoolkit's source checkout: {TABLES} is not here")
     tables = stacks()
@@ -148,31 +156,54 @@ def stack_of(spec: RunSpec) -> ImageStack | None:
     image = None if local else backends.get_backend(spec.hardware.target).container_image(spec)
     if image is None:
         return None
-    tag = TAG_TRANSFORMERS.search(image)
-    requires = TASKS[spec.task].requires  # what the task's requirements.txt lifts in the image
-    for stack in tables.values():
-        same_image = tag and f"-transformers{tag[1]}-" in stack.image and "neuronx" not in stack.image
-        if same_image and stack.task_requires == requires:
-            return _with_extras(stack, spec)
-    known = ", ".join(stack.image.rsplit("/", 1)[-1] for stack in tables.values())
-    raise ImageEnvError(
-        f"no fact table of the image {image} (tests/facts/images/ has {known}): add one with its Dockerfile's "
-        "packages, or rehearse without --image-env"
-    )
-
-
-def _with_extras(stack: ImageStack, spec: RunSpec) -> ImageStack:
-    """The stack, if it was locked with what the run's requirements.txt lifts (TRL for a chat run, PEFT for an
-    adapter): else its packages are not the container's, and a rehearsal in them would pass or fail for nothing."""
-    lifting = {floor.extra for floor in FLOOR if floor.extra} & set(spec.extras_used)
-    missing = sorted(lifting - set(stack.extras))
-    if missing:
+    candidates = of_image(image, TASKS[spec.task].requires, tables.values())
+    if not candidates:
+        known = ", ".join(sorted({stack.image.rsplit("/", 1)[-1] for stack in tables.values()}))
         raise ImageEnvError(
-            f"the image environment {stack.name} is locked for runs without the {' and '.join(missing)} extra, whose "
-            "requirements.txt lines lift that image's packages: this run's is not built here; rehearse it without "
-            "--image-env, or add a table for it under tests/facts/images/"
+            f"no fact table of the image {image} (tests/facts/images/ has {known}): add one with its Dockerfile's "
+            "packages, or rehearse without --image-env"
+        )
+    stack = fitting(candidates, spec.extras_used)
+    if stack is None:  # its packages would not be the container's, and a rehearsal in them pass or fail for nothing
+        widest = max(candidates, key=lambda stack: len(stack.extras))
+        missing = sorted((set(LIFTING_EXTRAS) & set(spec.extras_used)) - set(widest.extras))
+        raise ImageEnvError(
+            f"the image environment {widest.name} is locked for runs without the {' and '.join(missing)} "
+            "extra, whose requirements.txt lines lift that image's packages: this run's is not built here; rehearse "
+            "it without --image-env, or add a table for it under tests/facts/images/"
         )
     return stack
+
+
+def lifted_pins(stack: ImageStack) -> dict[str, str]:
+    """The image's packages its lock holds at another version than the image's own (what the container's pip
+    lifts), with the lock's version: what the container's requirements.txt pins (nbtoolkit.image_pins)."""
+    locked = {
+        canonicalize_name(found[1]): found[2]
+        for found in re.finditer(r"^([A-Za-z0-9._-]+)==(\S+)", stack.lock.read_text(), re.MULTILINE)
+    }
+    pins = {}
+    for line in stack.packages:
+        requirement = Requirement(line)
+        name = canonicalize_name(requirement.name)
+        own = [spec.version for spec in requirement.specifier if spec.operator == "=="]
+        if own and name in locked and locked[name] != own[0]:
+            pins[name] = locked[name]
+    return pins
+
+
+def pins_file() -> str:
+    """image_pins.json's text: each image lock's image, what it was locked with, and its lifted pins."""
+    entries = {
+        stack.name: {
+            "image": stack.image,
+            "extras": list(stack.extras),
+            "task_requires": list(stack.task_requires),
+            "pins": lifted_pins(stack),
+        }
+        for stack in stacks().values()
+    }
+    return json.dumps(entries, indent=2) + "\n"
 
 
 def lock_sha(stack: ImageStack) -> str:
@@ -291,10 +322,12 @@ def main(argv: list[str]) -> int:
     elif command == "build":
         for stack in chosen:
             print(report_line(stack, versions(build(stack))))
+    elif command == "pins":
+        PINS.write_text(pins_file())
     elif command == "names":
         print(" ".join(stack.name for stack in chosen))
     else:
-        raise SystemExit(f"unknown command {command!r}: requirements, build or names")
+        raise SystemExit(f"unknown command {command!r}: requirements, build, pins or names")
     return 0
 
 

@@ -316,6 +316,7 @@ GRPO_REWARD = {"functions": ["nbtoolkit.rewards:number_reply"], "max_completion_
 
 def test_remote_backends_install_trl_for_these_tasks_and_peft_for_adapters():
     from nbtoolkit.backends.sagemaker.container import code_files
+    from nbtoolkit.backends.sagemaker.render import container_image
     from nbtoolkit.backends.skypilot.task import requirement
 
     chat = load_spec({"task": "chat"})
@@ -324,10 +325,13 @@ def test_remote_backends_install_trl_for_these_tasks_and_peft_for_adapters():
         "hardware": {"target": "sagemaker", "instance_type": "ml.g5.xlarge"},
         "sagemaker": {"role": "arn:aws:iam::111122223333:role/sm"},
     }
-    files = code_files(load_spec({"task": "preference", **sagemaker}))
-    assert "trl>=1.16.0" in next(text for name, text in files.items() if name.endswith("requirements.txt"))
+    preference = load_spec({"task": "preference", **sagemaker})
+    files = code_files(preference, container_image(preference))
+    # pinned at the version the image's lock lifts TRL to (nbtoolkit.image_pins), the floor's 1.16.0
+    assert "trl==1.16.0" in next(text for name, text in files.items() if name.endswith("requirements.txt")).split()
     # PEFT too where the run trains an adapter: a user's image_uri without it billed, then failed at import
-    with_adapter = code_files(load_spec({"task": "causal-lm", "adapter": {"r": 8}, **sagemaker}))
+    adapter = load_spec({"task": "causal-lm", "adapter": {"r": 8}, **sagemaker})
+    with_adapter = code_files(adapter, container_image(adapter))
     requirements = next(text for name, text in with_adapter.items() if name.endswith("requirements.txt"))
     assert "peft>=0.17.1" in requirements.splitlines() and "trl" not in requirements
 

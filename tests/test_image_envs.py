@@ -12,11 +12,23 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from nbtoolkit.image_envs import LOCK_MACHINE, ImageEnvError, ImageStack, build, image_run, stack_of, stacks
+from nbtoolkit.backends.sagemaker.container import code_files
+from nbtoolkit.image_envs import (
+    LOCK_MACHINE,
+    ImageEnvError,
+    ImageStack,
+    build,
+    image_run,
+    pins_file,
+    stack_of,
+    stacks,
+)
+from nbtoolkit.image_pins import PINS
 from tests.real_launches import GOLDEN, as_launched, real_specs
 
 #: the real launch whose machine installs nbtoolkit itself, with the lock (FLAN-T5 on a p4d with DeepSpeed)
 ON_THE_LOCK = {"flan-t5-xxl"}
+REQUIREMENTS_TXT = "sagemaker/code/requirements.txt"
 
 
 def locked(stack: ImageStack) -> dict[str, tuple[Version, list[str]]]:
@@ -34,9 +46,57 @@ def test_every_real_launch_meets_the_image_its_table_lists(name):
         assert stack is None
         return
     assert stack is not None and name in stack.launches, (name, stack)
-    requirements_txt = GOLDEN / name / "sagemaker" / "code" / "requirements.txt"
-    if requirements_txt.is_file():  # what the container's pip is asked for is in the environment's input
-        assert set(requirements_txt.read_text().split()) <= set(stack.requirements()), name
+    requirements_txt = GOLDEN / name / REQUIREMENTS_TXT
+    if requirements_txt.is_file():  # what the container's pip is asked for, the environment holds
+        lock = locked(stack)
+        for line in requirements_txt.read_text().split():
+            requirement = Requirement(line)
+            assert requirement.specifier.contains(lock[canonicalize_name(requirement.name)][0]), (name, line)
+
+
+@pytest.mark.parametrize(
+    "name", sorted(path.parent.parent.parent.name for path in GOLDEN.glob(f"*/{REQUIREMENTS_TXT}"))
+)
+def test_each_containers_requirements_txt_pins_what_its_image_lock_lifts_at_the_locks_version(name):
+    """On the day the job runs, the container's pip must install what the rehearsal ran with: every package of the
+    image's table that the lock holds at another version is pinned (==) to the lock's version, and nothing else is."""
+    stack = stack_of(as_launched(name, real_specs()[name]))
+    assert stack is not None
+    lock = locked(stack)
+    image_own = {
+        canonicalize_name(Requirement(line).name): Version(line.split("==")[1])
+        for line in stack.packages
+        if "==" in line
+    }
+    lifted = {package: lock[package][0] for package, own in image_own.items() if lock[package][0] != own}
+    pinned = {
+        canonicalize_name(Requirement(line).name): Version(line.split("==")[1])
+        for line in (GOLDEN / name / REQUIREMENTS_TXT).read_text().split()
+        if "==" in line
+    }
+    assert pinned == lifted
+    assert "pyarrow<26" in (GOLDEN / name / REQUIREMENTS_TXT).read_text().split()
+
+
+def test_gpt2s_environment_holds_none_of_the_chat_runs_trl_lifts():
+    """GPT-2 on the 5.3.0 image names no TRL, so its container keeps the image's TRL 0.28.0: its environment is
+    locked apart from the chat runs', whose requirements.txt lifts TRL to 1.16."""
+    gpt2 = stack_of(as_launched("gpt2-wikitext-sagemaker", real_specs()["gpt2-wikitext-sagemaker"]))
+    chat = stack_of(as_launched("chat-sft-qwen", real_specs()["chat-sft-qwen"]))
+    assert gpt2 is not None and chat is not None and gpt2.image == chat.image
+    assert locked(gpt2)["trl"][0] == Version("0.28.0") and locked(chat)["trl"][0] == Version("1.16.0")
+    assert "trl" not in (GOLDEN / "gpt2-wikitext-sagemaker" / REQUIREMENTS_TXT).read_text()
+
+
+def test_the_shipped_pins_are_those_of_the_locks_as_they_are():
+    assert PINS.read_text() == pins_file(), "nbtoolkit/image_pins.json is older than the image locks: run `make lock`"
+
+
+def test_a_user_image_of_a_release_without_a_table_keeps_the_ranges():
+    spec = real_specs()["gpt2-wikitext-sagemaker"]
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04"
+    lines = code_files(spec, image)[REQUIREMENTS_TXT].split()
+    assert "datasets>=4.7.0" in lines and [line for line in lines if "==" in line] == []
 
 
 def test_every_table_names_only_real_launches_and_each_once():
@@ -60,7 +120,7 @@ def test_each_image_lock_pins_the_images_packages_or_what_requirements_txt_lifts
 def test_what_requirements_txt_lifts_is_lifted_and_the_rest_stays_the_images():
     """The 5.3.0 image's TRL 0.28 is below the chat runs' trl>=1.16 (lifted); its transformers 5.3.0 and PEFT 0.18.1
     satisfy their lines (kept). A Trainium run's requirements.txt leaves the Neuron stack alone."""
-    gpu = locked(stacks()["hf-gpu-5.3.0"])
+    gpu = locked(stacks()["hf-gpu-5.3.0-chat"])
     assert gpu["trl"][0] >= Version("1.16") and gpu["transformers"][0] == Version("5.3.0")
     assert gpu["peft"][0] == Version("0.18.1") and gpu["datasets"][0] >= Version("4.7")
     neuron = locked(stacks()["hf-neuronx-sdk2.26"])

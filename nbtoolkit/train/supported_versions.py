@@ -11,6 +11,7 @@ them, where tests/test_supported_versions.py trains the program, so the floor is
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 #: the oldest Hugging Face training image nbtoolkit picks: the newest one with V100 (sm_70) kernels
@@ -59,7 +60,10 @@ def floor_version(package: str) -> str:
 
 
 def container_requirements(
-    extras: tuple[str, ...], keep_image_stack: bool = False, task_requires: tuple[str, ...] = ()
+    extras: tuple[str, ...],
+    keep_image_stack: bool = False,
+    task_requires: tuple[str, ...] = (),
+    pins: Mapping[str, str] | None = None,
 ) -> list[str]:
     """requirements.txt lines for a container: every library the program imports there, those of the floor at the
     floor or newer; with `keep_image_stack` (a Trainium image), only the extras', by name and without a version, so
@@ -70,9 +74,11 @@ def container_requirements(
     Naming transformers keeps the image's: with `trl>=1.16` alone, pip 26.3 over the oldest image's libraries took
     the newest datasets (5.2.0, huggingface-hub>=1.31) and so replaced transformers 4.56.2 by 5.24.0; with these
     lines it kept 4.56.2 and took datasets 5.0.1 (huggingface-hub<2.0). `task_requires` (the task's own, e.g.
-    transformers>=5.18.0) replace the floor's line of the same library; KEEPS_IMAGES_IMPORTABLE holds in every image."""
-    raised = {re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0].lower() for line in task_requires}
-    return [
+    transformers>=5.18.0) replace the floor's line of the same library; KEEPS_IMAGES_IMPORTABLE holds in every image.
+    `pins` (nbtoolkit.image_pins: the versions the run's image lock lifts the image's packages to) replace the line of
+    their package by `==` that version, or join the lines, so the container installs what the rehearsal ran with."""
+    raised = {_name(line) for line in task_requires}
+    lines = [
         *ALSO_IMPORTED,
         *KEEPS_IMAGES_IMPORTABLE,
         *(
@@ -82,6 +88,17 @@ def container_requirements(
         ),
         *task_requires,
     ]
+    pins = pins or {}
+    named = {_name(line) for line in lines}
+    return [
+        *(f"{_name(line)}=={pins[_name(line)]}" if _name(line) in pins else line for line in lines),
+        *(f"{package}=={version}" for package, version in pins.items() if package not in named),
+    ]
+
+
+def _name(line: str) -> str:
+    """A requirement line's package, as pip compares names (lower case, `_` and `.` as `-`)."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0]).lower()
 
 
 if __name__ == "__main__":

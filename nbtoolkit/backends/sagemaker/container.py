@@ -16,6 +16,7 @@ from nbtoolkit.backends.sagemaker.job import (
     SPEC_FILE_ENV,
     shipped_spec,
 )
+from nbtoolkit.image_pins import container_pins
 from nbtoolkit.runtime import ERROR_PREFIX, SPEC_FILE
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.tasks import TASKS
@@ -63,19 +64,24 @@ sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__))
 '''
 
 
-def code_files(spec: RunSpec) -> dict[str, str]:
-    """Files of the job's code directory that nbtoolkit writes (the package itself is copied at submit)."""
+def code_files(spec: RunSpec, image: str) -> dict[str, str]:
+    """Files of the job's code directory that nbtoolkit writes (the package itself is copied at submit); `image` is
+    the training image the job runs, whose lock (nbtoolkit.image_pins) says what requirements.txt pins."""
     if spec.script is not None:
         return {}
     shipped = shipped_spec(spec)
     neuron = accelerator_of(spec.hardware.instance_type or "") == "neuron"
+    requires = TASKS[spec.task].requires
     files = {
         f"{CODE_DIR}/{SPEC_FILE}": shipped.model_dump_json(indent=2),
         f"{CODE_DIR}/{ENTRY_SCRIPT}": ENTRY_SOURCE,
         f"{CODE_DIR}/{REQUIREMENTS}": "".join(
             f"{line}\n"
             for line in container_requirements(
-                spec.extras_used, keep_image_stack=neuron, task_requires=TASKS[spec.task].requires
+                spec.extras_used,
+                keep_image_stack=neuron,
+                task_requires=requires,
+                pins=container_pins(image, neuron, spec.extras_used, requires),
             )
         ),
     }

@@ -77,7 +77,11 @@ def render(spec: RunSpec) -> Launch:
     stages = [follower_stage("train", ["--job", JOB_FILE], metrics_from_log=True)]
     if job.precompile:  # its numbers come from graph tracing, not training: not metrics
         stages.insert(0, follower_stage("precompile", ["--job", JOB_FILE, "--phase", "precompile"], False))
-    files = {**code_files(spec), JOB_FILE: job.model_dump_json(indent=2), **export_files(job, spec.display_name)}
+    files = {
+        **code_files(spec, container_image(spec)),
+        JOB_FILE: job.model_dump_json(indent=2),
+        **export_files(job, spec.display_name),
+    }
     return Launch(backend=NAME, stages=stages, env={"PYTHONUNBUFFERED": "1"}, files=files, notes=notes(spec))
 
 
