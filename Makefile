@@ -42,7 +42,7 @@ SKY_LOCK := requirements-skypilot.lock
 # tests/test_supported_versions.py trains it; about 50-60 s to build here (1.4 GB), beside the rest of the set-up
 FLOOR_VENV := .venv-floor
 FLOOR_LOCK := requirements-floor.lock
-# the program rehearsed in each real launch's image's packages (nbtoolkit/image_envs.py; `nbtoolkit rehearse SPEC
+# the program rehearsed in each real launch's image's packages (nbtoolkit/rehearsal/image_envs.py; `nbtoolkit rehearse SPEC
 # --image-env`): one environment per image table of tests/facts/images, locked and hashed in
 # requirements-image-NAME.lock, built into .venv-image-NAME (about a minute each here), not part of test-setup:
 # `make test-images` builds them and runs tests/images apart
@@ -93,15 +93,15 @@ lock-floor: | $(UV)
 	    --custom-compile-command "make lock" --quiet -o $(FLOOR_LOCK)
 
 # each image's packages (its table) with what the container's requirements.txt lifts, and the lock's CPU torch;
-# then nbtoolkit/image_pins.json: the versions each lock lifts the image's packages to, which the container's
+# then nbtoolkit/launching/image_pins.json: the versions each lock lifts the image's packages to, which the container's
 # requirements.txt pins (so the paid run installs what the rehearsal ran with)
 lock-images: | $(UV)
 	for name in $(IMAGE_NAMES); do \
-	    $(BIN)/python -m nbtoolkit.image_envs requirements $$name | $(UV) pip compile - --generate-hashes \
+	    $(BIN)/python -m nbtoolkit.rehearsal.image_envs requirements $$name | $(UV) pip compile - --generate-hashes \
 	        --python-version 3.11 --python-platform x86_64-manylinux_2_28 --find-links $(TORCH_WHEELS) \
 	        --custom-compile-command "make lock" --quiet -o requirements-image-$$name.lock || exit 1; \
 	done
-	$(BIN)/python -m nbtoolkit.image_envs pins
+	$(BIN)/python -m nbtoolkit.rehearsal.image_envs pins
 
 lock-check:
 	@grep -q '^# inputs-sha256: $(LOCK_INPUTS_SHA) ' $(LOCK) || \
@@ -180,7 +180,7 @@ floor: $(FLOOR_VENV)/.installed
 
 # every image's environment, built where missing or older than its lock (the same code as `rehearse --image-env`)
 image-envs: lock-check $(PACKAGES_STAMP)
-	$(BIN)/python -m nbtoolkit.image_envs build
+	$(BIN)/python -m nbtoolkit.rehearsal.image_envs build
 
 # the real launches rehearsed in their images' packages, apart from `make test` (see image-envs)
 test-images: install image-envs

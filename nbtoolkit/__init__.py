@@ -56,14 +56,19 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 def __getattr__(name: str):
     """`nbtoolkit.launch(spec)`, `nbtoolkit.plan(spec)` (at the pace of past jobs of its setup), `nbtoolkit.job(ID)`,
-    `nbtoolkit.jobs()`, `nbtoolkit.Job` and `nbtoolkit.log(step=..., loss=...)` (a custom loop's metrics), imported
-    on first use so `import nbtoolkit` stays light."""
+    `nbtoolkit.jobs()`, `nbtoolkit.Job`, `nbtoolkit.log(step=..., loss=...)` (a custom loop's metrics) and
+    `nbtoolkit.preview_data(spec)` (the data as the run will read it), imported on first use so `import nbtoolkit`
+    stays light."""
     if name in ("launch", "plan", "Job", "job", "jobs"):
         from nbtoolkit import api
 
         return getattr(api, name)
     if name == "log":
-        from nbtoolkit.report import log
+        from nbtoolkit.ranks.report import log
 
         return log
+    if name == "preview_data":
+        from nbtoolkit.inputs.data_preview import preview_data
+
+        return preview_data
     raise AttributeError(f"module 'nbtoolkit' has no attribute {name!r}")

@@ -9,19 +9,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nbtoolkit import backends, chains, views
+from nbtoolkit import backends, views
 from nbtoolkit import runner as job_control
-from nbtoolkit.artifacts import fetch, model_artifact
 from nbtoolkit.backends import dispatch
 from nbtoolkit.backends.program import script_resume_arg
-from nbtoolkit.checkpoints import is_complete, last_checkpoint
-from nbtoolkit.fork import FORK_CHANGES, FORK_CHECKPOINT, KEEPS_FIT, fork_spec, refuse_training_nothing
+from nbtoolkit.hardware.precision import save_dtype
+from nbtoolkit.inputs.preflight import input_findings
+from nbtoolkit.lineage import chains
+from nbtoolkit.lineage.checkpoints import is_complete, last_checkpoint
+from nbtoolkit.lineage.fork import FORK_CHANGES, FORK_CHECKPOINT, KEEPS_FIT, fork_spec, refuse_training_nothing
 from nbtoolkit.metrics import forecast, past_pace
 from nbtoolkit.metrics.chain import FORKED_FROM, chain_records
 from nbtoolkit.metrics.series import read_metrics
-from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT, SERVE_TASK, SERVES_KEY, URL_KEY
-from nbtoolkit.precision import save_dtype
-from nbtoolkit.preflight import input_findings
 from nbtoolkit.rewards import with_rewards
 from nbtoolkit.runner import health_watch
 from nbtoolkit.runner.checkpoint_request import CHECKPOINT_WAIT_S, checkpoint_now
@@ -30,6 +29,8 @@ from nbtoolkit.runner.health import job_health
 from nbtoolkit.runner.stacks import take_stacks
 from nbtoolkit.runner.store import AlreadyResumed, JobRecord, JobStore
 from nbtoolkit.spec import RunSpec, load_spec
+from nbtoolkit.trained_model.artifacts import fetch, model_artifact
+from nbtoolkit.trained_model.serve import DEFAULT_HOST, DEFAULT_PORT, SERVE_TASK, SERVES_KEY, URL_KEY
 
 if TYPE_CHECKING:
     from nbtoolkit.runner.warm_interpreter import WarmProfile
@@ -166,8 +167,8 @@ class Job:
         """The trained model's answers: a label with its probabilities, a summary, an answer span with its score,
         a continuation, or a chat reply. `inputs`: one text (QA: a {question, context} dict; chat: a conversation)
         or a list; `checkpoint`: a checkpoint folder instead of the final model. The first call starts a process
-        that keeps the model loaded; the next ones answer from it (see nbtoolkit.warm_model)."""
-        from nbtoolkit import warm_model
+        that keeps the model loaded; the next ones answer from it (see nbtoolkit.trained_model.warm_model)."""
+        from nbtoolkit.trained_model import warm_model
 
         # a chat job's one conversation is a list of messages too
         single = not isinstance(inputs, list) or bool(inputs and isinstance(inputs[0], dict) and "role" in inputs[0])
@@ -192,11 +193,11 @@ class Job:
         With `tasks` (lm-evaluation-harness task names, e.g. ["hellaswag", "arc_easy"]; `limit` examples per task),
         lm-eval runs on the job's base and its tuned model instead, with the chat template the run trained with, and
         the comparison (per task and metric: base, tuned, difference, standard errors) is stored with the job and
-        returned as a table with a chart (see nbtoolkit.harness)."""
+        returned as a table with a chart (see nbtoolkit.trained_model.harness)."""
         import json
 
         if tasks is not None:
-            from nbtoolkit import harness
+            from nbtoolkit.trained_model import harness
 
             names = [name.strip() for name in tasks.split(",")] if isinstance(tasks, str) else list(tasks)
             return harness.evaluate(self, [name for name in names if name], limit=limit, batch_size=batch_size)
@@ -213,17 +214,17 @@ class Job:
         """The job's final model to serve elsewhere. merged (default: the job's export/merged): a full model folder,
         an adapter merged into its base, the chat template in tokenizer_config.json and chat_template.jinja alike, and
         the end-of-turn token among generation_config.json's end tokens. gguf (default: export/gguf): that folder as
-        one llama.cpp file, `quant` f16 (default), bf16, q8_0 or q4_k_m; returns the file (see nbtoolkit.model_export,
-        nbtoolkit.gguf_export)."""
-        from nbtoolkit.model_export import export_model
+        one llama.cpp file, `quant` f16 (default), bf16, q8_0 or q4_k_m; returns the file (see nbtoolkit.trained_model.export,
+        nbtoolkit.trained_model.gguf_export)."""
+        from nbtoolkit.trained_model.export import export_model
 
         return export_model(self, format, out, quant)
 
     def serve(self, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST) -> Job:
         """An OpenAI-compatible server of the job's merged model (exported first when absent), as a job of its own
         that outlives this kernel; returned once it answers. Its name holds its URL; `.stop()` ends it (see
-        nbtoolkit.model_serve)."""
-        from nbtoolkit.model_serve import serve
+        nbtoolkit.trained_model.serve)."""
+        from nbtoolkit.trained_model.serve import serve
 
         return Job(serve(self, port=port, host=host).id, self.store)
 
@@ -232,8 +233,8 @@ class Job:
         a generated model card to a Hub repository (created if missing). Returns the repository's URL."""
         from huggingface_hub import HfApi
 
-        from nbtoolkit.bundled import is_bundled
-        from nbtoolkit.model_card import model_card
+        from nbtoolkit.inputs.bundled import is_bundled
+        from nbtoolkit.trained_model.card import model_card
 
         record = self.record
         if record.status != "succeeded":
@@ -260,8 +261,8 @@ class Job:
         its one-sentence error becomes a LaunchError. Returns its stdout."""
         import subprocess
 
+        from nbtoolkit.launching.runtime import ERROR_PREFIX
         from nbtoolkit.runner.stage_boot import booted_env
-        from nbtoolkit.runtime import ERROR_PREFIX
 
         done = subprocess.run(
             [sys.executable, "-m", module, *args], cwd=self.dir, env=booted_env(), capture_output=True, text=True
@@ -311,7 +312,7 @@ class Job:
 def plan(spec: RunSpec | dict | str | Path, *, store: JobStore | None = None, past_jobs: bool = True, **options: Any):
     """The planner's answer for a spec (see nbtoolkit.planner.plan for `options`), at the measured pace of
     past jobs of the same setup when the store has some and no `measured` pace is given; it says so. Its `refused`
-    lists what launch would refuse in the spec's inputs (nbtoolkit.preflight: model, data, adapter targets), its
+    lists what launch would refuse in the spec's inputs (nbtoolkit.inputs.preflight: model, data, adapter targets), its
     `warned` what the job would not do as written (chat rows dataset.max_length cuts before their reply)."""
     from nbtoolkit.planner import ModelShapeError
     from nbtoolkit.planner import plan as planner_plan

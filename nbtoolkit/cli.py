@@ -11,25 +11,25 @@ import warnings
 from pathlib import Path
 
 from nbtoolkit.api import Job, attach, launch, resume
-from nbtoolkit.artifacts import fetch, model_artifact
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.chains import MODEL_FROM, MODEL_REF
-from nbtoolkit.data_preview import DEFAULT_ROWS, preview_data
-from nbtoolkit.gguf_export import DEFAULT_QUANT, QUANTS
+from nbtoolkit.hardware.precision import SAVE_DTYPES
+from nbtoolkit.inputs.data_preview import DEFAULT_ROWS, preview_data
+from nbtoolkit.inputs.packaged import PACKAGED_MODELS, packaged_model_path
+from nbtoolkit.lineage.chains import MODEL_FROM, MODEL_REF
 from nbtoolkit.metrics.console import ConsoleView
 from nbtoolkit.metrics.forecast import comparison_lines
-from nbtoolkit.model_export import FORMATS, check_format
-from nbtoolkit.model_serve import DEFAULT_HOST, DEFAULT_PORT, SERVE_TASK, SERVES_KEY, URL_KEY
-from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
 from nbtoolkit.planner.shapes import ModelShapeError
-from nbtoolkit.precision import SAVE_DTYPES
 from nbtoolkit.runner import JobNotFound, JobStore, follow_log, log_tail, read_log, stop
 from nbtoolkit.runner.health import DoctorError, training_anomalies, training_warning
 from nbtoolkit.runner.listing import format_table, listing_row, status_text
 from nbtoolkit.runner.store import JOB_ID_PREFIX, STATUSES, JobStatus, StoreError
 from nbtoolkit.spec import SpecError, load_spec
-from nbtoolkit.trackers import describe as describe_trackers
+from nbtoolkit.spec_parts.trackers import describe as describe_trackers
 from nbtoolkit.train.errors import TrainError
+from nbtoolkit.trained_model.artifacts import fetch, model_artifact
+from nbtoolkit.trained_model.export import FORMATS, check_format
+from nbtoolkit.trained_model.gguf_export import DEFAULT_QUANT, QUANTS
+from nbtoolkit.trained_model.serve import DEFAULT_HOST, DEFAULT_PORT, SERVE_TASK, SERVES_KEY, URL_KEY
 
 #: what `--raw` does to a log shown in the console
 RAW_HELP = "the program's own output as written (else one line per logging step, values as numbers)"
@@ -268,7 +268,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_fork(args: argparse.Namespace) -> int:
-    from nbtoolkit.fork import fork_settings
+    from nbtoolkit.lineage.fork import fork_settings
 
     job = Job(args.job).fork(args.from_, force=args.force, **fork_settings(args.set or []))
     started(job)
@@ -300,8 +300,8 @@ def cmd_launch_files(args: argparse.Namespace) -> int:
 
 def write_spec_launch_files(spec_file: str, out: str | None) -> int:
     """The spec's launch files and run.sh in a folder, nothing started (to read, or to run by hand elsewhere)."""
-    from nbtoolkit import chains
     from nbtoolkit.backends import dispatch
+    from nbtoolkit.lineage import chains
     from nbtoolkit.runner import write_launch_files
 
     spec = chains.in_default_store(load_spec(spec_file)).spec  # `model: job:ID` as the launch would read it
@@ -317,10 +317,10 @@ def write_spec_launch_files(spec_file: str, out: str | None) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from nbtoolkit.model_serve import curl_command
+    from nbtoolkit.trained_model.serve import curl_command
 
     if args.print_vllm:
-        from nbtoolkit.vllm_serve import vllm_command
+        from nbtoolkit.trained_model.vllm_serve import vllm_command
 
         print(vllm_command(Job(args.job), args.host, args.port))
         return 0
@@ -356,7 +356,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_rehearse(args: argparse.Namespace) -> int:
-    from nbtoolkit.rehearse import rehearse
+    from nbtoolkit.rehearsal.rehearse import rehearse
 
     print(
         "rehearsing: building a tiny model of the same architecture, then running the same launch here ...", flush=True

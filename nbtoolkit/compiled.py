@@ -16,7 +16,7 @@ from nbtoolkit.api import Job, launch
 from nbtoolkit.metrics.compare import Comparison, compare
 from nbtoolkit.runner.store import JobStore
 from nbtoolkit.spec import RunSpec, SpecError, load_spec, safe_name
-from nbtoolkit.spec_yaml import merged
+from nbtoolkit.spec_parts.yaml_reading import merged
 
 
 def compiled_variants(

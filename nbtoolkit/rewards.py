@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from nbtoolkit.reward_names import NotPython, defined_names
 from nbtoolkit.spec import SpecError
+from nbtoolkit.spec_parts.reward_names import NotPython, defined_names
 from nbtoolkit.tasks import TASKS
 
 NUMBER = re.compile(r"-?\d+")
@@ -292,7 +292,7 @@ def _failing_row(function: Callable, kwargs: dict[str, Any], count: int) -> int 
 
 def with_rewards(spec, functions: list[Callable]):
     """The spec with these kernel functions added to reward.functions, as shipped source (task grpo only)."""
-    from nbtoolkit.spec_blocks import RewardSpec
+    from nbtoolkit.spec_parts.blocks import RewardSpec
 
     if TASKS[spec.task].block != "reward":
         owner = next(task.name for task in TASKS.values() if task.block == "reward")

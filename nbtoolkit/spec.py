@@ -2,8 +2,8 @@
 
 Every front (form, `%%finetune`, YAML, CLI) produces a RunSpec; every later stage (planner,
 backends, jobs) reads one. Cross-field rules live here so each front shows the same sentence.
-This module is the spec's public face: the core's blocks are nbtoolkit.spec_blocks, a spec's YAML as
-read nbtoolkit.spec_yaml, its error and warning nbtoolkit.spec_errors; each is named here too.
+This module is the spec's public face: the core's blocks are nbtoolkit.spec_parts.blocks, a spec's YAML as
+read nbtoolkit.spec_parts.yaml_reading, its error and warning nbtoolkit.spec_parts.errors; each is named here too.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from nbtoolkit import backends
-from nbtoolkit.chat_formats import NAMED_TEMPLATES, assistant_only_loss, has_generation_markers, no_markers
-from nbtoolkit.saved_models import is_adapter_folder
-from nbtoolkit.spec_block import SpecBlock
-from nbtoolkit.spec_blocks import (
+from nbtoolkit.inputs.chat_formats import NAMED_TEMPLATES, assistant_only_loss, has_generation_markers, no_markers
+from nbtoolkit.spec_parts.block import SpecBlock
+from nbtoolkit.spec_parts.blocks import (
     DEEPSPEED_TUTORIAL_CONFIGS,
     PREFERENCE_LOSS_TYPES,
     AdapterSpec,
@@ -43,10 +42,11 @@ from nbtoolkit.spec_blocks import (
     Tracker,
     TrainSpec,
 )
-from nbtoolkit.spec_errors import SpecError, SpecWarning
-from nbtoolkit.spec_extra import extra_problem
-from nbtoolkit.spec_yaml import CORE_SCHEMA, SpecLoader, merged, parse_settings, read_yaml
+from nbtoolkit.spec_parts.errors import SpecError, SpecWarning
+from nbtoolkit.spec_parts.extra import extra_problem
+from nbtoolkit.spec_parts.yaml_reading import CORE_SCHEMA, SpecLoader, merged, parse_settings, read_yaml
 from nbtoolkit.tasks import TASKS, TRL_TASKS, hook
+from nbtoolkit.trained_model.saved_folders import is_adapter_folder
 
 __all__ = [
     "CORE_SCHEMA",

@@ -97,7 +97,7 @@ def model_inputs(job: Job):
     """A few tokenized training texts of the job's data, as the model takes them."""
     from transformers import AutoTokenizer
 
-    from nbtoolkit.bundled import ASSETS
+    from nbtoolkit.inputs.bundled import ASSETS
 
     spec = job.spec
     rows = [json.loads(line) for line in (ASSETS / "data" / spec.task / "train.jsonl").read_text().splitlines()[:4]]
@@ -212,7 +212,7 @@ def test_predict_matches_the_merged_model(lora_jobs):
 
 def test_evaluate_on_a_file_and_on_a_split(lora_jobs, tmp_path):
     from nbtoolkit.backends import LaunchError
-    from nbtoolkit.bundled import ASSETS
+    from nbtoolkit.inputs.bundled import ASSETS
 
     job = lora_jobs["text-classification"]
     rows = (ASSETS / "data" / "text-classification" / "validation.jsonl").read_text().splitlines()

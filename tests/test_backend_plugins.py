@@ -18,7 +18,7 @@ DESCRIPTOR = '''
 from pydantic import Field
 
 from nbtoolkit.backends import Backend
-from nbtoolkit.spec_block import SpecBlock
+from nbtoolkit.spec_parts.block import SpecBlock
 
 
 class QueueSpec(SpecBlock):
@@ -31,7 +31,7 @@ backend = Backend(name="queuey", implementation="queuey_nbtoolkit.render", targe
 RENDER = """
 import sys
 
-from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.launching.launch import Launch, Stage
 
 
 def validate(spec):

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from nbtoolkit.api import launch
-from nbtoolkit.checkpoints import checkpoint_step, last_checkpoint
 from nbtoolkit.cli import main
+from nbtoolkit.lineage.checkpoints import checkpoint_step, last_checkpoint
 from nbtoolkit.runner.listing import listing_row
 from nbtoolkit.server.models import JobSummary
 from nbtoolkit.spec import SpecError, load_spec

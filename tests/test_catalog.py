@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nbtoolkit import catalog
+from nbtoolkit.hardware import catalog
 
 
 def test_ec2_and_sagemaker_names_share_hardware_but_not_prices():

@@ -11,15 +11,15 @@ import json
 
 import pytest
 
-from nbtoolkit import chains
 from nbtoolkit.api import launch, plan
-from nbtoolkit.artifacts import FETCHED_FROM, ModelArtifact, fetch, model_artifact
 from nbtoolkit.backends import LaunchError, dispatch
 from nbtoolkit.backends.sagemaker import render as sagemaker_render
 from nbtoolkit.backends.sagemaker.model_data import check_download
 from nbtoolkit.backends.sagemaker.standin import BUCKET, ROLE
+from nbtoolkit.lineage import chains
 from nbtoolkit.runner.store import JobStatus
 from nbtoolkit.spec import SpecError, load_spec
+from nbtoolkit.trained_model.artifacts import FETCHED_FROM, ModelArtifact, fetch, model_artifact
 
 SAGEMAKER = {
     "hardware": {"target": "sagemaker", "instance_type": "ml.g5.2xlarge"},
@@ -116,7 +116,7 @@ def test_qlora_from_an_adapter_job_is_refused_before_anything_bills(store):
 
 
 def test_the_form_previews_a_chained_spec_as_it_would_launch(store, home):
-    from nbtoolkit.bundled import tiny_config_fields
+    from nbtoolkit.inputs.bundled import tiny_config_fields
     from nbtoolkit.notebook.preview import preview
 
     local = ended_job(store, "succeeded")

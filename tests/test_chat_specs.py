@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from nbtoolkit.chat_formats import FormatError, as_messages, detect_format
+from nbtoolkit.inputs.chat_formats import FormatError, as_messages, detect_format
 from nbtoolkit.planner import plan
 from nbtoolkit.rewards import RewardError, kernel_rewards, load, ship, with_rewards
 from nbtoolkit.spec import SpecError, load_spec
@@ -43,7 +43,7 @@ def test_data_in_no_format_gets_one_sentence_naming_the_columns():
 
 
 def test_data_preview_renders_as_trained_with_the_loss_tokens_marked(tmp_path):
-    from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.inputs.data_preview import preview_data
 
     path = tmp_path / "train.jsonl"
     path.write_text(json.dumps(ROWS["sharegpt"]) + "\n" + json.dumps(ROWS["sharegpt"]) + "\n")
@@ -69,7 +69,7 @@ def test_data_preview_renders_as_trained_with_the_loss_tokens_marked(tmp_path):
 def test_either_turn_keys_are_read_and_a_malformed_row_is_one_sentence_before_training(tmp_path):
     from datasets import Dataset
 
-    from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.inputs.data_preview import preview_data
     from nbtoolkit.tasks.chat.train import conversations
     from nbtoolkit.train.errors import TrainError
 
@@ -106,7 +106,7 @@ EOT_OUTSIDE = (
 
 
 def test_a_chat_template_whose_end_of_turn_carries_no_loss_is_warned_under_the_rows(tmp_path):
-    from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.inputs.data_preview import preview_data
     from nbtoolkit.notebook.data_view import data_html
 
     path = tmp_path / "train.jsonl"
@@ -130,7 +130,7 @@ def test_the_end_of_turn_is_the_token_the_template_closes_a_reply_with(tmp_path)
     """A template whose assistant turn ends at another special token than the tokenizer's eos (Llama-3's pasted
     onto its base model: <|eot_id|>, not <|end_of_text|>): generation, the export and a GGUF stop there, and the
     preview does not warn of an end of turn that was trained."""
-    from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.inputs.data_preview import preview_data
     from nbtoolkit.train.chat_template import chat_tokenizer
 
     other_end = EOT_OUTSIDE.replace(
@@ -146,7 +146,7 @@ def test_the_end_of_turn_is_the_token_the_template_closes_a_reply_with(tmp_path)
 
 
 def test_a_template_without_generation_markers_trains_every_token_or_is_refused_before_launch(tmp_path):
-    from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.inputs.data_preview import preview_data
 
     path = tmp_path / "train.jsonl"
     path.write_text(json.dumps(ROWS["messages"]) + "\n")
@@ -223,7 +223,7 @@ def test_a_reward_defined_in_a_notebook_cell_is_shipped_by_name(shell):
 
 
 def test_reward_files_travel_inside_the_spec(tmp_path):
-    from nbtoolkit.spec_paths import absolute_paths
+    from nbtoolkit.spec_parts.paths import absolute_paths
 
     (tmp_path / "my_rewards.py").write_text("def short(completions, **kwargs):\n    return [1.0] * len(completions)\n")
     spec = load_spec(
@@ -237,7 +237,7 @@ def test_reward_files_travel_inside_the_spec(tmp_path):
 
 
 def test_a_reward_file_with_constants_travels_and_bad_python_is_one_sentence(tmp_path):
-    from nbtoolkit.spec_paths import absolute_paths
+    from nbtoolkit.spec_parts.paths import absolute_paths
 
     (tmp_path / "numbers.py").write_text(
         "import re\nNUMBER = re.compile(r'\\d+')\nLIMIT: int = 1\n\nasync def later():\n    pass\n\n"
@@ -327,7 +327,7 @@ def test_remote_backends_install_trl_for_these_tasks_and_peft_for_adapters():
     }
     preference = load_spec({"task": "preference", **sagemaker})
     files = code_files(preference, container_image(preference))
-    # pinned at the version the image's lock lifts TRL to (nbtoolkit.image_pins), the floor's 1.16.0
+    # pinned at the version the image's lock lifts TRL to (nbtoolkit.launching.image_pins), the floor's 1.16.0
     assert "trl==1.16.0" in next(text for name, text in files.items() if name.endswith("requirements.txt")).split()
     # PEFT too where the run trains an adapter: a user's image_uri without it billed, then failed at import
     adapter = load_spec({"task": "causal-lm", "adapter": {"r": 8}, **sagemaker})

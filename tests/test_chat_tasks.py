@@ -17,9 +17,9 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.model_export import ExportWarning
 from nbtoolkit.notebook.form import SpecForm
 from nbtoolkit.runner import JobStore
+from nbtoolkit.trained_model.export import ExportWarning
 from tests.test_chat_specs import EOT_OUTSIDE
 
 pytestmark = pytest.mark.heavy  # real multi-process training: run first under pytest -n (tests/conftest.py)
@@ -124,7 +124,7 @@ def test_template_parity_trained_saved_predicted(jobs):
     stops at the template's end of turn."""
     from transformers import AutoTokenizer, GenerationConfig
 
-    from nbtoolkit.chat_formats import CHATML
+    from nbtoolkit.inputs.chat_formats import CHATML
     from nbtoolkit.notebook.try_it import TryIt
     from nbtoolkit.train.chat_template import chat_tokenizer
 

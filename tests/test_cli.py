@@ -118,8 +118,8 @@ def test_every_console_view_takes_raw():
 def test_a_grpo_job_lists_its_reward_and_show_names_each_samples_per_second(store, capsys):
     """A grpo job's loss stays near 0 whatever it learns: listings show its reward; `show` says which pace is which."""
     from nbtoolkit.cli import main
+    from nbtoolkit.launching.runtime import SPEC_FILE
     from nbtoolkit.metrics.series import Progress
-    from nbtoolkit.runtime import SPEC_FILE
 
     records = [
         {"time": float(step), "step": step, "kind": "train", "loss": 0.0, "reward": reward, "samples_per_second": pace}

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nbtoolkit.heartbeat import (
+from nbtoolkit.ranks.heartbeat import (
     FIELDS,
     KEPT_DIR,
     MAX_FILE_BYTES,

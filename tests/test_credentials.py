@@ -11,7 +11,7 @@ from nbtoolkit.api import launch
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.dispatch import render
 from nbtoolkit.backends.sagemaker.job import JOB_FILE
-from nbtoolkit.credentials import is_credential, redact_args
+from nbtoolkit.launching.credentials import is_credential, redact_args
 from nbtoolkit.runner.store import LOG_FILE
 from nbtoolkit.spec import load_spec
 from tests.conftest import SCRIPTS
@@ -126,7 +126,7 @@ def test_job_folders_files_and_the_store_are_private(store):
 
 
 def test_a_token_reference_cannot_be_sent_to_sagemaker(tmp_path, monkeypatch):
-    from nbtoolkit.credentials import credential_problem
+    from nbtoolkit.launching.credentials import credential_problem
 
     monkeypatch.setenv("HF_TOKEN", SECRET)
     script = tmp_path / "train.py"

@@ -16,7 +16,7 @@ import yaml
 from tokenizers import Tokenizer
 
 import nbtoolkit
-from nbtoolkit.data_preview import DEFAULT_ROWS, TokenLengths, preview_data
+from nbtoolkit.inputs.data_preview import DEFAULT_ROWS, TokenLengths, preview_data
 from nbtoolkit.train.errors import TrainError
 from tests.conftest import PYTHON
 from tests.test_task_parts import task_setup

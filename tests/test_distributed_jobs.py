@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from nbtoolkit.api import Job, launch
-from nbtoolkit.launches import Launch, Stage, free_port
+from nbtoolkit.launching.launch import Launch, Stage, free_port
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.runner import JobStore, submit
 from nbtoolkit.runner.supervisor import failure_message
@@ -89,7 +89,7 @@ def model(tmp_path_factory) -> str:
     import torch
     from transformers import AutoModel
 
-    from nbtoolkit.bundled import tokenizer_dir
+    from nbtoolkit.inputs.bundled import tokenizer_dir
     from nbtoolkit.train.models import load_tokenizer, tiny_config
 
     path = tmp_path_factory.mktemp("tiny-bert-no-dropout")

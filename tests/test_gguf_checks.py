@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.gguf_export import check_metadata, check_quant
+from nbtoolkit.trained_model.gguf_export import check_metadata, check_quant
 
 TEMPLATE = "{% for message in messages %}<|im_start|>{{ message['content'] }}<|im_end|>{% endfor %}"
 
@@ -49,10 +49,12 @@ def test_gguf_is_for_language_models_and_a_file_for_out_is_refused(tmp_path, mon
     from types import SimpleNamespace
 
     from nbtoolkit.backends import LaunchError
-    from nbtoolkit.model_export import export_model
     from nbtoolkit.spec import load_spec
+    from nbtoolkit.trained_model.export import export_model
 
-    monkeypatch.setattr("nbtoolkit.model_export.check_format", lambda fmt, quant=None: None)  # no llama env needed
+    monkeypatch.setattr(
+        "nbtoolkit.trained_model.export.check_format", lambda fmt, quant=None: None
+    )  # no llama env needed
     job = SimpleNamespace(
         id="0a1b2c3d",
         record=SimpleNamespace(status="succeeded"),

@@ -1,4 +1,4 @@
-"""No catalog GPU instance is given an image without kernels for its GPU (nbtoolkit/gpu_builds.yaml), walked
+"""No catalog GPU instance is given an image without kernels for its GPU (nbtoolkit/hardware/gpu_builds.yaml), walked
 over every instance x every GPU training image the SageMaker SDK's own table offers. Pure data: no network."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from nbtoolkit import catalog
 from nbtoolkit.backends.sagemaker.aws_errors import SageMakerSetupError
 from nbtoolkit.backends.sagemaker.images import SMP_IMAGE, huggingface_image_build
 from nbtoolkit.backends.sagemaker.instances import SMP_INSTANCE_TYPES
 from nbtoolkit.backends.sagemaker.job import training_job
-from nbtoolkit.gpu_builds import builds, gpu_capability, gpus, image_build, pytorch_runs_on
+from nbtoolkit.hardware import catalog
+from nbtoolkit.hardware.gpu_builds import builds, gpu_capability, gpus, image_build, pytorch_runs_on
 from nbtoolkit.spec import SpecError, SpecWarning, load_spec
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker"
@@ -205,6 +205,6 @@ def test_a_build_the_table_lacks_is_refused_as_unchecked_not_as_kernel_less():
         training_job(spec_on("ml.p4d.24xlarge", image_uri=uri))
     assert "has no kernels" not in str(caught.value)
     assert str(caught.value).startswith(
-        f"sagemaker.image_uri '{uri}' is PyTorch 2.0.1 built for CUDA 12.1, a build nbtoolkit/gpu_builds.yaml has no "
+        f"sagemaker.image_uri '{uri}' is PyTorch 2.0.1 built for CUDA 12.1, a build nbtoolkit/hardware/gpu_builds.yaml has no "
         "row for, so whether it has kernels for the A100 (sm_80) of 'ml.p4d.24xlarge' cannot be checked; use "
     )

@@ -15,9 +15,9 @@ import pytest
 
 from nbtoolkit.api import launch
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.bundled import ASSETS
-from nbtoolkit.harness import base_model, command, rows, stored
+from nbtoolkit.inputs.bundled import ASSETS
 from nbtoolkit.spec import load_spec
+from nbtoolkit.trained_model.harness import base_model, command, rows, stored
 
 TASK = "nbtoolkit_tiny"
 LM_EVAL = str(Path(sys.executable).parent / "lm-eval")  # the command a person types
@@ -105,14 +105,14 @@ def test_a_chat_run_is_evaluated_with_its_template_and_a_bundled_full_runs_base_
 
 
 def test_lm_eval_is_refused_in_one_sentence_for_a_task_that_is_not_a_language_model(store):
-    from nbtoolkit.harness import check_task
+    from nbtoolkit.trained_model.harness import check_task
 
     with pytest.raises(LaunchError, match=r"^lm-eval evaluates language models, and this job's task is text-class"):
         check_task("text-classification")
 
 
 def test_bad_evaluation_input_is_one_sentence_before_any_model_loads(tmp_path):
-    from nbtoolkit.harness import check_limit, checked, validate_tasks
+    from nbtoolkit.trained_model.harness import check_limit, checked, validate_tasks
 
     for limit in (0, -5, 2.5):
         with pytest.raises(LaunchError, match=rf"^limit {limit:g} is not a number of examples per task; give a whole"):

@@ -13,7 +13,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from nbtoolkit.backends.sagemaker.container import code_files
-from nbtoolkit.image_envs import (
+from nbtoolkit.launching.image_pins import PINS
+from nbtoolkit.rehearsal.image_envs import (
     LOCK_MACHINE,
     ImageEnvError,
     ImageStack,
@@ -23,7 +24,6 @@ from nbtoolkit.image_envs import (
     stack_of,
     stacks,
 )
-from nbtoolkit.image_pins import PINS
 from tests.real_launches import GOLDEN, as_launched, real_specs
 
 #: the real launch whose machine installs nbtoolkit itself, with the lock (FLAN-T5 on a p4d with DeepSpeed)
@@ -89,7 +89,9 @@ def test_gpt2s_environment_holds_none_of_the_chat_runs_trl_lifts():
 
 
 def test_the_shipped_pins_are_those_of_the_locks_as_they_are():
-    assert PINS.read_text() == pins_file(), "nbtoolkit/image_pins.json is older than the image locks: run `make lock`"
+    assert PINS.read_text() == pins_file(), (
+        "nbtoolkit/launching/image_pins.json is older than the image locks: run `make lock`"
+    )
 
 
 def test_a_user_image_of_a_release_without_a_table_keeps_the_ranges():

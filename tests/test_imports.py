@@ -19,7 +19,7 @@ HEAVY = ("torch", "transformers", "deepspeed", "sagemaker", "datasets", "matplot
         "nbtoolkit.cli",
         "nbtoolkit.backends.local.render",
         "nbtoolkit.planner",
-        "nbtoolkit.catalog",
+        "nbtoolkit.hardware.catalog",
         "nbtoolkit.server.extension",
         "nbtoolkit.backends.torchrun.render",
         "nbtoolkit.backends.deepspeed.render",

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from nbtoolkit.api import Job, launch
-from nbtoolkit.heartbeat import read_heartbeats
+from nbtoolkit.ranks.heartbeat import read_heartbeats
 from tests.conftest import PYTHON, SCRIPTS
 
 TINY = {
@@ -249,7 +249,7 @@ def test_relative_paths_and_home_are_taken_from_the_callers_directory(tmp_path, 
 
 def test_a_local_model_folder_and_other_paths_become_absolute_but_hub_ids_stay(tmp_path):
     from nbtoolkit.spec import load_spec
-    from nbtoolkit.spec_paths import absolute_paths
+    from nbtoolkit.spec_parts.paths import absolute_paths
 
     (tmp_path / "models" / "mine").mkdir(parents=True)
     spec = load_spec(

@@ -14,7 +14,7 @@ import pytest
 
 from nbtoolkit import backends
 from nbtoolkit.backends import LaunchError, dispatch
-from nbtoolkit.launches import Launch
+from nbtoolkit.launching.launch import Launch
 from nbtoolkit.spec import SpecError, load_spec
 from tests.conftest import PYTHON, TESTS
 

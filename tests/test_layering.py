@@ -21,7 +21,7 @@ TASKS_PACKAGE = "nbtoolkit.tasks"
 #: the package root holds the Jupyter/IPython entry points and provides the notebook views to the core
 ENTRY_POINTS = "nbtoolkit"
 #: what the training program (python -m nbtoolkit.train, run inside every launch) must not know: it reads
-#: the spec and the runtime contract (nbtoolkit.runtime) and writes metrics, whoever launched it
+#: the spec and the runtime contract (nbtoolkit.launching.runtime) and writes metrics, whoever launched it
 TRAINING_PROGRAM_IGNORES = ("nbtoolkit.runner", "nbtoolkit.api", "nbtoolkit.planner", REGISTRY)
 
 
@@ -156,7 +156,8 @@ def core(module: str) -> bool:
 def test_the_layering_reads_every_module_and_its_imports():
     assert {"nbtoolkit.api", "nbtoolkit.backends.sagemaker.follow", "nbtoolkit.train.program"} <= set(MODULES)
     assert (
-        "nbtoolkit.spec" in MODULES["nbtoolkit.api"] and "nbtoolkit.launches" in MODULES["nbtoolkit.runner.supervisor"]
+        "nbtoolkit.spec" in MODULES["nbtoolkit.api"]
+        and "nbtoolkit.launching.launch" in MODULES["nbtoolkit.runner.supervisor"]
     )
 
 
@@ -190,7 +191,7 @@ def test_a_backend_imports_another_backend_only_by_its_public_modules():
 def test_a_backend_package_and_its_block_import_only_the_registry_and_the_block_base():
     """The spec gathers every backend's block while it is itself imported: a descriptor that imported the
     spec (or anything that does) would be a cycle."""
-    light = (REGISTRY, "nbtoolkit.spec_block")
+    light = (REGISTRY, "nbtoolkit.spec_parts.block")
     descriptors = [
         module
         for module in MODULES

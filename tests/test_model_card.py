@@ -3,8 +3,8 @@ files are described, their paths are not published (the card is public on the Hu
 
 from __future__ import annotations
 
-from nbtoolkit.model_card import model_card
 from nbtoolkit.spec import load_spec
+from nbtoolkit.trained_model.card import model_card
 
 
 def test_a_card_publishes_no_local_paths(store, tmp_path):

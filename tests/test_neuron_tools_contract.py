@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from nbtoolkit.backends.neuron.render import NEURON_LS, PARALLEL_COMPILE, neuron_cores
-from nbtoolkit.catalog import instance
+from nbtoolkit.hardware.catalog import instance
 
 TESTS = Path(__file__).resolve().parent
 FACTS = json.loads((TESTS / "facts" / "neuron-parallel-compile.json").read_text())

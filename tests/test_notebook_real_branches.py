@@ -33,7 +33,7 @@ REVIEWED_USER_FIELDS = {
 HARNESS = """
 import dataclasses as _dc, json as _json, sys as _sys
 import nbtoolkit.api as _api
-from nbtoolkit.launches import Stage as _Stage
+from nbtoolkit.launching.launch import Stage as _Stage
 from nbtoolkit.spec import load_spec as _load_spec
 
 _STANDIN = None
@@ -46,13 +46,13 @@ if {standin!r}:
     _STANDIN.run_containers = {dry_model!r} is not None  # without a dry model: requests only, nothing trains
     if {dry_model!r} is not None:  # each job logs a few records and leaves this tiny model as its model data
         _STANDIN.dry_program = [_sys.executable, "-c", _DRY_CONTAINER, {dry_model!r}]
-        import nbtoolkit.data_preview as _data_preview  # the real data is on the Hub, which no test reaches
+        import nbtoolkit.inputs.data_preview as _data_preview  # the real data is on the Hub, which no test reaches
         _data_preview.preview_data = lambda spec, rows=0: f"(the data preview of {{spec.dataset.name}} reads the Hub)"
     _os.environ.update(_STANDIN.env)
 
 
 def _recorded_launch(spec, **options):
-    from nbtoolkit.chains import in_default_store
+    from nbtoolkit.lineage.chains import in_default_store
     from nbtoolkit.rewards import with_rewards
 
     given = _load_spec(spec)

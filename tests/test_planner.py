@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nbtoolkit import catalog
 from nbtoolkit.api import check_fit
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.hardware import catalog
 from nbtoolkit.planner import fit_problem, plan, report
 from nbtoolkit.planner.estimates import FRAGMENTATION, RUNTIME_RESERVE_BYTES, GiB
 from nbtoolkit.planner.report import row_spec
@@ -276,9 +276,9 @@ def test_planned_lora_parameters_are_what_peft_trains(task):
     too) is left out."""
     from peft import LoraConfig, get_peft_model
 
-    from nbtoolkit.adapters import ALL_LINEAR
     from nbtoolkit.planner import memory
     from nbtoolkit.planner.shapes import model_shape
+    from nbtoolkit.spec_parts.adapters import ALL_LINEAR
     from nbtoolkit.tasks import TASKS
     from nbtoolkit.train.adapters import auto_class
     from nbtoolkit.train.models import model_config

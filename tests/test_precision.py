@@ -11,7 +11,7 @@ from safetensors import safe_open
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
 from nbtoolkit.api import launch
-from nbtoolkit.bundled import tokenizer_dir
+from nbtoolkit.inputs.bundled import tokenizer_dir
 from nbtoolkit.planner.plan import plan
 from nbtoolkit.spec import load_spec
 from nbtoolkit.train.models import load_model

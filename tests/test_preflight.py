@@ -11,8 +11,8 @@ import pytest
 from nbtoolkit import cli
 from nbtoolkit.api import launch, plan
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.inputs.preflight import data_problem
 from nbtoolkit.planner import ModelShapeError
-from nbtoolkit.preflight import data_problem
 from nbtoolkit.spec import SpecError, load_spec
 
 TRAIN = {"max_steps": 2}
@@ -202,7 +202,7 @@ def test_plan_warns_of_chat_rows_max_length_cuts_before_their_reply(tmp_path, st
     """TRL keeps a row's first max_length tokens and drops a row left without a reply token: silently, before."""
     from transformers import AutoTokenizer
 
-    from nbtoolkit.bundled import tokenizer_dir
+    from nbtoolkit.inputs.bundled import tokenizer_dir
 
     train = _jsonl(tmp_path / "some-long.jsonl", [_asked("hi"), _asked(LONG), _asked("2+2?")])
     spec = {"task": "chat", "dataset": {"files": {"train": train}}, "train": TRAIN}
@@ -328,7 +328,7 @@ def test_the_data_command_refuses_bad_data_in_one_sentence(rows, template, sente
 def test_a_hub_dataset_cached_where_datasets_looks_passes_offline(cached_dataset, monkeypatch):
     """datasets loads an offline hub dataset from its cache (the fixture lays it out as datasets does): one cached
     passes, another is refused; datasets' own switch, HF_DATASETS_OFFLINE=0, wins over HF_HUB_OFFLINE."""
-    from nbtoolkit.preflight import hub_dataset_problem
+    from nbtoolkit.inputs.preflight import hub_dataset_problem
 
     cached_dataset("nobody-here/NeverFetched")
     assert hub_dataset_problem("nobody-here/NeverFetched") is None

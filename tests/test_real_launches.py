@@ -97,7 +97,7 @@ def test_the_gpt2_launch_is_the_tutorials():
 def test_the_bert_qa_launch_is_the_tutorials():
     """Seed 001: 2 x ml.p3.16xlarge, every GPU a data-parallel rank, fp16, batch 4 per GPU, 2 epochs cut at
     max_steps 100, 384/128; in an image whose PyTorch build has V100 (sm_70) kernels."""
-    from nbtoolkit.gpu_builds import pytorch_runs_on
+    from nbtoolkit.hardware.gpu_builds import pytorch_runs_on
 
     job = json.loads((GOLDEN / "bert-qa-sagemaker" / "sagemaker" / "job.json").read_text())
     assert (job["instance_type"], job["instance_count"], job["processes_per_node"]) == ("ml.p3.16xlarge", 2, 8)

@@ -9,7 +9,7 @@ import copy
 
 from nbtoolkit.api import launch
 from nbtoolkit.cli import REAL_DEMO_SPEC, main
-from nbtoolkit.packaged import PACKAGED_MODELS, packaged_model_path
+from nbtoolkit.inputs.packaged import PACKAGED_MODELS, packaged_model_path
 
 MINILM = REAL_DEMO_SPEC["model"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from nbtoolkit.rehearse import REHEARSED_EXTRA, rehearsal, rehearse
+from nbtoolkit.rehearsal.rehearse import REHEARSED_EXTRA, rehearsal, rehearse
 
 #: the push that a rehearsal must never make, beside a setting it keeps
 PUSHING = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nbtoolkit.cli import main
-from nbtoolkit.rehearse import RehearsalError, rehearsal
+from nbtoolkit.rehearsal.rehearse import RehearsalError, rehearsal
 from nbtoolkit.spec import load_spec
 
 #: the FLAN-T5 XXL tutorial's run (seed 003), its columns named as a user's own data might name them

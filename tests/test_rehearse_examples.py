@@ -10,8 +10,8 @@ import pytest
 
 from nbtoolkit.api import Job
 from nbtoolkit.backends import dispatch
-from nbtoolkit.bundled import is_bundled
-from nbtoolkit.rehearse import STEPS, rehearsal, rehearse
+from nbtoolkit.inputs.bundled import is_bundled
+from nbtoolkit.rehearsal.rehearse import STEPS, rehearsal, rehearse
 from nbtoolkit.spec import load_spec
 from nbtoolkit.tasks.causal_lm import train as causal_lm
 from tests.real_launches import real_specs

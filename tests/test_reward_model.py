@@ -11,7 +11,7 @@ import pytest
 
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.bundled import bundled_files
+from nbtoolkit.inputs.bundled import bundled_files
 from nbtoolkit.runner import JobStore
 
 pytestmark = pytest.mark.heavy  # real training: run first under pytest -n (tests/conftest.py)
@@ -88,7 +88,7 @@ def test_grpo_scores_its_completions_with_the_trained_reward_model(jobs):
 
 
 def test_reward_model_data_previews_the_chosen_reply_and_plans_two_sequences_a_pair():
-    from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.inputs.data_preview import preview_data
     from nbtoolkit.planner import plan
 
     preview = preview_data({"task": "reward-model"})
@@ -103,7 +103,7 @@ def test_reward_model_data_previews_the_chosen_reply_and_plans_two_sequences_a_p
 def test_reward_models_a_job_could_not_score_with_are_refused_before_launch(jobs, tmp_path, monkeypatch):
     from nbtoolkit.api import plan
     from nbtoolkit.backends.dispatch import render
-    from nbtoolkit.preflight import input_problems
+    from nbtoolkit.inputs.preflight import input_problems
     from nbtoolkit.spec import load_spec
 
     reward_model, grpo = jobs["reward-model"], jobs["grpo"]

@@ -23,9 +23,10 @@ import pytest
 from nbtoolkit import cli
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.checkpoints import checkpoint_step, is_complete
-from nbtoolkit.fork import fork_settings, fork_spec
-from nbtoolkit.heartbeat import (
+from nbtoolkit.lineage.checkpoints import checkpoint_step, is_complete
+from nbtoolkit.lineage.fork import fork_settings, fork_spec
+from nbtoolkit.notebook.job_view import health_html
+from nbtoolkit.ranks.heartbeat import (
     KEPT_DIR,
     RANKS_DIR,
     REQUEST_FILE,
@@ -34,7 +35,6 @@ from nbtoolkit.heartbeat import (
     read_heartbeats,
     request_checkpoint,
 )
-from nbtoolkit.notebook.job_view import health_html
 from nbtoolkit.runner.checkpoint_request import checkpoint_now
 from nbtoolkit.runner.health import DoctorError, assess, parse_stall_floor, process_alive, stall_floor
 from nbtoolkit.runner.stacks import RankStack, StacksReport, dump, rank_processes, rank_range, take_stacks

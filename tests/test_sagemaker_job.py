@@ -335,7 +335,7 @@ def test_the_image_python_comes_from_the_sdks_own_image_table():
 
 def test_a_v100_instance_gets_the_newest_image_whose_pytorch_build_runs_on_it():
     """The default image (PyTorch 2.9, CUDA 13) and 2.7+cu128 carry no Volta kernels: on ml.p3 they would never
-    start training. 2.8+cu129 does (nbtoolkit/gpu_builds.yaml)."""
+    start training. 2.8+cu129 does (nbtoolkit/hardware/gpu_builds.yaml)."""
     from sagemaker.core import image_uris
 
     job = training_job(sagemaker_spec(hardware={"instance_type": "ml.p3.16xlarge"}))

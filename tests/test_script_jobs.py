@@ -16,7 +16,7 @@ import pytest
 from nbtoolkit.api import launch
 from nbtoolkit.backends.dispatch import render
 from nbtoolkit.backends.program import AUTOLOG_BOOT
-from nbtoolkit.bundled import ASSETS, TOKENIZERS
+from nbtoolkit.inputs.bundled import ASSETS, TOKENIZERS
 from nbtoolkit.metrics.parse import classify
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.runner.listing import listing_row

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbtoolkit.api import launch
-from nbtoolkit.credentials import REDACTED, Scrubber, secret_values
+from nbtoolkit.launching.credentials import REDACTED, Scrubber, secret_values
 from nbtoolkit.runner.scrub import CHUNK_BYTES, RankStreams, scrub_job_files
 from nbtoolkit.server.service import LOG_LIMIT_MAX, JobsService
 from nbtoolkit.spec import load_spec

@@ -16,11 +16,11 @@ import pytest
 
 from nbtoolkit.api import launch
 from nbtoolkit.cli import main
-from nbtoolkit.launches import free_port
-from nbtoolkit.model_serve import URL_KEY
+from nbtoolkit.launching.launch import free_port
 from nbtoolkit.runner import JobStore
 from nbtoolkit.runner.tree import tagged_processes
 from nbtoolkit.server.service import JobsService
+from nbtoolkit.trained_model.serve import URL_KEY
 
 pytestmark = pytest.mark.heavy  # a training job and a server process: run first under pytest -n
 

@@ -102,7 +102,7 @@ def test_a_job_on_another_host_lives_exactly_as_long_as_its_supervisors_lock(sto
 
 
 def test_stop_never_signals_a_process_here_for_a_job_recorded_on_another_host(store, monkeypatch):
-    from nbtoolkit.launches import Launch, Stage
+    from nbtoolkit.launching.launch import Launch, Stage
     from nbtoolkit.runner import stop, write_launch_files
 
     monkeypatch.setenv("NBTOOLKIT_HOST", "node-a")
@@ -130,7 +130,7 @@ def test_stop_never_signals_a_process_here_for_a_job_recorded_on_another_host(st
 
 
 def test_stop_of_a_live_job_on_another_host_asks_its_supervisor_and_signals_nothing_here(store, monkeypatch):
-    from nbtoolkit.launches import Launch, Stage
+    from nbtoolkit.launching.launch import Launch, Stage
     from nbtoolkit.runner import stop, write_launch_files
     from nbtoolkit.runner.lock import LOCK_FILE
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nbtoolkit.checkpoints import last_checkpoint
+from nbtoolkit.lineage.checkpoints import last_checkpoint
 from nbtoolkit.spec import load_spec
 from nbtoolkit.train.data import load_splits
 from nbtoolkit.train.errors import TrainError

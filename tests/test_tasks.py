@@ -13,8 +13,8 @@ import pytest
 
 from nbtoolkit.api import Job, launch, resume
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.checkpoints import checkpoint_step, last_checkpoint
 from nbtoolkit.cli import main
+from nbtoolkit.lineage.checkpoints import checkpoint_step, last_checkpoint
 from nbtoolkit.runner import JobStore
 from nbtoolkit.tasks import TASKS
 

@@ -10,7 +10,7 @@ from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.cli import main
 from nbtoolkit.spec import load_spec
-from nbtoolkit.trackers import TRACKING_DIR, locations, run_name
+from nbtoolkit.spec_parts.trackers import TRACKING_DIR, locations, run_name
 
 TRAIN = {"max_steps": 12, "batch_size": 8, "learning_rate": 0.003, "logging_steps": 4}
 

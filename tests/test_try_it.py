@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from nbtoolkit import warm_model
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.bundled import ASSETS
+from nbtoolkit.inputs.bundled import ASSETS
 from nbtoolkit.notebook.try_it import TryIt
 from nbtoolkit.runner import JobStore
+from nbtoolkit.trained_model import warm_model
 from tests.conftest import SCRIPTS
 
 TRAIN = {"max_steps": 3, "batch_size": 4, "logging_steps": 1}
@@ -164,7 +164,7 @@ def test_the_warm_process_ends_with_the_process_that_started_it(finished):
     job = finished["causal-lm"]
     code = (
         "import sys, time; from nbtoolkit.api import Job; from nbtoolkit.runner import JobStore; "
-        "from nbtoolkit import warm_model; job = Job(sys.argv[1], JobStore(sys.argv[2])); job.predict('The river'); "
+        "from nbtoolkit.trained_model import warm_model; job = Job(sys.argv[1], JobStore(sys.argv[2])); job.predict('The river'); "
         "print(warm_model.running(job.dir).pid, flush=True); time.sleep(600)"
     )
     kernel = subprocess.Popen(

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 import yaml
 
-from nbtoolkit import catalog
+from nbtoolkit.hardware import catalog
 from tests.real_launches import GOLDEN, ROOT
 
 TABLES = {path.stem: yaml.safe_load(path.read_text()) for path in sorted((ROOT / "tests" / "tutorials").glob("*.yaml"))}

@@ -10,8 +10,8 @@ import pytest
 
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.bundled import ASSETS
-from nbtoolkit.chat_formats import FormatError
+from nbtoolkit.inputs.bundled import ASSETS
+from nbtoolkit.inputs.chat_formats import FormatError
 from nbtoolkit.runner import JobStore
 from nbtoolkit.tasks.vision_chat.formats import as_vision_row, detect_vision_format
 
@@ -113,7 +113,7 @@ def test_the_preview_shows_each_image_beside_its_text_and_loss_tokens():
 
     from PIL import Image
 
-    from nbtoolkit.data_preview import preview_data
+    from nbtoolkit.inputs.data_preview import preview_data
 
     report = preview_data({"task": "vision-chat"})
     assert report.data_format.startswith("messages, messages with image parts")
@@ -180,7 +180,7 @@ def test_a_data_file_naming_a_missing_image_or_too_few_images_is_refused_before_
     whose image is not there or whose places and images differ is one sentence naming the file and row, no job."""
     import shutil
 
-    from nbtoolkit.preflight import input_problems
+    from nbtoolkit.inputs.preflight import input_problems
     from nbtoolkit.spec import load_spec
 
     data = tmp_path / "data"

@@ -1,4 +1,4 @@
-"""The `vllm serve` command rendered for a job's model (nbtoolkit.vllm_serve): pure, on folders made here; and the
+"""The `vllm serve` command rendered for a job's model (nbtoolkit.trained_model.vllm_serve): pure, on folders made here; and the
 jobs `nbtoolkit serve` refuses to serve, before anything starts.
 
 That vLLM's own parser takes these commands is checked by tools/check_vllm_command.py where vLLM imports
@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.model_serve import served_folder
-from nbtoolkit.vllm_serve import vllm_serve_argv
+from nbtoolkit.trained_model.serve import served_folder
+from nbtoolkit.trained_model.vllm_serve import vllm_serve_argv
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def test_serve_refuses_a_model_that_does_not_chat_and_a_server(tmp_path, task, i
 def test_serve_without_the_serve_extra_says_how_to_install_it(monkeypatch):
     import importlib.util
 
-    from nbtoolkit.model_serve import check_serving_installed
+    from nbtoolkit.trained_model.serve import check_serving_installed
 
     found = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "openai" else found(name))

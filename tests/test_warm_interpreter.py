@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from nbtoolkit.api import Job, launch, warm_profile
-from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.launching.launch import Launch, Stage
 from nbtoolkit.runner import JobStore, warm_interpreter
 from nbtoolkit.runner.control import _forks_from_warm
 from nbtoolkit.runner.stacks import rank_processes

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from nbtoolkit import backends, catalog
+from nbtoolkit import backends
 from nbtoolkit.backends import dispatch
 from nbtoolkit.backends.sagemaker.job import training_job
+from nbtoolkit.hardware import catalog
 from nbtoolkit.planner import plan
 from nbtoolkit.spec import load_spec
 

@@ -741,14 +741,14 @@ def build_chat_samples() -> list[str]:
 
 
 def build_chatml_bpe(texts: list[str]) -> None:
-    """A byte-level BPE with ChatML's tokens and template (nbtoolkit.chat_formats.CHATML): the tiny chat model's.
+    """A byte-level BPE with ChatML's tokens and template (nbtoolkit.inputs.chat_formats.CHATML): the tiny chat model's.
 
     `<|im_end|>` ends a turn and is eos (generation stops there); `<|endoftext|>` pads.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from nbtoolkit.chat_formats import CHATML
+    from nbtoolkit.inputs.chat_formats import CHATML
 
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     tokenizer = Tokenizer(models.BPE())

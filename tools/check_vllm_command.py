@@ -24,8 +24,8 @@ def check(job_id: str) -> str:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     from nbtoolkit.api import Job
-    from nbtoolkit.model_serve import served_folder
-    from nbtoolkit.vllm_serve import vllm_serve_argv
+    from nbtoolkit.trained_model.serve import served_folder
+    from nbtoolkit.trained_model.vllm_serve import vllm_serve_argv
 
     job = Job(job_id)
     argv = vllm_serve_argv(Path(job.model()), served_folder(job), job.name, "127.0.0.1", 8000)

@@ -78,7 +78,7 @@ def spec_reference() -> str:
         "# Spec reference",
         "",
         "Every field of a spec, block by block, as the code defines them (generated from `nbtoolkit/spec.py`,",
-        "`nbtoolkit/spec_blocks.py` and each backend's block when the docs build). Every block is optional except",
+        "`nbtoolkit/spec_parts/blocks.py` and each backend's block when the docs build). Every block is optional except",
         "`task`; a field left out takes its default. [Describe a run](../describe-a-run.md) shows a spec as a whole.",
     ]
     for path, model in blocks(RunSpec):

@@ -24,7 +24,7 @@ from nbtoolkit import plugins
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from nbtoolkit.launches import Launch
+    from nbtoolkit.launching.launch import Launch
     from nbtoolkit.spec import RunSpec
 
 __all__ = [
@@ -62,7 +62,7 @@ class Backend:
       raising LaunchError;
     - `attach(name, region) -> Launch`: follow a job started elsewhere;
     - `container_image(spec) -> str | None`: the image the run's program runs in, where the backend picks one
-      (its tag names the libraries: nbtoolkit.image_envs reads it).
+      (its tag names the libraries: nbtoolkit.rehearsal.image_envs reads it).
 
     `target`: the `hardware.target` it serves; "local" for launchers that start processes here, or
     the name of a remote engine. `block`: the pydantic model of the spec block it owns, under its own

@@ -10,16 +10,16 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from nbtoolkit.adapters import missing_package
 from nbtoolkit.backends import LaunchError, select
-from nbtoolkit.chains import job_refs
-from nbtoolkit.credentials import credential_problem, redact_spec
-from nbtoolkit.launches import Launch
-from nbtoolkit.preflight import input_problems
-from nbtoolkit.runtime import SPEC_FILE
+from nbtoolkit.inputs.preflight import input_problems
+from nbtoolkit.launching.credentials import credential_problem, redact_spec
+from nbtoolkit.launching.launch import Launch
+from nbtoolkit.launching.runtime import SPEC_FILE
+from nbtoolkit.lineage.chains import job_refs
 from nbtoolkit.spec import RunSpec
-from nbtoolkit.spec_paths import absolute_paths
-from nbtoolkit.trackers import check_installed
+from nbtoolkit.spec_parts.adapters import missing_package
+from nbtoolkit.spec_parts.paths import absolute_paths
+from nbtoolkit.spec_parts.trackers import check_installed
 
 __all__ = ["preflight", "render"]
 
@@ -41,7 +41,7 @@ def render(spec: RunSpec) -> Launch:
 def preflight(spec: RunSpec) -> None:
     """Raise LaunchError if this machine cannot start the spec (checked at submit, not at export): credentials,
     script and packages, the backend's own (a Trainium spec off Trainium is told so first), then its inputs
-    (nbtoolkit.preflight: model, data, adapter targets)."""
+    (nbtoolkit.inputs.preflight: model, data, adapter targets)."""
     problem_here = credential_problem(spec)
     if problem_here:
         raise LaunchError(problem_here)

@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from nbtoolkit.runtime import ERROR_PREFIX
+from nbtoolkit.launching.runtime import ERROR_PREFIX
 
 
 def command_line(

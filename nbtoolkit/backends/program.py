@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nbtoolkit.runtime import SPEC_FILE
+from nbtoolkit.launching.runtime import SPEC_FILE
 from nbtoolkit.spec import RunSpec
-from nbtoolkit.spec_blocks import ScriptSpec
+from nbtoolkit.spec_parts.blocks import ScriptSpec
 
 #: env every training process gets: unbuffered logs, no telemetry, no tokenizer fork warnings. MLflow (3.x) looks
 #: up config.mlflow-telemetry.io unless told not to; DO_NOT_TRACK is "true", not "1": MLflow compares it to "true"

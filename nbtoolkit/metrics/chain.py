@@ -9,16 +9,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nbtoolkit.checkpoints import checkpoint_step
+from nbtoolkit.lineage.checkpoints import checkpoint_step
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.runner.store import JobNotFound, JobRecord, JobStore
 
-#: the info key of a forked job that names its parent (written by nbtoolkit.fork)
+#: the info key of a forked job that names its parent (written by nbtoolkit.lineage.fork)
 FORKED_FROM = "forked_from"
 
 
 def parent_job(record: JobRecord) -> str | None:
-    """The job this one continues: resumed from, or forked from (nbtoolkit.fork records it in the info)."""
+    """The job this one continues: resumed from, or forked from (nbtoolkit.lineage.fork records it in the info)."""
     return record.resumed_from or record.info.get(FORKED_FROM)
 
 

@@ -23,7 +23,7 @@ GiB = 2**30
 def forecast(spec, past: PastPace | None = None) -> dict[str, float | str | None] | None:
     """What the planner predicts for this spec (at the pace of past jobs of its setup, when there are some),
     or None when it cannot size the model (an unknown hub id offline, a user's own script)."""
-    from nbtoolkit.catalog import CatalogError
+    from nbtoolkit.hardware.catalog import CatalogError
     from nbtoolkit.planner import plan
 
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from nbtoolkit.data_preview import DataPreview, TokenLengths, clip
+from nbtoolkit.inputs.data_preview import DataPreview, TokenLengths, clip
 
 CELL_CHARS = 120
 BAR_COLOR = "var(--jp-brand-color1, #1976d2)"

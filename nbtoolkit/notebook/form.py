@@ -21,8 +21,8 @@ import ipywidgets as widgets
 import yaml
 from pydantic import ValidationError
 
-from nbtoolkit import chains
 from nbtoolkit.backends import LaunchError
+from nbtoolkit.lineage import chains
 from nbtoolkit.notebook.form_sections import ADAPTER, FIELDS, FORM_CHOICES, OWNED, SECTIONS, SOURCE, Values
 from nbtoolkit.notebook.preview import pre, preview, quiet_load
 from nbtoolkit.notebook.spec_fields import (
@@ -37,7 +37,7 @@ from nbtoolkit.notebook.spec_fields import (
     value_type,
 )
 from nbtoolkit.spec import RunSpec, SpecError
-from nbtoolkit.spec_blocks import HardwareSpec
+from nbtoolkit.spec_parts.blocks import HardwareSpec
 from nbtoolkit.tasks import TASK_NAMES
 
 LABEL_WIDTH = "150px"
@@ -344,7 +344,7 @@ class SpecForm(widgets.VBox):
         return thread
 
     def _rehearse(self, spec: RunSpec) -> None:
-        from nbtoolkit.rehearse import rehearse
+        from nbtoolkit.rehearsal.rehearse import rehearse
 
         try:
             report = rehearse(spec)
@@ -361,7 +361,7 @@ class SpecForm(widgets.VBox):
 
     def preview_data(self):
         """Read a sample of the spec's training data and show its report (rows, columns, labels, token lengths)."""
-        from nbtoolkit.data_preview import preview_data
+        from nbtoolkit.inputs.data_preview import preview_data
         from nbtoolkit.notebook.data_view import data_html
         from nbtoolkit.train.errors import TrainError
 

@@ -57,7 +57,7 @@ def doctor_view(job):
     sentence why not) shows below them, and the table refreshes with each click."""
     import ipywidgets as widgets
 
-    from nbtoolkit.fork import fork_settings
+    from nbtoolkit.lineage.fork import fork_settings
 
     table = widgets.HTML(health_html(job.health()))
     settings = widgets.Text(placeholder="train.learning_rate=1e-4 max_steps=200", description="fork with")

@@ -23,9 +23,9 @@ from nbtoolkit.notebook.spec_fields import choices, remove_value, set_value
 from nbtoolkit.rewards import kernel_rewards
 from nbtoolkit.runner.store import STATUSES
 from nbtoolkit.spec import SpecError, load_spec
-from nbtoolkit.spec_yaml import merged, parse_settings, read_yaml
+from nbtoolkit.spec_parts.trackers import describe as describe_trackers
+from nbtoolkit.spec_parts.yaml_reading import merged, parse_settings, read_yaml
 from nbtoolkit.tasks import TASK_NAMES
-from nbtoolkit.trackers import describe as describe_trackers
 
 #: module -> IPython Magics class registered by `%load_ext nbtoolkit`
 MAGIC_CLASSES: dict[str, str] = {
@@ -240,7 +240,7 @@ class FinetuneMagics(Magics):
 
                 return preview(quiet_load(data))
             if args.rehearse:
-                from nbtoolkit.rehearse import rehearse
+                from nbtoolkit.rehearsal.rehearse import rehearse
 
                 return rehearse(load_spec(data))
             from nbtoolkit.api import launch

@@ -10,9 +10,10 @@ import html
 import warnings
 from dataclasses import dataclass
 
-from nbtoolkit import backends, chains
+from nbtoolkit import backends
 from nbtoolkit.backends import LaunchError, dispatch
-from nbtoolkit.launches import Launch
+from nbtoolkit.launching.launch import Launch
+from nbtoolkit.lineage import chains
 from nbtoolkit.spec import RunSpec, SpecWarning, load_spec, spec_warnings
 
 
@@ -24,7 +25,7 @@ def checks(spec: RunSpec, sizing: RunSpec | None = None) -> list[str]:
     estimate, without ranking alternatives: fast enough to run as the user types), then whether
     this machine can start it. The form and `--dry-run` both show these.
     """
-    from nbtoolkit.catalog import CatalogError
+    from nbtoolkit.hardware.catalog import CatalogError
     from nbtoolkit.planner import ModelShapeError, plan
 
     found = list(spec_warnings(spec))

@@ -15,9 +15,9 @@ from typing import Any
 import ipywidgets as widgets
 
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.model_serve import chat_reply
 from nbtoolkit.notebook.data_view import bars
 from nbtoolkit.tasks import TASKS
+from nbtoolkit.trained_model.serve import chat_reply
 
 ERROR_COLOR = "var(--jp-error-color1, #d32f2f)"
 CHOSEN_COLOR = "var(--jp-success-color1, #388e3c)"

@@ -1,7 +1,7 @@
 """Will it fit, how long, how much: plan a RunSpec before anything launches.
 
 Light to import (no torch, transformers or deepspeed): the model's shape comes from a config,
-the hardware from `nbtoolkit.catalog`.
+the hardware from `nbtoolkit.hardware.catalog`.
 """
 
 from nbtoolkit.planner.estimates import Estimate, Plan

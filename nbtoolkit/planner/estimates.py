@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from nbtoolkit import catalog
+from nbtoolkit.hardware import catalog
 from nbtoolkit.planner.shapes import ModelShape
-from nbtoolkit.spec_blocks import Offload, Precision
+from nbtoolkit.spec_parts.blocks import Offload, Precision
 
 GiB = 2**30
 #: allocator fragmentation and short-lived buffers, as a fraction of what is estimated
@@ -226,7 +226,7 @@ class Plan(Estimate):
     #: why the run has no cost when it has a time (a Slurm cluster without hardware.hourly_price_usd)
     price_unknown: str | None = None
     trainable_params: int
-    #: what launch refuses in the spec's inputs (nbtoolkit.preflight: model, data, adapter targets), filled by
+    #: what launch refuses in the spec's inputs (nbtoolkit.inputs.preflight: model, data, adapter targets), filled by
     #: nbtoolkit.plan; the arithmetic does not read the data
     refused: list[str] = []
     #: what launch lets through but the job will not do as written (chat rows max_length cuts before their reply)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from nbtoolkit.hardware.precision import DTYPE_BYTES, load_dtype
 from nbtoolkit.planner import memory, timing
 from nbtoolkit.planner.estimates import FRAGMENTATION, RUNTIME_RESERVE_BYTES, GiB, Setup, Workload
-from nbtoolkit.precision import DTYPE_BYTES, load_dtype
 
 
 def formula(setup: Setup, work: Workload) -> str:

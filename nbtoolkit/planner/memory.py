@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from nbtoolkit.adapters import ALL_LINEAR
+from nbtoolkit.hardware.precision import DTYPE_BYTES
 from nbtoolkit.planner.shapes import ModelShape
-from nbtoolkit.precision import DTYPE_BYTES
+from nbtoolkit.spec_parts.adapters import ALL_LINEAR
 
 Offload = Literal["none", "cpu", "nvme"]
 
@@ -173,7 +173,7 @@ def adapter_model_states(
     params: float, trainable: float, quantized_params: float, *, base_dtype: str, devices_per_node: int
 ) -> ModelStates:
     """A frozen base and trainable adapters (PyTorch, one process per device): the base's weights only, in the dtype
-    nbtoolkit.precision loads it in, and 16 bytes per trainable parameter (fp32 weight 4 + gradient 4 + AdamW's two
+    nbtoolkit.hardware.precision loads it in, and 16 bytes per trainable parameter (fp32 weight 4 + gradient 4 + AdamW's two
     moments 8).
 
     QLoRA: bitsandbytes quantizes only the blocks' linear layers (`quantized_params`): transformers keeps the output

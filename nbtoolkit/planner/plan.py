@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from nbtoolkit import catalog
-from nbtoolkit.adapters import target_modules
+from nbtoolkit.hardware import catalog
+from nbtoolkit.hardware.precision import DTYPE_BYTES, load_dtype
 from nbtoolkit.planner import memory, timing
 from nbtoolkit.planner.estimates import (
     FRAGMENTATION,
@@ -28,9 +28,9 @@ from nbtoolkit.planner.estimates import (
 )
 from nbtoolkit.planner.explain import assumptions, formula
 from nbtoolkit.planner.shapes import ModelShape, model_shape, train_samples
-from nbtoolkit.precision import DTYPE_BYTES, load_dtype
 from nbtoolkit.spec import RunSpec, load_spec
-from nbtoolkit.spec_blocks import AdapterSpec, Offload, Precision
+from nbtoolkit.spec_parts.adapters import target_modules
+from nbtoolkit.spec_parts.blocks import AdapterSpec, Offload, Precision
 from nbtoolkit.tasks import TASKS, TaskWorkload, hook
 
 #: the most alternatives a Plan keeps (ranked); the rest are dropped

@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from nbtoolkit.bundled import bundled_files, is_bundled, tiny_config_fields
-from nbtoolkit.catalog import read_yaml
-from nbtoolkit.saved_models import config_folder
+from nbtoolkit.hardware.catalog import read_yaml
+from nbtoolkit.inputs.bundled import bundled_files, is_bundled, tiny_config_fields
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.trained_model.saved_folders import config_folder
 
 MODEL_CONFIGS = Path(__file__).with_name("model_configs.yaml")
 

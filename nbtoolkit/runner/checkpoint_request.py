@@ -1,4 +1,4 @@
-"""Checkpoint now: ask a running job to save at its next step and carry on (see nbtoolkit.heartbeat for
+"""Checkpoint now: ask a running job to save at its next step and carry on (see nbtoolkit.ranks.heartbeat for
 how its ranks agree on the step). Only ranks that run nbtoolkit's Trainer callback can (our training
 program, a Trainer script under autolog); their heartbeats say so, and any other job is refused in
 one sentence.
@@ -10,8 +10,8 @@ import math
 import time
 from pathlib import Path
 
-from nbtoolkit.checkpoints import is_complete
-from nbtoolkit.heartbeat import checkpoint_request, read_heartbeats, request_checkpoint
+from nbtoolkit.lineage.checkpoints import is_complete
+from nbtoolkit.ranks.heartbeat import checkpoint_request, read_heartbeats, request_checkpoint
 from nbtoolkit.runner.health import DoctorError
 from nbtoolkit.runner.store import JobRecord, JobStore
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from nbtoolkit.launches import Launch
+from nbtoolkit.launching.launch import Launch
 from nbtoolkit.metrics.parse import SETTLE_S
 from nbtoolkit.metrics.series import METRICS_FILE
 from nbtoolkit.runner.scrub import job_scrubber, scrub_job_files

@@ -71,7 +71,7 @@ def _run_stage(argv: list[str], cwd: str | Path, env: dict[str, str], output: in
     objects, copied into it, are not its to finalize)."""
     code = 1
     try:
-        from nbtoolkit.runtime import die_with_parent
+        from nbtoolkit.launching.runtime import die_with_parent
 
         os.setsid()
         die_with_parent()

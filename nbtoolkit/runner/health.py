@@ -33,8 +33,8 @@ from typing import Any
 
 import psutil
 
-from nbtoolkit.heartbeat import read_heartbeats
 from nbtoolkit.metrics.rewards import TOTAL
+from nbtoolkit.ranks.heartbeat import read_heartbeats
 from nbtoolkit.runner.store import JobRecord, JobStore, this_host
 from nbtoolkit.tasks import TASKS
 

@@ -14,8 +14,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from nbtoolkit.credentials import Scrubber, references, secret_values
-from nbtoolkit.launches import Launch
+from nbtoolkit.launching.credentials import Scrubber, references, secret_values
+from nbtoolkit.launching.launch import Launch
 from nbtoolkit.runner.store import LOG_FILE
 
 #: the kinds of file scrubbed (text a process writes: logs, error files, records)

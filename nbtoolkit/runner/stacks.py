@@ -23,7 +23,7 @@ from typing import Any
 
 import psutil
 
-from nbtoolkit.heartbeat import read_heartbeats
+from nbtoolkit.ranks.heartbeat import read_heartbeats
 from nbtoolkit.runner.health import DoctorError
 from nbtoolkit.runner.store import JobRecord, JobStore, this_host
 from nbtoolkit.runner.tree import tagged_processes

@@ -29,8 +29,8 @@ from typing import Any
 
 import psutil
 
+from nbtoolkit.launching.runtime import default_home
 from nbtoolkit.runner.lock import held
-from nbtoolkit.runtime import default_home
 
 
 class JobStatus(StrEnum):

@@ -34,8 +34,9 @@ from typing import IO
 
 import psutil
 
-from nbtoolkit.credentials import redact_args, resolve_args
-from nbtoolkit.launches import JOB_DIR_ENV, Launch, Stage, expand_job_dir
+from nbtoolkit.launching.credentials import redact_args, resolve_args
+from nbtoolkit.launching.launch import JOB_DIR_ENV, Launch, Stage, expand_job_dir
+from nbtoolkit.launching.runtime import ERROR_PREFIX, die_with_parent
 from nbtoolkit.metrics import budget, cost
 from nbtoolkit.metrics.parse import RANK_PREFIX, SETTLE_S, LogParser
 from nbtoolkit.metrics.series import METRICS_FILE, STRUCTURED_MARKER, MetricsReader, Progress
@@ -47,7 +48,6 @@ from nbtoolkit.runner.scrub import RankStreams, job_scrubber, scrub_job_files
 from nbtoolkit.runner.store import ACTIVE, LOG_FILE, JobStore, this_host
 from nbtoolkit.runner.tree import JOB_ID_ENV, end_processes, tagged_processes, terminate_tree
 from nbtoolkit.runner.watcher import start_watcher
-from nbtoolkit.runtime import ERROR_PREFIX, die_with_parent
 
 LOG_PREFIX = "[nbtoolkit]"
 #: `ValueError: ...`, `torch.OutOfMemoryError: ...`: what a failed rank's traceback ends with

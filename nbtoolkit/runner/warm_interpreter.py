@@ -41,7 +41,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from nbtoolkit.launches import JOB_DIR_ENV
+from nbtoolkit.launching.launch import JOB_DIR_ENV
 from nbtoolkit.metrics.cost import BILLED_SINCE_ENV
 from nbtoolkit.runner.forked_stage import memory_regions, write_command_line
 from nbtoolkit.runner.tree import HOME_ENV, JOB_ID_ENV

@@ -9,11 +9,11 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, Field
 
 from nbtoolkit.metrics import budget
-from nbtoolkit.model_serve import URL_KEY
 from nbtoolkit.runner import health_watch
 from nbtoolkit.runner.health import training_warning
 from nbtoolkit.runner.listing import cost_usd, listing_row, projected_cost_usd, remaining_seconds
 from nbtoolkit.runner.store import ACTIVE, JobRecord, JobStatus
+from nbtoolkit.trained_model.serve import URL_KEY
 
 #: the job row's columns: a body's field of the same name carries the column as stored
 _ROW_COLUMNS = {column.name for column in fields(JobRecord)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from nbtoolkit.api import Job
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.fork import fork_settings
+from nbtoolkit.lineage.fork import fork_settings
 from nbtoolkit.runner.checkpoint_request import checkpoint_now
 from nbtoolkit.runner.health import DoctorError, job_health
 from nbtoolkit.runner.stacks import take_stacks

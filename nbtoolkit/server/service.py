@@ -15,8 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, get_args
 
-from nbtoolkit import harness
-from nbtoolkit.chains import MODEL_FROM
+from nbtoolkit.lineage.chains import MODEL_FROM
 from nbtoolkit.metrics.console import console_page, log_order
 from nbtoolkit.metrics.forecast import comparison_lines
 from nbtoolkit.metrics.parse import SETTLE_S, STEP_LINE
@@ -26,7 +25,8 @@ from nbtoolkit.runner.store import JOB_ID, LOG_FILE, STATUSES, JobRecord, JobSto
 from nbtoolkit.server.models import HarnessComparison, JobDetail, JobList, JobSummary, LogPage, MetricsPage
 from nbtoolkit.server.sparklines import LossSparklines
 from nbtoolkit.spec import SpecError, load_spec
-from nbtoolkit.trackers import describe as describe_trackers
+from nbtoolkit.spec_parts.trackers import describe as describe_trackers
+from nbtoolkit.trained_model import harness
 
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 100, 1000
 #: how far back a console page looks for the line before it (a Trainer dict or a step line is far shorter)

@@ -64,9 +64,9 @@ class Task:
     answer: str
     #: how the Try-it box asks: one text, a question with its context, or a chat (the history goes with each message)
     try_it: Literal["text", "question-and-context", "chat", "chat-with-images"] = "text"
-    #: trained by TRL's trainers (the distribution's `chat` extra); their data formats are nbtoolkit.chat_formats
+    #: trained by TRL's trainers (the distribution's `chat` extra); their data formats are nbtoolkit.inputs.chat_formats
     trl: bool = False
-    #: its rows are conversations in one of the chat formats (nbtoolkit.chat_formats: `dataset.format` says which),
+    #: its rows are conversations in one of the chat formats (nbtoolkit.inputs.chat_formats: `dataset.format` says which),
     #: the loss on the assistant's turns unless `extra.assistant_only_loss` is false
     conversations: bool = False
     #: the dataset block's fields it alone reads beyond its columns (the form shows them for it only)
@@ -79,7 +79,7 @@ class Task:
     workload: str = ""
     #: the bundled sample data it trains on when the spec names none (nbtoolkit/assets/data/<folder>; "": its name)
     sample_data: str = ""
-    #: trainer argument -> the spec field that sets it, beyond every task's (nbtoolkit.spec_extra); `extra` may not
+    #: trainer argument -> the spec field that sets it, beyond every task's (nbtoolkit.spec_parts.extra); `extra` may not
     #: set them
     set_by_field: dict[str, str] = field(default_factory=dict)
     #: `module:function` (row, its number, dataset block, the file's name, folder) -> the files the row names (made
@@ -97,11 +97,11 @@ class Task:
     #: rows must be long enough to fill one)
     packs_texts: bool = False
     #: `module:function` (spec, sample, used columns, tokenizer) -> the data preview's token lengths per side, as the
-    #: program tokenizes them; the TRL tasks' previews template their rows instead (nbtoolkit.chat_preview)
+    #: program tokenizes them; the TRL tasks' previews template their rows instead (nbtoolkit.inputs.chat_preview)
     preview_lengths: str = ""
     #: `module:function` (spec, sample) -> (format in words, columns read, rendered rows, warning or None): the data
     #: preview's rendering for rows the chat template alone cannot render (a vision-language task's images through its
-    #: processor); "": nbtoolkit.chat_preview's, for the TRL tasks
+    #: processor); "": nbtoolkit.inputs.chat_preview's, for the TRL tasks
     preview_sample: str = ""
     #: what the data preview says of its lengths (formatted with `data`, the spec's dataset block)
     preview_note: str = ""

@@ -2,7 +2,7 @@ import logging
 import os
 import sys
 
-from nbtoolkit.runtime import die_with_parent
+from nbtoolkit.launching.runtime import die_with_parent
 from nbtoolkit.train.program import main
 
 die_with_parent()  # a rank under a launcher killed with its supervisor ends too

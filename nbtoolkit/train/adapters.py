@@ -12,14 +12,14 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from nbtoolkit.adapters import ALL_LINEAR, missing_package, target_modules
-from nbtoolkit.bundled import is_bundled
-from nbtoolkit.precision import SAVE_DTYPES, save_dtype
-from nbtoolkit.saved_models import ADAPTER_CONFIG, BASE_DIR, base_weights, is_adapter_folder
+from nbtoolkit.hardware.precision import SAVE_DTYPES, save_dtype
+from nbtoolkit.inputs.bundled import is_bundled
 from nbtoolkit.spec import AdapterSpec, RunSpec
+from nbtoolkit.spec_parts.adapters import ALL_LINEAR, missing_package, target_modules
 from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import as_loaded, base_made_here, model_source
+from nbtoolkit.trained_model.saved_folders import ADAPTER_CONFIG, BASE_DIR, base_weights, is_adapter_folder
 
 #: task heads PEFT trains whole (its modules_to_save for SEQ_CLS and QUESTION_ANS): all-linear must not wrap them too
 TASK_HEADS = ["classifier", "score", "qa_outputs"]
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    from nbtoolkit.runtime import ERROR_PREFIX
+    from nbtoolkit.launching.runtime import ERROR_PREFIX
     from nbtoolkit.spec import load_spec
 
     parser = argparse.ArgumentParser(prog="python -m nbtoolkit.train.adapters", description=merge.__doc__)

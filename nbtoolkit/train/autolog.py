@@ -69,8 +69,8 @@ def patch_trainer(trainer_class: type) -> None:
 
 def add_metrics_callback(trainer) -> None:
     """MetricsCallback on this Trainer (once, also when a subclass's __init__ runs the patched one)."""
-    from nbtoolkit.launches import JOB_DIR_ENV
-    from nbtoolkit.report import is_rank_zero, job_metrics_file
+    from nbtoolkit.launching.launch import JOB_DIR_ENV
+    from nbtoolkit.ranks.report import is_rank_zero, job_metrics_file
     from nbtoolkit.train.callbacks import HeartbeatCallback, MetricsCallback
 
     if os.environ.get(JOB_DIR_ENV) is None:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from nbtoolkit.heartbeat import CheckpointRequests, Heartbeat
 from nbtoolkit.metrics import budget, cost
 from nbtoolkit.metrics.parse import classify
 from nbtoolkit.metrics.throughput import steady_state
+from nbtoolkit.ranks.heartbeat import CheckpointRequests, Heartbeat
 
 
 class MetricsCallback(TrainerCallback):
@@ -189,7 +189,7 @@ def _agreed(reached: str | None, args) -> str | None:
 
 
 class HeartbeatCallback(TrainerCallback):
-    """Every rank: its heartbeat after each step (see nbtoolkit.heartbeat), and a save when the job is asked
+    """Every rank: its heartbeat after each step (see nbtoolkit.ranks.heartbeat), and a save when the job is asked
     for a checkpoint now (`nbtoolkit checkpoint ID`); training then goes on."""
 
     def __init__(self, job_dir: str | Path) -> None:

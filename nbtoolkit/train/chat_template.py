@@ -7,7 +7,7 @@ back from there, so training and serving render a conversation token for token a
 
 from __future__ import annotations
 
-from nbtoolkit.chat_formats import (
+from nbtoolkit.inputs.chat_formats import (
     NAMED_TEMPLATES,
     assistant_only_loss,
     has_generation_markers,

@@ -9,10 +9,10 @@ from pathlib import Path
 from datasets import Dataset, DatasetDict, load_dataset
 from datasets.exceptions import DatasetNotFoundError
 
-from nbtoolkit.bundled import bundled_files
-from nbtoolkit.catalog import CatalogError
-from nbtoolkit.catalog import instance as catalog_instance
-from nbtoolkit.data_files import FILE_FORMATS, check_paths
+from nbtoolkit.hardware.catalog import CatalogError
+from nbtoolkit.hardware.catalog import instance as catalog_instance
+from nbtoolkit.inputs.bundled import bundled_files
+from nbtoolkit.inputs.data_files import FILE_FORMATS, check_paths
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.errors import TrainError

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nbtoolkit.runtime import DEEPSPEED_CONFIG_FILE
+from nbtoolkit.launching.runtime import DEEPSPEED_CONFIG_FILE
 from nbtoolkit.spec import RunSpec
 
 

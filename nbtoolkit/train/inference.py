@@ -1,7 +1,7 @@
 """`python -m nbtoolkit.train.inference`: a finished job's model answering new inputs, or evaluated on other data.
 
 Run apart from the notebook kernel (which never imports torch), in the job directory: `Job.evaluate` runs it
-once; `Job.predict` and Try-it keep one running with the model loaded (`--serve`, see nbtoolkit.warm_model). The model is the job's final one (output/model) or a chosen checkpoint; a
+once; `Job.predict` and Try-it keep one running with the model loaded (`--serve`, see nbtoolkit.trained_model.warm_model). The model is the job's final one (output/model) or a chosen checkpoint; a
 run with an adapter is its base (saved beside the adapter at the start) with the adapter on top.
 """
 
@@ -15,7 +15,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from nbtoolkit.runtime import ERROR_PREFIX, SPEC_FILE
+from nbtoolkit.launching.runtime import ERROR_PREFIX, SPEC_FILE
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 from nbtoolkit.tasks import TASKS, hook
 from nbtoolkit.train.errors import TrainError
@@ -30,8 +30,8 @@ def trained_model(spec: RunSpec, checkpoint: str | None = None):
     saved processor where the job saved one (a vision-language model's: image processor, tokenizer, template)."""
     from transformers import AutoProcessor, AutoTokenizer
 
-    from nbtoolkit.saved_models import BASE_DIR, base_weights
     from nbtoolkit.train.adapters import auto_class
+    from nbtoolkit.trained_model.saved_folders import BASE_DIR, base_weights
 
     where = Path(checkpoint) if checkpoint else MODEL_DIR
     if not where.is_dir():
@@ -113,8 +113,8 @@ def evaluate(spec: RunSpec, dataset: str) -> dict:
 
     With an adapter, on the merged model (the same predictions as base + adapter, see adapters.merge).
     """
-    from nbtoolkit.bundled import bundled_files
-    from nbtoolkit.data_files import check_file
+    from nbtoolkit.inputs.bundled import bundled_files
+    from nbtoolkit.inputs.data_files import check_file
     from nbtoolkit.train.adapters import full_model
     from nbtoolkit.train.predict import cpu_spec, evaluate_model
 

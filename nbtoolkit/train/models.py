@@ -8,11 +8,11 @@ import transformers
 from packaging.version import Version
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
-from nbtoolkit.bundled import TINY_MODELS, is_bundled, tokenizer_dir, with_language_facts
-from nbtoolkit.packaged import packaged_model_path
-from nbtoolkit.precision import spec_load_dtype
-from nbtoolkit.saved_models import base_weights, config_folder, is_adapter_folder
+from nbtoolkit.hardware.precision import spec_load_dtype
+from nbtoolkit.inputs.bundled import TINY_MODELS, is_bundled, tokenizer_dir, with_language_facts
+from nbtoolkit.inputs.packaged import packaged_model_path
 from nbtoolkit.train.errors import TrainError
+from nbtoolkit.trained_model.saved_folders import base_weights, config_folder, is_adapter_folder
 
 
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
@@ -70,7 +70,7 @@ def as_loaded(dtype) -> dict:
 
 def load_model(auto_class, spec, tokenizer: PreTrainedTokenizerBase, **config_overrides):
     """`auto_class` (e.g. AutoModelForSequenceClassification) for the spec's model: from the hub or a path in
-    the dtype nbtoolkit.precision names (transformers 5 would keep the checkpoint's own), or built tiny.
+    the dtype nbtoolkit.hardware.precision names (transformers 5 would keep the checkpoint's own), or built tiny.
 
     QLoRA loads 4-bit weights (pretrained models only; the adapter check says so first);
     `train.from_config` builds the model's architecture with random weights (training from scratch).
@@ -108,7 +108,7 @@ def base_made_here(spec) -> bool:
 
 
 def torch_dtype(name: str):
-    """The torch dtype of a nbtoolkit.precision name (NF4's unquantized layers are bf16)."""
+    """The torch dtype of a nbtoolkit.hardware.precision name (NF4's unquantized layers are bf16)."""
     import torch
 
     return torch.bfloat16 if name == "nf4" else getattr(torch, name)

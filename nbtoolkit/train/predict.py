@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit.runtime import ERROR_PREFIX
+from nbtoolkit.launching.runtime import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
 
 #: settings of the training run that do not apply to an evaluation on CPU

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit.credentials import trainer_credentials
-from nbtoolkit.runtime import ERROR_PREFIX
-from nbtoolkit.saved_models import config_folder
+from nbtoolkit.launching.credentials import trainer_credentials
+from nbtoolkit.launching.runtime import ERROR_PREFIX
 from nbtoolkit.spec import RunSpec, SpecError, load_spec
-from nbtoolkit.trackers import environment, run_name
+from nbtoolkit.spec_parts.trackers import environment, run_name
+from nbtoolkit.trained_model.saved_folders import config_folder
 
 
 def training_arguments(spec: RunSpec, output_dir: str, has_eval: bool, arguments_class=None, **overrides):
@@ -123,7 +123,7 @@ def declared_kinds(annotation: Any) -> set[str]:
 
 def resume_checkpoint(spec: RunSpec, output_dir: str) -> str | None:
     """The checkpoint to continue from: the spec's path, or with 'latest' the last complete one in output_dir."""
-    from nbtoolkit.checkpoints import is_complete, last_checkpoint
+    from nbtoolkit.lineage.checkpoints import is_complete, last_checkpoint
     from nbtoolkit.train.errors import TrainError
 
     if spec.resume is None:
@@ -146,7 +146,7 @@ def use_inductor_cache(spec: RunSpec) -> None:
     Must run before torch is imported: importing transformers already fixes torch's cache directory.
     """
     if spec.compile == "torch" and not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
-        from nbtoolkit.runtime import default_home
+        from nbtoolkit.launching.runtime import default_home
 
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(default_home() / "cache" / "torchinductor")
 

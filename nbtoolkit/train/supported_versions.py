@@ -75,7 +75,7 @@ def container_requirements(
     the newest datasets (5.2.0, huggingface-hub>=1.31) and so replaced transformers 4.56.2 by 5.24.0; with these
     lines it kept 4.56.2 and took datasets 5.0.1 (huggingface-hub<2.0). `task_requires` (the task's own, e.g.
     transformers>=5.18.0) replace the floor's line of the same library; KEEPS_IMAGES_IMPORTABLE holds in every image.
-    `pins` (nbtoolkit.image_pins: the versions the run's image lock lifts the image's packages to) replace the line of
+    `pins` (nbtoolkit.launching.image_pins: the versions the run's image lock lifts the image's packages to) replace the line of
     their package by `==` that version, or join the lines, so the container installs what the rehearsal ran with."""
     raised = {_name(line) for line in task_requires}
     lines = [

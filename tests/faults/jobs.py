@@ -6,7 +6,7 @@ import re
 import time
 
 from nbtoolkit.api import Job
-from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.launching.launch import Launch, Stage
 from nbtoolkit.runner import submit
 from tests.conftest import PYTHON, SCRIPTS
 

@@ -19,7 +19,7 @@ from tests.faults.jobs import PACED, finished_all, paced_launch, printed_steps, 
 from tests.test_secrets import SECRET, files_holding
 
 SUBMIT_THEN_WAIT = (
-    "import json, sys, time; from nbtoolkit.launches import Launch; "
+    "import json, sys, time; from nbtoolkit.launching.launch import Launch; "
     "from nbtoolkit.runner import JobStore, submit; "
     "r = submit(Launch.from_dict(json.loads(sys.argv[1])), name='k', task='text-classification', "
     "store=JobStore(sys.argv[2])); print(r.id, flush=True); time.sleep(600)"
@@ -186,7 +186,7 @@ def rest(port: int, token: str, method: str, path: str) -> tuple[int, dict]:
 
 
 def test_the_server_restarted_mid_run(store, tmp_path, observe):
-    from nbtoolkit.launches import free_port
+    from nbtoolkit.launching.launch import free_port
 
     port, token, root = free_port(), "faults", tmp_path / "root"
     root.mkdir()

@@ -16,8 +16,8 @@ import pytest
 
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.gguf_export import llama_env, write_gguf
 from nbtoolkit.runner import JobStore
+from nbtoolkit.trained_model.gguf_export import llama_env, write_gguf
 
 SIDE = Path(__file__).with_name("llama_side.py")
 CONVERSATION = [{"role": "user", "content": "What is 2 + 3?"}]

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from nbtoolkit.api import Job
-from nbtoolkit.image_envs import BUILD, REPORTED, is_built, stack_of
-from nbtoolkit.rehearse import STEPS, rehearse
-from nbtoolkit.spec_blocks import AdapterSpec
+from nbtoolkit.rehearsal.image_envs import BUILD, REPORTED, is_built, stack_of
+from nbtoolkit.rehearsal.rehearse import STEPS, rehearse
+from nbtoolkit.spec_parts.blocks import AdapterSpec
 from tests.real_launches import as_launched, real_specs
 from tests.test_image_envs import ON_THE_LOCK
 

@@ -8,7 +8,7 @@ import asyncio
 import json
 import time
 
-from nbtoolkit.heartbeat import RANKS_DIR, checkpoint_request, request_checkpoint
+from nbtoolkit.ranks.heartbeat import RANKS_DIR, checkpoint_request, request_checkpoint
 from tests.server.test_contract import conforms
 from tests.server.test_handlers import API, error_of, finished_job, get_json
 

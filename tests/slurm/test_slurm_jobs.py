@@ -13,7 +13,7 @@ import yaml
 
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import dispatch
-from nbtoolkit.checkpoints import last_checkpoint
+from nbtoolkit.lineage.checkpoints import last_checkpoint
 from nbtoolkit.metrics.series import read_metrics
 from nbtoolkit.runner.tree import tagged_processes
 from nbtoolkit.spec import load_spec

@@ -242,7 +242,7 @@ def test_the_clusters_fixture_says_how_to_install_slurm_when_it_is_missing(monke
 
 
 def test_a_slurm_spec_rehearses_here_without_slurm():
-    from nbtoolkit.rehearse import rehearsal
+    from nbtoolkit.rehearsal.rehearse import rehearsal
 
     rehearsed = rehearsal(load_spec(SPEC.read_text()))
     assert all(load_spec(spec).hardware.target == "local" and "slurm" not in spec for spec in rehearsed.specs)

@@ -9,10 +9,10 @@ import sys
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.program import program_args, writes_own_metrics
 from nbtoolkit.backends.torchrun.render import multi_process_launch, rendezvous_port, torchrun_launch, train_stage
-from nbtoolkit.launches import Launch, Stage, job_path
-from nbtoolkit.runtime import DEEPSPEED_CONFIG_FILE
+from nbtoolkit.launching.launch import Launch, Stage, job_path
+from nbtoolkit.launching.runtime import DEEPSPEED_CONFIG_FILE
 from nbtoolkit.spec import RunSpec
-from nbtoolkit.spec_blocks import DEEPSPEED_TUTORIAL_CONFIGS, Offload, ParallelismSpec
+from nbtoolkit.spec_parts.blocks import DEEPSPEED_TUTORIAL_CONFIGS, Offload, ParallelismSpec
 
 NAME = "deepspeed"
 HOSTFILE = "hostfile"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from nbtoolkit.backends.program import launch_env, program_args, run_dir, writes_own_metrics
-from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.launching.launch import Launch, Stage
 from nbtoolkit.spec import RunSpec
 
 NAME = "local"

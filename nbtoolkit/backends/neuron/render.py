@@ -9,9 +9,9 @@ from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.neuron.settings import NEURON_WORKERS, NeuronSpec
 from nbtoolkit.backends.program import program_args
 from nbtoolkit.backends.torchrun.render import rendezvous_port, torchrun_argv, torchrun_launch, train_stage
-from nbtoolkit.catalog import CatalogError
-from nbtoolkit.catalog import instance as catalog_instance
-from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.hardware.catalog import CatalogError
+from nbtoolkit.hardware.catalog import instance as catalog_instance
+from nbtoolkit.launching.launch import Launch, Stage
 from nbtoolkit.spec import RunSpec
 
 NAME = "neuron"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from nbtoolkit.spec_block import SpecBlock
+from nbtoolkit.spec_parts.block import SpecBlock
 
 #: NeuronCores per Trainium instance type, and the worker counts the Neuron tutorials run on each
 NEURON_WORKERS: dict[str, tuple[int, ...]] = {

@@ -16,8 +16,8 @@ from nbtoolkit.backends.sagemaker.job import (
     SPEC_FILE_ENV,
     shipped_spec,
 )
-from nbtoolkit.image_pins import container_pins
-from nbtoolkit.runtime import ERROR_PREFIX, SPEC_FILE
+from nbtoolkit.launching.image_pins import container_pins
+from nbtoolkit.launching.runtime import ERROR_PREFIX, SPEC_FILE
 from nbtoolkit.spec import RunSpec
 from nbtoolkit.tasks import TASKS
 from nbtoolkit.train.supported_versions import container_requirements
@@ -66,7 +66,7 @@ sys.exit(main(["--spec", os.path.join(os.path.dirname(os.path.abspath(__file__))
 
 def code_files(spec: RunSpec, image: str) -> dict[str, str]:
     """Files of the job's code directory that nbtoolkit writes (the package itself is copied at submit); `image` is
-    the training image the job runs, whose lock (nbtoolkit.image_pins) says what requirements.txt pins."""
+    the training image the job runs, whose lock (nbtoolkit.launching.image_pins) says what requirements.txt pins."""
     if spec.script is not None:
         return {}
     shipped = shipped_spec(spec)

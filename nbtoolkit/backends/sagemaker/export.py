@@ -19,8 +19,8 @@ from nbtoolkit.backends.sagemaker.job import (
     TrainingJob,
 )
 from nbtoolkit.backends.sagemaker.settings import REGION_PLACEHOLDER
+from nbtoolkit.launching.rendering import comment, python_replace
 from nbtoolkit.metrics.parse import pair_pattern
-from nbtoolkit.rendering import comment, python_replace
 
 V3_FILE = "sagemaker/launch_v3.py"
 V2_FILE = "sagemaker/launch_v2.py"

@@ -23,13 +23,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit.artifacts import MODEL_URI_KEY
 from nbtoolkit.backends.follower import command_line, fail, speaker, stop_on_signals
 from nbtoolkit.backends.sagemaker.aws_errors import explain
 from nbtoolkit.backends.sagemaker.job import TrainingJob
-from nbtoolkit.catalog import hourly_price
+from nbtoolkit.hardware.catalog import hourly_price
 from nbtoolkit.metrics.cost import cost_usd
 from nbtoolkit.runner.tree import JOB_ID_ENV
+from nbtoolkit.trained_model.artifacts import MODEL_URI_KEY
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 say = speaker("sagemaker")

@@ -16,10 +16,12 @@ from typing import Any
 from nbtoolkit.backends.sagemaker.aws_errors import SageMakerSetupError
 from nbtoolkit.backends.sagemaker.instances import accelerator_of, unknown_instance_message
 from nbtoolkit.backends.sagemaker.settings import region_image
-from nbtoolkit.catalog import CatalogError, instance_names
-from nbtoolkit.catalog import instance as catalog_instance
-from nbtoolkit.gpu_builds import build_known, cuda_of, image_build, pytorch_runs_on, sm_name
-from nbtoolkit.shipping import DISTRIBUTION  # whose requirements (pyproject.toml) the program needs in the image
+from nbtoolkit.hardware.catalog import CatalogError, instance_names
+from nbtoolkit.hardware.catalog import instance as catalog_instance
+from nbtoolkit.hardware.gpu_builds import build_known, cuda_of, image_build, pytorch_runs_on, sm_name
+from nbtoolkit.launching.shipping import (
+    DISTRIBUTION,  # whose requirements (pyproject.toml) the program needs in the image
+)
 from nbtoolkit.spec import RunSpec, SpecWarning
 from nbtoolkit.train.supported_versions import floor_version
 
@@ -57,7 +59,7 @@ CPU_TAG = re.compile(r":[^/@]*\bcpu\b")
 
 def training_image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, str] | None, dict[str, str] | None]:
     """(explicit image URI, image lookup, Hugging Face versions) for the instance and strategy: only an image
-    whose PyTorch build has kernels for the instance's GPU (nbtoolkit/gpu_builds.yaml)."""
+    whose PyTorch build has kernels for the instance's GPU (nbtoolkit/hardware/gpu_builds.yaml)."""
     settings = spec.sagemaker
     gpu = _gpu(instance)
     if settings.image_uri:
@@ -141,7 +143,7 @@ def _gpu(instance: str) -> str | None:
         raise SageMakerSetupError(
             f"hardware.instance_type '{instance}' is a GPU instance nbtoolkit's catalog does not know, so no image "
             f"can be checked for kernels for its GPU; use one of {', '.join(known)} (or add it, with its GPU, to "
-            "nbtoolkit/catalog.yaml)"
+            "nbtoolkit/hardware/catalog.yaml)"
         ) from None
 
 
@@ -154,7 +156,7 @@ def _no_kernels(what: str, build: tuple[str, str | None], instance: str, gpu: st
         f", which has no kernels for the {gpu} ({sm_name(gpu)}) of '{instance}' and would fail at its first CUDA "
         "kernel after the instances start billing"
         if build_known(pytorch, cuda)
-        else f", a build nbtoolkit/gpu_builds.yaml has no row for, so whether it has kernels for the {gpu} "
+        else f", a build nbtoolkit/hardware/gpu_builds.yaml has no row for, so whether it has kernels for the {gpu} "
         f"({sm_name(gpu)}) of '{instance}' cannot be checked"
     )
     return (

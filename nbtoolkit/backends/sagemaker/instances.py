@@ -1,5 +1,5 @@
 """What SageMaker jobs need to know about instance types beyond the catalog: validity, accelerator,
-which ones run SageMaker's distributed libraries. (Prices come from nbtoolkit.catalog.)
+which ones run SageMaker's distributed libraries. (Prices come from nbtoolkit.hardware.catalog.)
 
 Validity comes from the SageMaker API model that botocore ships (its TrainingInstanceType enum),
 so it follows the service without a list of our own. Which instances run SageMaker's distributed

@@ -31,7 +31,7 @@ from nbtoolkit.backends.sagemaker.instances import (
     SMP_INSTANCE_TYPES,
     accelerator_of,
 )
-from nbtoolkit.credentials import is_secret_variable
+from nbtoolkit.launching.credentials import is_secret_variable
 from nbtoolkit.metrics.parse import pair_pattern
 from nbtoolkit.spec import RunSpec
 

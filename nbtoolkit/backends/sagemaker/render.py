@@ -16,7 +16,7 @@ from nbtoolkit.backends.sagemaker.images import huggingface_image_tag, training_
 from nbtoolkit.backends.sagemaker.instances import unknown_instance_message
 from nbtoolkit.backends.sagemaker.job import JOB_FILE, training_job, with_data_channels
 from nbtoolkit.backends.sagemaker.model_data import fetch_model, model_input
-from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.launching.launch import Launch, Stage
 from nbtoolkit.spec import RunSpec
 
 __all__ = ["attach", "fetch_model", "model_input", "preflight", "render", "transfers", "validate"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from nbtoolkit.spec_block import SpecBlock
+from nbtoolkit.spec_parts.block import SpecBlock
 
 #: the one placeholder an image URI may hold: the job's region, put in by submit and by the exported scripts alike
 REGION_PLACEHOLDER = "{region}"

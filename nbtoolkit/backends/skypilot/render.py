@@ -8,7 +8,7 @@ import sys
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.skypilot.settings import BUCKET_SCHEMES
 from nbtoolkit.backends.skypilot.task import TASK_FILE, accelerators, data_mounts, settings, task_files
-from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.launching.launch import Launch, Stage
 from nbtoolkit.spec import RunSpec
 
 NAME = "skypilot"

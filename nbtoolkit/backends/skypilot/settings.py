@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field
 
-from nbtoolkit.spec_block import SpecBlock
+from nbtoolkit.spec_parts.block import SpecBlock
 
 #: GPU per node as SkyPilot names it: `A100:8`, `H100-80GB:8`, `L4`
 ACCELERATORS = re.compile(r"[A-Za-z][A-Za-z0-9-]*(:\d+)?")

@@ -19,16 +19,16 @@ from typing import Any
 import yaml
 
 import nbtoolkit
-from nbtoolkit import catalog
 from nbtoolkit.backends import LOCAL
 from nbtoolkit.backends.dispatch import render
 from nbtoolkit.backends.skypilot.settings import SkyPilotSpec
 from nbtoolkit.backends.torchrun.render import MULTI_NODE_PORT
-from nbtoolkit.credentials import references
-from nbtoolkit.launches import Launch
-from nbtoolkit.shipping import DISTRIBUTION
+from nbtoolkit.hardware import catalog
+from nbtoolkit.launching.credentials import references
+from nbtoolkit.launching.launch import Launch
+from nbtoolkit.launching.shipping import DISTRIBUTION
 from nbtoolkit.spec import RunSpec
-from nbtoolkit.trackers import PACKAGES
+from nbtoolkit.spec_parts.trackers import PACKAGES
 
 TASK_FILE = "skypilot/task.yaml"
 #: the folder SkyPilot syncs to every node (as ~/sky_workdir) and runs the task in

@@ -15,8 +15,8 @@ from nbtoolkit import backends
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.slurm.sbatch import SCRIPT, node_spec, slurm_files
 from nbtoolkit.backends.slurm.settings import SlurmSpec
-from nbtoolkit.chains import local_folder
-from nbtoolkit.launches import Launch, Stage
+from nbtoolkit.launching.launch import Launch, Stage
+from nbtoolkit.lineage.chains import local_folder
 from nbtoolkit.spec import RunSpec
 
 #: an earlier job's model: the cluster's nodes read nbtoolkit's job folders (its launch runs in one)

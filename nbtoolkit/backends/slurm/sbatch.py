@@ -15,9 +15,9 @@ from dataclasses import replace
 from nbtoolkit.backends.program import program_args
 from nbtoolkit.backends.slurm.settings import SlurmSpec
 from nbtoolkit.backends.torchrun.render import MULTI_NODE_PORT
-from nbtoolkit.launches import Launch
-from nbtoolkit.rendering import comment
-from nbtoolkit.runtime import SPEC_FILE
+from nbtoolkit.launching.launch import Launch
+from nbtoolkit.launching.rendering import comment
+from nbtoolkit.launching.runtime import SPEC_FILE
 from nbtoolkit.spec import RunSpec
 
 SCRIPT = "sbatch.sh"

@@ -6,7 +6,7 @@ import re
 
 from pydantic import ConfigDict, Field, field_validator
 
-from nbtoolkit.spec_block import SpecBlock
+from nbtoolkit.spec_parts.block import SpecBlock
 
 #: a partition or account name as it goes on an `#SBATCH` line: nothing a shell or Slurm's parser reads specially
 SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

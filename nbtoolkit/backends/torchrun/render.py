@@ -7,7 +7,7 @@ import json
 import sys
 
 from nbtoolkit.backends.program import launch_env, program_args, run_dir, writes_own_metrics
-from nbtoolkit.launches import Launch, Stage, free_port, job_path
+from nbtoolkit.launching.launch import Launch, Stage, free_port, job_path
 from nbtoolkit.spec import RunSpec
 
 NAME = "torchrun"

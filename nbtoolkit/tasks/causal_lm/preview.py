@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nbtoolkit.data_preview import TokenLengths, count
+from nbtoolkit.inputs.data_preview import TokenLengths, count
 from nbtoolkit.train.errors import TrainError
 
 

@@ -8,7 +8,7 @@ from nbtoolkit.train.inference import MAX_NEW_TOKENS
 
 def reply(spec, model, tokenizer, conversation: str | list) -> dict:
     """The assistant's next turn: the conversation rendered by the chat template the job trained and saved with."""
-    from nbtoolkit.chat_formats import as_turns
+    from nbtoolkit.inputs.chat_formats import as_turns
 
     messages = as_turns(conversation, "user")
     if not all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in messages):

@@ -1,6 +1,6 @@
 """chat: supervised fine-tuning on conversations with TRL's SFTTrainer; loss on the assistant's turns by default.
 
-Rows in any format nbtoolkit.chat_formats knows become `messages`; the chat template (with `{% generation %}`
+Rows in any format nbtoolkit.inputs.chat_formats knows become `messages`; the chat template (with `{% generation %}`
 markers around replies) tells TRL which tokens are the assistant's. `extra` reaches SFTConfig
 (e.g. assistant_only_loss: false, packing_strategy, loss_type).
 """
@@ -12,7 +12,7 @@ import os
 from transformers import AutoModelForCausalLM
 from trl import SFTConfig, SFTTrainer
 
-from nbtoolkit.chat_formats import FormatError, as_messages, detect_format
+from nbtoolkit.inputs.chat_formats import FormatError, as_messages, detect_format
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model, loss_template
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model

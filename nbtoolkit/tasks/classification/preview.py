@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nbtoolkit.data_preview import TokenLengths, count, lengths_of, tokenizer_limit
+from nbtoolkit.inputs.data_preview import TokenLengths, count, lengths_of, tokenizer_limit
 
 
 def token_lengths(spec, sample, used: dict[str, str], tokenizer) -> list[TokenLengths]:

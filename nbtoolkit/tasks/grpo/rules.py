@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nbtoolkit.spec_blocks import RewardSpec
+from nbtoolkit.spec_parts.blocks import RewardSpec
 from nbtoolkit.tasks import TaskWorkload
 
 

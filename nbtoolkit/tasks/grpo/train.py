@@ -15,11 +15,11 @@ from pathlib import Path
 from transformers import AutoModelForCausalLM
 from trl import GRPOConfig, GRPOTrainer
 
-from nbtoolkit.bundled import is_bundled
-from nbtoolkit.precision import spec_load_dtype
-from nbtoolkit.reward_names import BUNDLED_REWARDS
+from nbtoolkit.hardware.precision import spec_load_dtype
+from nbtoolkit.inputs.bundled import is_bundled
 from nbtoolkit.rewards import RewardError, checked, load
 from nbtoolkit.spec import RewardSpec
+from nbtoolkit.spec_parts.reward_names import BUNDLED_REWARDS
 from nbtoolkit.tasks.chat.train import trl_overrides
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
 from nbtoolkit.train.errors import TrainError

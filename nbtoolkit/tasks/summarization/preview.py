@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from nbtoolkit.data_preview import TARGET_PERCENTILE, TokenLengths, count, lengths_of, percentile, tokenizer_limit
+from nbtoolkit.inputs.data_preview import (
+    TARGET_PERCENTILE,
+    TokenLengths,
+    count,
+    lengths_of,
+    percentile,
+    tokenizer_limit,
+)
 
 
 def token_lengths(spec, sample, used: dict[str, str], tokenizer) -> list[TokenLengths]:

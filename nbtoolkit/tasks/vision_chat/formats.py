@@ -1,6 +1,6 @@
 """Vision-language chat data: detect its format, turn its rows into TRL's (`messages` with image parts + `images`).
 
-Two formats, named as nbtoolkit.chat_formats names their text-only kin:
+Two formats, named as nbtoolkit.inputs.chat_formats names their text-only kin:
 - `messages`: TRL's vision format (trl/trainer/sft_trainer.py:262-279, DataCollatorForVisionLanguageModeling):
   turns whose content is text or a list of parts (`{"type": "image"}`, `{"type": "text", "text": ...}`), and an
   `images` column holding one path (or list of paths) per row, in the order the image parts come;
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nbtoolkit.chat_formats import SHAREGPT_ROLES, FormatError, detect_format, json_kind
+from nbtoolkit.inputs.chat_formats import SHAREGPT_ROLES, FormatError, detect_format, json_kind
 
 #: format -> (the turns' column, the images' column), checked in this order
 VISION_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -122,7 +122,7 @@ def _image(image: Any, folder: Path | None, where: str) -> Any:
 def check_row(row: dict[str, Any], number: int, dataset, where: str, folder: Path) -> list[str]:
     """A row of a local data file as the job will read it (vision-chat's `check_row`): in a vision format, its image
     places matching its images; returns the image files it names (the pre-launch check looks for each)."""
-    from nbtoolkit.data_files import DataError
+    from nbtoolkit.inputs.data_files import DataError
 
     declared = dataset.format
     fmt = (

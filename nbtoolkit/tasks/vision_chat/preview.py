@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import io
 
-from nbtoolkit.chat_preview import Rendered, as_rendered
+from nbtoolkit.inputs.chat_preview import Rendered, as_rendered
 from nbtoolkit.tasks.vision_chat.formats import VISION_COLUMNS, VISION_FORMAT_NAMES, detect_vision_format
 from nbtoolkit.train.errors import TrainError
 
@@ -18,8 +18,8 @@ def preview_sample(spec, sample) -> tuple[str, list[str], list[Rendered], None]:
     """The format in words, the columns read, and every row rendered as trained."""
     from trl.data_utils import prepare_multimodal_messages
 
-    from nbtoolkit.chat_formats import FormatError
-    from nbtoolkit.data_preview import quiet_progress
+    from nbtoolkit.inputs.chat_formats import FormatError
+    from nbtoolkit.inputs.data_preview import quiet_progress
     from nbtoolkit.tasks.vision_chat.train import conversations, load_processor
 
     try:

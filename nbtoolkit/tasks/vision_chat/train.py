@@ -21,8 +21,8 @@ from pathlib import Path
 from transformers import AutoModelForImageTextToText, AutoProcessor
 from trl import SFTTrainer
 
-from nbtoolkit.bundled import bundled_files, is_bundled, tokenizer_dir
-from nbtoolkit.chat_formats import FormatError
+from nbtoolkit.inputs.bundled import bundled_files, is_bundled, tokenizer_dir
+from nbtoolkit.inputs.chat_formats import FormatError
 from nbtoolkit.tasks.chat.train import config_class, trl_overrides
 from nbtoolkit.tasks.vision_chat.formats import VISION_FORMAT_NAMES, as_vision_row, detect_vision_format
 from nbtoolkit.train.errors import TrainError

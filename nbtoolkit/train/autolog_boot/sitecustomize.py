@@ -9,7 +9,7 @@ import runpy
 import sys
 
 try:  # first: a rank must not outlive the processes supervising it
-    from nbtoolkit.runtime import die_with_parent
+    from nbtoolkit.launching.runtime import die_with_parent
 
     die_with_parent()
 except ModuleNotFoundError:
