@@ -162,6 +162,24 @@ def test_an_image_without_a_table_is_one_sentence_naming_the_tables():
         stack_of(spec)
 
 
+def test_a_trainium_job_is_rehearsed_in_the_neuron_sdks_packages_only_when_it_runs_that_image():
+    """SageMaker on trn1 with nbtoolkit's image, or a trn1 machine set up as the docs say: SDK 2.26's table. A
+    Neuron image of the user's own is not that table's: one sentence, not a rehearsal in packages it will not meet."""
+    from nbtoolkit.spec import SpecWarning, load_spec
+
+    trn1 = {"target": "sagemaker", "instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"}
+    spec = {"task": "text-classification", "hardware": trn1, "sagemaker": {"role": "arn:aws:iam::1:role/r"}}
+    assert stack_of(load_spec(spec)).name == "hf-neuronx-sdk2.26"
+    assert stack_of(load_spec({"task": "text-classification", "hardware": {"accelerator": "neuron"}})).name == (
+        "hf-neuronx-sdk2.26"
+    )
+    own = "111122223333.dkr.ecr.us-east-1.amazonaws.com/my-neuronx-training:latest"
+    with pytest.warns(SpecWarning):
+        theirs = load_spec({**spec, "sagemaker": {**spec["sagemaker"], "image_uri": own}})
+    with pytest.raises(ImageEnvError, match=r"^no fact table of the image .*my-neuronx-training:latest .*SDK 2.26's"):
+        stack_of(theirs)
+
+
 def test_a_run_whose_requirements_lift_what_its_image_table_was_not_locked_with_is_one_sentence():
     """A LoRA run on the p3 image: its requirements.txt lifts PEFT, the table's environment has the image's own."""
     spec = real_specs()["bert-qa-sagemaker"].model_copy(update={"adapter": {"r": 8}})

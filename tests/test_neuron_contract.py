@@ -76,3 +76,20 @@ def test_the_programs_arguments_are_what_0_4_1_refuses_so_the_tutorials_run_trai
     )
     # what the tutorial's run asks (its extra: eval_strategy no), through the arguments 0.4.1 would have refused
     assert arguments.eval_strategy == "no" and arguments.data_seed == spec.train.seed and not arguments.fp16
+
+
+def test_a_machine_with_neuron_devices_but_no_torch_xla_stops_instead_of_training_on_its_cpu(monkeypatch, capsys):
+    """A trn1 given an image without the Neuron stack: the chips would idle while the host's CPU trains, billed.
+    Without a Neuron device (a rehearsal, the tests) the CPU trains, and the log says so."""
+    import glob
+
+    from nbtoolkit.train.engines import NEURON_DEVICES, xla_engine
+    from nbtoolkit.train.errors import TrainError
+
+    spec = load_spec({"task": "text-classification", "hardware": {"accelerator": "neuron"}})
+    assert importlib.util.find_spec("torch_xla") is None  # this machine's, as a CUDA image's on trn1
+    assert xla_engine(spec).arguments == {"bf16": False, "use_cpu": True}
+    assert "no torch_xla and no Neuron device here: the ranks train on the CPU" in capsys.readouterr().out
+    monkeypatch.setattr(glob, "glob", lambda pattern: ["/dev/neuron0"] if pattern == NEURON_DEVICES else [])
+    with pytest.raises(TrainError, match=r"has Neuron devices but its Python has no torch_xla \(torch-neuronx\)"):
+        xla_engine(spec)

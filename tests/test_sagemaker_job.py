@@ -30,7 +30,7 @@ from nbtoolkit.backends.sagemaker.job import (
 )
 from nbtoolkit.backends.sagemaker.submit import SubmitError, image_uri
 from nbtoolkit.metrics.parse import LogParser
-from nbtoolkit.spec import SpecError, load_spec
+from nbtoolkit.spec import SpecError, SpecWarning, load_spec
 from tests.conftest import DATA, PYTHON
 
 ROLE = "arn:aws:iam::111122223333:role/sagemaker"
@@ -174,6 +174,32 @@ def test_submit_and_the_exported_scripts_pull_the_trainium_image_from_the_regist
     endpoints = botocore.regions.EndpointResolver(botocore.loaders.create_loader().load_data("endpoints"))
     for region, host in job.image_registries.items():
         assert host.split(".dkr.")[1] == endpoints.construct_endpoint("ecr", region)["hostname"], region
+
+
+def test_a_trainium_jobs_own_image_must_hold_the_neuron_stack_it_was_tested_with():
+    """A GPU or CPU image on trn1 would train on the host's CPU while the chips bill; an older Neuron SDK's
+    optimum-neuron takes a trainer path nothing rehearses: each refused in one sentence before anything starts."""
+    ecr = "763104351884.dkr.ecr.{region}.amazonaws.com"
+
+    def trainium_with(image: str):
+        hardware = {"instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"}
+        return training_job(
+            sagemaker_spec(task="text-classification", hardware=hardware, sagemaker={"image_uri": image})
+        )
+
+    for image in (
+        f"{ecr}/huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04",
+        f"{ecr}/huggingface-pytorch-training:2.8.0-transformers4.56.2-cpu-py312-ubuntu22.04",
+    ):
+        with pytest.raises(SpecError, match=r"is no Neuron image .* train on the host's CPU while the Trainium chips"):
+            trainium_with(image)
+    older = f"{ecr}/huggingface-pytorch-training-neuronx:2.1.2-transformers4.48.1-neuronx-py310-sdk2.20.0-ubuntu20.04"
+    with pytest.raises(SpecError, match=r"holds Neuron SDK 2.20, older than the 2.26 nbtoolkit's program is tested"):
+        trainium_with(older)
+    with pytest.warns(SpecWarning, match=r"names no Neuron SDK in its tag"):
+        trainium_with(f"{ecr}/my-neuronx-training:latest")
+    newer = f"{ecr}/huggingface-pytorch-training-neuronx:2.9.0-transformers4.57.1-neuronx-py310-sdk2.27.0-ubuntu22.04"
+    assert trainium_with(newer).image_uri == newer
 
 
 def test_trainium_uses_the_documented_image_and_a_precompile_job_sharing_the_cache_on_s3():

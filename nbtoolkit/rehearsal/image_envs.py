@@ -150,10 +150,17 @@ def stack_of(spec: RunSpec) -> ImageStack | None:
     if not TABLES.is_dir():
         raise ImageEnvError(f"--image-env needs nbtoolkit's source checkout: {TABLES} is not here")
     tables = stacks()
-    if spec.hardware.accelerator == "neuron":
-        return next(stack for stack in tables.values() if "neuronx" in stack.image)
     local = spec.hardware.target == backends.LOCAL
     image = None if local else backends.get_backend(spec.hardware.target).container_image(spec)
+    if spec.hardware.accelerator == "neuron":  # a trn1 machine set up as docs/launchers.md says, or the SDK's image
+        neuron = next(stack for stack in tables.values() if "neuronx" in stack.image)
+        if image is None or image.rsplit("/", 1)[-1] == neuron.image.rsplit("/", 1)[-1]:
+            return neuron
+        raise ImageEnvError(
+            f"no fact table of the image {image} (tests/facts/images/ holds Neuron SDK 2.26's, "
+            f"{neuron.image.rsplit('/', 1)[-1]}): leave sagemaker.image_uri out to rehearse the image nbtoolkit "
+            "picks, or rehearse without --image-env"
+        )
     if image is None:
         return None
     candidates = of_image(image, TASKS[spec.task].requires, tables.values())

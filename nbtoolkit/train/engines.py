@@ -9,6 +9,7 @@ from typing import Any
 
 from nbtoolkit.launching.runtime import DEEPSPEED_CONFIG_FILE
 from nbtoolkit.spec import RunSpec
+from nbtoolkit.train.errors import TrainError
 
 
 @dataclass
@@ -68,13 +69,28 @@ def neuron_engine(spec: RunSpec) -> Engine:
     return Engine(trainer_class=NeuronTrainer, arguments_class=NeuronTrainingArguments)
 
 
+#: what the Neuron driver makes of each device of a machine with Trainium or Inferentia chips
+NEURON_DEVICES = "/dev/neuron*"
+
+
 def xla_engine(spec: RunSpec) -> Engine:
-    """transformers' own Trainer on XLA: full bf16 as the model cast to bfloat16. Where torch-xla is missing (a
-    Neuron run rehearsed or tested on a CPU machine) the ranks train on the CPU, together (gloo), not each alone."""
+    """transformers' own Trainer on XLA: full bf16 as the model cast to bfloat16. Where torch-xla is missing on a
+    machine without Neuron devices (a Neuron run rehearsed or tested on a CPU machine) the ranks train on the CPU,
+    together (gloo), not each alone, and say so; on a machine with Neuron devices that would be the billed chips
+    idle while the CPU trains, so the run stops at start-up in one sentence."""
+    import glob
     import importlib.util
 
     arguments: dict[str, Any] = {"bf16": False}
     if importlib.util.find_spec("torch_xla") is None:
+        if glob.glob(NEURON_DEVICES):
+            raise TrainError(
+                "this machine has Neuron devices but its Python has no torch_xla (torch-neuronx), so the run would "
+                "train on the CPU while the Trainium chips idle; use the Neuron SDK's image or environment "
+                "(docs/launchers.md)"
+            )
+        if is_local_main():
+            print("[nbtoolkit] no torch_xla and no Neuron device here: the ranks train on the CPU", flush=True)
         arguments["use_cpu"] = True
     return Engine(arguments=arguments, prepare_model=bf16_model if spec.precision == "bf16" else None)
 

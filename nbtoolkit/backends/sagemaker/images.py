@@ -65,6 +65,8 @@ def training_image(spec: RunSpec, instance: str) -> tuple[str | None, dict[str, 
     if settings.image_uri:
         if gpu is not None:
             _check_image_uri(settings.image_uri, instance, gpu)
+        elif accelerator_of(instance) == "neuron":
+            _check_neuron_image_uri(settings.image_uri, instance)
         return settings.image_uri, None, None
     if accelerator_of(instance) == "neuron":
         return TRAINIUM_IMAGE, None, None
@@ -124,6 +126,40 @@ def _check_image_uri(image_uri: str, instance: str, gpu: str) -> None:
         SpecWarning,
         stacklevel=2,
     )
+
+
+#: a Neuron DLC tag's SDK release (`...-neuronx-py310-sdk2.26.0-...`)
+NEURON_SDK = re.compile(r"-sdk(\d+)\.(\d+)")
+#: the Neuron SDK the program is tested against (its optimum-neuron 0.4.1: tests/facts/optimum-neuron-0.4.1.json)
+TESTED_NEURON_SDK = (2, 26)
+
+
+def _check_neuron_image_uri(image_uri: str, instance: str) -> None:
+    """An explicit image on a Trainium instance: one without the Neuron stack (a GPU or CPU image) would train on
+    the host's CPU while the Trainium chips bill; an older Neuron SDK's optimum-neuron takes another trainer path
+    nothing here rehearses. Refused in one sentence; a tag that names no SDK is run with a warning."""
+    what = f"sagemaker.image_uri '{image_uri}'"
+    default = TRAINIUM_IMAGE.rsplit(":", 1)[1]
+    if "neuronx" not in image_uri:
+        raise SageMakerSetupError(
+            f"{what} is no Neuron image (its name says no neuronx), so on '{instance}' the job would train on the "
+            f"host's CPU while the Trainium chips bill; leave sagemaker.image_uri out for Neuron SDK 2.26's "
+            f"({default}), or give a huggingface-pytorch-training-neuronx image"
+        )
+    found = NEURON_SDK.search(image_uri.rsplit(":", 1)[-1])
+    if found is None:
+        warnings.warn(
+            f"{what} names no Neuron SDK in its tag, so nbtoolkit cannot check it is 2.26 or newer (the SDK its "
+            f"program is tested with); give a tag that names it (-sdk2.26.0-), or leave image_uri out ({default})",
+            SpecWarning,
+            stacklevel=2,
+        )
+    elif (int(found[1]), int(found[2])) < TESTED_NEURON_SDK:
+        raise SageMakerSetupError(
+            f"{what} holds Neuron SDK {found[1]}.{found[2]}, older than the 2.26 nbtoolkit's program is tested with "
+            f"(its optimum-neuron 0.4.1); leave sagemaker.image_uri out for {default}, or run your own script "
+            "(script:)"
+        )
 
 
 def _gpu(instance: str) -> str | None:
