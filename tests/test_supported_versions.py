@@ -169,3 +169,14 @@ def test_the_distribution_asks_for_the_floor_and_what_the_container_adds():
     for floor in FLOOR:
         assert f"{floor.package}>={floor.version}" in asked, floor
     assert set(ALSO_IMPORTED) <= set(project["dependencies"])
+
+
+def test_the_trainium_install_in_the_docs_adds_everything_the_program_imports_beside_the_neuron_sdk():
+    """A trn1 machine installs nbtoolkit with --no-deps (its SDK's stack stays) and then the lines docs/launchers.md
+    gives: those must be ALSO_IMPORTED, every one (without rouge-score a T5 run trained, then failed at ROUGE)."""
+    import re
+
+    docs = (ROOT / "docs" / "launchers.md").read_text()
+    command = re.search(r"`pip install (\"[^`]*\")`", docs)
+    assert command is not None and "pip install --no-deps nbtoolkit-finetune" in docs
+    assert re.findall(r'"([^"]+)"', command[1]) == list(ALSO_IMPORTED)
