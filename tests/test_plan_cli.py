@@ -82,3 +82,16 @@ def test_plan_with_max_steps_but_no_pace_names_the_pace_not_the_steps(tmp_path, 
     main(["plan", spec, "--no-past-jobs"])
     time_line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("time:"))
     assert "10 steps" in time_line and "hardware.instance_type" in time_line and "train.max_steps" not in time_line
+
+
+def test_a_setup_whose_price_is_unknown_is_offered_priced_ones_not_cheaper_ones(tmp_path, capsys):
+    """ml.trn1.2xlarge has no SageMaker price in the catalog: the setups listed beside it have one, and are not
+    called cheaper than a price nobody knows."""
+    trn1 = {"target": "sagemaker", "instance_type": "ml.trn1.2xlarge", "accelerator": "neuron"}
+    spec = write(
+        tmp_path, {"task": "text-classification", "hardware": trn1, "sagemaker": {"role": "arn:aws:iam::1:role/r"}}
+    )
+    main(["plan", spec])
+    out = capsys.readouterr().out
+    assert "cost: unknown" in out and "cheaper setups" not in out
+    assert "setups that fit, with a known price (this one's is not known):" in out

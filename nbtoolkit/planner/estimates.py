@@ -298,7 +298,12 @@ class Plan(Estimate):
                 seen.add(where)
                 better.append(alt)
         if better:
-            lines.append("cheaper setups that fit:" if self.fits else "setups that fit:")
+            if not self.fits:
+                lines.append("setups that fit:")
+            elif self.cost_usd is None:  # nothing to be cheaper than: what they cost, not a saving
+                lines.append("setups that fit, with a known price (this one's is not known):")
+            else:
+                lines.append("cheaper setups that fit:")
             lines.extend(f"  {alt.line()}" for alt in better)
         if not self.fits:
             best = self.best_on_same_hardware()

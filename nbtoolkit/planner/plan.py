@@ -234,6 +234,17 @@ CLUSTER_PRICE_UNKNOWN = (
 )
 
 
+def _price_unknown(setup: Setup, work: Workload) -> str | None:
+    """Why the plan has no cost (None: it has one, or no instance to price)."""
+    if work.hourly_price_override is not None:
+        return None
+    if not work.catalog_price:
+        return CLUSTER_PRICE_UNKNOWN
+    if setup.instance is not None and setup.instance.hourly_price_usd is None:
+        return f"the catalog has no price for {setup.instance.name}; set hardware.hourly_price_usd to count it"
+    return None
+
+
 def _price(setup: Setup, work: Workload) -> float | None:
     if work.hourly_price_override is not None:
         return work.hourly_price_override
@@ -380,7 +391,7 @@ def plan(
         alternatives=ranked,
         adapter_alternatives=adapted,
         price_note=catalog.prices_note(),
-        price_unknown=None if work.catalog_price or work.hourly_price_override is not None else CLUSTER_PRICE_UNKNOWN,
+        price_unknown=_price_unknown(setup, work),
         trainable_params=work.trained_params,
     )
 
