@@ -162,6 +162,23 @@ def test_an_image_without_a_table_is_one_sentence_naming_the_tables():
         stack_of(spec)
 
 
+def test_a_run_no_lock_of_its_image_covers_is_warned_that_its_container_picks_its_versions_the_day_it_runs():
+    """LoRA on the p3 image (4.56.2): no lock of that image was made with PEFT's lift, so requirements.txt keeps
+    ranges; rendering it says so (the rehearsal in its packages is refused above), a covered run says nothing."""
+    import warnings
+
+    from nbtoolkit.backends.dispatch import render
+    from nbtoolkit.spec import SpecWarning
+
+    lora = real_specs()["bert-qa-sagemaker"].model_copy(update={"adapter": {"r": 8}})
+    with pytest.warns(SpecWarning, match=r"^no lock of the image .*transformers4\.56\.2.* with the adapters extra"):
+        requirements = render(lora).files["sagemaker/code/requirements.txt"]
+    assert "peft>=" in requirements and "==" not in requirements.replace("pyarrow<26", "")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpecWarning)
+        render(real_specs()["gpt2-wikitext-sagemaker"])
+
+
 def test_a_trainium_job_is_rehearsed_in_the_neuron_sdks_packages_only_when_it_runs_that_image():
     """SageMaker on trn1 with nbtoolkit's image, or a trn1 machine set up as the docs say: SDK 2.26's table. A
     Neuron image of the user's own is not that table's: one sentence, not a rehearsal in packages it will not meet."""

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from nbtoolkit.spec_parts.errors import SpecWarning
 from nbtoolkit.train.supported_versions import FLOOR
 
 PINS = Path(__file__).with_name("image_pins.json")
@@ -84,6 +86,14 @@ def of_image(image: str, task_requires: tuple[str, ...], among: Iterable[L]) -> 
     ]
 
 
+def not_locked_for(candidates: list[L], extras: tuple[str, ...]) -> list[str]:
+    """The lifting extras of a run that no lock of its image was made with ([]: one was, or the image has none)."""
+    if not candidates:
+        return []
+    widest = max(candidates, key=lambda locked: len(locked.extras))
+    return sorted((set(LIFTING_EXTRAS) & set(extras)) - set(widest.extras))
+
+
 def fitting(candidates: list[L], extras: tuple[str, ...]) -> L | None:
     """Of one image's locks, the one locked with the fewest lifting extras that still holds all of a run's: GPT-2
     (none) meets the lock without TRL's lifts, a chat run the one with them."""
@@ -102,5 +112,15 @@ def container_pins(image: str, neuron: bool, extras: tuple[str, ...], task_requi
     an image without a lock (a user's image_uri of another release), whose requirements.txt keeps its ranges."""
     if neuron:
         return neuron_lock().pins
-    locked = fitting(of_image(image, task_requires, locked_images().values()), extras)
+    candidates = of_image(image, task_requires, locked_images().values())
+    locked = fitting(candidates, extras)
+    if locked is None and (unlocked := not_locked_for(candidates, extras)):
+        warnings.warn(
+            f"no lock of the image {image.rsplit('/', 1)[-1]} was made with the {' and '.join(unlocked)} extra this "
+            "run's requirements.txt lifts its packages with, so requirements.txt gives ranges: the container's pip "
+            "picks their versions the day the job runs, and no rehearsal ran with them; a newer transformers_version "
+            "has a lock that covers it (nbtoolkit rehearse --image-env says which)",
+            SpecWarning,
+            stacklevel=2,
+        )
     return locked.pins if locked is not None else {}

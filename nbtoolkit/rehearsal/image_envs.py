@@ -35,7 +35,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from nbtoolkit import backends
-from nbtoolkit.launching.image_pins import LIFTING_EXTRAS, PINS, fitting, of_image
+from nbtoolkit.launching.image_pins import PINS, fitting, not_locked_for, of_image
 from nbtoolkit.launching.shipping import ship_package
 from nbtoolkit.spec import RunSpec, SpecError
 from nbtoolkit.tasks import TASKS
@@ -173,9 +173,9 @@ def stack_of(spec: RunSpec) -> ImageStack | None:
     stack = fitting(candidates, spec.extras_used)
     if stack is None:  # its packages would not be the container's, and a rehearsal in them pass or fail for nothing
         widest = max(candidates, key=lambda stack: len(stack.extras))
-        missing = sorted((set(LIFTING_EXTRAS) & set(spec.extras_used)) - set(widest.extras))
         raise ImageEnvError(
-            f"the image environment {widest.name} is locked for runs without the {' and '.join(missing)} "
+            f"the image environment {widest.name} is locked for runs without the "
+            f"{' and '.join(not_locked_for(candidates, spec.extras_used))} "
             "extra, whose requirements.txt lines lift that image's packages: this run's is not built here; rehearse "
             "it without --image-env, or add a table for it under tests/facts/images/"
         )
