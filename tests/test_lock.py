@@ -102,7 +102,12 @@ PACKAGE_EDITS = {
     ".toml": lambda text: text.replace("dependencies = [", 'dependencies = ["added-after-the-lock",', 1),
     ".txt": lambda text: text + "added-after-the-lock<2\n",
     ".in": lambda text: text + "added-after-the-lock\n",
-    ".json": lambda text: text.replace('"packages": [', '"packages": ["added-after-the-lock==1", ', 1),
+    # an image table lists its image's packages, or (`same_image_as` another's) the extras it is locked with
+    ".json": lambda text: (
+        text.replace('"packages": [', '"packages": ["added-after-the-lock==1", ', 1)
+        if '"packages": [' in text
+        else text.replace('"extras": [', '"extras": ["added-after-the-lock", ', 1)
+    ),
 }
 
 
@@ -110,7 +115,9 @@ PACKAGE_EDITS = {
 @pytest.mark.parametrize("target", ["lock-check", "install", "test"])
 def test_a_stale_lock_stops_make_with_one_sentence(checkout, changed, target):
     edited = checkout / changed
-    edited.write_text(PACKAGE_EDITS[edited.suffix](edited.read_text()))
+    before = edited.read_text()
+    edited.write_text(PACKAGE_EDITS[edited.suffix](before))
+    assert edited.read_text() != before, f"no edit of {changed} that changes what the lock resolves"
     done = make(checkout, target)
     assert done.returncode != 0
     assert done.stderr.splitlines()[0] == STALE

@@ -364,7 +364,7 @@ def trainium_registries() -> dict[str, str]:
     if table is None:
         raise SageMakerSetupError(
             "a Trainium (ml.trn1) SageMaker job takes its image's registry for the job's region from the SageMaker "
-            "SDK's image table, and the SDK is not installed here; install it (pip install 'nbtoolkit[sagemaker]')"
+            f"SDK's image table, and the SDK is not installed here; install it (pip install '{DISTRIBUTION}[sagemaker]')"
         )
     transformers, pytorch = TRAINIUM_TABLE_ENTRY
     accounts = table["versions"][transformers][pytorch]["registries"]
