@@ -314,3 +314,18 @@ def test_a_quiet_log_settles_a_dict_held_for_a_step_line_that_does_not_come():
     own = LogParser(clock=lambda: 0.0)
     assert [r["step"] for r in own.feed(own_program_log(["1.9", "1.8"]))] == [10, 20]
     assert own.settle() == [] and own.flush() == []
+
+
+def test_a_remote_jobs_status_between_a_step_line_and_its_dict_parts_nothing():
+    """A follower writes the remote job's status as it polls: it can land between the program's step line and the
+    Trainer's dict of that step (SageMaker's "Uploading" after the last step), and that step is still one record
+    with its loss, not a lossless record and then the dict's."""
+    text = (
+        "[nbtoolkit] step 5/5 (100%) | loss 0.5000 | lr 1.00e-05\n"
+        "[nbtoolkit] sagemaker: Uploading: Uploading generated training model\n"
+        "[nbtoolkit] 06:13:32 training anomaly (train.on_anomaly: warn): the loss stays 0.5\n"
+        "{'loss': '0.5', 'learning_rate': '1e-05', 'epoch': '1.0'}\n"
+    )
+    for chunk in (None, 7):
+        records = parse_all(own_program_log(["0.9", "0.8"]) + text, chunk)
+        assert [(record["step"], record["loss"]) for record in records] == [(10, 0.9), (20, 0.8), (5, 0.5)]

@@ -72,6 +72,8 @@ SETTLE_S = 10.0
 #: where a second rank's output starts inside a line (two ranks wrote at once)
 RANK_SPLIT = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:)")
 WINDOW = re.compile(r"\| (\d{1,15}(?:\.\d{0,15})?) (samples|tokens)/s")
+#: what every line nbtoolkit writes into a job's log starts with
+OWN_LINE = "[nbtoolkit] "
 #: what nbtoolkit prints for each logging step (its program, or autolog in a script's Trainer)
 STEP_LINE = "[nbtoolkit] step "
 #: the numbers on a step line: `| loss 1.5320 | reward 0.2500 | lr 4.00e-05` (reward: a grpo run's)
@@ -260,7 +262,7 @@ class LogParser:
         """A line is progress-bar updates separated by \\r, some ending in a dict. A record whose step came
         from the training bar waits for the bar's next drawing; any other is ready at once."""
         rank_zero = self._rank_zero_text(line)
-        if rank_zero is None:
+        if rank_zero is None or self._is_own_message(rank_zero):
             return []
         held, self._step_record = self._step_record, None
         held_dict, self._dict_record = self._dict_record, None
@@ -281,7 +283,7 @@ class LogParser:
         if budget.LOG_MARK in rank_zero:  # train.budget_usd's line: its record, from a program whose own stays remote
             found = budget.from_log_line(rank_zero, self._clock())
             return records + ([found] if found else [])
-        console = CONSOLE_LINE.search(rank_zero) if "[nbtoolkit] " in rank_zero else None
+        console = CONSOLE_LINE.search(rank_zero) if OWN_LINE in rank_zero else None
         if console:
             return records + self._console_record(console)
         parsed = self._parse_bars_and_dicts(rank_zero)
@@ -298,6 +300,17 @@ class LogParser:
             else:
                 records.append(record)
         return records
+
+    @staticmethod
+    def _is_own_message(rank_zero: str) -> bool:
+        """A line nbtoolkit writes that holds no metric (a follower's remote status, a warning, the supervisor's
+        timed notes): it passes without parting a step line from the Trainer's dict of that step, which a remote
+        job's status can land between."""
+        return (
+            rank_zero.startswith(OWN_LINE)
+            and not rank_zero.startswith((STEP_LINE, budget.LOG_MARK))
+            and not CONSOLE_LINE.search(rank_zero)
+        )
 
     @staticmethod
     def _with_step_of(step_line: re.Match[str], record: dict[str, Any]) -> dict[str, Any]:
