@@ -16,7 +16,8 @@ import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
 
 from nbtoolkit import plugins
 
@@ -37,6 +38,18 @@ class TaskWorkload:
     reference_model: bool = False
     #: models that score every completion (GRPO's reward.models)
     reward_models: tuple[str, ...] = ()
+
+
+class TinyModel(NamedTuple):
+    """A bundled tiny model (trains in seconds on CPU): built at run time from a config with random weights."""
+
+    #: its tokenizer's folder (a processor's for a vision-language model): a name under nbtoolkit/assets/tokenizers,
+    #: or the folder itself for a task's own model (in the task's `assets`)
+    tokenizer: str | Path
+    model_type: str  # transformers config type
+    sizes: dict[str, Any]  # config fields; a composite model's language model in text_config
+    #: config field -> the token whose id it holds (a vision-language model's image tokens), read from the tokenizer
+    tokens: dict[str, str] = {}  # noqa: RUF012 (a NamedTuple default: never mutated)
 
 
 @dataclass(frozen=True)
@@ -77,8 +90,15 @@ class Task:
     sequences_per_sample: int = 1
     #: `module:function` (spec) -> TaskWorkload: what else its step runs, for the planner ("": nothing else)
     workload: str = ""
-    #: the bundled sample data it trains on when the spec names none (nbtoolkit/assets/data/<folder>; "": its name)
+    #: the bundled sample data it trains on when the spec names none (nbtoolkit/assets/data/<folder>; "": its name),
+    #: unless it brings its own in `assets`
     sample_data: str = ""
+    #: its own assets folder, in its package (shipped in the wheel with it): its sample data in data/ (in place of
+    #: `sample_data`) and its tiny model's tokenizer; None: it uses nbtoolkit/assets
+    assets: Path | None = None
+    #: its own bundled model, named `bundled_model`, for a model no task of nbtoolkit/assets trains (its tokenizer a
+    #: folder in `assets`); None: `bundled_model` is one of nbtoolkit.inputs.bundled's
+    tiny_model: TinyModel | None = None
     #: trainer argument -> the spec field that sets it, beyond every task's (nbtoolkit.spec_parts.extra); `extra` may not
     #: set them
     set_by_field: dict[str, str] = field(default_factory=dict)
