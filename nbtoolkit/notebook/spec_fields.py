@@ -64,6 +64,13 @@ def value_type(path: str) -> Any:
     return annotation
 
 
+def free_list(path: str) -> bool:
+    """A list of free entries (reward.functions, reward.weights), not of a Literal's values: the form takes them as
+    text, one entry per line."""
+    kind = value_type(path)
+    return typing.get_origin(kind) is list and typing.get_origin(typing.get_args(kind)[0]) is not typing.Literal
+
+
 def optional(path: str) -> bool:
     annotation = field_info(path).annotation
     return type(None) in typing.get_args(annotation)
