@@ -119,6 +119,25 @@ def test_no_module_outside_a_tasks_folder_imports_the_folder():
     assert found == []
 
 
+#: (task folder, the task folder it imports) -> why it builds on that task; a task added alone (vision-chat,
+#: reward-model) imports none, so it is removed with its folder alone
+BUILDS_ON = {
+    ("nbtoolkit.tasks.preference", "nbtoolkit.tasks.chat"): "a chat model's facts (CHAT_MODEL); it answers with chat's",
+    ("nbtoolkit.tasks.grpo", "nbtoolkit.tasks.chat"): "a chat model's facts (CHAT_MODEL); it answers with chat's",
+}
+
+
+def test_a_task_folder_imports_another_only_where_it_builds_on_that_task():
+    found = {
+        (mine, theirs)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (mine := folder_of(module_name(path))) is not None
+        for target in imported(path)
+        if (theirs := folder_of(target)) not in (None, mine)
+    }
+    assert found == set(BUILDS_ON)
+
+
 @pytest.mark.parametrize(
     "source, found",
     [

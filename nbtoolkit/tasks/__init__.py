@@ -215,6 +215,12 @@ TRL_TASKS: tuple[str, ...] = tuple(name for name, task in TASKS.items() if task.
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)
 
 
+def named_by(fact: str) -> str:
+    """The registered tasks that state a fact (`scores_replies`), as a sentence names them ("a or b"; "" for none):
+    a sentence names the task that does something, never a task the install may not have."""
+    return " or ".join(name for name, task in TASKS.items() if getattr(task, fact))
+
+
 def columns_used(task: str, dataset) -> dict[str, str]:
     """Spec field -> the column a spec's dataset block reads for the task (optional fields it leaves out)."""
     chosen = {field: getattr(dataset, field) or default for field, default in TASKS[task].columns.items()}
