@@ -87,6 +87,21 @@ def test_every_task_nbtoolkit_registers_in_its_pyproject_loads():
     assert [TASKS[name].program for name in own] == [f"{own[name].split(':')[0]}.train" for name in own]
 
 
+def test_a_task_bringing_its_own_sample_and_tiny_model_is_refused_without_their_files(tmp_path):
+    """vision-chat's folder holds both; a copy pointing at an empty folder is refused as it registers."""
+    from dataclasses import replace
+
+    from nbtoolkit.tasks import TaskError, registry
+
+    own = TASKS["vision-chat"]
+    assert own.assets is not None and own.tiny_model is not None
+    assert registry([replace(own, name="look")])["look"].tiny_model == own.tiny_model
+    with pytest.raises(TaskError, match=r"^task 'look': its assets folder .+ has no data/\*\.jsonl \(the sample"):
+        registry([replace(own, name="look", assets=tmp_path)])
+    with pytest.raises(TaskError, match=r"^task 'look': its tiny model's tokenizer folder .+ has no tokenizer\.json"):
+        registry([replace(own, name="look", tiny_model=own.tiny_model._replace(tokenizer=tmp_path))])
+
+
 def test_a_task_the_data_preview_cannot_measure_is_refused_unless_trl_templates_it():
     from dataclasses import replace
 

@@ -2,7 +2,8 @@
 planner, the previews, the model card, adapters, predict, Try it, the run doctor and the rehearsal alike.
 
 A task is one package, `nbtoolkit/tasks/<task>/`: its `TASK` (a `Task`, light: no model libraries), its training
-setup (`train.py`), its answering function and whatever hooks its facts name. Packages register through the
+setup (`train.py`), its answering function, whatever hooks its facts name, and any sample data and tiny model
+of its own (`assets/`). Packages register through the
 entry-point group `nbtoolkit.tasks` (nbtoolkit's own in its pyproject.toml), so another distribution can add a task
 without touching nbtoolkit; the core reads a task's fields and never tests its name. Each task is checked as the
 registry is built: one with a fact missing is refused in one sentence, not at predict or push time. A package that
@@ -172,6 +173,17 @@ def check_task(task: Task) -> Task:
         reference = getattr(task, name)
         if reference and not CALLABLE.match(reference):
             raise TaskError(f"task '{task.name}': {name} '{reference}' is not a module:function")
+    if task.assets is not None and not any((task.assets / "data").glob("*.jsonl")):
+        raise TaskError(
+            f"task '{task.name}': its assets folder {task.assets} has no data/*.jsonl (the sample it trains on when "
+            "the spec names no data); add them, or leave assets out to use nbtoolkit's"
+        )
+    own_tokenizer = task.tiny_model and task.tiny_model.tokenizer
+    if isinstance(own_tokenizer, Path) and not (own_tokenizer / "tokenizer.json").is_file():
+        raise TaskError(
+            f"task '{task.name}': its tiny model's tokenizer folder {own_tokenizer} has no tokenizer.json; save the "
+            "tokenizer (or processor) there"
+        )
     return task
 
 
