@@ -2,12 +2,12 @@
 planner, the previews, the model card, adapters, predict, Try it, the run doctor and the rehearsal alike.
 
 A task is one package, `nbtoolkit/tasks/<task>/`: its `TASK` (a `Task`, light: no model libraries), its training
-setup (`train.py`), its answering function, whatever hooks its facts name, and any sample data and tiny model
-of its own (`assets/`). Packages register through the
-entry-point group `nbtoolkit.tasks` (nbtoolkit's own in its pyproject.toml), so another distribution can add a task
-without touching nbtoolkit; the core reads a task's fields and never tests its name. Each task is checked as the
-registry is built: one with a fact missing is refused in one sentence, not at predict or push time. A package that
-fails to load is named in a warning and left out (as a backend is); two tasks of one name are refused.
+setup (`train.py`), its answering function, whatever hooks its facts name, and any sample data and tiny model of
+its own (`assets/`). Packages register through the entry-point group `nbtoolkit.tasks` (nbtoolkit's own in its
+pyproject.toml), so another distribution can add a task without touching nbtoolkit; the core reads a task's fields
+and never tests its name (tests/test_task_boundary.py). Each task is checked as the registry is built: one with a
+fact missing is refused in one sentence, not at predict or push time. A package that fails to load is named in a
+warning and left out (as a backend is); two tasks of one name are refused.
 """
 
 from __future__ import annotations
