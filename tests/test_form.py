@@ -269,6 +269,10 @@ def test_grpo_rewards_are_entered_one_per_line_and_a_bad_one_gets_the_specs_sent
     )
     assert form.spec is None and form.error == sentence
     assert html.unescape(form.field_error.value).endswith(f">{sentence}</span>")  # shown right under the field
+    form.fields["reward.functions"].value = "nbtoolkit.rewards:correct_answer"
+    form.fields["reward.weights"].value = "1, heavy"
+    assert form.spec is None and form.error.startswith("reward.weights.1: 'heavy' is not valid")
+    assert "fix Reward weights: reward.weights.1" in html.unescape(form.status.value)
 
 
 def test_a_kernel_function_shipped_in_a_prefilled_spec_is_shown_by_name_and_kept_whole():

@@ -148,14 +148,15 @@ def named_fields(message: str, paths: typing.Iterable[str]) -> list[str]:
     """The paths a spec error names, in the order the sentence names them (first = the culprit).
 
     A path is named by its full dotted name or, failing that, by the block it sits in
-    (`dataset.files` names `dataset.files.train`); ties keep the order of `paths`.
+    (`dataset.files` names `dataset.files.train`), and a list's item by its list (`reward.weights.1` names
+    `reward.weights`); ties keep the order of `paths`.
     """
     found = []
     for index, path in enumerate(paths):
         parts = path.split(".")
         for depth in range(len(parts), 1 if len(parts) > 1 else 0, -1):
             name = re.escape(".".join(parts[:depth]))
-            match = re.search(rf"(?<![\w.]){name}(?![\w]|\.\w)", message)
+            match = re.search(rf"(?<![\w.]){name}(?![\w]|\.[^\W\d])", message)
             if match:
                 found.append((match.start(), depth < len(parts), index, path))
                 break
