@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 import re
 
@@ -248,6 +249,37 @@ def test_a_tasks_own_block_is_a_section_shown_while_that_task_is_chosen():
     assert form.spec.preference.method == "kto" and "method: kto" in tab(form, "Spec (YAML)")
     form.fields["task"].value = "chat"
     assert form.spec.preference is None and form.spec.reward is None
+
+
+def test_grpo_rewards_are_entered_one_per_line_and_a_bad_one_gets_the_specs_sentence_under_its_field():
+    form = SpecForm({"task": "grpo"})
+    assert {"reward.functions", "reward.models", "reward.weights"} <= set(shown(form))
+    form.fields["reward.functions"].value = "nbtoolkit.rewards:correct_answer\n nbtoolkit.rewards:number_reply \n"
+    form.fields["reward.models"].value = "job:3f2a9c"
+    form.fields["reward.weights"].value = "1, 0.5, 2"
+    assert form.spec.reward.functions == ["nbtoolkit.rewards:correct_answer", "nbtoolkit.rewards:number_reply"]
+    assert (form.spec.reward.models, form.spec.reward.weights) == (["job:3f2a9c"], [1.0, 0.5, 2.0])
+    assert "reward.models 'job:3f2a9c': no job has that id or name" in html.unescape(tab(form, "Command"))
+    form.fields["reward.weights"].value = form.fields["reward.models"].value = ""
+    form.fields["reward.functions"].value = "missing_rewards.py:short"  # shipped as the launch renders: not there
+    assert "missing_rewards.py does not exist" in tab(form, "Command")
+    form.fields["reward.functions"].value = "nbtoolkit.rewards"
+    sentence = (
+        "reward.functions 'nbtoolkit.rewards' names no function; write module:function or path/to/file.py:function"
+    )
+    assert form.spec is None and form.error == sentence
+    assert html.unescape(form.field_error.value).endswith(f">{sentence}</span>")  # shown right under the field
+    form.fields["reward.functions"].value = "nbtoolkit.rewards:correct_answer"
+    form.fields["reward.weights"].value = "1, heavy"
+    assert form.spec is None and form.error.startswith("reward.weights.1: 'heavy' is not valid")
+    assert "fix Reward weights: reward.weights.1" in html.unescape(form.status.value)
+
+
+def test_a_kernel_function_shipped_in_a_prefilled_spec_is_shown_by_name_and_kept_whole():
+    shipped = {"name": "short", "source": "def short(completions, **kwargs):\n    return [0.0 for _ in completions]\n"}
+    form = SpecForm({"task": "grpo", "reward": {"functions": [shipped, "nbtoolkit.rewards:number_reply"]}})
+    assert form.fields["reward.functions"].value == "short\nnbtoolkit.rewards:number_reply"
+    assert form.spec.reward.functions[0].source == shipped["source"]
 
 
 def test_the_adapter_section_adds_and_removes_the_adapter_block():

@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "nbtoolkit"
 VIEWS = ("nbtoolkit.notebook", "nbtoolkit.server", "nbtoolkit.cli")
 REGISTRY = "nbtoolkit.backends"
-#: one package per task; the only modules that know a task by its name
+#: one package per task; the only modules that know a task by its name (tests/test_task_boundary.py)
 TASKS_PACKAGE = "nbtoolkit.tasks"
 #: the package root holds the Jupyter/IPython entry points and provides the notebook views to the core
 ENTRY_POINTS = "nbtoolkit"
@@ -228,58 +228,6 @@ def test_the_training_program_knows_no_launcher_no_store_and_no_view():
         )
         == []
     )
-
-
-def task_name_comparisons(source: str, names: tuple[str, ...]) -> list[str]:
-    """Each comparison of a task (`task`, `spec.task`, `record.task`, ...) with a literal task name, or a tuple of
-    them, as `line: source`."""
-
-    def is_task(node: ast.AST) -> bool:
-        return (isinstance(node, ast.Name) and node.id == "task") or (
-            isinstance(node, ast.Attribute) and node.attr == "task"
-        )
-
-    def is_name(node: ast.AST) -> bool:
-        if isinstance(node, ast.Tuple | ast.List | ast.Set):
-            return any(is_name(item) for item in node.elts)
-        return isinstance(node, ast.Constant) and node.value in names
-
-    return [
-        f"{node.lineno}: {ast.unparse(node)}"
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.Compare)
-        and any(is_task(side) for side in (node.left, *node.comparators))
-        and any(is_name(side) for side in (node.left, *node.comparators))
-    ]
-
-
-def test_no_module_outside_the_tasks_compares_a_task_to_its_name():
-    """The core asks a task's fields (nbtoolkit/tasks/__init__.py: Task), never which task it is: a new task is one
-    folder and an entry point, not a hunt for the branches that name the others."""
-    from nbtoolkit.tasks import TASK_NAMES
-
-    found = [
-        f"{path.relative_to(PACKAGE.parent)}:{where}"
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if not within(module_name(path), TASKS_PACKAGE) or module_name(path) == TASKS_PACKAGE
-        for where in task_name_comparisons(path.read_text(), TASK_NAMES)
-    ]
-    assert found == [], "read a field of the task (add one to Task) instead:\n" + "\n".join(found)
-
-
-@pytest.mark.parametrize(
-    "source, found",
-    [
-        ('if spec.task == "grpo":\n    pass\n', ["1: spec.task == 'grpo'"]),
-        ('x = task in ("chat", "preference")\n', ["1: task in ('chat', 'preference')"]),
-        ('x = "summarization" != self.task\n', ["1: 'summarization' != self.task"]),
-        ("x = record.task == SERVE_TASK\n", []),
-        ('x = TASKS[task].try_it == "chat"\n', []),
-        ('x = spec.model == "grpo"\n', []),
-    ],
-)
-def test_a_comparison_of_a_task_with_its_name_is_found(source, found):
-    assert task_name_comparisons(source, ("chat", "preference", "grpo", "summarization")) == found
 
 
 @pytest.mark.parametrize(

@@ -90,3 +90,77 @@ def test_an_install_whose_metadata_predates_the_task_group_says_to_install_again
         "installed metadata is older than its source; install it again (make install, or pip install -e . in its "
         "checkout)"
     )
+
+
+#: the two tasks added last, each by its folder, its tests, its docs page and its entry point alone
+LEAVES = {"vision-chat": "nbtoolkit.tasks.vision_chat", "reward-model": "nbtoolkit.tasks.reward_model"}
+
+
+def test_a_task_left_out_of_the_entry_points_with_its_folder_gone_leaves_the_others_whole(tmp_path, home):
+    """Removable as it was addable: nbtoolkit's own metadata without the vision-chat and reward-model entry points
+    (its distribution shadowed), and their folders unimportable; the core still imports, the spec and the form offer
+    the other seven, and a chat spec validates and plans with the shared tiny models. No training."""
+    from importlib.metadata import distribution
+
+    root = tmp_path / "site"
+    root.mkdir()
+    own = distribution("nbtoolkit-finetune").read_text("entry_points.txt") or ""
+    kept = [line for line in own.splitlines() if line.split("=")[0].strip() not in LEAVES]
+    assert len(kept) == len(own.splitlines()) - 2
+    (info := root / "nbtoolkit_finetune-1.0.dist-info").mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: nbtoolkit_finetune\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("\n".join(kept) + "\n")
+    done = run(
+        f"""
+        import importlib.abc, json, sys, warnings
+        warnings.simplefilter("error")  # a task left out is no warning: it is simply not registered
+
+        class Gone(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.startswith({tuple(LEAVES.values())!r}):
+                    raise ModuleNotFoundError(f"{{name}} is removed")
+
+        sys.meta_path.insert(0, Gone())
+        import nbtoolkit.api, nbtoolkit.cli, nbtoolkit.notebook.form, nbtoolkit.server
+        from nbtoolkit.inputs.bundled import TINY_MODELS
+        from nbtoolkit.notebook.form import SpecForm
+        from nbtoolkit.notebook.spec_fields import choices
+        from nbtoolkit.planner import plan
+        from nbtoolkit.spec import RunSpec, SpecError, load_spec
+        from nbtoolkit.tasks import TASK_NAMES
+
+        try:
+            load_spec({{"task": "vision-chat"}})
+        except SpecError as exc:
+            refused = str(exc)
+        chat = plan({{"task": "chat", "hardware": {{"instance_type": "g5.2xlarge"}}}})
+        found = {{
+            "names": TASK_NAMES,
+            "form": list(choices("task")),
+            "schema": RunSpec.model_json_schema()["properties"]["task"]["enum"],
+            "form_widget": [value for _, value in SpecForm().fields["task"].options],
+            "tiny": sorted(TINY_MODELS),
+            "refused": refused,
+            "fits": chat.fits,
+            "gone": sorted(name for name in sys.modules if name.startswith({tuple(LEAVES.values())!r})),
+        }}
+        print(json.dumps(found))
+    """,
+        root,
+        home,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    others = [
+        "text-classification",
+        "summarization",
+        "question-answering",
+        "causal-lm",
+        "chat",
+        "preference",
+        "grpo",
+    ]
+    assert found["names"] == found["form"] == found["schema"] == found["form_widget"] == others
+    assert "nbtoolkit/tiny-vlm" not in found["tiny"] and "nbtoolkit/tiny-chat" in found["tiny"]
+    assert found["refused"].startswith("task: 'vision-chat' is not valid; expected 'text-classification'")
+    assert found["fits"] is True and found["gone"] == []

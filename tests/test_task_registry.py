@@ -87,6 +87,51 @@ def test_every_task_nbtoolkit_registers_in_its_pyproject_loads():
     assert [TASKS[name].program for name in own] == [f"{own[name].split(':')[0]}.train" for name in own]
 
 
+def test_a_task_bringing_its_own_sample_and_tiny_model_is_refused_without_their_files(tmp_path):
+    """vision-chat's folder holds both; a copy pointing at an empty folder is refused as it registers."""
+    from dataclasses import replace
+
+    from nbtoolkit.tasks import TaskError, registry
+
+    own = TASKS["vision-chat"]
+    assert own.assets is not None and own.tiny_model is not None
+    assert registry([replace(own, name="look")])["look"].tiny_model == own.tiny_model
+    with pytest.raises(TaskError, match=r"^task 'look': its assets folder .+ has no data/\*\.jsonl \(the sample"):
+        registry([replace(own, name="look", assets=tmp_path)])
+    with pytest.raises(TaskError, match=r"^task 'look': its tiny model's tokenizer folder .+ has no tokenizer\.json"):
+        registry([replace(own, name="look", tiny_model=own.tiny_model._replace(tokenizer=tmp_path))])
+
+
+def test_each_tasks_own_assets_ship_in_the_wheel(tmp_path):
+    """The wheel takes every file of the package (pyproject.toml: packages = ["nbtoolkit"]), so a task's folder
+    carries its sample and tiny model to an install; built here without the panel's build hook (0.5 s)."""
+    import os
+    import subprocess
+    import zipfile
+    from pathlib import Path
+
+    from tests.conftest import PYTHON
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "HATCH_BUILD_NO_HOOKS": "true"}
+    built = subprocess.run(
+        [PYTHON, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    owned = [task.assets for task in TASKS.values() if task.assets is not None]
+    assert owned, "no task brings assets of its own: vision-chat does"
+    files = {str(path.relative_to(root)) for folder in owned for path in folder.rglob("*") if path.is_file()}
+    assert {"nbtoolkit/tasks/vision_chat/assets/processor/tokenizer.json"} <= files
+    assert files - shipped == set()
+
+
 def test_a_task_the_data_preview_cannot_measure_is_refused_unless_trl_templates_it():
     from dataclasses import replace
 

@@ -10,14 +10,14 @@ import pytest
 
 from nbtoolkit.api import Job, launch
 from nbtoolkit.backends import LaunchError
-from nbtoolkit.inputs.bundled import ASSETS
 from nbtoolkit.inputs.chat_formats import FormatError
 from nbtoolkit.runner import JobStore
+from nbtoolkit.tasks.vision_chat import ASSETS as VISION_CHAT_ASSETS
 from nbtoolkit.tasks.vision_chat.formats import as_vision_row, detect_vision_format
 
 pytestmark = pytest.mark.heavy  # a real 2-rank training job: run first under pytest -n (tests/conftest.py)
 
-SAMPLE = ASSETS / "data" / "vision-chat"
+SAMPLE = VISION_CHAT_ASSETS / "data"
 STEPS = 4
 SPEC = {
     "task": "vision-chat",

@@ -1,4 +1,5 @@
-"""Build the bundled offline assets under nbtoolkit/assets/ (deterministic; commit the output).
+"""Build the bundled offline assets under nbtoolkit/assets/, and vision-chat's in its own folder (its task's
+`assets`), deterministic; commit the output.
 
     python tools/build_assets.py
 
@@ -13,6 +14,10 @@ import json
 import random
 import string
 from pathlib import Path
+
+from nbtoolkit.inputs.bundled import tokenizer_dir
+from nbtoolkit.tasks.vision_chat import ASSETS as VISION_CHAT_ASSETS
+from nbtoolkit.tasks.vision_chat import TASK as VISION_CHAT
 
 ASSETS = Path(__file__).resolve().parent.parent / "nbtoolkit" / "assets"
 
@@ -813,7 +818,7 @@ def vision_rows(names: list[str], count: int, rng: random.Random) -> list[tuple[
 def build_vision_samples() -> None:
     """The vision-chat sample: TRL's format (messages with an image part + images) as jsonl, and the same kind of
     rows in LLaVA's JSON (conversations with <image>, an image field) beside it; image paths relative to the file."""
-    folder = ASSETS / "data" / "vision-chat"
+    folder = VISION_CHAT_ASSETS / "data"
     names = build_images(folder / "images")
     rng = random.Random(36)
     for split, count in (("train", 64), ("validation", 8)):
@@ -858,7 +863,7 @@ def build_chatml_vision() -> None:
     )
     image_processor = Gemma3ImageProcessorPil(size={"height": 28, "width": 28})
     processor = Gemma3Processor(image_processor, tokenizer, chat_template=CHATML_VISION, image_seq_length=4)
-    folder = ASSETS / "tokenizers" / "chatml-vision"
+    folder = tokenizer_dir(VISION_CHAT.bundled_model)
     processor.save_pretrained(folder)
     config_path = folder / "tokenizer_config.json"
     config = json.loads(config_path.read_text())
@@ -878,7 +883,7 @@ def main() -> None:
     build_chatml_bpe(build_chat_samples())
     build_vision_samples()
     build_chatml_vision()
-    print(f"assets written under {ASSETS}")
+    print(f"assets written under {ASSETS} and {VISION_CHAT_ASSETS}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The bundled tiny models and sample data under nbtoolkit/assets/: names, sizes, files.
+"""The bundled tiny models and sample data: nbtoolkit/assets/'s and those a task brings in its own folder (its
+`assets` and `tiny_model`): names, sizes, files.
 
 Light on purpose (no transformers, no datasets): the planner and the form size and count
 these without loading any model library.
@@ -9,24 +10,16 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from nbtoolkit.tasks import TASKS
+from nbtoolkit.tasks import TASKS, TinyModel
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 TOKENIZERS = ASSETS / "tokenizers"
 
 
-class TinyModel(NamedTuple):
-    tokenizer: str  # folder under assets/tokenizers (a processor's folder for a vision-language model)
-    model_type: str  # transformers config type
-    sizes: dict[str, Any]  # config fields; a composite model's language model in text_config
-    #: config field -> the token whose id it holds (a vision-language model's image tokens), read from the tokenizer
-    tokens: dict[str, str] = {}  # noqa: RUF012 (a NamedTuple default: never mutated)
-
-
-#: bundled tiny models (train in seconds on CPU); the task registry (nbtoolkit.tasks) names one per task
-TINY_MODELS: dict[str, TinyModel] = {
+#: the tiny models of nbtoolkit/assets, shared by tasks; the task registry (nbtoolkit.tasks) names one per task
+SHARED_TINY_MODELS: dict[str, TinyModel] = {
     "nbtoolkit/tiny-bert": TinyModel(
         "wordpiece",
         "bert",
@@ -57,40 +50,13 @@ TINY_MODELS: dict[str, TinyModel] = {
             max_position_embeddings=512,
         ),
     ),
-    # Gemma 3's layout (SigLIP vision tower, average-pooled to mm_tokens_per_image soft tokens per image, Gemma 3
-    # language model) with the ChatML tokenizer and its image tokens: the vision-chat model. Gemma 3 rather than
-    # Qwen2.5-VL: transformers 5.23's Qwen2-VL processors need torchvision (their video processor), which nbtoolkit's
-    # lock has not; Gemma 3's processor runs on Pillow alone
-    "nbtoolkit/tiny-vlm": TinyModel(
-        "chatml-vision",
-        "gemma3",
-        dict(
-            text_config=dict(
-                hidden_size=64,
-                intermediate_size=128,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                head_dim=16,
-                max_position_embeddings=512,
-                sliding_window=64,
-            ),
-            # 28 px images in 7 px patches: 16 patches, pooled 2x2 to the processor's 4 image tokens
-            vision_config=dict(
-                hidden_size=32,
-                intermediate_size=64,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                image_size=28,
-                patch_size=7,
-                vision_use_head=False,  # as Gemma 3's: its patches, not one pooled vector, reach the projector
-            ),
-            mm_tokens_per_image=4,
-        ),
-        tokens=dict(
-            boi_token_index="<start_of_image>", eoi_token_index="<end_of_image>", image_token_index="<image_soft_token>"
-        ),
-    ),
+}
+
+
+#: every bundled tiny model: the shared ones and each task's own (a name already taken keeps the shared model)
+TINY_MODELS: dict[str, TinyModel] = {
+    **{task.bundled_model: task.tiny_model for task in TASKS.values() if task.tiny_model},
+    **SHARED_TINY_MODELS,
 }
 
 
@@ -99,7 +65,8 @@ def is_bundled(name: str) -> bool:
 
 
 def tokenizer_dir(name: str) -> Path:
-    return TOKENIZERS / TINY_MODELS[name].tokenizer
+    tokenizer = TINY_MODELS[name].tokenizer
+    return tokenizer if isinstance(tokenizer, Path) else TOKENIZERS / tokenizer
 
 
 @cache
@@ -127,6 +94,8 @@ def with_language_facts(sizes: dict[str, Any], **facts: Any) -> dict[str, Any]:
 
 
 def bundled_files(task: str) -> dict[str, str]:
-    """The small sample dataset shipped for a task: split name -> jsonl path."""
-    folder = ASSETS / "data" / (TASKS[task].sample_data or task)
+    """The small sample dataset shipped for a task (in its own folder, or nbtoolkit/assets'): split name -> jsonl
+    path."""
+    known = TASKS[task]
+    folder = known.assets / "data" if known.assets else ASSETS / "data" / (known.sample_data or task)
     return {path.stem: str(path) for path in sorted(folder.glob("*.jsonl"))}

@@ -22,7 +22,7 @@ from nbtoolkit.inputs.bundled import is_bundled
 from nbtoolkit.inputs.data_files import check_files
 from nbtoolkit.inputs.packaged import packaged_model_path
 from nbtoolkit.lineage.chains import is_job_ref
-from nbtoolkit.tasks import TRL_TASKS
+from nbtoolkit.tasks import TRL_TASKS, named_by
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.trained_model.card import HUB_ID
 from nbtoolkit.trained_model.saved_folders import config_folder
@@ -83,6 +83,8 @@ def reward_models_problem(spec) -> str | None:
     neither job:ID, a hub id nor a folder; a folder a remote backend's machines cannot read; a folder that holds
     no one-output sequence-classification model (a chat model's folder would get a random score head, silently);
     a hub id not fetched while the hub is off. `job:` entries are resolved (and checked) at launch."""
+    scorers = named_by("scores_replies")  # the tasks whose jobs' models score replies: reward-model's
+    trained_by = f", as task {scorers} trains" if scorers else ""
     for name in spec.reward.models if spec.reward else []:
         where = f"reward.models '{name}'"
         if is_job_ref(name):
@@ -90,7 +92,8 @@ def reward_models_problem(spec) -> str | None:
         path = Path(name).expanduser()
         if not (path.exists() or name.startswith((".", "/", "~"))):  # a hub id
             if not HUB_ID.match(name):
-                return f"{where} is neither job:ID (a reward-model job), a hub id nor a folder on this machine"
+                job = f"job:ID (a {scorers} job)" if scorers else "job:ID"
+                return f"{where} is neither {job}, a hub id nor a folder on this machine"
             if runs_here(spec) and missing_offline(name):
                 return f"{where} is not on this machine and the Hugging Face Hub is off here (HF_HUB_OFFLINE)"
             continue
@@ -101,7 +104,10 @@ def reward_models_problem(spec) -> str | None:
             )
         config = config_folder(path) / "config.json"
         if not config.is_file():
-            return f"{where} is not a model folder (no config.json); give a reward-model job's model folder"
+            return (
+                f"{where} is not a model folder (no config.json); give the model folder of a sequence-classification "
+                "model with one output"
+            )
         found = json.loads(config.read_text())
         heads = [name for name in found.get("architectures") or [] if name.endswith("ForSequenceClassification")]
         outputs = len(found.get("id2label") or {}) or found.get("num_labels", 2)
@@ -109,7 +115,7 @@ def reward_models_problem(spec) -> str | None:
             kind = ", ".join(found.get("architectures") or []) or found.get("model_type", "unknown")
             return (
                 f"{where} holds a {kind} model, not a reward model (a sequence-classification model with one "
-                "output, as task reward-model trains); without that head it would score with random weights"
+                f"output{trained_by}); without that head it would score with random weights"
             )
     return None
 

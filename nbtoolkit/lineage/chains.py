@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 from nbtoolkit.backends import LaunchError, select
 from nbtoolkit.runner.store import JOB_ID_PREFIX, JobRecord, JobStore
 from nbtoolkit.spec import RunSpec, load_spec
-from nbtoolkit.tasks import TASKS
+from nbtoolkit.tasks import TASKS, named_by
 from nbtoolkit.trained_model.artifacts import fetch, model_artifact
 
 JOB_REF = "job:"
@@ -122,7 +122,7 @@ def resolve_reward_models(spec: RunSpec, store: JobStore, *, fetching: bool) -> 
         record = earlier_job(name, store, "reward.models")
         trained = load_spec(store.job_dir(record.id) / "spec.json") if store.job_dir(record.id).is_dir() else None
         if trained is not None and not TASKS[trained.task].scores_replies:
-            scorers = " or ".join(task.name for task in TASKS.values() if task.scores_replies)
+            scorers = named_by("scores_replies")
             raise LaunchError(
                 f"reward.models '{name}': job {record.id} trained task {trained.task}, not {scorers}; name a "
                 f"{scorers} job, a hub id or a folder of a sequence-classification model with one output"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import html
+import re
 import threading
 import time
 import typing
@@ -29,6 +30,7 @@ from nbtoolkit.notebook.spec_fields import (
     choices,
     default,
     describe,
+    free_list,
     get_value,
     named_fields,
     optional,
@@ -60,6 +62,15 @@ def make_widget(path: str, label: str, value: Any, look: Look) -> widgets.ValueW
     common["tooltip"] = describe(path) or None
     options = choices(path)
     kind = value_type(path)
+    if free_list(path):  # one entry per line; a function shipped from the kernel as its name
+        return widgets.Textarea(
+            value="\n".join(str(entry["name"] if isinstance(entry, Mapping) else entry) for entry in value or ()),
+            rows=2,
+            continuous_update=True,
+            placeholder=describe(path),
+            **common,
+            **look.of(widgets.Textarea),
+        )
     if typing.get_origin(kind) is list:  # several of a Literal's values (report_to)
         allowed = typing.get_args(typing.get_args(kind)[0])
         return widgets.SelectMultiple(
@@ -132,6 +143,12 @@ class SpecForm(widgets.VBox):
         ):
             quiet_load(data)  # a value no dropdown offers: raise the spec's own sentence for it
         self.base = copy.deepcopy(data)
+        #: a list field's entries shipped as source (a kernel's reward function), by the name its text box shows
+        self.shipped = {
+            path: {entry["name"]: entry for entry in _initial(data, path) or () if isinstance(entry, Mapping)}
+            for path in FIELDS
+            if path not in FORM_CHOICES and free_list(path)
+        }
         for path in OWNED:
             remove_value(self.base, path)
         self.spec: RunSpec | None = None
@@ -228,17 +245,23 @@ class SpecForm(widgets.VBox):
         values = self.values()
         data = copy.deepcopy(self.base)
         for path, value in values.items():
-            if path not in FORM_CHOICES and self.applies(path, values) and value not in ("", None, ()):
-                set_value(
-                    data,
-                    path,
-                    value.strip() if isinstance(value, str) else list(value) if isinstance(value, tuple) else value,
-                )
+            if path in FORM_CHOICES or not self.applies(path, values):
+                continue
+            value = self._spec_value(path, value)
+            if value not in ("", None, []):
+                set_value(data, path, value)
         if values[ADAPTER] == "none":
             remove_value(data, "adapter")
         else:
             set_value(data, "adapter.type", values[ADAPTER])
         return data
+
+    def _spec_value(self, path: str, value: Any) -> Any:
+        """A widget's value as the spec takes it: a list field's text split into entries (lines or commas)."""
+        if free_list(path):
+            entries = (entry.strip() for entry in re.split(r"[\n,]", value))
+            return [self.shipped[path].get(entry, entry) for entry in entries if entry]
+        return value.strip() if isinstance(value, str) else list(value) if isinstance(value, tuple) else value
 
     def refresh(self, change: Any = None) -> None:
         """Show the fields that apply, validate, and redraw the previews."""

@@ -14,7 +14,7 @@ from nbtoolkit import backends
 from nbtoolkit.backends import LaunchError, dispatch
 from nbtoolkit.launching.launch import Launch
 from nbtoolkit.lineage import chains
-from nbtoolkit.spec import RunSpec, SpecWarning, load_spec, spec_warnings
+from nbtoolkit.spec import RunSpec, SpecError, SpecWarning, load_spec, spec_warnings
 
 
 def checks(spec: RunSpec, sizing: RunSpec | None = None) -> list[str]:
@@ -101,7 +101,7 @@ def preview(spec: RunSpec) -> Preview:
         return Preview(spec=spec, launch=None, launch_error=str(exc), checks=[f"cannot launch here: {exc}"])
     try:
         launch, error = dispatch.render(resolved.spec), None
-    except LaunchError as exc:
+    except (LaunchError, SpecError) as exc:  # SpecError: a reward file the render ships is not there (RewardError)
         launch, error = None, str(exc)
     return Preview(spec=spec, launch=launch, launch_error=error, checks=checks(resolved.spec, resolved.sizing))
 

@@ -64,6 +64,13 @@ def value_type(path: str) -> Any:
     return annotation
 
 
+def free_list(path: str) -> bool:
+    """A list of free entries (reward.functions, reward.weights), not of a Literal's values: the form takes them as
+    text, one entry per line."""
+    kind = value_type(path)
+    return typing.get_origin(kind) is list and typing.get_origin(typing.get_args(kind)[0]) is not typing.Literal
+
+
 def optional(path: str) -> bool:
     annotation = field_info(path).annotation
     return type(None) in typing.get_args(annotation)
@@ -141,14 +148,15 @@ def named_fields(message: str, paths: typing.Iterable[str]) -> list[str]:
     """The paths a spec error names, in the order the sentence names them (first = the culprit).
 
     A path is named by its full dotted name or, failing that, by the block it sits in
-    (`dataset.files` names `dataset.files.train`); ties keep the order of `paths`.
+    (`dataset.files` names `dataset.files.train`), and a list's item by its list (`reward.weights.1` names
+    `reward.weights`); ties keep the order of `paths`.
     """
     found = []
     for index, path in enumerate(paths):
         parts = path.split(".")
         for depth in range(len(parts), 1 if len(parts) > 1 else 0, -1):
             name = re.escape(".".join(parts[:depth]))
-            match = re.search(rf"(?<![\w.]){name}(?![\w]|\.\w)", message)
+            match = re.search(rf"(?<![\w.]){name}(?![\w]|\.[^\W\d])", message)
             if match:
                 found.append((match.start(), depth < len(parts), index, path))
                 break

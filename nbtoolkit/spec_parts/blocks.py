@@ -450,19 +450,23 @@ class ShippedFunction(SpecBlock):
 class RewardSpec(SpecBlock):
     """GRPO: reward functions and reward models scoring sampled completions, and how many completions to sample."""
 
-    model_config = ConfigDict(title="GRPO sampling")  # the form's section (a field with a title is in it)
+    model_config = ConfigDict(title="GRPO rewards and sampling")  # the form's section (a field with a title is in it)
 
     functions: list[str | ShippedFunction] = Field(
         default_factory=list,
+        title="Reward functions",
         description="module:function or path/to/file.py:function; default (with no models) the bundled arithmetic "
         "reward",
     )
     models: list[str] = Field(
         default_factory=list,
+        title="Reward models",
         description="reward models scoring each completion: job:ID (a reward-model job's), a hub id or a local "
         "folder; beside the functions",
     )
-    weights: list[float] | None = Field(None, description="one per function, then one per model; default all 1")
+    weights: list[float] | None = Field(
+        None, title="Reward weights", description="one per function, then one per model; default all 1"
+    )
     num_generations: int = Field(
         4, ge=2, title="Completions per prompt", description="completions sampled per prompt (the group)"
     )

@@ -2,11 +2,12 @@
 planner, the previews, the model card, adapters, predict, Try it, the run doctor and the rehearsal alike.
 
 A task is one package, `nbtoolkit/tasks/<task>/`: its `TASK` (a `Task`, light: no model libraries), its training
-setup (`train.py`), its answering function and whatever hooks its facts name. Packages register through the
-entry-point group `nbtoolkit.tasks` (nbtoolkit's own in its pyproject.toml), so another distribution can add a task
-without touching nbtoolkit; the core reads a task's fields and never tests its name. Each task is checked as the
-registry is built: one with a fact missing is refused in one sentence, not at predict or push time. A package that
-fails to load is named in a warning and left out (as a backend is); two tasks of one name are refused.
+setup (`train.py`), its answering function, whatever hooks its facts name, and any sample data and tiny model of
+its own (`assets/`). Packages register through the entry-point group `nbtoolkit.tasks` (nbtoolkit's own in its
+pyproject.toml), so another distribution can add a task without touching nbtoolkit; the core reads a task's fields
+and never tests its name (tests/test_task_boundary.py). Each task is checked as the registry is built: one with a
+fact missing is refused in one sentence, not at predict or push time. A package that fails to load is named in a
+warning and left out (as a backend is); two tasks of one name are refused.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
 
 from nbtoolkit import plugins
 
@@ -37,6 +39,18 @@ class TaskWorkload:
     reference_model: bool = False
     #: models that score every completion (GRPO's reward.models)
     reward_models: tuple[str, ...] = ()
+
+
+class TinyModel(NamedTuple):
+    """A bundled tiny model (trains in seconds on CPU): built at run time from a config with random weights."""
+
+    #: its tokenizer's folder (a processor's for a vision-language model): a name under nbtoolkit/assets/tokenizers,
+    #: or the folder itself for a task's own model (in the task's `assets`)
+    tokenizer: str | Path
+    model_type: str  # transformers config type
+    sizes: dict[str, Any]  # config fields; a composite model's language model in text_config
+    #: config field -> the token whose id it holds (a vision-language model's image tokens), read from the tokenizer
+    tokens: dict[str, str] = {}  # noqa: RUF012 (a NamedTuple default: never mutated)
 
 
 @dataclass(frozen=True)
@@ -77,8 +91,15 @@ class Task:
     sequences_per_sample: int = 1
     #: `module:function` (spec) -> TaskWorkload: what else its step runs, for the planner ("": nothing else)
     workload: str = ""
-    #: the bundled sample data it trains on when the spec names none (nbtoolkit/assets/data/<folder>; "": its name)
+    #: the bundled sample data it trains on when the spec names none (nbtoolkit/assets/data/<folder>; "": its name),
+    #: unless it brings its own in `assets`
     sample_data: str = ""
+    #: its own assets folder, in its package (shipped in the wheel with it): its sample data in data/ (in place of
+    #: `sample_data`) and its tiny model's tokenizer; None: it uses nbtoolkit/assets
+    assets: Path | None = None
+    #: its own bundled model, named `bundled_model`, for a model no task of nbtoolkit/assets trains (its tokenizer a
+    #: folder in `assets`); None: `bundled_model` is one of nbtoolkit.inputs.bundled's
+    tiny_model: TinyModel | None = None
     #: trainer argument -> the spec field that sets it, beyond every task's (nbtoolkit.spec_parts.extra); `extra` may not
     #: set them
     set_by_field: dict[str, str] = field(default_factory=dict)
@@ -152,6 +173,17 @@ def check_task(task: Task) -> Task:
         reference = getattr(task, name)
         if reference and not CALLABLE.match(reference):
             raise TaskError(f"task '{task.name}': {name} '{reference}' is not a module:function")
+    if task.assets is not None and not any((task.assets / "data").glob("*.jsonl")):
+        raise TaskError(
+            f"task '{task.name}': its assets folder {task.assets} has no data/*.jsonl (the sample it trains on when "
+            "the spec names no data); add them, or leave assets out to use nbtoolkit's"
+        )
+    own_tokenizer = task.tiny_model and task.tiny_model.tokenizer
+    if isinstance(own_tokenizer, Path) and not (own_tokenizer / "tokenizer.json").is_file():
+        raise TaskError(
+            f"task '{task.name}': its tiny model's tokenizer folder {own_tokenizer} has no tokenizer.json; save the "
+            "tokenizer (or processor) there"
+        )
     return task
 
 
@@ -193,6 +225,12 @@ TASKS: dict[str, Task] = registered()
 #: the tasks TRL trains (the distribution's `chat` extra)
 TRL_TASKS: tuple[str, ...] = tuple(name for name, task in TASKS.items() if task.trl)
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)
+
+
+def named_by(fact: str) -> str:
+    """The registered tasks that state a fact (`scores_replies`), as a sentence names them ("a or b"; "" for none):
+    a sentence names the task that does something, never a task the install may not have."""
+    return " or ".join(name for name, task in TASKS.items() if getattr(task, fact))
 
 
 def columns_used(task: str, dataset) -> dict[str, str]:

@@ -87,6 +87,19 @@ def column(spec: RunSpec, dataset: Dataset, field: str) -> str:
     return name
 
 
+def with_row_columns(spec: RunSpec, dataset: Dataset, split: str) -> Dataset:
+    """The split's columns the task reads by name (its `row_columns`: preference pairs' prompt, chosen, rejected),
+    those alone, or one sentence naming the ones it lacks."""
+    needed = TASKS[spec.task].row_columns
+    missing = [name for name in needed if name not in dataset.column_names]
+    if missing:
+        raise TrainError(
+            f"the {split} split has no {', '.join(missing)} column(s) (it has {', '.join(dataset.column_names)}); "
+            f"{spec.task} data needs {', '.join(needed)}"
+        )
+    return dataset.select_columns(list(needed))
+
+
 def map_workers(spec: RunSpec, rows: int) -> int | None:
     """`num_proc` for tokenizing `rows` examples: the instance's vCPUs (only the node's first process maps;
     the others read its cache, see program.prepared_once_per_node), never more than this machine has (a

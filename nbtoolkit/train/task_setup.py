@@ -30,6 +30,15 @@ class TaskSetup:
     adapter_targets: list[str] | None = None
 
 
+def trl_overrides(spec) -> dict:
+    """What every TRL task's config needs from the spec beyond TrainingArguments' fields.
+
+    TRL's configs turn activation checkpointing on by default (and bf16, which the program sets already);
+    unset here, the spec decides as it does for every task (its default for the TRL tasks is on, as TRL's).
+    """
+    return dict(gradient_checkpointing=None)
+
+
 def trainer_arguments(task: TaskSetup) -> dict[str, Any]:
     """What the task's trainer takes beside model, args and data: a collator and metrics only where the task has
     them (TRL's GRPO trainer takes neither), and the task's own (TRL's reward_funcs, a reference model)."""

@@ -16,16 +16,7 @@ from nbtoolkit.inputs.chat_formats import FormatError, as_messages, detect_forma
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model, loss_template
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model
-from nbtoolkit.train.task_setup import TaskSetup
-
-
-def trl_overrides(spec) -> dict:
-    """What every TRL config needs from the spec beyond TrainingArguments' fields.
-
-    TRL's configs turn activation checkpointing on by default (and bf16, which the program sets already);
-    unset here, the spec decides as it does for every task (its default for the TRL tasks is on, as TRL's).
-    """
-    return dict(gradient_checkpointing=None)
+from nbtoolkit.train.task_setup import TaskSetup, trl_overrides
 
 
 def config_class(spec) -> type:

@@ -20,11 +20,10 @@ from nbtoolkit.inputs.bundled import is_bundled
 from nbtoolkit.rewards import RewardError, checked, load
 from nbtoolkit.spec import RewardSpec
 from nbtoolkit.spec_parts.reward_names import BUNDLED_REWARDS
-from nbtoolkit.tasks.chat.train import trl_overrides
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import as_loaded, load_model, model_source, torch_dtype
-from nbtoolkit.train.task_setup import TaskSetup
+from nbtoolkit.train.task_setup import TaskSetup, trl_overrides
 
 
 def config_class(spec) -> type:

@@ -12,12 +12,11 @@ import copy
 
 from transformers import AutoModelForCausalLM
 
-from nbtoolkit.tasks.chat.train import trl_overrides
 from nbtoolkit.tasks.preference import TASK
 from nbtoolkit.train.chat_template import chat_tokenizer, fit_model
-from nbtoolkit.train.errors import TrainError
+from nbtoolkit.train.data import with_row_columns
 from nbtoolkit.train.models import load_model
-from nbtoolkit.train.task_setup import TaskSetup
+from nbtoolkit.train.task_setup import TaskSetup, trl_overrides
 
 COLUMNS = TASK.row_columns
 
@@ -52,17 +51,6 @@ def config_class(spec) -> type:
     return trainer_and_config(preference_block(spec).method)[1]
 
 
-def pairs(task: str, dataset, split: str):
-    """The split's prompt, chosen and rejected columns (a preference or reward-model task's), or one sentence."""
-    missing = [column for column in COLUMNS if column not in dataset.column_names]
-    if missing:
-        raise TrainError(
-            f"the {split} split has no {', '.join(missing)} column(s) (it has {', '.join(dataset.column_names)}); "
-            f"{task} data needs prompt, chosen and rejected (texts or conversations)"
-        )
-    return dataset.select_columns(list(COLUMNS))
-
-
 def unpaired(dataset):
     """KTO's rows: each pair as (prompt, chosen, True) and (prompt, rejected, False)."""
 
@@ -83,7 +71,7 @@ def setup(spec, splits) -> TaskSetup:
     model = load_model(AutoModelForCausalLM, spec, tokenizer)
     fit_model(model, tokenizer)
     trainer_class, config_class, method_fields = trainer_and_config(preference.method)
-    datasets = {split: pairs(spec.task, dataset, split) for split, dataset in splits.items()}
+    datasets = {split: with_row_columns(spec, dataset, split) for split, dataset in splits.items()}
     if preference.method == "kto":
         datasets = {split: unpaired(dataset) for split, dataset in datasets.items()}
     overrides = dict(trl_overrides(spec), beta=preference.beta, max_length=spec.dataset.max_length, **method_fields)

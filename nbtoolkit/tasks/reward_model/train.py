@@ -13,12 +13,11 @@ import os
 from transformers import AutoModelForSequenceClassification
 from trl import RewardConfig, RewardTrainer
 
-from nbtoolkit.tasks.chat.train import trl_overrides
-from nbtoolkit.tasks.preference.train import pairs
 from nbtoolkit.train.chat_template import chat_tokenizer
+from nbtoolkit.train.data import with_row_columns
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model
-from nbtoolkit.train.task_setup import TaskSetup
+from nbtoolkit.train.task_setup import TaskSetup, trl_overrides
 
 
 def config_class(spec) -> type:
@@ -32,7 +31,7 @@ def setup(spec, splits) -> TaskSetup:
     if len(tokenizer) > model.get_input_embeddings().weight.shape[0]:  # tokens the chat template added
         model.resize_token_embeddings(len(tokenizer))
     model.config.pad_token_id = tokenizer.pad_token_id  # the head scores each row's last token before the padding
-    datasets = {split: pairs(spec.task, dataset, split) for split, dataset in splits.items()}
+    datasets = {split: with_row_columns(spec, dataset, split) for split, dataset in splits.items()}
     say_left_out(spec, tokenizer, datasets["train"])
     return TaskSetup(
         model=model,

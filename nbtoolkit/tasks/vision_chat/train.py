@@ -19,19 +19,23 @@ import os
 from pathlib import Path
 
 from transformers import AutoModelForImageTextToText, AutoProcessor
-from trl import SFTTrainer
+from trl import SFTConfig, SFTTrainer
 
 from nbtoolkit.inputs.bundled import bundled_files, is_bundled, tokenizer_dir
 from nbtoolkit.inputs.chat_formats import FormatError
-from nbtoolkit.tasks.chat.train import config_class, trl_overrides
 from nbtoolkit.tasks.vision_chat.formats import VISION_FORMAT_NAMES, as_vision_row, detect_vision_format
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.train.models import load_model, model_source
-from nbtoolkit.train.task_setup import TaskSetup
+from nbtoolkit.train.task_setup import TaskSetup, trl_overrides
 
 #: the attribute a vision-language model keeps its vision tower under (Gemma 3, LLaVA, Idefics3: vision_tower or
 #: vision_model; Qwen2-VL: visual), on its inner `model` in transformers 5
 TOWER_NAMES = ("vision_tower", "visual", "vision_model")
+
+
+def config_class(spec) -> type:
+    """The trainer arguments' class: the fields `extra` may set."""
+    return SFTConfig
 
 
 def load_processor(name: str):
