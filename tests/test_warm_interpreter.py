@@ -5,9 +5,13 @@ killed supervisor takes its stage with it. One interpreter serves the file's job
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -154,3 +158,24 @@ def test_a_socket_folder_that_is_not_this_users_own_starts_nothing_and_raises_no
     assert warm_interpreter.adopt("k" * 20, "job", dict(os.environ), tmp_path) is None
     monkeypatch.setattr(warm_interpreter, "SOCKETS", tmp_path / ("d" * 100))
     assert not warm_interpreter.enabled()  # no socket path of 108 bytes fits there
+
+
+@pytest.mark.parametrize("wrote", ["", "a warning it printed\n"])
+def test_an_interpreter_that_ends_leaves_no_file_but_a_log_with_something_in_it(wrote):
+    """Keys vary with the environment, and each ended interpreter left its lock and an empty log behind (688 in a
+    day's runs here): it now removes them as it ends, keeping a log that says something."""
+    folder = Path(tempfile.mkdtemp(prefix="w", dir="/tmp"))  # short: a socket's path is at most 107 bytes
+    try:
+        sockets = folder / f"nbtoolkit-warm-{os.getuid()}"
+        sockets.mkdir(mode=0o700)
+        (sockets / "k1.log").write_text(wrote)  # as `start` opens it for the interpreter's errors
+        serve_briefly = (
+            "from nbtoolkit.runner import warm_interpreter as w\n"
+            "w._warm_up = lambda profile: True  # what it imports is not what this test looks at\n"
+            "raise SystemExit(w.serve('k1', w.WarmProfile((), 'json')))"
+        )
+        env = {**os.environ, "TMPDIR": str(folder), warm_interpreter.IDLE_ENV: "0.2"}
+        subprocess.run([sys.executable, "-c", serve_briefly], env=env, check=True, timeout=60)
+        assert sorted(path.name for path in sockets.iterdir()) == (["k1.log"] if wrote else [])
+    finally:
+        shutil.rmtree(folder)

@@ -302,7 +302,18 @@ def serve(key: str, profile: WarmProfile) -> int:
         with contextlib.suppress(FileNotFoundError):
             if path.stat().st_ino == mine:  # not one a later interpreter of this key put there
                 path.unlink()
+        _remove_own_files(key)
     return 0
+
+
+def _remove_own_files(key: str) -> None:
+    """An interpreter that ends leaves nothing behind (keys vary with the environment, and each left a lock and a log
+    in the folder): its lock, removed while it still holds it, and its log unless something was written there."""
+    (SOCKETS / f"{key}.lock").unlink(missing_ok=True)
+    log = SOCKETS / f"{key}.log"
+    with contextlib.suppress(OSError):
+        if log.stat().st_size == 0:
+            log.unlink()
 
 
 def _evicted(path: Path) -> bool:
