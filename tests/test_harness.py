@@ -20,17 +20,27 @@ from nbtoolkit.spec import load_spec
 from nbtoolkit.trained_model.harness import base_model, command, rows, stored
 
 TASK = "nbtoolkit_tiny"
-LM_EVAL = str(Path(sys.executable).parent / "lm-eval")  # the command a person types
 
 
-def by_hand(model_args: str, out: Path) -> dict:
-    """lm-eval's own command line, as its README gives it, on a model folder; its results file."""
-    subprocess.run(
-        [LM_EVAL, "run", "--model", "hf", "--model_args", model_args, "--tasks", TASK,
-         "--include_path", str(ASSETS / "harness"), "--batch_size", "8", "--output_path", str(out)],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
-    return json.loads(next(out.rglob("results_*.json")).read_text())["results"][TASK]
+def by_hand(runs: dict[str, tuple[str, Path]]) -> dict[str, dict]:
+    """lm-eval's own command line, as its README gives it, on each model folder; each run's results.
+
+    Both run in one fresh interpreter, each command line in turn given to what the `lm-eval` command runs
+    (lm_eval.__main__:cli_evaluate, its entry_points.txt): each run is lm-eval's own, from parsing its arguments
+    to writing its results file, and lm-eval's start-up (torch, transformers, datasets) is paid once, not twice."""
+    lines = [
+        ["lm-eval", "run", "--model", "hf", "--model_args", model_args, "--tasks", TASK,
+         "--include_path", str(ASSETS / "harness"), "--batch_size", "8", "--output_path", str(out)]
+        for model_args, out in runs.values()
+    ]  # fmt: skip
+    in_turn = "import sys\nfrom lm_eval.__main__ import cli_evaluate\n" + "".join(
+        f"sys.argv = {line!r}\ncli_evaluate()\n" for line in lines
+    )
+    subprocess.run([sys.executable, "-c", in_turn], check=True, capture_output=True, timeout=300)
+    return {
+        model: json.loads(next(out.rglob("results_*.json")).read_text())["results"][TASK]
+        for model, (_, out) in runs.items()
+    }
 
 
 def test_nbtoolkit_eval_gives_lm_evals_own_numbers_for_base_and_tuned_side_by_side(store, tmp_path, capsys):
@@ -51,10 +61,12 @@ def test_nbtoolkit_eval_gives_lm_evals_own_numbers_for_base_and_tuned_side_by_si
     base = job.dir / "output" / "model" / "base"  # the bundled base's weights, saved beside the adapter
     assert not (job.dir / "output" / "merged").exists()  # a merge of the user's own is never overwritten
     assert f"pretrained={base},tokenizer={tuned}" in results.commands["base"]  # each model where it belongs
-    hand = {
-        "tuned": by_hand(f"pretrained={tuned}", tmp_path / "tuned"),
-        "base": by_hand(f"pretrained={base},tokenizer={tuned}", tmp_path / "base"),
-    }
+    hand = by_hand(
+        {
+            "tuned": (f"pretrained={tuned}", tmp_path / "tuned"),
+            "base": (f"pretrained={base},tokenizer={tuned}", tmp_path / "base"),
+        }
+    )
     for metric, row in measured.items():
         for model in ("base", "tuned"):
             assert row[model] == hand[model][f"{metric},none"], (metric, model)

@@ -172,9 +172,29 @@ def test_spot_with_checkpoints_and_the_exported_v3_script_send_the_same_request(
 # -- jobs: submit -> in progress -> log lines -> metrics -> completed / stopped ----------------
 
 
-def test_stop_ends_the_training_job_and_records_billable_time(standin, store, tmp_path):
+def test_a_running_jobs_cost_grows_from_billable_time_and_stop_ends_it_after_a_spot_interruption(standin, store):
+    """One stand-in job (the sleepy script, spot, a price) serves both: its cost so far and projected total while it
+    runs, then an interruption it cannot resume from, then a stop that records its billable time."""
+    from nbtoolkit.runner.listing import listing_row, projected_cost_usd
+
     script = {"path": str(SCRIPTS / "sleepy.py"), "source_dir": str(SCRIPTS)}
-    job = launch(spec_for("stop", script=script, sagemaker={"spot": True}), store=store)
+    # $360 an instance-hour: 10 cents a billed second, so a few seconds show in cents
+    spec = spec_for("cost-stop", script=script, hardware={"hourly_price_usd": 360.0}, sagemaker={"spot": True})
+    job = launch(spec, store=store)
+    wait_for(lambda: (job.record.info.get("cost_usd") or 0) > 0, timeout=180)
+    first = job.record
+    wait_for(lambda: job.record.info["cost_usd"] >= first.info["cost_usd"] + 0.2, timeout=60)
+    later = job.record
+    assert later.status == "running" and later.info["cost_estimated"]  # billable time so far, while it trains
+    # the cost is the price x the seconds SageMaker bills: it grew with the billed time between the two looks
+    grown_seconds = later.info["billable_seconds"] - first.info["billable_seconds"]
+    assert later.info["cost_usd"] - first.info["cost_usd"] == pytest.approx(360.0 * grown_seconds / 3600, abs=0.01)
+    row = listing_row(later)
+    assert row["cost"] == f"${later.info['cost_usd']:,.2f}"
+    wait_for(lambda: projected_cost_usd(job.record) is not None, timeout=60)  # once a steady pace is measured
+    now = job.record
+    assert projected_cost_usd(now) > now.info["cost_usd"] and listing_row(now)["projected"].startswith("$")
+
     wait_for(lambda: [m for m in job.records() if m["kind"] == "train"], timeout=180)
     name = job.record.remote_name
     # spot interrupted without checkpoints of its own: the job says so, and keeps going
@@ -204,28 +224,6 @@ def test_attach_follows_an_existing_job_and_it_lists_beside_local_jobs(standin, 
     assert rows[attached.id]["name"] == name and rows[local.id]["backend"] == "local"
     assert attached.stop() == "stopped" and standin.job(name).training_job_status == "Stopped"
     assert Job(attached.id, store).record.info["remote_name"] == name
-
-
-def test_a_running_jobs_cost_so_far_grows_from_billable_time_and_it_shows_a_projected_total(standin, store):
-    from nbtoolkit.runner.listing import listing_row, projected_cost_usd
-
-    script = {"path": str(SCRIPTS / "sleepy.py"), "source_dir": str(SCRIPTS)}
-    # $360 an instance-hour: 10 cents a second, so a few seconds show in cents
-    job = launch(spec_for("cost", script=script, hardware={"hourly_price_usd": 360.0}), store=store)
-    wait_for(lambda: (job.record.info.get("cost_usd") or 0) > 0, timeout=180)
-    first = job.record
-    wait_for(lambda: job.record.info["cost_usd"] >= first.info["cost_usd"] + 0.2, timeout=60)
-    later = job.record
-    assert later.status == "running" and later.info["cost_estimated"]  # billable time so far, while it trains
-    # the cost is the price x the seconds SageMaker bills: it grew with the training time between the two looks
-    grown_seconds = later.info["billable_seconds"] - first.info["billable_seconds"]
-    assert later.info["cost_usd"] - first.info["cost_usd"] == pytest.approx(360.0 * grown_seconds / 3600, abs=0.01)
-    row = listing_row(later)
-    assert row["cost"] == f"${later.info['cost_usd']:,.2f}"
-    wait_for(lambda: projected_cost_usd(job.record) is not None, timeout=60)  # once a steady pace is measured
-    now = job.record
-    assert projected_cost_usd(now) > now.info["cost_usd"] and listing_row(now)["projected"].startswith("$")
-    assert job.stop() == "stopped"
 
 
 def test_a_sagemaker_job_stopped_at_its_budget_ends_stopped_saying_why(standin, store):
