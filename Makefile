@@ -119,9 +119,12 @@ $(BUILD_TOOLS_STAMP): $(LOCK) | lock-check $(UV)
 # Needs the build tools installed first. Bytecode is compiled here, once (25 s): uv writes none by
 # default, and where PYTHONDONTWRITEBYTECODE is set no run does either, so every process, each rank
 # of every job, compiled torch and transformers again (5 s of a tiny job's 10).
+# DeepSpeed's build is the longest step of the set-up: its setup.py turns ninja off unless DS_ENABLE_NINJA
+# is set (setup.py:107-108), and without it torch's BuildExtension compiles each op's two sources one after
+# the other; with it, side by side (ninja from the build tools, found on the venv's PATH)
 LOCK_INSTALL ?= sync
 $(PACKAGES_STAMP): $(LOCK) $(BUILD_TOOLS_STAMP) | lock-check
-	DS_BUILD_OPS=0 DS_BUILD_CPU_ADAM=1 DS_BUILD_SHM_COMM=1 $(UV) pip $(LOCK_INSTALL) $(LOCK) \
+	DS_BUILD_OPS=0 DS_BUILD_CPU_ADAM=1 DS_BUILD_SHM_COMM=1 DS_ENABLE_NINJA=1 $(WITH_VENV) $(UV) pip $(LOCK_INSTALL) $(LOCK) \
 		$(UV_INTO_VENV) --require-hashes --no-build-isolation --refresh-package deepspeed --compile-bytecode
 	$(BIN)/python -c "from deepspeed.git_version_info import installed_ops as ops; assert ops['cpu_adam'] and ops['deepspeed_shm_comm'], ops"
 	touch $@
@@ -132,8 +135,9 @@ $(NODE_STAMP): $(LAB)/yarn.lock $(BUILD_TOOLS_STAMP)
 	touch $@
 
 # again when pyproject.toml changes: its entry points (nbtoolkit.backends, nbtoolkit.tasks) reach the registries
-# only through the installed metadata
-$(STAMP): $(PACKAGES_STAMP) $(NODE_STAMP) pyproject.toml
+# only through the installed metadata. After the panel's build: the editable install's build hook then finds it
+# built (skip-if-exists in pyproject.toml) instead of building it a second time
+$(STAMP): $(PACKAGES_STAMP) $(NODE_STAMP) $(LAB_BUILT) pyproject.toml
 	# `develop` below links the venv's copy of the panel to nbtoolkit/labextension: drop the link first,
 	# or the install would write the wheel's install.json through it into the source tree
 	rm -rf $(VENV)/share/jupyter/labextensions/nbtoolkit nbtoolkit/labextension/install.json
@@ -146,8 +150,9 @@ install: $(STAMP)
 # DeepSpeed with its CPU ops comes with every install
 deepspeed: install
 
-# rebuild the panel when its sources change (the editable install builds it the first time)
-$(LAB_BUILT): $(LAB_SOURCES) | $(STAMP)
+# the panel, built again when its sources change; it needs only the node packages and the build tools, so on a
+# new machine it builds beside DeepSpeed's ops rather than after them
+$(LAB_BUILT): $(LAB_SOURCES) $(NODE_STAMP)
 	cd $(LAB) && $(WITH_VENV) jlpm build
 
 # the REST contract, regenerated after a change to the server's models or routes: openapi.yaml from them, then the
