@@ -62,7 +62,7 @@ def test_a_task_missing_a_fact_is_refused_as_it_registers_in_one_sentence():
 
     from nbtoolkit.tasks import TaskError, registry
 
-    complete = TASKS["causal-lm"]
+    complete = replace(TASKS["causal-lm"], sample_data="causal-lm")  # a task of another name: causal-lm's sample
     assert registry([replace(complete, name="poem")])["poem"].prompt == complete.prompt
     with pytest.raises(TaskError) as missing:
         registry([replace(complete, name="poem", pipeline_tag="")])
@@ -139,7 +139,7 @@ def test_a_task_the_data_preview_cannot_measure_is_refused_unless_trl_templates_
 
     with pytest.raises(TaskError, match=r"^task 'poem' has no preview_lengths \(the module:function that measures"):
         registry([replace(TASKS["causal-lm"], name="poem", preview_lengths="")])
-    assert registry([replace(TASKS["chat"], name="talk", preview_lengths="")])["talk"].trl
+    assert registry([replace(TASKS["chat"], name="talk", sample_data="chat", preview_lengths="")])["talk"].trl
 
 
 @pytest.mark.parametrize(
@@ -155,6 +155,7 @@ def test_a_task_the_data_preview_cannot_measure_is_refused_unless_trl_templates_
         ({"preview_note": "{oops}"}, "preview_note names {oops}, but it is formatted with data alone"),
         ({"preview_note": "a {brace"}, "preview_note is no format string"),
         ({"requires": ("torch<<0 !!",)}, "requires 'torch<<0 !!' is not a pip requirement (PEP 508)"),
+        ({"sample_data": "poems"}, "sample_data 'poems' is no sample of nbtoolkit's (the one it trains on when"),
     ],
 )
 def test_a_task_stating_a_fact_wrongly_is_refused_as_it_registers_in_one_sentence(wrong, said):
@@ -164,7 +165,7 @@ def test_a_task_stating_a_fact_wrongly_is_refused_as_it_registers_in_one_sentenc
     from nbtoolkit.tasks import TaskError, registry
 
     with pytest.raises(TaskError) as refused:
-        registry([replace(TASKS["causal-lm"], name="poem", **wrong)])
+        registry([replace(TASKS["causal-lm"], name="poem", **{"sample_data": "causal-lm", **wrong})])
     assert str(refused.value).startswith(f"task 'poem': {said}")
     assert "\n" not in str(refused.value)
 

@@ -6,7 +6,8 @@ setup (`train.py`), its answering function, whatever hooks its facts name, and a
 its own (`assets/`). Packages register through the entry-point group `nbtoolkit.tasks` (nbtoolkit's own in its
 pyproject.toml), so another distribution can add a task without touching nbtoolkit; the core reads a task's fields
 and never tests its name (tests/test_task_boundary.py). Each task is checked as the registry is built: one with a
-fact missing is refused in one sentence, not at predict or push time. A package that fails to load is named in a
+fact missing or wrong (a module that is not installed, a head, Try-it mode or spec block outside the core's closed
+sets) is refused in one sentence, not at predict or push time. A package that fails to load is named in a
 warning and left out (as a backend is); two tasks of one name are refused.
 """
 
@@ -25,6 +26,8 @@ from typing import Any, Literal, NamedTuple, get_args
 from nbtoolkit import plugins
 
 ENTRY_POINT_GROUP = "nbtoolkit.tasks"
+#: nbtoolkit's bundled samples, a folder each (a task's `sample_data`)
+SAMPLES = Path(__file__).resolve().parents[1] / "assets" / "data"
 
 #: which models can do a task, as the pairing check reads a model's config
 Head = Literal["sequence-classification", "question-answering", "seq2seq", "causal-lm", "image-text-to-text"]
@@ -144,6 +147,11 @@ class Task:
     #: where it stands in the form's list and the spec schema's enum (nbtoolkit's own: 10, 20, ...; then by name)
     listed: int = 1000
 
+    @property
+    def sample_folder(self) -> Path:
+        """Where the sample it trains on when the spec names no data lies: its own assets', else nbtoolkit's."""
+        return self.assets / "data" if self.assets is not None else SAMPLES / (self.sample_data or self.name)
+
 
 class TaskError(ValueError):
     """A task registered without a fact the rest of the code asks of it; the message is one sentence."""
@@ -203,10 +211,16 @@ def check_task(task: Task) -> Task:
         )
     _check_preview_note(task)
     _check_requires(task)
-    if task.assets is not None and not any((task.assets / "data").glob("*.jsonl")):
+    if task.assets is not None and not any(task.sample_folder.glob("*.jsonl")):
         raise TaskError(
             f"task '{task.name}': its assets folder {task.assets} has no data/*.jsonl (the sample it trains on when "
             "the spec names no data); add them, or leave assets out to use nbtoolkit's"
+        )
+    if task.assets is None and not any(task.sample_folder.glob("*.jsonl")):
+        bundled = sorted(folder.name for folder in SAMPLES.iterdir() if any(folder.glob("*.jsonl")))
+        raise TaskError(
+            f"task '{task.name}': sample_data '{task.sample_data or task.name}' is no sample of nbtoolkit's (the one "
+            f"it trains on when the spec names no data); name one of {', '.join(bundled)}, or bring its own in assets"
         )
     own_tokenizer = task.tiny_model and task.tiny_model.tokenizer
     if isinstance(own_tokenizer, Path) and not (own_tokenizer / "tokenizer.json").is_file():
