@@ -46,6 +46,7 @@ from nbtoolkit.spec_parts.errors import SpecError, SpecWarning
 from nbtoolkit.spec_parts.extra import extra_problem
 from nbtoolkit.spec_parts.yaml_reading import CORE_SCHEMA, SpecLoader, merged, parse_settings, read_yaml
 from nbtoolkit.tasks import TASKS, TRL_TASKS, hook
+from nbtoolkit.tasks import Task as TaskFacts
 from nbtoolkit.trained_model.saved_folders import is_adapter_folder
 
 __all__ = [
@@ -95,6 +96,28 @@ def safe_name(text: str, limit: int = 80) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:limit] or "run"
 
 
+def _dataset_fields_named_by(task: TaskFacts) -> list[str]:
+    """The dataset block's fields a task's facts name: its columns, its own fields and its preview note's."""
+    noted = re.findall(r"\{data\.(\w+)", task.preview_note)
+    return [*task.columns, *task.dataset_fields, *noted]
+
+
+def _no_dataset_field(task: TaskFacts) -> str | None:
+    missing = next((name for name in _dataset_fields_named_by(task) if name not in DatasetSpec.model_fields), None)
+    if missing is None:
+        return None
+    columns = ", ".join(name for name in DatasetSpec.model_fields if name.endswith("_column"))
+    return (
+        f"task '{task.name}' cannot be used: it names dataset.{missing}, a field the spec's dataset block does not "
+        f"have; its package must name the block's own fields (the columns: {columns})"
+    )
+
+
+#: task -> why no spec of it can be built: the registry cannot import the dataset block (the block imports it), so
+#: its facts that name the block's fields are checked here, once
+TASKS_NAMING_NO_DATASET_FIELD = {name: problem for name, task in TASKS.items() if (problem := _no_dataset_field(task))}
+
+
 class RunSpecCore(SpecBlock):
     """A fine-tuning run: what to train, on what data, where, and how (RunSpec adds the backends' blocks)."""
 
@@ -132,6 +155,14 @@ class RunSpecCore(SpecBlock):
                 "or digit (e.g. bert-emotion-v2): it names the job's folders and exports"
             )
         return name
+
+    @field_validator("task")
+    @classmethod
+    def _task_reads_real_dataset_fields(cls, task: str) -> str:
+        problem = TASKS_NAMING_NO_DATASET_FIELD.get(task)
+        if problem:
+            raise ValueError(problem)
+        return task
 
     @field_validator("launcher")
     @classmethod

@@ -164,3 +164,62 @@ def test_a_task_left_out_of_the_entry_points_with_its_folder_gone_leaves_the_oth
     assert "nbtoolkit/tiny-vlm" not in found["tiny"] and "nbtoolkit/tiny-chat" in found["tiny"]
     assert found["refused"].startswith("task: 'vision-chat' is not valid; expected 'text-classification'")
     assert found["fits"] is True and found["gone"] == []
+
+
+#: the poem task, and two that state a fact wrongly: a spec block there is none of, a dataset field there is none of
+WRONG = f"""{DESCRIPTOR}
+ASTRAY = replace(TASK, name="astray", block="nonexistent")
+TAGGED = replace(TASK, name="tagged", columns={{"tags_column": "tags"}})
+"""
+
+
+def test_a_plugin_with_a_wrong_block_breaks_no_other_spec_and_a_plugin_task_is_refused_where_nbtoolkit_goes_alone(
+    tmp_path, home
+):
+    """A block no spec has broke every spec of every task; a dataset field none has broke the task's preview with a
+    traceback; a plugin task rendered for SageMaker or SkyPilot ran in a container without it. No training."""
+    root = tmp_path / "site"
+    entries = "poem = poems_nbtoolkit:TASK\nastray = poems_nbtoolkit:ASTRAY\ntagged = poems_nbtoolkit:TAGGED"
+    files = {"poems_nbtoolkit/__init__.py": WRONG, "poems_nbtoolkit/answer.py": ANSWER}
+    plugin(root, "poems_nbtoolkit", entries, files, group="nbtoolkit.tasks")
+    done = run(
+        """
+        import json, warnings
+        warnings.simplefilter("ignore")
+        from nbtoolkit.spec import SpecError, load_spec
+        from nbtoolkit.tasks import TASK_NAMES
+
+        def refusal(spec):
+            try:
+                load_spec(spec)
+            except SpecError as exc:
+                return str(exc)
+
+        cuda = {"accelerator": "cuda"}
+        sagemaker = {"hardware": {**cuda, "target": "sagemaker", "instance_type": "ml.g5.2xlarge"},
+                     "sagemaker": {"role": "arn:aws:iam::123456789012:role/trainer"}}
+        skypilot = {"hardware": {**cuda, "target": "skypilot", "instance_type": "g5.2xlarge"}}
+        found = {"names": TASK_NAMES, "chat": refusal({"task": "chat"}), "poem": refusal({"task": "poem"}),
+                 "tagged": refusal({"task": "tagged"}), "poem-sagemaker": refusal({"task": "poem", **sagemaker}),
+                 "chat-sagemaker": refusal({"task": "chat", **sagemaker}),
+                 "poem-skypilot": refusal({"task": "poem", **skypilot})}
+        print(json.dumps(found))
+    """,
+        root,
+        home,
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert "astray" not in found["names"] and "poem" in found["names"]
+    assert found["chat"] is None and found["poem"] is None and found["chat-sagemaker"] is None
+    assert found["tagged"] == (
+        "task 'tagged' cannot be used: it names dataset.tags_column, a field the spec's dataset block does not have; "
+        "its package must name the block's own fields (the columns: text_column, text_pair_column, label_column, "
+        "question_column, context_column, answer_column, summary_column)"
+    )
+    for target in ("sagemaker", "skypilot"):
+        assert found[f"poem-{target}"] == (
+            f"task 'poem' comes from the distribution poems_nbtoolkit, which a {target} job does not carry (it has "
+            "nbtoolkit alone); train it on hardware.target local or slurm, which run in this environment, where it is "
+            "installed"
+        )

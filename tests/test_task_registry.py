@@ -62,7 +62,7 @@ def test_a_task_missing_a_fact_is_refused_as_it_registers_in_one_sentence():
 
     from nbtoolkit.tasks import TaskError, registry
 
-    complete = TASKS["causal-lm"]
+    complete = replace(TASKS["causal-lm"], sample_data="causal-lm")  # a task of another name: causal-lm's sample
     assert registry([replace(complete, name="poem")])["poem"].prompt == complete.prompt
     with pytest.raises(TaskError) as missing:
         registry([replace(complete, name="poem", pipeline_tag="")])
@@ -139,4 +139,41 @@ def test_a_task_the_data_preview_cannot_measure_is_refused_unless_trl_templates_
 
     with pytest.raises(TaskError, match=r"^task 'poem' has no preview_lengths \(the module:function that measures"):
         registry([replace(TASKS["causal-lm"], name="poem", preview_lengths="")])
-    assert registry([replace(TASKS["chat"], name="talk", preview_lengths="")])["talk"].trl
+    assert registry([replace(TASKS["chat"], name="talk", sample_data="chat", preview_lengths="")])["talk"].trl
+
+
+@pytest.mark.parametrize(
+    "wrong, said",
+    [
+        ({"block": "nonexistent"}, "block 'nonexistent' is not a block of the spec; a task may read one of preference"),
+        ({"program": "nbtoolkit.tasks.causal_lm.trian"}, "program 'nbtoolkit.tasks.causal_lm.trian' names the module"),
+        ({"answer": "poems_nbtoolkit.answer:verse"}, "answer 'poems_nbtoolkit.answer:verse' names the module poems_"),
+        ({"check_row": "not a hook"}, "check_row 'not a hook' is not a module:function"),
+        ({"head": "token-classification"}, "head 'token-classification' is not one of sequence-classification, "),
+        ({"try_it": "voice"}, "try_it 'voice' is not one of text, question-and-context, chat, chat-with-images"),
+        ({"sequences_per_sample": 0}, "sequences_per_sample 0 is not a whole number of at least 1"),
+        ({"preview_note": "{oops}"}, "preview_note names {oops}, but it is formatted with data alone"),
+        ({"preview_note": "a {brace"}, "preview_note is no format string"),
+        ({"requires": ("torch<<0 !!",)}, "requires 'torch<<0 !!' is not a pip requirement (PEP 508)"),
+        ({"sample_data": "poems"}, "sample_data 'poems' is no sample of nbtoolkit's (the one it trains on when"),
+    ],
+)
+def test_a_task_stating_a_fact_wrongly_is_refused_as_it_registers_in_one_sentence(wrong, said):
+    """Each of these passed registration and failed later, in every spec (block) or in a traceback of its own."""
+    from dataclasses import replace
+
+    from nbtoolkit.tasks import TaskError, registry
+
+    with pytest.raises(TaskError) as refused:
+        registry([replace(TASKS["causal-lm"], name="poem", **{"sample_data": "causal-lm", **wrong})])
+    assert str(refused.value).startswith(f"task 'poem': {said}")
+    assert "\n" not in str(refused.value)
+
+
+def test_the_blocks_a_task_may_read_alone_are_the_specs_own():
+    """The registry cannot import the spec (it imports the registry): its list of task blocks is held here."""
+    from nbtoolkit.spec import RunSpecCore
+    from nbtoolkit.tasks import TASK_BLOCKS
+
+    assert set(TASK_BLOCKS) == {task.block for task in TASKS.values() if task.block}
+    assert set(TASK_BLOCKS) <= set(RunSpecCore.model_fields)

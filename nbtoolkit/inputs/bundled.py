@@ -96,6 +96,4 @@ def with_language_facts(sizes: dict[str, Any], **facts: Any) -> dict[str, Any]:
 def bundled_files(task: str) -> dict[str, str]:
     """The small sample dataset shipped for a task (in its own folder, or nbtoolkit/assets'): split name -> jsonl
     path."""
-    known = TASKS[task]
-    folder = known.assets / "data" if known.assets else ASSETS / "data" / (known.sample_data or task)
-    return {path.stem: str(path) for path in sorted(folder.glob("*.jsonl"))}
+    return {path.stem: str(path) for path in sorted(TASKS[task].sample_folder.glob("*.jsonl"))}

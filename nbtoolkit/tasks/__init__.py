@@ -6,26 +6,36 @@ setup (`train.py`), its answering function, whatever hooks its facts name, and a
 its own (`assets/`). Packages register through the entry-point group `nbtoolkit.tasks` (nbtoolkit's own in its
 pyproject.toml), so another distribution can add a task without touching nbtoolkit; the core reads a task's fields
 and never tests its name (tests/test_task_boundary.py). Each task is checked as the registry is built: one with a
-fact missing is refused in one sentence, not at predict or push time. A package that fails to load is named in a
+fact missing or wrong (a module that is not installed, a head, Try-it mode or spec block outside the core's closed
+sets) is refused in one sentence, not at predict or push time. A package that fails to load is named in a
 warning and left out (as a backend is); two tasks of one name are refused.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
+import string
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from nbtoolkit import plugins
 
 ENTRY_POINT_GROUP = "nbtoolkit.tasks"
+#: nbtoolkit's bundled samples, a folder each (a task's `sample_data`)
+SAMPLES = Path(__file__).resolve().parents[1] / "assets" / "data"
 
 #: which models can do a task, as the pairing check reads a model's config
 Head = Literal["sequence-classification", "question-answering", "seq2seq", "causal-lm", "image-text-to-text"]
+#: how the Try-it box asks: one text, a question with its context, or a chat (the history goes with each message)
+TryIt = Literal["text", "question-and-context", "chat", "chat-with-images"]
+#: the spec blocks a task may read alone: RunSpecCore's own fields of these names (nbtoolkit.spec; the registry
+#: cannot import the spec, which imports it: tests/test_task_registry.py holds the two equal)
+TASK_BLOCKS = ("preference", "reward")
 
 
 @dataclass(frozen=True)
@@ -76,8 +86,7 @@ class Task:
     prompt: str
     #: `module:function` that answers one input with a trained model (Job.predict, Try it)
     answer: str
-    #: how the Try-it box asks: one text, a question with its context, or a chat (the history goes with each message)
-    try_it: Literal["text", "question-and-context", "chat", "chat-with-images"] = "text"
+    try_it: TryIt = "text"
     #: trained by TRL's trainers (the distribution's `chat` extra); their data formats are nbtoolkit.inputs.chat_formats
     trl: bool = False
     #: its rows are conversations in one of the chat formats (nbtoolkit.inputs.chat_formats: `dataset.format` says which),
@@ -138,6 +147,11 @@ class Task:
     #: where it stands in the form's list and the spec schema's enum (nbtoolkit's own: 10, 20, ...; then by name)
     listed: int = 1000
 
+    @property
+    def sample_folder(self) -> Path:
+        """Where the sample it trains on when the spec names no data lies: its own assets', else nbtoolkit's."""
+        return self.assets / "data" if self.assets is not None else SAMPLES / (self.sample_data or self.name)
+
 
 class TaskError(ValueError):
     """A task registered without a fact the rest of the code asks of it; the message is one sentence."""
@@ -155,8 +169,10 @@ FACTS = {
     "answer": "the module:function that answers an input with the trained model",
 }
 #: the facts that name a function as `module:function`
-HOOKS = ("answer", "workload", "spec_rule", "preview_lengths")
+HOOKS = ("answer", "workload", "spec_rule", "check_row", "preview_lengths", "preview_sample")
 CALLABLE = re.compile(r"^[\w.]+:\w+$")
+#: the one name `preview_note` is formatted with (nbtoolkit.inputs.data_preview: the spec's dataset block)
+PREVIEW_NOTE_FIELDS = ("data",)
 
 
 def check_task(task: Task) -> Task:
@@ -173,10 +189,38 @@ def check_task(task: Task) -> Task:
         reference = getattr(task, name)
         if reference and not CALLABLE.match(reference):
             raise TaskError(f"task '{task.name}': {name} '{reference}' is not a module:function")
-    if task.assets is not None and not any((task.assets / "data").glob("*.jsonl")):
+    for name in ("program", *HOOKS):
+        module = getattr(task, name).partition(":")[0]
+        if module and not _findable(module):
+            raise TaskError(
+                f"task '{task.name}': {name} '{getattr(task, name)}' names the module {module}, which is not "
+                "installed here; name a module of the task's package"
+            )
+    for name, value, allowed in (("head", task.head, get_args(Head)), ("try_it", task.try_it, get_args(TryIt))):
+        if value not in allowed:
+            raise TaskError(f"task '{task.name}': {name} '{value}' is not one of {', '.join(allowed)}")
+    if task.block is not None and task.block not in TASK_BLOCKS:
+        raise TaskError(
+            f"task '{task.name}': block '{task.block}' is not a block of the spec; a task may read one of "
+            f"{' or '.join(TASK_BLOCKS)} alone, or none (block=None)"
+        )
+    if not isinstance(task.sequences_per_sample, int) or task.sequences_per_sample < 1:
+        raise TaskError(
+            f"task '{task.name}': sequences_per_sample {task.sequences_per_sample!r} is not a whole number of at "
+            "least 1 (the sequences the model reads per example: a preference pair 2, else 1)"
+        )
+    _check_preview_note(task)
+    _check_requires(task)
+    if task.assets is not None and not any(task.sample_folder.glob("*.jsonl")):
         raise TaskError(
             f"task '{task.name}': its assets folder {task.assets} has no data/*.jsonl (the sample it trains on when "
             "the spec names no data); add them, or leave assets out to use nbtoolkit's"
+        )
+    if task.assets is None and not any(task.sample_folder.glob("*.jsonl")):
+        bundled = sorted(folder.name for folder in SAMPLES.iterdir() if any(folder.glob("*.jsonl")))
+        raise TaskError(
+            f"task '{task.name}': sample_data '{task.sample_data or task.name}' is no sample of nbtoolkit's (the one "
+            f"it trains on when the spec names no data); name one of {', '.join(bundled)}, or bring its own in assets"
         )
     own_tokenizer = task.tiny_model and task.tiny_model.tokenizer
     if isinstance(own_tokenizer, Path) and not (own_tokenizer / "tokenizer.json").is_file():
@@ -185,6 +229,44 @@ def check_task(task: Task) -> Task:
             "tokenizer (or processor) there"
         )
     return task
+
+
+def _findable(module: str) -> bool:
+    """Whether the module can be imported, without importing it (only the packages above it: the task's own)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a package above it is missing, or is no package
+        return False
+
+
+def _check_preview_note(task: Task) -> None:
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(task.preview_note) if name is not None}
+    except ValueError as exc:  # an unmatched brace
+        raise TaskError(
+            f"task '{task.name}': preview_note is no format string ({exc}); write a literal brace as {{{{ or }}}}"
+        ) from None
+    unknown = sorted(name for name in names if re.split(r"[.\[]", name)[0] not in PREVIEW_NOTE_FIELDS)
+    if unknown:
+        raise TaskError(
+            f"task '{task.name}': preview_note names {{{unknown[0]}}}, but it is formatted with "
+            f"{', '.join(PREVIEW_NOTE_FIELDS)} alone (the spec's dataset block: e.g. {{data.max_length}})"
+        )
+
+
+def _check_requires(task: Task) -> None:
+    if not task.requires:
+        return
+    from packaging.requirements import InvalidRequirement, Requirement  # only a task that requires something pays
+
+    for line in task.requires:
+        try:
+            Requirement(line)
+        except InvalidRequirement:
+            raise TaskError(
+                f"task '{task.name}': requires '{line}' is not a pip requirement (PEP 508); write one such as "
+                "'transformers>=5.18.0'"
+            ) from None
 
 
 def registry(tasks) -> dict[str, Task]:
@@ -197,22 +279,26 @@ def registry(tasks) -> dict[str, Task]:
     return dict(sorted(found.items(), key=lambda item: (item[1].listed, item[0])))
 
 
-def registered() -> dict[str, Task]:
-    """Every task of the entry-point group whose package loads, checked. A package that fails to load, or a task
-    that lacks a fact, is named in a warning and left out, so one broken plugin cannot break every spec; so is a
-    second task of a name already taken (nbtoolkit's own tasks are read first, so a plugin cannot replace one)."""
+def registered() -> tuple[dict[str, Task], dict[str, str]]:
+    """Every task of the entry-point group whose package loads, checked, and the distribution that registers each.
+    A package that fails to load, or a task that lacks a fact, is named in a warning and left out, so one broken
+    plugin cannot break every spec; so is a second task of a name already taken (nbtoolkit's own tasks are read
+    first, so a plugin cannot replace one)."""
     loaded: dict[str, Task] = {}
+    distributions: dict[str, str] = {}
     for entry, task in plugins.loaded(ENTRY_POINT_GROUP, Task, "task"):
         try:
             loaded[entry.name] = check_task(task)
         except TaskError as exc:
             warnings.warn(f"{exc}; until then it is left out", stacklevel=2)
+            continue
+        distributions[entry.name] = entry.dist.name if entry.dist is not None else ""
     if not loaded:  # nbtoolkit's own always register: this install's metadata predates the group
         raise TaskError(
             f"no task is registered in the entry-point group {ENTRY_POINT_GROUP}: nbtoolkit's installed metadata is "
             "older than its source; install it again (make install, or pip install -e . in its checkout)"
         )
-    return registry(loaded.values())
+    return registry(loaded.values()), distributions
 
 
 def hook(reference: str) -> Callable[..., Any]:
@@ -221,7 +307,11 @@ def hook(reference: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)
 
 
-TASKS: dict[str, Task] = registered()
+TASKS: dict[str, Task]
+#: task -> the distribution whose entry point registers it (nbtoolkit-finetune for nbtoolkit's own): a job that
+#: carries nbtoolkit alone has no other's (nbtoolkit.launching.shipping)
+DISTRIBUTIONS: dict[str, str]
+TASKS, DISTRIBUTIONS = registered()
 #: the tasks TRL trains (the distribution's `chat` extra)
 TRL_TASKS: tuple[str, ...] = tuple(name for name, task in TASKS.items() if task.trl)
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)

@@ -17,6 +17,7 @@ from nbtoolkit.backends.sagemaker.instances import unknown_instance_message
 from nbtoolkit.backends.sagemaker.job import JOB_FILE, training_job, with_data_channels
 from nbtoolkit.backends.sagemaker.model_data import fetch_model, model_input
 from nbtoolkit.launching.launch import Launch, Stage
+from nbtoolkit.launching.shipping import task_not_carried
 from nbtoolkit.spec import RunSpec
 
 __all__ = ["attach", "fetch_model", "model_input", "preflight", "render", "transfers", "validate"]
@@ -62,6 +63,9 @@ def validate(spec: RunSpec) -> str | None:
             f"hardware.instance_type '{hardware.instance_type}' is not a SageMaker instance type; "
             f"SageMaker types start with 'ml.', e.g. ml.{hardware.instance_type}"
         )
+    unshipped = task_not_carried(spec, "a sagemaker job")
+    if unshipped:
+        return unshipped
     try:
         training_job(spec)
     except SageMakerSetupError as exc:

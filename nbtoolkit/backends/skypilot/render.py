@@ -9,6 +9,7 @@ from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.skypilot.settings import BUCKET_SCHEMES
 from nbtoolkit.backends.skypilot.task import TASK_FILE, accelerators, data_mounts, settings, task_files
 from nbtoolkit.launching.launch import Launch, Stage
+from nbtoolkit.launching.shipping import task_not_carried
 from nbtoolkit.spec import RunSpec
 
 NAME = "skypilot"
@@ -40,6 +41,9 @@ def validate(spec: RunSpec) -> str | None:
             "script is not shipped to SkyPilot nodes (they get the job's folder only); remove script to run "
             "nbtoolkit's own training program"
         )
+    unshipped = task_not_carried(spec, "a skypilot job")
+    if unshipped:
+        return unshipped
     if not block.managed:
         return (
             "skypilot.managed false is not supported: nbtoolkit launches managed jobs (they recover after a "
