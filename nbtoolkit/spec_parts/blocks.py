@@ -26,7 +26,7 @@ from nbtoolkit.hardware import catalog
 from nbtoolkit.inputs.chat_formats import NAMED_TEMPLATES, ChatFormat, template_syntax_error
 from nbtoolkit.spec_parts.adapters import ALL_LINEAR
 from nbtoolkit.spec_parts.block import SpecBlock
-from nbtoolkit.spec_parts.reward_names import BUNDLED_REWARDS, defined_names
+from nbtoolkit.spec_parts.reward_names import BUNDLED_REWARDS, defined_names, reference_problem
 from nbtoolkit.tasks import TASK_NAMES
 
 if TYPE_CHECKING:  # the names are data (tasks.py, deepspeed_configs): a checker sees text
@@ -487,10 +487,9 @@ class RewardSpec(SpecBlock):
             where = f"reward.functions {getattr(ref, 'name', '')!r}: its source"
             if isinstance(ref, ShippedFunction) and ref.name not in defined_names(ref.source, where):
                 raise ValueError(f"{where} defines no function {ref.name!r}")
-            if isinstance(ref, str) and (":" not in ref or not all(ref.rpartition(":")[::2])):
-                raise ValueError(
-                    f"reward.functions {ref!r} names no function; write module:function or path/to/file.py:function"
-                )
+            problem = reference_problem(ref) if isinstance(ref, str) else None
+            if problem:
+                raise ValueError(problem)
         return functions
 
     @field_validator("models")
