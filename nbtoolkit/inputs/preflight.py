@@ -3,8 +3,10 @@ modules its adapters name, the chat template a TRL run renders with, the `extra`
 sentence each.
 
 `plan` lists what it finds (and exits 1), `launch` refuses the spec on the first (so `run`, the form and
-`%%finetune` do too); `plan` also warns of chat rows `dataset.max_length` cuts before their reply. Before, a missing file, data without the task's columns or replies, a module the model
-does not have or an unreachable model all passed `plan` and failed 20-30 s into the job. Only what this machine
+`%%finetune` do too); `plan` also warns of chat rows `dataset.max_length` cuts before their reply, of
+reward-model pairs longer than it (nbtoolkit.inputs.left_out_rows) and of hub reward models it cannot check
+(nbtoolkit.inputs.reward_inputs). Before, a missing file, data without the task's columns or replies, a module
+the model does not have or an unreachable model all passed `plan` and failed 20-30 s into the job. Only what this machine
 can see is checked: a remote backend's machines read their own model and data. Light but for adapter targets
 named by hand, which build the model on the meta device (no weights), for chat, preference and grpo runs,
 which load the model's tokenizer (no weights): a template without `{% generation %}` markers failed 6 s into
@@ -20,6 +22,7 @@ from pathlib import Path
 from nbtoolkit.inputs.bundled import is_bundled
 from nbtoolkit.inputs.data_files import check_files
 from nbtoolkit.inputs.hub_cache import TRUE_VALUES, in_hub_cache, missing_offline
+from nbtoolkit.inputs.left_out_rows import LeftOutRows, left_out_rows
 from nbtoolkit.inputs.reward_inputs import reward_models_findings
 from nbtoolkit.tasks import TRL_TASKS
 from nbtoolkit.train.errors import TrainError
@@ -34,7 +37,7 @@ def input_problems(spec) -> list[str]:
 
 def input_findings(spec) -> tuple[list[str], list[str]]:
     """(what launch refuses, what plan warns of): one sentence each. The warnings: chat rows that `max_length` cuts
-    before their first reply, which TRL drops; hub reward models whose kind cannot be checked (not cached here)."""
+    before their first reply, which TRL drops; reward-model pairs longer than it, which TRL leaves out; hub reward models whose kind cannot be checked (not cached here)."""
     if spec.script is not None:  # a user's script reads its own inputs
         return [], []
     reward_models, unchecked = reward_models_findings(spec)
@@ -125,11 +128,12 @@ def target_modules_problem(spec) -> str | None:
         return str(exc)
 
 
-def chat_template_and_cut(spec, check_lengths: bool) -> tuple[str | None, CutReplies | None]:
+def chat_template_and_cut(spec, check_lengths: bool) -> tuple[str | None, CutReplies | LeftOutRows | None]:
     """A TRL run's chat template that cannot train: none at all (a base model), or, with the loss on the
     assistant's turns, one without `{% generation %}` markers that TRL has no training version of (the job's own
     functions, nbtoolkit.train.chat_template, so the sentence is the one the job would print). Then, with
-    `check_lengths` (the data passed its check), the chat rows `dataset.max_length` cuts before their reply."""
+    `check_lengths` (the data passed its check), the chat rows `dataset.max_length` cuts before their reply, or the
+    rows the trainer leaves out as longer than it (reward-model's pairs)."""
     if spec.task not in TRL_TASKS or not model_files_here(spec.model_name):
         return None, None
     from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
@@ -142,7 +146,9 @@ def chat_template_and_cut(spec, check_lengths: bool) -> tuple[str | None, CutRep
     except (OSError, ValueError):  # a tokenizer this machine cannot read (a hub cache with the config alone)
         return None, None
     try:
-        return None, cut_replies(spec, tokenizer, template) if check_lengths else None
+        return None, (
+            cut_replies(spec, tokenizer, template) or left_out_rows(spec, tokenizer)
+        ) if check_lengths else None
     except TrainError as exc:  # the template fails on a row it renders
         return str(exc), None
 
