@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -82,7 +83,7 @@ def home(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def fetched(tmp_path, monkeypatch):
-    """`fetched(name)`: the hub model's config.json in a Hugging Face cache of this test's own, as `hf download`
+    """`fetched(name, config)`: the hub model's config.json (default empty) in a Hugging Face cache of this test's own, as `hf download`
     leaves it, so the preflight sees the model as on this machine; no weights, nothing downloaded."""
     import huggingface_hub.constants
 
@@ -90,12 +91,12 @@ def fetched(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
     revision = "0" * 40
 
-    def fetch(name: str) -> None:
+    def fetch(name: str, config: dict | None = None) -> None:
         repo = cache / f"models--{name.replace('/', '--')}"
         (repo / "snapshots" / revision).mkdir(parents=True)
         (repo / "refs").mkdir()
         (repo / "refs" / "main").write_text(revision)
-        (repo / "snapshots" / revision / "config.json").write_text("{}")
+        (repo / "snapshots" / revision / "config.json").write_text(json.dumps(config or {}))
 
     return fetch
 

@@ -245,3 +245,17 @@ def test_an_artifact_of_this_machine_is_its_folder(tmp_path):
     assert not artifact.remote and not artifact.here
     folder.mkdir()
     assert artifact.here and fetch(artifact) == folder
+
+
+@pytest.mark.parametrize(("status", "fix"), [("running", "wait for it to succeed"), ("stopped", "train it again")])
+def test_a_reward_model_job_that_has_not_succeeded_is_refused_naming_the_field_and_the_fix(store, status, fix):
+    record = store.create(name="rm", task="reward-model", backend="local")
+    store.update(record.id, status=JobStatus(status))
+    (store.job_dir(record.id) / "spec.json").write_text(load_spec({"task": "reward-model"}).model_dump_json())
+    with pytest.raises(LaunchError) as caught:
+        plan({"task": "grpo", "reward": {"models": ["job:rm"]}}, store=store)
+    assert str(caught.value).startswith(
+        f"reward.models 'job:rm': job {record.id} is {status}, and only a succeeded job has a final model to score "
+        f"with; {fix}"
+    )
+    assert str(caught.value).endswith("or name a succeeded reward-model job (`nbtoolkit jobs` lists them)")

@@ -341,6 +341,14 @@ def test_spec_rules_of_the_new_blocks_are_one_sentence():
         ({"task": "chat", "preference": {}}, "the preference block applies to task preference"),
         ({"task": "grpo", "dataset": {"files": {"train": "x.jsonl"}}}, "task grpo on your own data needs reward"),
         ({"task": "grpo", "reward": {"functions": ["nocolon"]}}, "names no function"),
+        (  # a path without .py is no module: it was launched, then failed in the job on a TypeError
+            {"task": "grpo", "reward": {"functions": ["../../../../etc/passwd:f"]}},
+            (
+                "reward.functions '../../../../etc/passwd:f': '../../../../etc/passwd' is neither a dotted module "
+                "name (package.module) nor a file ending in .py; write module:function or path/to/file.py:function"
+            ),
+        ),
+        ({"task": "grpo", "reward": {"functions": ["rewards.py:my-reward"]}}, "'my-reward' is not a Python function"),
         ({"task": "grpo", "reward": {"use_vllm": True}}, "reward.use_vllm needs a cuda accelerator"),
         ({"task": "chat", "dataset": {"chat_template": "llama9"}}, "neither a Jinja template nor a named one"),
         ({"task": "preference", "dataset": {"packing": True}}, "dataset.packing applies to task chat; task preference"),

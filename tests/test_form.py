@@ -260,6 +260,19 @@ def test_grpo_rewards_are_entered_one_per_line_and_a_bad_one_gets_the_specs_sent
     assert form.spec.reward.functions == ["nbtoolkit.rewards:correct_answer", "nbtoolkit.rewards:number_reply"]
     assert (form.spec.reward.models, form.spec.reward.weights) == (["job:3f2a9c"], [1.0, 0.5, 2.0])
     assert "reward.models 'job:3f2a9c': no job has that id or name" in html.unescape(tab(form, "Command"))
+    # a model's folder may hold a comma or a space: one per line; weights split on lines, spaces, ';' and ', '
+    form.fields["reward.models"].value = "/tmp/my models/rm,v2\njob:3f2a9c"
+    form.fields["reward.weights"].value = "1 0.5;2\n3"
+    assert form.spec.reward.models == ["/tmp/my models/rm,v2", "job:3f2a9c"]
+    assert form.spec.reward.weights == [1.0, 0.5, 2.0, 3.0]
+    form.fields["reward.weights"].value = "1\n0,5\n2\n3"  # a decimal comma is refused, never read as 0 and 5
+    assert form.spec is None and form.error == (
+        "reward.weights '0,5' has a comma inside a number, which could be a decimal comma or two weights; write "
+        "decimals with a point (0.5) and separate weights by new lines, spaces or semicolons"
+    )
+    assert "one per line" in form.fields["reward.models"].placeholder  # the rule, where the user types
+    assert "decimals with a point" in form.fields["reward.weights"].placeholder
+    form.fields["reward.models"].value = "job:3f2a9c"
     form.fields["reward.weights"].value = form.fields["reward.models"].value = ""
     form.fields["reward.functions"].value = "missing_rewards.py:short"  # shipped as the launch renders: not there
     assert "missing_rewards.py does not exist" in tab(form, "Command")

@@ -335,3 +335,48 @@ def test_a_hub_dataset_cached_where_datasets_looks_passes_offline(cached_dataset
     assert "is not cached on this machine" in hub_dataset_problem("nobody-here/other")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
     assert hub_dataset_problem("nobody-here/other") is None
+
+
+def test_a_hub_reward_model_is_checked_from_the_hub_cache_and_one_not_cached_is_said_unchecked(fetched, monkeypatch):
+    from nbtoolkit.inputs.preflight import input_findings
+
+    def findings(*models: str) -> tuple[list[str], list[str]]:
+        return input_findings(load_spec({"task": "grpo", "reward": {"models": list(models)}}))
+
+    fetched("acme/tiny-chat", {"architectures": ["LlamaForCausalLM"], "model_type": "llama"})
+    fetched("acme/tiny-rm", {"architectures": ["LlamaForSequenceClassification"], "id2label": {"0": "LABEL_0"}})
+    fetched("acme/two-labels", {"architectures": ["BertForSequenceClassification"], "num_labels": 2})
+    chat_model = (
+        "reward.models 'acme/tiny-chat' holds a LlamaForCausalLM model, not a reward model (a sequence-classification "
+        "model with one output, as task reward-model trains); without that head it would score with random weights"
+    )
+    assert findings("acme/tiny-chat") == ([chat_model], [])
+    assert findings("acme/two-labels")[0][0].startswith("reward.models 'acme/two-labels' holds a BertForSequence")
+    assert findings("acme/tiny-rm") == ([], [])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the hub on: nothing is downloaded to check, it is said unchecked
+    unchecked = (
+        "reward.models 'acme/never-fetched' is not in this machine's Hugging Face cache, so whether it is a one-output "
+        "sequence-classification model cannot be checked before launch (a chat model would score with a random "
+        "head); fetch it first (hf download acme/never-fetched) to have it checked"
+    )
+    assert findings("acme/tiny-rm", "acme/never-fetched") == ([], [unchecked])
+
+
+def test_reward_model_pairs_longer_than_max_length_are_counted_by_plan_and_all_of_them_refused(tmp_path, store):
+    short = {"prompt": "Hi", "chosen": " ok", "rejected": " no"}
+    long = {**short, "chosen": " ok" * 40}  # TRL's RewardTrainer leaves it out whole at max_length 24
+    path = _jsonl(tmp_path / "p.jsonl", [short, long, short])
+    spec = {"task": "reward-model", "train": TRAIN, "dataset": {"files": {"train": path}, "max_length": 24}}
+    planned = plan(spec, store=store)
+    assert planned.refused == [] and len(planned.warned) == 1
+    said = re.fullmatch(
+        rf"1 of the 3 rows of dataset.files.train \({re.escape(path)}\) are longer than dataset.max_length 24 tokens "
+        r"\(the longest runs (\d+)\), and task reward-model's trainer leaves such rows out rather than cutting them; "
+        r"raise dataset.max_length to (\d+) to keep them",
+        planned.warned[0],
+    )
+    assert said and said[1] == said[2] and int(said[1]) > 40, planned.warned  # 40 x " ok" alone is 40 tokens or more
+    spec["dataset"]["files"]["train"] = _jsonl(tmp_path / "long.jsonl", [long, long])
+    with pytest.raises(LaunchError, match=r"^all 2 rows of .*, so nothing would train; raise dataset.max_length to"):
+        launch(spec, store=store)
+    assert store.list() == []

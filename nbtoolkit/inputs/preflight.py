@@ -3,8 +3,10 @@ modules its adapters name, the chat template a TRL run renders with, the `extra`
 sentence each.
 
 `plan` lists what it finds (and exits 1), `launch` refuses the spec on the first (so `run`, the form and
-`%%finetune` do too); `plan` also warns of chat rows `dataset.max_length` cuts before their reply. Before, a missing file, data without the task's columns or replies, a module the model
-does not have or an unreachable model all passed `plan` and failed 20-30 s into the job. Only what this machine
+`%%finetune` do too); `plan` also warns of chat rows `dataset.max_length` cuts before their reply, of
+reward-model pairs longer than it (nbtoolkit.inputs.left_out_rows) and of hub reward models it cannot check
+(nbtoolkit.inputs.reward_inputs). Before, a missing file, data without the task's columns or replies, a module
+the model does not have or an unreachable model all passed `plan` and failed 20-30 s into the job. Only what this machine
 can see is checked: a remote backend's machines read their own model and data. Light but for adapter targets
 named by hand, which build the model on the meta device (no weights), for chat, preference and grpo runs,
 which load the model's tokenizer (no weights): a template without `{% generation %}` markers failed 6 s into
@@ -13,22 +15,18 @@ the job, and for `extra`, which imports the task's config class (a misspelt key 
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from nbtoolkit.inputs.bundled import is_bundled
 from nbtoolkit.inputs.data_files import check_files
-from nbtoolkit.inputs.packaged import packaged_model_path
-from nbtoolkit.lineage.chains import is_job_ref
-from nbtoolkit.tasks import TRL_TASKS, named_by
+from nbtoolkit.inputs.hub_cache import TRUE_VALUES, in_hub_cache, missing_offline
+from nbtoolkit.inputs.left_out_rows import LeftOutRows, left_out_rows
+from nbtoolkit.inputs.reward_inputs import reward_models_findings
+from nbtoolkit.tasks import TRL_TASKS
 from nbtoolkit.train.errors import TrainError
-from nbtoolkit.trained_model.card import HUB_ID
 from nbtoolkit.trained_model.saved_folders import config_folder
-
-#: what huggingface_hub reads as "on" in HF_HUB_OFFLINE (its constants.ENV_VARS_TRUE_VALUES)
-TRUE_VALUES = {"1", "ON", "YES", "TRUE"}
 
 
 def input_problems(spec) -> list[str]:
@@ -39,11 +37,12 @@ def input_problems(spec) -> list[str]:
 
 def input_findings(spec) -> tuple[list[str], list[str]]:
     """(what launch refuses, what plan warns of): one sentence each. The warnings: chat rows that `max_length` cuts
-    before their first reply, which TRL drops."""
+    before their first reply, which TRL drops; reward-model pairs longer than it, which TRL leaves out; hub reward models whose kind cannot be checked (not cached here)."""
     if spec.script is not None:  # a user's script reads its own inputs
         return [], []
-    found = [model_problem(spec), data_problem(spec), extra_key_problem(spec), reward_models_problem(spec)]
-    warned = []
+    reward_models, unchecked = reward_models_findings(spec)
+    found = [model_problem(spec), data_problem(spec), extra_key_problem(spec), reward_models]
+    warned = list(unchecked)
     if not found[0]:
         template, cut = chat_template_and_cut(spec, check_lengths=not found[1])
         found += [target_modules_problem(spec), template]
@@ -76,65 +75,6 @@ def model_problem(spec) -> str | None:
             f"fetch it first (hf download {name}) or give a local model folder"
         )
     return None
-
-
-def reward_models_problem(spec) -> str | None:
-    """A grpo run's reward model the job could not score with, found before anything loads: an entry that is
-    neither job:ID, a hub id nor a folder; a folder a remote backend's machines cannot read; a folder that holds
-    no one-output sequence-classification model (a chat model's folder would get a random score head, silently);
-    a hub id not fetched while the hub is off. `job:` entries are resolved (and checked) at launch."""
-    scorers = named_by("scores_replies")  # the tasks whose jobs' models score replies: reward-model's
-    trained_by = f", as task {scorers} trains" if scorers else ""
-    for name in spec.reward.models if spec.reward else []:
-        where = f"reward.models '{name}'"
-        if is_job_ref(name):
-            continue
-        path = Path(name).expanduser()
-        if not (path.exists() or name.startswith((".", "/", "~"))):  # a hub id
-            if not HUB_ID.match(name):
-                job = f"job:ID (a {scorers} job)" if scorers else "job:ID"
-                return f"{where} is neither {job}, a hub id nor a folder on this machine"
-            if runs_here(spec) and missing_offline(name):
-                return f"{where} is not on this machine and the Hugging Face Hub is off here (HF_HUB_OFFLINE)"
-            continue
-        if not runs_here(spec):
-            return (
-                f"{where} is a folder of this machine, which a {spec.hardware.target} job cannot read; push the "
-                "model to the Hub (job.push_to_hub) and give its id"
-            )
-        config = config_folder(path) / "config.json"
-        if not config.is_file():
-            return (
-                f"{where} is not a model folder (no config.json); give the model folder of a sequence-classification "
-                "model with one output"
-            )
-        found = json.loads(config.read_text())
-        heads = [name for name in found.get("architectures") or [] if name.endswith("ForSequenceClassification")]
-        outputs = len(found.get("id2label") or {}) or found.get("num_labels", 2)
-        if not heads or outputs != 1:
-            kind = ", ".join(found.get("architectures") or []) or found.get("model_type", "unknown")
-            return (
-                f"{where} holds a {kind} model, not a reward model (a sequence-classification model with one "
-                f"output{trained_by}); without that head it would score with random weights"
-            )
-    return None
-
-
-def missing_offline(hub_id: str) -> bool:
-    """A hub model that is neither packaged nor in the hub cache while the hub is off (HF_HUB_OFFLINE): the job
-    could not load it."""
-    if packaged_model_path(hub_id) or in_hub_cache(hub_id):
-        return False
-    return os.environ.get("HF_HUB_OFFLINE", "").upper() in TRUE_VALUES
-
-
-def in_hub_cache(name: str) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        return isinstance(try_to_load_from_cache(name, "config.json"), str)
-    except ValueError:  # not a valid repo id
-        return False
 
 
 def data_problem(spec) -> str | None:
@@ -188,11 +128,12 @@ def target_modules_problem(spec) -> str | None:
         return str(exc)
 
 
-def chat_template_and_cut(spec, check_lengths: bool) -> tuple[str | None, CutReplies | None]:
+def chat_template_and_cut(spec, check_lengths: bool) -> tuple[str | None, CutReplies | LeftOutRows | None]:
     """A TRL run's chat template that cannot train: none at all (a base model), or, with the loss on the
     assistant's turns, one without `{% generation %}` markers that TRL has no training version of (the job's own
     functions, nbtoolkit.train.chat_template, so the sentence is the one the job would print). Then, with
-    `check_lengths` (the data passed its check), the chat rows `dataset.max_length` cuts before their reply."""
+    `check_lengths` (the data passed its check), the chat rows `dataset.max_length` cuts before their reply, or the
+    rows the trainer leaves out as longer than it (reward-model's pairs)."""
     if spec.task not in TRL_TASKS or not model_files_here(spec.model_name):
         return None, None
     from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
@@ -205,7 +146,9 @@ def chat_template_and_cut(spec, check_lengths: bool) -> tuple[str | None, CutRep
     except (OSError, ValueError):  # a tokenizer this machine cannot read (a hub cache with the config alone)
         return None, None
     try:
-        return None, cut_replies(spec, tokenizer, template) if check_lengths else None
+        return None, (
+            cut_replies(spec, tokenizer, template) or left_out_rows(spec, tokenizer)
+        ) if check_lengths else None
     except TrainError as exc:  # the template fails on a row it renders
         return str(exc), None
 

@@ -132,6 +132,13 @@ def resolve_reward_models(spec: RunSpec, store: JobStore, *, fetching: bool) -> 
                 f"reward.models '{name}': job {record.id} trained an adapter; merge it first (`nbtoolkit merge "
                 f"{record.id}`) and give the merged folder"
             )
+        if record.status != "succeeded":  # model_artifact's sentence names neither the field nor what to do
+            wait = "wait for it to succeed (job.wait()) and launch again" if record.active else "train it again"
+            raise LaunchError(
+                f"reward.models '{name}': job {record.id} is {record.status}, and only a succeeded job has a final "
+                f"model to score with; {wait}, or name a succeeded {named_by('scores_replies')} job "
+                "(`nbtoolkit jobs` lists them)"
+            )
         where = machine_model(spec, f"reward.models '{name}'", record, model_artifact(store, record), fetching=fetching)
         models.append(where or name)  # a plan keeps the reference where the model is not fetched
         sources.append(record.id)

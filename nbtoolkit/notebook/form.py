@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import html
-import re
 import threading
 import time
 import typing
@@ -32,6 +31,7 @@ from nbtoolkit.notebook.spec_fields import (
     describe,
     free_list,
     get_value,
+    list_entries,
     named_fields,
     optional,
     remove_value,
@@ -62,7 +62,7 @@ def make_widget(path: str, label: str, value: Any, look: Look) -> widgets.ValueW
     common["tooltip"] = describe(path) or None
     options = choices(path)
     kind = value_type(path)
-    if free_list(path):  # one entry per line; a function shipped from the kernel as its name
+    if free_list(path):  # an entry a line (list_entries); a function shipped from the kernel as its name
         return widgets.Textarea(
             value="\n".join(str(entry["name"] if isinstance(entry, Mapping) else entry) for entry in value or ()),
             rows=2,
@@ -257,10 +257,9 @@ class SpecForm(widgets.VBox):
         return data
 
     def _spec_value(self, path: str, value: Any) -> Any:
-        """A widget's value as the spec takes it: a list field's text split into entries (lines or commas)."""
+        """A widget's value as the spec takes it: a list field's text split into entries (spec_fields.list_entries)."""
         if free_list(path):
-            entries = (entry.strip() for entry in re.split(r"[\n,]", value))
-            return [self.shipped[path].get(entry, entry) for entry in entries if entry]
+            return [self.shipped[path].get(entry, entry) for entry in list_entries(path, value)]
         return value.strip() if isinstance(value, str) else list(value) if isinstance(value, tuple) else value
 
     def refresh(self, change: Any = None) -> None:

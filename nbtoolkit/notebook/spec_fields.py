@@ -66,9 +66,22 @@ def value_type(path: str) -> Any:
 
 def free_list(path: str) -> bool:
     """A list of free entries (reward.functions, reward.weights), not of a Literal's values: the form takes them as
-    text, one entry per line."""
+    text (split as list_entries says)."""
     kind = value_type(path)
     return typing.get_origin(kind) is list and typing.get_origin(typing.get_args(kind)[0]) is not typing.Literal
+
+
+#: what separates a list of numbers in the form's text box: new lines, spaces, semicolons, and a comma that is not
+#: between two digits (`1, 0.5`); `0,5` stays one entry, which the spec refuses as a decimal comma, never 0 and 5
+NUMBER_SEPARATORS = re.compile(r"[\s;]+|(?<!\d),|,(?!\d)")
+
+
+def list_entries(path: str, text: str) -> list[str]:
+    """A free list's text as its entries: a list of numbers split as NUMBER_SEPARATORS says; any other list (reward
+    functions and models, where a folder's name may hold a comma or a space) one entry per line."""
+    numbers = typing.get_args(value_type(path))[0] in (int, float)
+    entries = NUMBER_SEPARATORS.split(text) if numbers else text.splitlines()
+    return [entry.strip() for entry in entries if entry.strip()]
 
 
 def optional(path: str) -> bool:

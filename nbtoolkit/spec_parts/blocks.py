@@ -26,7 +26,7 @@ from nbtoolkit.hardware import catalog
 from nbtoolkit.inputs.chat_formats import NAMED_TEMPLATES, ChatFormat, template_syntax_error
 from nbtoolkit.spec_parts.adapters import ALL_LINEAR
 from nbtoolkit.spec_parts.block import SpecBlock
-from nbtoolkit.spec_parts.reward_names import BUNDLED_REWARDS, defined_names
+from nbtoolkit.spec_parts.reward_names import BUNDLED_REWARDS, defined_names, reference_problem
 from nbtoolkit.tasks import TASK_NAMES
 
 if TYPE_CHECKING:  # the names are data (tasks.py, deepspeed_configs): a checker sees text
@@ -455,17 +455,20 @@ class RewardSpec(SpecBlock):
     functions: list[str | ShippedFunction] = Field(
         default_factory=list,
         title="Reward functions",
-        description="module:function or path/to/file.py:function; default (with no models) the bundled arithmetic "
-        "reward",
+        description="module:function or path/to/file.py:function (in the form: one per line); default (with no "
+        "models) the bundled arithmetic reward",
     )
     models: list[str] = Field(
         default_factory=list,
         title="Reward models",
         description="reward models scoring each completion: job:ID (a reward-model job's), a hub id or a local "
-        "folder; beside the functions",
+        "folder (in the form: one per line); beside the functions",
     )
     weights: list[float] | None = Field(
-        None, title="Reward weights", description="one per function, then one per model; default all 1"
+        None,
+        title="Reward weights",
+        description="one per function, then one per model (in the form: separated by new lines, spaces or "
+        "semicolons; decimals with a point, 0.5); default all 1",
     )
     num_generations: int = Field(
         4, ge=2, title="Completions per prompt", description="completions sampled per prompt (the group)"
@@ -487,11 +490,22 @@ class RewardSpec(SpecBlock):
             where = f"reward.functions {getattr(ref, 'name', '')!r}: its source"
             if isinstance(ref, ShippedFunction) and ref.name not in defined_names(ref.source, where):
                 raise ValueError(f"{where} defines no function {ref.name!r}")
-            if isinstance(ref, str) and (":" not in ref or not all(ref.rpartition(":")[::2])):
-                raise ValueError(
-                    f"reward.functions {ref!r} names no function; write module:function or path/to/file.py:function"
-                )
+            problem = reference_problem(ref) if isinstance(ref, str) else None
+            if problem:
+                raise ValueError(problem)
         return functions
+
+    @field_validator("weights", mode="before")
+    @classmethod
+    def _no_decimal_comma(cls, weights: Any) -> Any:
+        """`0,5` typed in a text box: 0.5 or 0 and 5? Refused rather than guessed."""
+        for weight in weights if isinstance(weights, list) else []:
+            if isinstance(weight, str) and "," in weight:
+                raise ValueError(
+                    f"reward.weights {weight!r} has a comma inside a number, which could be a decimal comma or two "
+                    "weights; write decimals with a point (0.5) and separate weights by new lines, spaces or semicolons"
+                )
+        return weights
 
     @field_validator("models")
     @classmethod

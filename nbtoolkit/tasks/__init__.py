@@ -121,6 +121,10 @@ class Task:
     #: `module:function` (spec) -> the spec's problem for this task in one sentence, or None; run as a spec is built,
     #: so keep its module light ("": no rules of its own)
     spec_rule: str = ""
+    #: `module:function` (spec, tokenizer, row) -> the row's length in tokens when the trainer leaves the row out (TRL's
+    #: RewardTrainer: a pair longer than dataset.max_length), else None; the plan counts them before launch ("": the
+    #: trainer leaves no row out by its length)
+    rows_left_out: str = ""
     #: its evaluation generates (summarization's ROUGE) unless `train.predict_with_generate` says no; not on Neuron
     evaluation_generates: bool = False
     #: the program joins its texts into blocks of `dataset.max_length` tokens (nothing is cut; a rehearsal's sample

@@ -22,5 +22,6 @@ TASK = Task(
     preview_note="reward-model leaves out every pair whose chosen or rejected side is longer than "
     "dataset.max_length {data.max_length} tokens (TRL's RewardTrainer filters them): nothing is cut",
     scores_replies=True,
+    rows_left_out="nbtoolkit.tasks.reward_model.lengths:left_out_length",
     listed=80,
 )

@@ -13,6 +13,7 @@ import os
 from transformers import AutoModelForSequenceClassification
 from trl import RewardConfig, RewardTrainer
 
+from nbtoolkit.tasks.reward_model.lengths import pair_length
 from nbtoolkit.train.chat_template import chat_tokenizer
 from nbtoolkit.train.data import with_row_columns
 from nbtoolkit.train.errors import TrainError
@@ -43,23 +44,6 @@ def setup(spec, splits) -> TaskSetup:
         arguments_class=RewardConfig,
         argument_overrides=dict(trl_overrides(spec), max_length=spec.dataset.max_length),
     )
-
-
-def pair_length(tokenizer, row) -> int:
-    """The longer side of a pair in tokens, as TRL's RewardTrainer tokenizes it (prompt + reply: a conversation
-    through the chat template, a text with the end token) before it filters by max_length."""
-    sides = []
-    for reply in (row["chosen"], row["rejected"]):
-        if isinstance(reply, list):
-            sides.append(
-                len(tokenizer.apply_chat_template(row["prompt"] + reply, tokenize=True, return_dict=True)["input_ids"])
-            )
-        else:
-            text = row["prompt"] + reply
-            sides.append(
-                len(tokenizer(text if text.endswith(tokenizer.eos_token) else text + tokenizer.eos_token)["input_ids"])
-            )
-    return max(sides)
 
 
 def say_left_out(spec, tokenizer, train) -> None:
