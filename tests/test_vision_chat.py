@@ -204,3 +204,49 @@ def test_a_data_file_naming_a_missing_image_or_too_few_images_is_refused_before_
         "images column; give one image per place"
     )
     assert input_problems(load_spec(spec)) == [problem]
+
+
+def one_row_file(folder: Path, image: str, reply: str = "A circle.") -> dict[str, str]:
+    """dataset.files with one TRL vision row naming `image` (relative to the file)."""
+    row = {
+        "messages": [
+            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What shape?"}]},
+            {"role": "assistant", "content": reply},
+        ],
+        "images": [image],
+    }
+    (folder / "train.jsonl").write_text(json.dumps(row) + "\n")
+    return {"train": str(folder / "train.jsonl")}
+
+
+def test_an_image_that_does_not_open_is_one_sentence_before_launch(tmp_path, monkeypatch):
+    """A truncated PNG, a text file named .png and an image over PIL's decompression-bomb limit failed the job as
+    datasets decoded them; the pre-launch check opens each (PIL's verify) and names the row, file and fault."""
+    from PIL import Image
+
+    from nbtoolkit.inputs.preflight import input_problems
+    from nbtoolkit.spec import load_spec
+
+    Image.new("RGB", (28, 28), "red").save(tmp_path / "good.png")
+    whole = (tmp_path / "good.png").read_bytes()
+    (tmp_path / "cut.png").write_bytes(whole[: len(whole) - 20])
+    (tmp_path / "text.png").write_text("not a picture at all")
+    spec = {"task": "vision-chat", "dataset": {"eval_split": None}}
+
+    def problems(image: str) -> list[str]:
+        return input_problems(
+            load_spec({**spec, "dataset": {"eval_split": None, "files": one_row_file(tmp_path, image)}})
+        )
+
+    def refusal(image: str, reason: str) -> list[str]:
+        where = f"dataset.files.train ({tmp_path / 'train.jsonl'}): row 1 names {tmp_path / image}"
+        return [f"{where}, which {reason}; replace the file or remove the row"]
+
+    assert problems("good.png") == []
+    assert problems("cut.png") == refusal("cut.png", "is a damaged image (Truncated File Read)")
+    unread = "is not an image PIL can read (it may be another kind of file named as an image)"
+    assert problems("text.png") == refusal("text.png", unread)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # 28x28 = 784 pixels, past twice 100
+    (tmp_path / "big.png").write_bytes(whole)
+    bomb = "is larger than PIL's decompression-bomb limit of 200 pixels, which the job refuses to decode"
+    assert problems("big.png") == refusal("big.png", bomb)

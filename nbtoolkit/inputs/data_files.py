@@ -26,6 +26,7 @@ from nbtoolkit.inputs.chat_formats import (
     detect_format,
     json_kind,
 )
+from nbtoolkit.inputs.image_files import image_problem
 from nbtoolkit.spec_parts.blocks import DatasetSpec
 from nbtoolkit.tasks import TASKS, columns_used, hook
 from nbtoolkit.train.errors import TrainError
@@ -86,13 +87,16 @@ def check_file(spec, path: Path, where: str) -> None:
 
 
 def check_named_files(where: str, named: Iterable[tuple[int, str]]) -> None:
-    """Each file a row names (a vision row's image) is there."""
+    """Each file a row names (a vision row's image) is there and opens as an image (nbtoolkit.inputs.image_files)."""
     for number, name in named:
         if not Path(name).is_file():
             raise DataError(
                 f"{where}: row {number} names {name}, which does not exist; give each file's path relative to the "
                 "data file's folder (or absolute)"
             )
+        problem = image_problem(name)
+        if problem:
+            raise DataError(f"{where}: row {number} names {name}, which {problem}; replace the file or remove the row")
 
 
 def check_paths(files: dict[str, str]) -> None:
