@@ -250,3 +250,79 @@ def test_an_image_that_does_not_open_is_one_sentence_before_launch(tmp_path, mon
     (tmp_path / "big.png").write_bytes(whole)
     bomb = "is larger than PIL's decompression-bomb limit of 200 pixels, which the job refuses to decode"
     assert problems("big.png") == refusal("big.png", bomb)
+
+
+def test_a_max_length_that_cuts_the_image_tokens_or_every_reply_is_refused_before_launch():
+    """TRL cuts each row at dataset.max_length with the image's tokens inside: a cut through them failed the job at
+    step 1, a cut before every reply succeeded with a loss of 0. The bundled rows (4 image tokens each, image
+    tokens ending at token 10, prompts of up to 31 tokens) are rendered as TRL's collator renders them."""
+    from nbtoolkit.inputs.preflight import input_findings
+    from nbtoolkit.spec import load_spec
+
+    def findings(max_length: int, **spec) -> tuple[list[str], list[str]]:
+        return input_findings(load_spec({"task": "vision-chat", "dataset": {"max_length": max_length}, **spec}))
+
+    refused, _ = findings(8)
+    assert len(refused) == 1 and refused[0].startswith("dataset.max_length 8 cuts through the image tokens of row 1")
+    assert refused[0].endswith(
+        "(its images end at token 10), which fails the job at its first step (the model counts "
+        "fewer image tokens than images); raise dataset.max_length above 10"
+    )
+    refused, _ = findings(12)
+    assert len(refused) == 1 and refused[0].startswith("all 64 rows of dataset.files.train")
+    assert "lose every assistant turn at dataset.max_length 12" in refused[0] and "so nothing trains" in refused[0]
+    refused, warned = findings(30)
+    assert (
+        refused == [] and len(warned) == 1 and "and they train nothing; raise dataset.max_length above 31" in warned[0]
+    )
+    assert findings(32) == ([], [])
+    # a hub model the planner knows, data read elsewhere: its 256 tokens per image from its config
+    sagemaker = {"role": "arn:aws:iam::111122223333:role/R", "region": "us-east-1", "bucket": "b"}
+    remote = {"model": "google/gemma-3-4b-it", "hardware": {"target": "sagemaker", "instance_type": "ml.g5.2xlarge"}}
+    refused, _ = findings(128, **remote, sagemaker=sagemaker)
+    assert refused == [
+        (
+            "dataset.max_length 128 cannot hold one image: model google/gemma-3-4b-it turns each image into 256 tokens, "
+            "which fails the job at its first step (the model counts fewer image tokens than images); raise "
+            "dataset.max_length well above 256"
+        )
+    ]
+
+
+def test_a_file_mixing_formats_an_image_in_a_reply_and_packing_are_refused_before_launch(tmp_path):
+    """The job reads a whole file in one format (the first its columns hold), so a sharegpt row in a messages file
+    was a null there; an image part in an assistant turn failed the processor at step 1; TRL refuses packing with
+    images: each one sentence before launch."""
+    from PIL import Image
+
+    from nbtoolkit.inputs.preflight import input_problems
+    from nbtoolkit.spec import SpecError, load_spec
+
+    Image.new("RGB", (28, 28), "red").save(tmp_path / "red.png")
+    files = one_row_file(tmp_path, "red.png")
+    llava = {
+        "conversations": [{"from": "human", "value": "<image>What?"}, {"from": "gpt", "value": "Red."}],
+        "image": "red.png",
+    }
+    with open(files["train"], "a") as data:
+        data.write(json.dumps(llava) + "\n")
+    spec = {"task": "vision-chat", "dataset": {"files": files, "eval_split": None}}
+    assert input_problems(load_spec(spec)) == [
+        (
+            f"dataset.files.train ({files['train']}): row 2 is in the sharegpt format but the file is read in the messages "
+            "format (the job reads every row of a file in one format: the first of messages, sharegpt it has a column "
+            "for); give every row in one format, or split the file"
+        )
+    ]
+    (tmp_path / "train.jsonl").write_text(json.dumps(llava) + "\n")
+    assert input_problems(load_spec(spec)) == []
+    reply = {"from": "gpt", "value": "<image>Red."}
+    (tmp_path / "train.jsonl").write_text(json.dumps({**llava, "conversations": [llava["conversations"][0], reply]}))
+    assert input_problems(load_spec(spec)) == [
+        (
+            f"dataset.files.train ({files['train']}): row 1's conversations, turn 2 is the assistant's and holds an "
+            "image; put images in the user's turns"
+        )
+    ]
+    with pytest.raises(SpecError, match=r"extra.packing: True is not supported by TRL for conversations with images"):
+        load_spec({"task": "vision-chat", "extra": {"packing": True}})

@@ -203,10 +203,13 @@ def check_rows(
     number = 0
     named: list[tuple[int, str]] = []
     check_row = hook(TASKS[task].check_row) if TASKS[task].check_row else None
+    if check_row is not None:  # it reads each row as the job will: with every column of the file
+        numbered, columns = file_columns(numbered)
     for number, row in numbered:
         at = f"{where}: row {number}"
         if check_row is not None:
-            named += [(number, name) for name in check_row(row, number, dataset, where, files_from)]
+            whole = {**columns, **row}
+            named += [(number, name) for name in check_row(whole, number, dataset, where, files_from)]
         elif TASKS[task].conversations:
             fmt = fmt or _format(dataset.format, row, at)
             _check_conversation(row, fmt, number, at, assistant_only)
@@ -221,6 +224,15 @@ def check_rows(
     if number == 0:
         raise DataError(f"{where} holds no rows; give a file with at least one row")
     return named
+
+
+def file_columns(
+    numbered: Iterable[tuple[int, dict[str, Any]]],
+) -> tuple[list[tuple[int, dict[str, Any]]], dict[str, None]]:
+    """The rows, and every column any of them has (each None): `datasets` reads a JSON file with the union of its
+    rows' keys as columns, a key a row lacks null in that row."""
+    read = list(numbered)
+    return read, dict.fromkeys(key for _, row in read for key in row)
 
 
 def _check_value(row: dict[str, Any], field: str, column: str, at: str, first: tuple[int, Any]) -> None:

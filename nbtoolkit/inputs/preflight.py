@@ -22,7 +22,7 @@ from nbtoolkit.inputs.bundled import is_bundled
 from nbtoolkit.inputs.data_files import check_files
 from nbtoolkit.inputs.packaged import packaged_model_path
 from nbtoolkit.lineage.chains import is_job_ref
-from nbtoolkit.tasks import TRL_TASKS, named_by
+from nbtoolkit.tasks import TASKS, TRL_TASKS, hook, named_by
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.trained_model.card import HUB_ID
 from nbtoolkit.trained_model.saved_folders import config_folder
@@ -193,6 +193,9 @@ def chat_template_and_cut(spec, check_lengths: bool) -> tuple[str | None, CutRep
     assistant's turns, one without `{% generation %}` markers that TRL has no training version of (the job's own
     functions, nbtoolkit.train.chat_template, so the sentence is the one the job would print). Then, with
     `check_lengths` (the data passed its check), the chat rows `dataset.max_length` cuts before their reply."""
+    own = TASKS[spec.task].check_lengths if spec.task in TASKS else ""
+    if own:  # rows the tokenizer alone cannot render (vision-chat's images)
+        return hook(own)(spec, check_lengths and model_files_here(spec.model_name))
     if spec.task not in TRL_TASKS or not model_files_here(spec.model_name):
         return None, None
     from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
@@ -226,6 +229,7 @@ class CutReplies:
     checked: int  # tokenized: the first LENGTH_ROWS
     lost: int  # of those checked
     longest: int  # the longest prompt of those, in tokens before its first reply
+    dropped: bool = True  # TRL drops such rows (text); a vision row is kept and trains nothing
 
     @property
     def every_row_lost(self) -> bool:
@@ -235,7 +239,13 @@ class CutReplies:
         limit = spec.dataset.max_length
         rows = f"all {self.rows}" if self.every_row_lost else f"{self.lost} of the {self.checked}"
         checked = "" if self.checked == self.rows else f" first (of {self.rows})"
-        what = "so nothing trains" if self.every_row_lost else "and TRL drops them"
+        what = (
+            "so nothing trains"
+            if self.every_row_lost
+            else "and TRL drops them"
+            if self.dropped
+            else "and they train nothing"
+        )
         return (
             f"{rows}{checked} rows of {self.where} lose every assistant turn at dataset.max_length {limit} (the "
             f"longest prompt runs {self.longest} tokens before its first reply), {what}; raise dataset.max_length "
@@ -281,10 +291,14 @@ def cut_replies(spec, tokenizer, template: str | None) -> CutReplies | None:
             "{% generation %} blocks hold none of the assistant's replies; put each reply inside one, or set "
             "extra: {assistant_only_loss: false}"
         )
-    lost = [tokens for tokens in prompts if tokens >= spec.dataset.max_length]
-    if not lost:
-        return None
-    return CutReplies(where, total, len(prompts), len(lost), max(lost))
+    return replies_cut(where, total, prompts, spec.dataset.max_length)
+
+
+def replies_cut(where: str, rows: int, prompts: list[int], max_length: int, dropped: bool = True) -> CutReplies | None:
+    """The cut of a file of `rows` rows whose first `len(prompts)` run these many tokens before their first reply;
+    None when `max_length` leaves every one a token of reply."""
+    lost = [tokens for tokens in prompts if tokens >= max_length]
+    return CutReplies(where, rows, len(prompts), len(lost), max(lost), dropped) if lost else None
 
 
 def extra_key_problem(spec) -> str | None:
