@@ -326,3 +326,27 @@ def test_a_file_mixing_formats_an_image_in_a_reply_and_packing_are_refused_befor
     ]
     with pytest.raises(SpecError, match=r"extra.packing: True is not supported by TRL for conversations with images"):
         load_spec({"task": "vision-chat", "extra": {"packing": True}})
+
+
+def test_images_a_remote_job_would_not_receive_are_refused_at_render(tmp_path):
+    """SageMaker and SkyPilot ship the data file alone: a vision row's image on this machine failed the job after its
+    paid machine started. One sentence names the row and the image, and says what to do."""
+    from PIL import Image
+
+    from nbtoolkit.backends.dispatch import render
+    from nbtoolkit.spec import SpecError, load_spec
+
+    Image.new("RGB", (28, 28), "red").save(tmp_path / "red.png")
+    dataset = {"files": one_row_file(tmp_path, "red.png"), "eval_split": None}
+    unshipped = (
+        rf"dataset.files.train \(.*train.jsonl\): row 1 names {tmp_path}/red.png, a file on this machine that a "
+        r"{} job does not receive \(only the data files are shipped\); push the dataset with its images to the "
+        r"Hugging Face Hub"
+    )
+    sagemaker = {"role": "arn:aws:iam::111122223333:role/R", "region": "us-east-1", "bucket": "b"}
+    hardware = {"target": "sagemaker", "instance_type": "ml.g5.2xlarge"}
+    with pytest.raises(SpecError, match=unshipped.format("SageMaker")):
+        render(load_spec({"task": "vision-chat", "dataset": dataset, "hardware": hardware, "sagemaker": sagemaker}))
+    skypilot = {"hardware": {"target": "skypilot", "accelerator": "cuda"}, "skypilot": {"accelerators": "A10G:1"}}
+    with pytest.raises(LaunchError, match=unshipped.format("SkyPilot")):
+        render(load_spec({"task": "vision-chat", "dataset": dataset, **skypilot}))

@@ -45,18 +45,35 @@ def check_files(spec) -> None:
     """Raise DataError with one sentence for the first problem in the spec's local data files (none: no files).
     A file's verdict is kept while it is unchanged (the form checks as the user types); the files its rows name
     (images) are looked for each time."""
-    files = spec.dataset.files or {}
-    check_paths(files)
+    check_paths(spec.dataset.files or {})
+    for where, problem, named in _verdicts(spec):
+        if problem:
+            raise DataError(problem)
+        check_named_files(where, named)
+
+
+def _verdicts(spec) -> Iterator[tuple[str, str | None, tuple[tuple[int, str], ...]]]:
+    """(the file in words, its problem or None, the (row, file) its rows name) of each local JSON or CSV file."""
     reads = (spec.task, spec.dataset.model_dump_json(), assistant_only_loss(spec.task, spec.extra))
-    for split, name in files.items():
+    for split, name in (spec.dataset.files or {}).items():
         path = Path(name).expanduser()
-        if path.suffix.lower() != ".parquet":
+        if path.suffix.lower() != ".parquet" and path.is_file():
             status = path.stat()
             where = f"dataset.files.{split} ({name})"
-            problem, named = _file_verdict(where, str(path), status.st_mtime_ns, status.st_size, *reads)
-            if problem:
-                raise DataError(problem)
-            check_named_files(where, named)
+            yield where, *_file_verdict(where, str(path), status.st_mtime_ns, status.st_size, *reads)
+
+
+def files_not_shipped(spec, backend: str) -> str | None:
+    """A remote backend's job receives the spec's data files alone, not the files their rows name (a vision row's
+    images), and failed on the first one after its paid machine started: the first such file, as one sentence."""
+    where, number, name = next(((where, *pair) for where, _, named in _verdicts(spec) for pair in named), ("", 0, ""))
+    if not name:
+        return None
+    return (
+        f"{where}: row {number} names {name}, a file on this machine that a {backend} job does not receive (only "
+        "the data files are shipped); push the dataset with its images to the Hugging Face Hub (an Image column) "
+        "and set dataset.name, or train on this machine (hardware.target: local)"
+    )
 
 
 @lru_cache(maxsize=64)
