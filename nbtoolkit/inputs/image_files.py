@@ -34,7 +34,7 @@ def _verdict(path: str, _mtime_ns: int, _size: int) -> str | None:
             image.verify()
     except Image.DecompressionBombError:
         limit = 2 * (Image.MAX_IMAGE_PIXELS or 0)
-        return f"is larger than PIL's decompression-bomb limit of {limit} pixels, which the job refuses to decode"
+        return f"is larger than PIL's decompression-bomb limit of {limit} pixels (the job would refuse to decode it)"
     except UnidentifiedImageError:
         return "is not an image PIL can read (it may be another kind of file named as an image)"
     except (OSError, SyntaxError, ValueError) as exc:  # verify's findings: truncated, a bad checksum
