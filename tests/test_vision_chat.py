@@ -324,7 +324,7 @@ def test_a_file_mixing_formats_an_image_in_a_reply_and_packing_are_refused_befor
             "image; put images in the user's turns"
         )
     ]
-    with pytest.raises(SpecError, match=r"extra.packing: True is not supported by TRL for conversations with images"):
+    with pytest.raises(SpecError, match=r"extra.packing: true is not supported by TRL for conversations with images"):
         load_spec({"task": "vision-chat", "extra": {"packing": True}})
 
 

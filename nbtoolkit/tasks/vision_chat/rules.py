@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 #: SFTConfig fields TRL refuses for a dataset with images (trl/trainer/sft_trainer.py:779-798, TRL 1.16): the field ->
 #: the value it refuses and what TRL does not support
 NOT_WITH_IMAGES = {
@@ -22,7 +24,7 @@ def problem(spec) -> str | None:
     for key, (refused, what) in NOT_WITH_IMAGES.items():
         if key in spec.extra and spec.extra[key] == refused:
             return (
-                f"extra.{key}: {refused!r} is not supported by TRL for conversations with images ({what}); "
+                f"extra.{key}: {json.dumps(refused)} is not supported by TRL for conversations with images ({what}); "
                 f"task vision-chat cannot train with it: remove extra.{key}"
             )
     return None
