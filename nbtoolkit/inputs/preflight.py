@@ -3,7 +3,8 @@ modules its adapters name, the chat template a TRL run renders with, the `extra`
 sentence each.
 
 `plan` lists what it finds (and exits 1), `launch` refuses the spec on the first (so `run`, the form and
-`%%finetune` do too); `plan` also warns of chat rows `dataset.max_length` cuts before their reply. Before, a missing file, data without the task's columns or replies, a module the model
+`%%finetune` do too); `plan` also warns of chat rows `dataset.max_length` cuts before their reply (a task's own `check_lengths` for rows
+its tokenizer alone cannot render: vision-chat's image tokens). Before, a missing file, data without the task's columns or replies, a module the model
 does not have or an unreachable model all passed `plan` and failed 20-30 s into the job. Only what this machine
 can see is checked: a remote backend's machines read their own model and data. Light but for adapter targets
 named by hand, which build the model on the meta device (no weights), for chat, preference and grpo runs,
