@@ -65,7 +65,10 @@ def _verdicts(spec) -> Iterator[tuple[str, str | None, tuple[tuple[int, str], ..
 
 def files_not_shipped(spec, backend: str) -> str | None:
     """A remote backend's job receives the spec's data files alone, not the files their rows name (a vision row's
-    images), and failed on the first one after its paid machine started: the first such file, as one sentence."""
+    images), and failed on the first one after its paid machine started: the first such file, as one sentence.
+    Only a task with its own `check_row` names files: another's rows are not read here."""
+    if not TASKS[spec.task].check_row:
+        return None
     where, number, name = next(((where, *pair) for where, _, named in _verdicts(spec) for pair in named), ("", 0, ""))
     if not name:
         return None
