@@ -4,7 +4,8 @@ decoded it (an OSError, UnidentifiedImageError or DecompressionBombError traceba
 
 PIL's `Image.open` reads the header alone and `verify()` walks the file's chunks (a PNG's checksums) without
 decoding pixels: measured here 0.75 ms for a 448x448 PNG of 600 KB, 0.1 ms for a JPEG, 0.01 ms once
-checked (a verdict is kept while the file is unchanged): 100,000 images cost about a minute the first time.
+checked (a verdict is kept while the file is unchanged): 100,000 images cost about a minute the first time. It reads
+a JPEG's header alone: a JPEG cut short passes (decoding each, even in draft mode, cost 4 ms per 448 px JPEG).
 """
 
 from __future__ import annotations
