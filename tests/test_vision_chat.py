@@ -204,3 +204,149 @@ def test_a_data_file_naming_a_missing_image_or_too_few_images_is_refused_before_
         "images column; give one image per place"
     )
     assert input_problems(load_spec(spec)) == [problem]
+
+
+def one_row_file(folder: Path, image: str, reply: str = "A circle.") -> dict[str, str]:
+    """dataset.files with one TRL vision row naming `image` (relative to the file)."""
+    row = {
+        "messages": [
+            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What shape?"}]},
+            {"role": "assistant", "content": reply},
+        ],
+        "images": [image],
+    }
+    (folder / "train.jsonl").write_text(json.dumps(row) + "\n")
+    return {"train": str(folder / "train.jsonl")}
+
+
+def test_an_image_that_does_not_open_is_one_sentence_before_launch(tmp_path, monkeypatch):
+    """A truncated PNG, a text file named .png and an image over PIL's decompression-bomb limit failed the job as
+    datasets decoded them; the pre-launch check opens each (PIL's verify) and names the row, file and fault."""
+    from PIL import Image
+
+    from nbtoolkit.inputs.preflight import input_problems
+    from nbtoolkit.spec import load_spec
+
+    Image.new("RGB", (28, 28), "red").save(tmp_path / "good.png")
+    whole = (tmp_path / "good.png").read_bytes()
+    (tmp_path / "cut.png").write_bytes(whole[: len(whole) - 20])
+    (tmp_path / "text.png").write_text("not a picture at all")
+    spec = {"task": "vision-chat", "dataset": {"eval_split": None}}
+
+    def problems(image: str) -> list[str]:
+        return input_problems(
+            load_spec({**spec, "dataset": {"eval_split": None, "files": one_row_file(tmp_path, image)}})
+        )
+
+    def refusal(image: str, reason: str) -> list[str]:
+        where = f"dataset.files.train ({tmp_path / 'train.jsonl'}): row 1 names {tmp_path / image}"
+        return [f"{where}, which {reason}; replace the file or remove the row"]
+
+    assert problems("good.png") == []
+    assert problems("cut.png") == refusal("cut.png", "is a damaged image (Truncated File Read)")
+    unread = "is not an image PIL can read (it may be another kind of file named as an image)"
+    assert problems("text.png") == refusal("text.png", unread)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # 28x28 = 784 pixels, past twice 100
+    (tmp_path / "big.png").write_bytes(whole)
+    bomb = "is larger than PIL's decompression-bomb limit of 200 pixels (the job would refuse to decode it)"
+    assert problems("big.png") == refusal("big.png", bomb)
+
+
+def test_a_max_length_that_cuts_the_image_tokens_or_every_reply_is_refused_before_launch():
+    """TRL cuts each row at dataset.max_length with the image's tokens inside: a cut through them failed the job at
+    step 1, a cut before every reply succeeded with a loss of 0. The bundled rows (4 image tokens each, image
+    tokens ending at token 10, prompts of up to 31 tokens) are rendered as TRL's collator renders them."""
+    from nbtoolkit.inputs.preflight import input_findings
+    from nbtoolkit.spec import load_spec
+
+    def findings(max_length: int, **spec) -> tuple[list[str], list[str]]:
+        return input_findings(load_spec({"task": "vision-chat", "dataset": {"max_length": max_length}, **spec}))
+
+    refused, _ = findings(8)
+    assert len(refused) == 1 and refused[0].startswith("dataset.max_length 8 cuts through the image tokens of row 1")
+    assert refused[0].endswith(
+        "(its images end at token 10), which fails the job at its first step (the model counts "
+        "fewer image tokens than images); raise dataset.max_length above 10"
+    )
+    refused, _ = findings(12)
+    assert len(refused) == 1 and refused[0].startswith("all 64 rows of dataset.files.train")
+    assert "lose every assistant turn at dataset.max_length 12" in refused[0] and "so nothing trains" in refused[0]
+    refused, warned = findings(30)
+    assert (
+        refused == [] and len(warned) == 1 and "and they train nothing; raise dataset.max_length above 31" in warned[0]
+    )
+    assert findings(32) == ([], [])
+    # a hub model the planner knows, data read elsewhere: its 256 tokens per image from its config
+    sagemaker = {"role": "arn:aws:iam::111122223333:role/R", "region": "us-east-1", "bucket": "b"}
+    remote = {"model": "google/gemma-3-4b-it", "hardware": {"target": "sagemaker", "instance_type": "ml.g5.2xlarge"}}
+    refused, _ = findings(128, **remote, sagemaker=sagemaker)
+    assert refused == [
+        (
+            "dataset.max_length 128 cannot hold one image: model google/gemma-3-4b-it turns each image into 256 tokens, "
+            "which fails the job at its first step (the model counts fewer image tokens than images); raise "
+            "dataset.max_length well above 256"
+        )
+    ]
+
+
+def test_a_file_mixing_formats_an_image_in_a_reply_and_packing_are_refused_before_launch(tmp_path):
+    """The job reads a whole file in one format (the first its columns hold), so a sharegpt row in a messages file
+    was a null there; an image part in an assistant turn failed the processor at step 1; TRL refuses packing with
+    images: each one sentence before launch."""
+    from PIL import Image
+
+    from nbtoolkit.inputs.preflight import input_problems
+    from nbtoolkit.spec import SpecError, load_spec
+
+    Image.new("RGB", (28, 28), "red").save(tmp_path / "red.png")
+    files = one_row_file(tmp_path, "red.png")
+    llava = {
+        "conversations": [{"from": "human", "value": "<image>What?"}, {"from": "gpt", "value": "Red."}],
+        "image": "red.png",
+    }
+    with open(files["train"], "a") as data:
+        data.write(json.dumps(llava) + "\n")
+    spec = {"task": "vision-chat", "dataset": {"files": files, "eval_split": None}}
+    assert input_problems(load_spec(spec)) == [
+        (
+            f"dataset.files.train ({files['train']}): row 2 is in the sharegpt format but the file is read in the messages "
+            "format (the job reads every row of a file in one format: the first of messages, sharegpt it has a column "
+            "for); give every row in one format, or split the file"
+        )
+    ]
+    (tmp_path / "train.jsonl").write_text(json.dumps(llava) + "\n")
+    assert input_problems(load_spec(spec)) == []
+    reply = {"from": "gpt", "value": "<image>Red."}
+    (tmp_path / "train.jsonl").write_text(json.dumps({**llava, "conversations": [llava["conversations"][0], reply]}))
+    assert input_problems(load_spec(spec)) == [
+        (
+            f"dataset.files.train ({files['train']}): row 1's conversations, turn 2 is the assistant's and holds an "
+            "image; put images in the user's turns"
+        )
+    ]
+    with pytest.raises(SpecError, match=r"extra.packing: true is not supported by TRL for conversations with images"):
+        load_spec({"task": "vision-chat", "extra": {"packing": True}})
+
+
+def test_images_a_remote_job_would_not_receive_are_refused_at_render(tmp_path):
+    """SageMaker and SkyPilot ship the data file alone: a vision row's image on this machine failed the job after its
+    paid machine started. One sentence names the row and the image, and says what to do."""
+    from PIL import Image
+
+    from nbtoolkit.backends.dispatch import render
+    from nbtoolkit.spec import SpecError, load_spec
+
+    Image.new("RGB", (28, 28), "red").save(tmp_path / "red.png")
+    dataset = {"files": one_row_file(tmp_path, "red.png"), "eval_split": None}
+    unshipped = (
+        rf"dataset.files.train \(.*train.jsonl\): row 1 names {tmp_path}/red.png, a file on this machine that a "
+        r"{} job does not receive \(only the data files are shipped\); push the dataset with its images to the "
+        r"Hugging Face Hub"
+    )
+    sagemaker = {"role": "arn:aws:iam::111122223333:role/R", "region": "us-east-1", "bucket": "b"}
+    hardware = {"target": "sagemaker", "instance_type": "ml.g5.2xlarge"}
+    with pytest.raises(SpecError, match=unshipped.format("SageMaker")):
+        render(load_spec({"task": "vision-chat", "dataset": dataset, "hardware": hardware, "sagemaker": sagemaker}))
+    skypilot = {"hardware": {"target": "skypilot", "accelerator": "cuda"}, "skypilot": {"accelerators": "A10G:1"}}
+    with pytest.raises(LaunchError, match=unshipped.format("SkyPilot")):
+        render(load_spec({"task": "vision-chat", "dataset": dataset, **skypilot}))

@@ -26,6 +26,7 @@ from nbtoolkit.inputs.chat_formats import (
     detect_format,
     json_kind,
 )
+from nbtoolkit.inputs.image_files import image_problem
 from nbtoolkit.spec_parts.blocks import DatasetSpec
 from nbtoolkit.tasks import TASKS, columns_used, hook
 from nbtoolkit.train.errors import TrainError
@@ -44,18 +45,38 @@ def check_files(spec) -> None:
     """Raise DataError with one sentence for the first problem in the spec's local data files (none: no files).
     A file's verdict is kept while it is unchanged (the form checks as the user types); the files its rows name
     (images) are looked for each time."""
-    files = spec.dataset.files or {}
-    check_paths(files)
+    check_paths(spec.dataset.files or {})
+    for where, problem, named in _verdicts(spec):
+        if problem:
+            raise DataError(problem)
+        check_named_files(where, named)
+
+
+def _verdicts(spec) -> Iterator[tuple[str, str | None, tuple[tuple[int, str], ...]]]:
+    """(the file in words, its problem or None, the (row, file) its rows name) of each local JSON or CSV file."""
     reads = (spec.task, spec.dataset.model_dump_json(), assistant_only_loss(spec.task, spec.extra))
-    for split, name in files.items():
+    for split, name in (spec.dataset.files or {}).items():
         path = Path(name).expanduser()
-        if path.suffix.lower() != ".parquet":
+        if path.suffix.lower() != ".parquet" and path.is_file():
             status = path.stat()
             where = f"dataset.files.{split} ({name})"
-            problem, named = _file_verdict(where, str(path), status.st_mtime_ns, status.st_size, *reads)
-            if problem:
-                raise DataError(problem)
-            check_named_files(where, named)
+            yield where, *_file_verdict(where, str(path), status.st_mtime_ns, status.st_size, *reads)
+
+
+def files_not_shipped(spec, backend: str) -> str | None:
+    """A remote backend's job receives the spec's data files alone, not the files their rows name (a vision row's
+    images), and failed on the first one after its paid machine started: the first such file, as one sentence.
+    Only a task with its own `check_row` names files: another's rows are not read here."""
+    if not TASKS[spec.task].check_row:
+        return None
+    where, number, name = next(((where, *pair) for where, _, named in _verdicts(spec) for pair in named), ("", 0, ""))
+    if not name:
+        return None
+    return (
+        f"{where}: row {number} names {name}, a file on this machine that a {backend} job does not receive (only "
+        "the data files are shipped); push the dataset with its images to the Hugging Face Hub (an Image column) "
+        "and set dataset.name, or train on this machine (hardware.target: local)"
+    )
 
 
 @lru_cache(maxsize=64)
@@ -86,13 +107,16 @@ def check_file(spec, path: Path, where: str) -> None:
 
 
 def check_named_files(where: str, named: Iterable[tuple[int, str]]) -> None:
-    """Each file a row names (a vision row's image) is there."""
+    """Each file a row names (a vision row's image) is there and opens as an image (nbtoolkit.inputs.image_files)."""
     for number, name in named:
         if not Path(name).is_file():
             raise DataError(
                 f"{where}: row {number} names {name}, which does not exist; give each file's path relative to the "
                 "data file's folder (or absolute)"
             )
+        problem = image_problem(name)
+        if problem:
+            raise DataError(f"{where}: row {number} names {name}, which {problem}; replace the file or remove the row")
 
 
 def check_paths(files: dict[str, str]) -> None:
@@ -199,10 +223,13 @@ def check_rows(
     number = 0
     named: list[tuple[int, str]] = []
     check_row = hook(TASKS[task].check_row) if TASKS[task].check_row else None
+    if check_row is not None:  # it reads each row as the job will: with every column of the file
+        numbered, columns = file_columns(numbered)
     for number, row in numbered:
         at = f"{where}: row {number}"
         if check_row is not None:
-            named += [(number, name) for name in check_row(row, number, dataset, where, files_from)]
+            whole = {**columns, **row}
+            named += [(number, name) for name in check_row(whole, number, dataset, where, files_from)]
         elif TASKS[task].conversations:
             fmt = fmt or _format(dataset.format, row, at)
             _check_conversation(row, fmt, number, at, assistant_only)
@@ -217,6 +244,15 @@ def check_rows(
     if number == 0:
         raise DataError(f"{where} holds no rows; give a file with at least one row")
     return named
+
+
+def file_columns(
+    numbered: Iterable[tuple[int, dict[str, Any]]],
+) -> tuple[list[tuple[int, dict[str, Any]]], dict[str, None]]:
+    """The rows, and every column any of them has (each None): `datasets` reads a JSON file with the union of its
+    rows' keys as columns, a key a row lacks null in that row."""
+    read = list(numbered)
+    return read, dict.fromkeys(key for _, row in read for key in row)
 
 
 def _check_value(row: dict[str, Any], field: str, column: str, at: str, first: tuple[int, Any]) -> None:

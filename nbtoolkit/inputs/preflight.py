@@ -3,8 +3,9 @@ modules its adapters name, the chat template a TRL run renders with, the `extra`
 sentence each.
 
 `plan` lists what it finds (and exits 1), `launch` refuses the spec on the first (so `run`, the form and
-`%%finetune` do too); `plan` also warns of chat rows `dataset.max_length` cuts before their reply, of
-reward-model pairs longer than it (nbtoolkit.inputs.left_out_rows) and of hub reward models it cannot check
+`%%finetune` do too); `plan` also warns of chat rows `dataset.max_length` cuts before their reply (a task's own
+`check_lengths` for rows its tokenizer alone cannot render: vision-chat's image tokens), of reward-model pairs
+longer than it (nbtoolkit.inputs.left_out_rows) and of hub reward models it cannot check
 (nbtoolkit.inputs.reward_inputs). Before, a missing file, data without the task's columns or replies, a module
 the model does not have or an unreachable model all passed `plan` and failed 20-30 s into the job. Only what this machine
 can see is checked: a remote backend's machines read their own model and data. Light but for adapter targets
@@ -24,7 +25,7 @@ from nbtoolkit.inputs.data_files import check_files
 from nbtoolkit.inputs.hub_cache import TRUE_VALUES, in_hub_cache, missing_offline
 from nbtoolkit.inputs.left_out_rows import LeftOutRows, left_out_rows
 from nbtoolkit.inputs.reward_inputs import reward_models_findings
-from nbtoolkit.tasks import TRL_TASKS
+from nbtoolkit.tasks import TASKS, TRL_TASKS, hook
 from nbtoolkit.train.errors import TrainError
 from nbtoolkit.trained_model.saved_folders import config_folder
 
@@ -134,6 +135,9 @@ def chat_template_and_cut(spec, check_lengths: bool) -> tuple[str | None, CutRep
     functions, nbtoolkit.train.chat_template, so the sentence is the one the job would print). Then, with
     `check_lengths` (the data passed its check), the chat rows `dataset.max_length` cuts before their reply, or the
     rows the trainer leaves out as longer than it (reward-model's pairs)."""
+    own = TASKS[spec.task].check_lengths if spec.task in TASKS else ""
+    if own:  # rows the tokenizer alone cannot render (vision-chat's images)
+        return hook(own)(spec, check_lengths and model_files_here(spec.model_name))
     if spec.task not in TRL_TASKS or not model_files_here(spec.model_name):
         return None, None
     from nbtoolkit.train.chat_template import chat_tokenizer, loss_template
@@ -169,6 +173,7 @@ class CutReplies:
     checked: int  # tokenized: the first LENGTH_ROWS
     lost: int  # of those checked
     longest: int  # the longest prompt of those, in tokens before its first reply
+    dropped: bool = True  # TRL drops such rows (text); a vision row is kept and trains nothing
 
     @property
     def every_row_lost(self) -> bool:
@@ -178,7 +183,13 @@ class CutReplies:
         limit = spec.dataset.max_length
         rows = f"all {self.rows}" if self.every_row_lost else f"{self.lost} of the {self.checked}"
         checked = "" if self.checked == self.rows else f" first (of {self.rows})"
-        what = "so nothing trains" if self.every_row_lost else "and TRL drops them"
+        what = (
+            "so nothing trains"
+            if self.every_row_lost
+            else "and TRL drops them"
+            if self.dropped
+            else "and they train nothing"
+        )
         return (
             f"{rows}{checked} rows of {self.where} lose every assistant turn at dataset.max_length {limit} (the "
             f"longest prompt runs {self.longest} tokens before its first reply), {what}; raise dataset.max_length "
@@ -224,10 +235,14 @@ def cut_replies(spec, tokenizer, template: str | None) -> CutReplies | None:
             "{% generation %} blocks hold none of the assistant's replies; put each reply inside one, or set "
             "extra: {assistant_only_loss: false}"
         )
-    lost = [tokens for tokens in prompts if tokens >= spec.dataset.max_length]
-    if not lost:
-        return None
-    return CutReplies(where, total, len(prompts), len(lost), max(lost))
+    return replies_cut(where, total, prompts, spec.dataset.max_length)
+
+
+def replies_cut(where: str, rows: int, prompts: list[int], max_length: int, dropped: bool = True) -> CutReplies | None:
+    """The cut of a file of `rows` rows whose first `len(prompts)` run these many tokens before their first reply;
+    None when `max_length` leaves every one a token of reply."""
+    lost = [tokens for tokens in prompts if tokens >= max_length]
+    return CutReplies(where, rows, len(prompts), len(lost), max(lost), dropped) if lost else None
 
 
 def extra_key_problem(spec) -> str | None:

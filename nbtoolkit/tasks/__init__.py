@@ -116,6 +116,10 @@ class Task:
     #: from `folder`), raising DataError in one sentence for a row of a local data file the task cannot read, before
     #: launch; each named file is looked for ("": the checks of `columns`, `conversations` or `row_columns`)
     check_row: str = ""
+    #: `module:function` (spec, check_rows) -> (refusal or None, nbtoolkit.inputs.preflight.CutReplies or None): the
+    #: pre-launch length check for rows the chat template alone cannot render, `check_rows` when the data passed its
+    #: check ("": the TRL tasks' own, nbtoolkit.inputs.preflight.cut_replies)
+    check_lengths: str = ""
     #: the spec block only this task reads (`preference:`, `reward:`); another task's spec may not set it
     block: str | None = None
     #: `module:function` (spec) -> the spec's problem for this task in one sentence, or None; run as a spec is built,

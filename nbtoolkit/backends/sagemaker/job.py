@@ -31,6 +31,7 @@ from nbtoolkit.backends.sagemaker.instances import (
     SMP_INSTANCE_TYPES,
     accelerator_of,
 )
+from nbtoolkit.inputs.data_files import files_not_shipped
 from nbtoolkit.launching.credentials import is_secret_variable
 from nbtoolkit.metrics.parse import pair_pattern
 from nbtoolkit.spec import RunSpec
@@ -310,6 +311,9 @@ def _check_data(spec: RunSpec) -> None:
             f"dataset.files.{next(iter(files))} is a file on this machine, which a SageMaker job reads from S3; set "
             "sagemaker.bucket to a bucket the job's role can read and nbtoolkit uploads it there once"
         )
+    unshipped = files_not_shipped(spec, "SageMaker")
+    if unshipped:
+        raise SageMakerSetupError(unshipped)
     bad = next((split for split in files if not CHANNEL_NAME.fullmatch(split)), None)
     if bad is not None:
         raise SageMakerSetupError(

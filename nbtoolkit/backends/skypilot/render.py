@@ -8,6 +8,7 @@ import sys
 from nbtoolkit.backends import LaunchError
 from nbtoolkit.backends.skypilot.settings import BUCKET_SCHEMES
 from nbtoolkit.backends.skypilot.task import TASK_FILE, accelerators, data_mounts, settings, task_files
+from nbtoolkit.inputs.data_files import files_not_shipped
 from nbtoolkit.launching.launch import Launch, Stage
 from nbtoolkit.launching.shipping import task_not_carried
 from nbtoolkit.spec import RunSpec
@@ -111,6 +112,9 @@ def follower_stage(*args: str) -> Stage:
 
 
 def render(spec: RunSpec) -> Launch:
+    unshipped = files_not_shipped(spec, "SkyPilot")
+    if unshipped:
+        raise LaunchError(unshipped)
     files = task_files(spec, settings(spec))
     return Launch(
         backend=NAME,

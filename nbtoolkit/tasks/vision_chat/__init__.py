@@ -62,6 +62,7 @@ TASK = Task(
     preview_sample="nbtoolkit.tasks.vision_chat.preview:preview_sample",
     spec_rule="nbtoolkit.tasks.vision_chat.rules:problem",
     check_row="nbtoolkit.tasks.vision_chat.formats:check_row",
+    check_lengths="nbtoolkit.tasks.vision_chat.lengths:check_lengths",
     # TRL 1.16 refuses the assistant-only loss on images below it (trl/trainer/sft_trainer.py:788-796)
     requires=("transformers>=5.18.0",),
     assets=ASSETS,

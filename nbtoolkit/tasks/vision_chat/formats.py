@@ -51,6 +51,17 @@ CHATML_VISION = (
 )
 
 
+def load_processor(name: str):
+    """The model's processor (image processor, tokenizer, chat template): a bundled tiny model's from its folder
+    (transformers imported here, not with TRL's trainer: the pre-launch check loads it)."""
+    from transformers import AutoProcessor
+
+    from nbtoolkit.inputs.bundled import is_bundled, tokenizer_dir
+    from nbtoolkit.train.models import model_source
+
+    return AutoProcessor.from_pretrained(tokenizer_dir(name) if is_bundled(name) else model_source(name))
+
+
 def detect_vision_format(columns: Iterable[str], declared: str = "auto") -> str:
     """The vision format of rows with these columns: the declared one (checked), or with auto the first that fits."""
     return detect_format(columns, declared, VISION_COLUMNS, "vision chat")
@@ -80,7 +91,7 @@ def as_vision_row(row: dict[str, Any], fmt: str, folder: Path | None, number: in
 
 
 def _turn(turn: Any, where: str) -> dict[str, Any]:
-    """A role/content or from/value turn, its content as parts; LLaVA's `<image>` splits the text around a picture."""
+    """A role/content or from/value turn, its content as parts (images in the user's turns alone)."""
     if not isinstance(turn, dict):
         raise FormatError(f"{where} is {json_kind(turn)}; a turn needs role + content or from + value")
     role_key, content_key = ("role", "content") if "role" in turn else ("from", "value")
@@ -90,15 +101,24 @@ def _turn(turn: Any, where: str) -> dict[str, Any]:
         )
     role = SHAREGPT_ROLES.get(turn[role_key], turn[role_key])
     content = turn[content_key]
+    parts = _parts(content, where, content_key)
+    if role == "assistant" and any(part["type"] == "image" for part in parts):
+        # the processor renders an assistant's text alone: its image would be one image too many at step 1
+        raise FormatError(f"{where} is the assistant's and holds an image; put images in the user's turns")
+    return {"role": role, "content": parts}
+
+
+def _parts(content: Any, where: str, content_key: str) -> list[dict[str, Any]]:
+    """A turn's content as parts; LLaVA's `<image>` splits the text around a picture."""
     if isinstance(content, str):
         pieces = content.split(LLAVA_IMAGE)
         parts = [{"type": "text", "text": piece.strip("\n")} for piece in pieces]
         for index in range(len(pieces) - 1, 0, -1):
             parts.insert(index, {"type": "image", "text": None})
-        return {"role": role, "content": [part for part in parts if part["type"] == "image" or part["text"]]}
+        return [part for part in parts if part["type"] == "image" or part["text"]]
     if not isinstance(content, list) or not content:
         raise FormatError(f"{where}'s {content_key} is {json_kind(content)}; it must be a text or a list of parts")
-    return {"role": role, "content": [_part(part, f"{where}, part {index}") for index, part in enumerate(content, 1)]}
+    return [_part(part, f"{where}, part {index}") for index, part in enumerate(content, 1)]
 
 
 def _part(part: Any, where: str) -> dict[str, Any]:
@@ -120,8 +140,10 @@ def _image(image: Any, folder: Path | None, where: str) -> Any:
 
 
 def check_row(row: dict[str, Any], number: int, dataset, where: str, folder: Path) -> list[str]:
-    """A row of a local data file as the job will read it (vision-chat's `check_row`): in a vision format, its image
-    places matching its images; returns the image files it names (the pre-launch check looks for each)."""
+    """A row of a local data file as the job will read it (vision-chat's `check_row`; the row holds every column of
+    the file, as `datasets` reads it): in the file's vision format, the one the job picks for every row (the first
+    of VISION_COLUMNS the file has a column for), its image places matching its images; returns the image files it
+    names (the pre-launch check opens each)."""
     from nbtoolkit.inputs.data_files import DataError
 
     declared = dataset.format
@@ -130,6 +152,13 @@ def check_row(row: dict[str, Any], number: int, dataset, where: str, folder: Pat
         if declared != "auto"
         else next((name for name, (turns, _) in VISION_COLUMNS.items() if turns in row), None)
     )
+    other = next((name for name, (turns, _) in VISION_COLUMNS.items() if row.get(turns) is not None), None)
+    if fmt is not None and row.get(VISION_COLUMNS[fmt][0]) is None and other is not None:
+        raise DataError(
+            f"{where}: row {number} is in the {other} format but the file is read in the {fmt} format (the job "
+            f"reads every row of a file in one format: the first of {', '.join(VISION_COLUMNS)} it has a column "
+            "for); give every row in one format, or split the file"
+        )
     try:
         fmt = fmt or detect_vision_format(row)  # its sentence: the row is in no vision format
         images_column = VISION_COLUMNS[fmt][1]

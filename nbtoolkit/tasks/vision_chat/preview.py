@@ -20,7 +20,8 @@ def preview_sample(spec, sample) -> tuple[str, list[str], list[Rendered], None]:
 
     from nbtoolkit.inputs.chat_formats import FormatError
     from nbtoolkit.inputs.data_preview import quiet_progress
-    from nbtoolkit.tasks.vision_chat.train import conversations, load_processor
+    from nbtoolkit.tasks.vision_chat.formats import load_processor
+    from nbtoolkit.tasks.vision_chat.train import conversations
 
     try:
         fmt = detect_vision_format(sample.column_names, spec.dataset.format)

@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from transformers import AutoModelForImageTextToText, AutoProcessor
+from transformers import AutoModelForImageTextToText
 from trl import SFTConfig, SFTTrainer
 
-from nbtoolkit.inputs.bundled import bundled_files, is_bundled, tokenizer_dir
+from nbtoolkit.inputs.bundled import bundled_files
 from nbtoolkit.inputs.chat_formats import FormatError
-from nbtoolkit.tasks.vision_chat.formats import VISION_FORMAT_NAMES, as_vision_row, detect_vision_format
+from nbtoolkit.tasks.vision_chat.formats import VISION_FORMAT_NAMES, as_vision_row, detect_vision_format, load_processor
 from nbtoolkit.train.errors import TrainError
-from nbtoolkit.train.models import load_model, model_source
+from nbtoolkit.train.models import load_model
 from nbtoolkit.train.task_setup import TaskSetup, trl_overrides
 
 #: the attribute a vision-language model keeps its vision tower under (Gemma 3, LLaVA, Idefics3: vision_tower or
@@ -36,11 +36,6 @@ TOWER_NAMES = ("vision_tower", "visual", "vision_model")
 def config_class(spec) -> type:
     """The trainer arguments' class: the fields `extra` may set."""
     return SFTConfig
-
-
-def load_processor(name: str):
-    """The model's processor (image processor, tokenizer, chat template): a bundled tiny model's from its folder."""
-    return AutoProcessor.from_pretrained(tokenizer_dir(name) if is_bundled(name) else model_source(name))
 
 
 def vision_tower(model):
