@@ -7,10 +7,40 @@ import pytest
 from nbtoolkit.backends.sagemaker.standin import SageMakerStandIn
 
 
+def sdk_config_validation_against_a_schema_checked_once():
+    """The SageMaker SDK's config check, as jsonschema.validate does it but with the SDK's own schema checked against
+    the JSON Schema meta-schema once, not on every lookup.
+
+    The stand-in's SDK config (its telemetry opt-out) is not empty, so the SDK validates it on every config lookup
+    (sagemaker-core 2.27.0: common_utils.py:1294-1298, config/config_manager.py:312-317) with jsonschema.validate
+    (config_manager.py:92-94), which first checks the schema itself (jsonschema 4.26.0, validators.py:1325-1332):
+    0.13 s of CPU each, 11 of a submit's 12 checks. The 12th, as the config file is loaded, stays the SDK's own
+    (config/config.py:145, 154). Checking the config itself takes 0.1 ms."""
+    from jsonschema import exceptions, validators
+    from sagemaker.core.config.config_schema import SAGEMAKER_PYTHON_SDK_CONFIG_SCHEMA
+
+    cls = validators.validator_for(SAGEMAKER_PYTHON_SDK_CONFIG_SCHEMA)
+    cls.check_schema(SAGEMAKER_PYTHON_SDK_CONFIG_SCHEMA)
+    validator = cls(SAGEMAKER_PYTHON_SDK_CONFIG_SCHEMA)
+
+    def validate(sagemaker_config: dict | None = None) -> None:
+        error = exceptions.best_match(validator.iter_errors(sagemaker_config))
+        if error is not None:
+            raise error
+
+    return validate
+
+
 @pytest.fixture(scope="session")
 def standin_server(tmp_path_factory):
-    standin = SageMakerStandIn(tmp_path_factory.mktemp("standin"))
-    with standin:
+    from sagemaker.core.config.config_manager import SageMakerConfig
+
+    with pytest.MonkeyPatch.context() as patch, SageMakerStandIn(tmp_path_factory.mktemp("standin")) as standin:
+        patch.setattr(
+            SageMakerConfig,
+            "validate_sagemaker_config",
+            staticmethod(sdk_config_validation_against_a_schema_checked_once()),
+        )
         yield standin
 
 
