@@ -12,10 +12,10 @@ def sdk_config_validation_against_a_schema_checked_once():
     the JSON Schema meta-schema once, not on every lookup.
 
     The stand-in's SDK config (its telemetry opt-out) is not empty, so the SDK validates it on every config lookup
-    (sagemaker-core 2.27.0: common_utils.py:1294-1298, config/config_manager.py:312-317) with jsonschema.validate
-    (config_manager.py:92-94), which first checks the schema itself (jsonschema 4.26.0, validators.py:1325-1332):
+    (sagemaker-core 2.27.0: common_utils.py:1295-1298, config/config_manager.py:314-317) with jsonschema.validate
+    (config_manager.py:92-95), which first checks the schema itself (jsonschema 4.26.0, validators.py:1325-1332):
     0.13 s of CPU each, 11 of a submit's 12 checks. The 12th, as the config file is loaded, stays the SDK's own
-    (config/config.py:145, 154). Checking the config itself takes 0.1 ms."""
+    (config/config.py:145, 164). Checking the config itself takes 0.1 ms."""
     from jsonschema import exceptions, validators
     from sagemaker.core.config.config_schema import SAGEMAKER_PYTHON_SDK_CONFIG_SCHEMA
 
