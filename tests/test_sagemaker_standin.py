@@ -16,11 +16,15 @@ import pytest
 from nbtoolkit.api import Job, attach, launch
 from nbtoolkit.backends.dispatch import render
 from nbtoolkit.backends.sagemaker.job import JOB_FILE, TrainingJob, training_job
-from nbtoolkit.backends.sagemaker.standin import BUCKET, ROLE
+from nbtoolkit.backends.sagemaker.standin import BUCKET, ROLE, TELEMETRY_OPT_OUT
 from nbtoolkit.backends.sagemaker.submit import submit
 from nbtoolkit.spec import load_spec
 from tests.conftest import PYTHON, SCRIPTS
-from tests.sagemaker_standin import standin, standin_server  # noqa: F401 (fixtures)
+from tests.sagemaker_standin import (  # noqa: F401 (fixtures)
+    sdk_config_validation_against_a_schema_checked_once,
+    standin,
+    standin_server,
+)
 from tests.test_jobs import wait_for
 
 # the SDK's own modules still import its moved configs module
@@ -46,6 +50,22 @@ def user_script(tmp_path, body: str = "print('hello')\n"):
     source.mkdir(exist_ok=True)
     (source / "train.py").write_text(body)
     return {"path": str(source / "train.py"), "args": ["--learning_rate", "3e-5", "--do_train"]}
+
+
+def test_the_stand_in_tests_sdk_config_check_takes_and_refuses_what_the_sdks_own_does():
+    """The fixture's faster check (its schema checked once) is still the SDK's check of the config."""
+    import jsonschema
+    import yaml
+    from sagemaker.core.config.config_schema import SAGEMAKER_PYTHON_SDK_CONFIG_SCHEMA
+
+    validate = sdk_config_validation_against_a_schema_checked_once()
+    validate(yaml.safe_load(TELEMETRY_OPT_OUT))
+    wrong = yaml.safe_load(TELEMETRY_OPT_OUT.replace("true", "'yes'"))
+    with pytest.raises(jsonschema.ValidationError) as ours:
+        validate(wrong)
+    with pytest.raises(jsonschema.ValidationError) as sdks:
+        jsonschema.validate(wrong, SAGEMAKER_PYTHON_SDK_CONFIG_SCHEMA)
+    assert ours.value.message == sdks.value.message == "'yes' is not of type 'boolean'"
 
 
 # -- the CreateTrainingJob request, as the SDK sends it -------------------------------------------
