@@ -44,7 +44,10 @@ def test_a_job_reference_that_names_no_job_or_a_failed_one_is_one_sentence(store
     failed = ended_job(store, "failed")
     with pytest.raises(LaunchError) as caught:
         launch({"task": "causal-lm", "model": "job:sft"}, store=store)
-    assert str(caught.value) == f"job {failed.id} is failed; only a succeeded job has a final model"
+    assert str(caught.value) == (
+        f"model 'job:sft': job {failed.id} is failed, and only a succeeded job has a final model to start from; train "
+        "it again, or name a succeeded job (`nbtoolkit jobs` lists them)"
+    )
     with pytest.raises(LaunchError, match="names no job; write job:ID or job:NAME"):
         launch({"task": "causal-lm", "model": "job:"}, store=store)
 

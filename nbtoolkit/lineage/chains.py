@@ -76,6 +76,7 @@ def resolve(spec: RunSpec, store: JobStore, *, fetching: bool = True) -> Chained
     if not is_job_ref(spec.model):
         return ChainedSpec(spec, spec, reward_info)
     record = earlier_job(spec.model, store)
+    succeeded(record, f"model '{spec.model}'", "start from", "job")
     artifact = model_artifact(store, record)
     if spec.adapter is not None and spec.adapter.type == "qlora" and adapter_job(store, record):
         raise LaunchError(
@@ -89,6 +90,17 @@ def resolve(spec: RunSpec, store: JobStore, *, fetching: bool = True) -> Chained
     if model is None:  # a remote model not fetched for a plan: a copy on this machine has its shape
         return ChainedSpec(sizing, sizing, lineage)
     return ChainedSpec(spec.model_copy(update={"model": model}), sizing, lineage)
+
+
+def succeeded(record: JobRecord, what: str, use: str, kind: str) -> None:
+    """One sentence, naming the field and what to do, when the job a field names has not succeeded (the model
+    artifact's own sentence names neither)."""
+    if record.status != "succeeded":
+        wait = "wait for it to succeed (job.wait()) and launch again" if record.active else "train it again"
+        raise LaunchError(
+            f"{what}: job {record.id} is {record.status}, and only a succeeded job has a final model to {use}; "
+            f"{wait}, or name a succeeded {kind} (`nbtoolkit jobs` lists them)"
+        )
 
 
 def machine_model(spec: RunSpec, what: str, record: JobRecord, artifact, *, fetching: bool) -> str | None:
@@ -132,13 +144,7 @@ def resolve_reward_models(spec: RunSpec, store: JobStore, *, fetching: bool) -> 
                 f"reward.models '{name}': job {record.id} trained an adapter; merge it first (`nbtoolkit merge "
                 f"{record.id}`) and give the merged folder"
             )
-        if record.status != "succeeded":  # model_artifact's sentence names neither the field nor what to do
-            wait = "wait for it to succeed (job.wait()) and launch again" if record.active else "train it again"
-            raise LaunchError(
-                f"reward.models '{name}': job {record.id} is {record.status}, and only a succeeded job has a final "
-                f"model to score with; {wait}, or name a succeeded {named_by('scores_replies')} job "
-                "(`nbtoolkit jobs` lists them)"
-            )
+        succeeded(record, f"reward.models '{name}'", "score with", f"{named_by('scores_replies')} job")
         where = machine_model(spec, f"reward.models '{name}'", record, model_artifact(store, record), fetching=fetching)
         models.append(where or name)  # a plan keeps the reference where the model is not fetched
         sources.append(record.id)
