@@ -19,7 +19,9 @@ LARGEST = 4096 * 50257  # a 4096-wide model's 50257-word embedding (our choice; 
 def test_zero_paper_7_5b_on_64_devices(stage, published_gb):
     """Rajbhandari et al. 2020, Fig. 1: 7.5B parameters, N_d = 64, K = 12."""
     assert memory.zero_paper_bytes(PSI, 64, stage) / GB == pytest.approx(published_gb, abs=0.05)
-    states = memory.deepspeed_model_states(PSI, LARGEST, weight_bytes=2, stage=stage, devices_per_node=8, nodes=8)
+    states = memory.deepspeed_model_states(
+        PSI, LARGEST, trainable=PSI, weight_bytes=2, stage=stage, devices_per_node=8, nodes=8
+    )
     assert states.ideal / GB == pytest.approx(published_gb, abs=0.05)  # the plan shows it as the lower bound
 
 
@@ -65,6 +67,7 @@ def test_deepspeed_estimator_output_for_the_same_inputs():
             states = memory.deepspeed_model_states(
                 params,
                 largest,
+                trainable=params,
                 weight_bytes=2,
                 stage=3 if table["zero3"] else 2,
                 devices_per_node=table["per_node"],
@@ -94,6 +97,7 @@ def test_deepspeed_estimators_live():
                 ours = memory.deepspeed_model_states(
                     params,
                     largest,
+                    trainable=params,
                     weight_bytes=2,
                     stage=2,
                     nodes=nodes,
@@ -110,6 +114,7 @@ def test_deepspeed_estimators_live():
                 ours = memory.deepspeed_model_states(
                     params,
                     largest,
+                    trainable=params,
                     weight_bytes=2,
                     stage=3,
                     devices_per_node=per_node,
@@ -176,7 +181,7 @@ def test_flops_are_6_psi_tokens_and_8_with_recomputation():
 
 
 def test_torch_data_parallel_keeps_16_bytes_per_parameter_whole():
-    states = memory.torch_model_states(1e9, devices_per_node=8)
+    states = memory.torch_model_states(1e9, trainable=1e9, devices_per_node=8)
     assert states.device == 16e9 and states.ideal == 16e9
     assert (
         shape_from_config(

@@ -95,11 +95,16 @@ class Workload:
     reward_model_params: int = 0
     #: GRPO: the tokens (prompt + completion) of each sampled completion, whose KV cache generation holds
     generated_tokens: int = 0
+    #: the task feeds images through the vision tower (vision-chat); a text task loads a vision-language model's tower
+    #: (transformers 5's Auto classes map gemma3 to Gemma3ForConditionalGeneration / Gemma3Model) but never runs it
+    reads_images: bool = False
+    #: a full fine-tune's parameters the program freezes (vision-chat: the vision tower; its projector trains)
+    frozen_params: int = 0
 
     @property
     def trained_params(self) -> int:
         """The parameters that get gradients, optimizer states and an all-reduce."""
-        return self.shape.params if self.trainable_params is None else self.trainable_params
+        return self.shape.params - self.frozen_params if self.trainable_params is None else self.trainable_params
 
 
 def hours_text(hours: float) -> str:
@@ -202,7 +207,8 @@ class Plan(Estimate):
 
     model: str
     params: int
-    #: a vision-language model's vision tower and projector (among params), and the tokens an image becomes
+    #: a vision-language model's vision tower and projector (among params), and the tokens an image becomes (0: the
+    #: task reads no images)
     vision_params: int = 0
     image_tokens: int = 0
     params_exact: bool
@@ -245,9 +251,12 @@ class Plan(Estimate):
             )
         )
         tower = f"{self.vision_params / 1e6:,.1f}M" if self.vision_params >= 1e5 else f"{self.vision_params / 1e3:.1f}k"
-        vision = (
-            f" (vision tower and projector {tower}; {self.image_tokens} tokens per image)" if self.vision_params else ""
+        reads = (
+            f"{self.image_tokens} tokens per image"
+            if self.image_tokens
+            else "loaded but unused: this task reads no images"
         )
+        vision = f" (vision tower and projector {tower}; {reads})" if self.vision_params else ""
         lines = [f"{self.model}: {size} parameters{vision}{trained}; {self.description}"]
         if self.device_memory_bytes:
             fit = "fits" if self.device_fits else "does NOT fit"

@@ -7,6 +7,39 @@ from nbtoolkit.planner import memory, timing
 from nbtoolkit.planner.estimates import FRAGMENTATION, RUNTIME_RESERVE_BYTES, GiB, Setup, Workload
 
 
+def _full_fine_tune_states(setup: Setup, work: Workload) -> str:
+    """A full fine-tune's model states: weights count every parameter Ψ; gradients and optimizer states the trainable
+    ones, Ψ_t = Ψ less what the program freezes (vision-chat: the vision tower), as memory.py counts them."""
+    w = setup.weight_bytes
+    frozen = bool(work.frozen_params)
+
+    def term(weights: int, trained: int, per: str = "") -> list[str]:
+        """`weights`Ψ + `trained`Ψ_t (one term when nothing is frozen), `per` device or whole."""
+        if not frozen:
+            return [f"{weights + trained}Ψ{per}"] if weights + trained else []
+        return ([f"{weights}Ψ{per}"] if weights else []) + ([f"{trained}Ψ_t{per}"] if trained else [])
+
+    if not setup.deepspeed:
+        return (
+            f"{' + '.join(term(4, 12))} (PyTorch AdamW: fp32 weights 4 + gradients 4 + two moments 8; not partitioned)"
+        )
+    optimizer_on_host = setup.offload_optimizer != "none"
+    if setup.zero_stage >= 3:
+        weights = 0 if setup.offload_params != "none" else w
+        terms = [f"{2 * w}L", *term(weights, 0 if optimizer_on_host else 16, "/N")]
+    elif optimizer_on_host:
+        terms = [f"{w}Ψ"]
+    elif setup.zero_stage == 2:
+        terms = [f"{w}Ψ", *term(0, 16 + w, "/N")]
+    else:  # gradients whole; stage 0 keeps the optimizer whole too
+        terms = [*term(w, w), *term(0, 16, "/N" if setup.zero_stage == 1 else "")]
+    trainable = "; Ψ_t the trainable parameters, the frozen Ψ - Ψ_t weights only" if frozen else ""
+    return (
+        f"{' + '.join(terms)} (DeepSpeed 0.19.8 ZeRO-{setup.zero_stage} estimator, {w}-byte weights{trainable}; "
+        "ZeRO paper (2+2+12)Ψ partitioning shown as the ideal)"
+    )
+
+
 def formula(setup: Setup, work: Workload) -> str:
     """The formulas behind this setup's numbers, with Ψ parameters, L the largest layer, N devices."""
     shape = work.shape
@@ -23,24 +56,8 @@ def formula(setup: Setup, work: Workload) -> str:
             f"{DTYPE_BYTES[base_dtype]}Ψ + 16Ψ_a (frozen {base_dtype} base; adapters Ψ_a in fp32 with gradients and "
             "AdamW moments)"
         )
-    elif not setup.deepspeed:
-        states = "16Ψ (PyTorch AdamW: fp32 weights 4 + gradients 4 + two moments 8; not partitioned)"
     else:
-        optimizer_on_host = setup.offload_optimizer != "none"
-        weights_on_host = setup.offload_params != "none"
-        if setup.zero_stage >= 3:
-            partitioned = (0 if weights_on_host else w) + (0 if optimizer_on_host else 16)
-            terms = [f"{2 * w}L"] + ([f"{partitioned}Ψ/N"] if partitioned else [])
-        elif optimizer_on_host:
-            terms = [f"{w}Ψ"]
-        elif setup.zero_stage == 2:
-            terms = [f"{w}Ψ", f"{16 + w}Ψ/N"]
-        else:  # gradients whole; stage 0 keeps the optimizer whole too
-            terms = [f"{2 * w}Ψ", "16Ψ/N" if setup.zero_stage == 1 else "16Ψ"]
-        states = (
-            f"{' + '.join(terms)} (DeepSpeed 0.19.8 ZeRO-{setup.zero_stage} estimator, {w}-byte weights; "
-            "ZeRO paper (2+2+12)Ψ partitioning shown as the ideal)"
-        )
+        states = _full_fine_tune_states(setup, work)
     k = 8 if setup.checkpointing else 6
     tokens = "(Ψ_in·s_in + Ψ_tgt·s_tgt)" if shape.architecture == "encoder-decoder" else "Ψ_in·s"
     activations = (

@@ -51,41 +51,45 @@ def zero_paper_bytes(
     devices: int,
     stage: int,
     *,
+    trainable: float | None = None,
     weight_bytes: int = 2,
     gradient_bytes: int = 2,
     optimizer_bytes: int = MIXED_PRECISION_OPTIMIZER_BYTES,
 ) -> float:
     """ZeRO paper, Fig. 1: (2 + 2 + K)Ψ, with the optimizer (stage >= 1), gradients (>= 2)
-    and weights (3) partitioned over the devices. K = 12 for mixed-precision Adam."""
+    and weights (3) partitioned over the devices. K = 12 for mixed-precision Adam. Frozen parameters
+    have weights only: gradients and optimizer states count the `trainable` ones (default: all)."""
+    trained = params if trainable is None else trainable
     return (
         weight_bytes * params / (devices if stage >= 3 else 1)
-        + gradient_bytes * params / (devices if stage >= 2 else 1)
-        + optimizer_bytes * params / (devices if stage >= 1 else 1)
+        + gradient_bytes * trained / (devices if stage >= 2 else 1)
+        + optimizer_bytes * trained / (devices if stage >= 1 else 1)
     )
 
 
-def full_bf16_model_states(params: float, devices_per_node: int) -> ModelStates:
+def full_bf16_model_states(params: float, *, trainable: float, devices_per_node: int) -> ModelStates:
     """Neuron in full bf16 (the model cast to bf16, as XLA_USE_BF16=1 did): weights, gradients and AdamW's two
-    moments included (2 bytes each), with no fp32 master copy."""
+    moments included (2 bytes each), with no fp32 master copy; frozen parameters have weights only."""
     return ModelStates(
         weights=2 * params,
-        gradients=2 * params,
-        optimizer=4 * params,
+        gradients=2 * trainable,
+        optimizer=4 * trainable,
         gathered=0,
         host=_loading_host_bytes(params, devices_per_node),
-        ideal=8 * params,
+        ideal=2 * params + 6 * trainable,
     )
 
 
-def torch_model_states(params: float, devices_per_node: int) -> ModelStates:
-    """PyTorch (DDP or one process), AdamW; autocast keeps fp32 weights whatever the precision."""
+def torch_model_states(params: float, *, trainable: float, devices_per_node: int) -> ModelStates:
+    """PyTorch (DDP or one process), AdamW; autocast keeps fp32 weights whatever the precision. Frozen parameters
+    (requires_grad False) have weights only: no gradient, and the Trainer gives AdamW only the trainable ones."""
     return ModelStates(
         weights=4 * params,
-        gradients=4 * params,
-        optimizer=8 * params,
+        gradients=4 * trainable,
+        optimizer=8 * trainable,
         gathered=0,
         host=_loading_host_bytes(params, devices_per_node),
-        ideal=16 * params,
+        ideal=4 * params + 12 * trainable,
     )
 
 
@@ -93,6 +97,7 @@ def deepspeed_model_states(
     params: float,
     largest_layer: float,
     *,
+    trainable: float,
     weight_bytes: int,
     stage: int,
     devices_per_node: int,
@@ -107,6 +112,10 @@ def deepspeed_model_states(
     (weight_bytes 4) double the 16-bit terms. Stage 0 is ZeRO-2's count on one device; stage 1
     keeps the 16-bit gradients whole. Host per node, x1.5: offloaded states (16Ψ, 18Ψ with the
     weights), else the fp32 model each process loads (4Ψ, 4L under ZeRO-3's zero.Init).
+
+    Frozen parameters (Ψ - Ψ_t) have weights only: DeepSpeed's ZeRO optimizer partitions, and keeps gradients and
+    fp32 states for, the optimizer's parameter groups, which the Trainer fills with the trainable ones; so every
+    gradient and optimizer term above counts Ψ_t, the trainable parameters, and the weight terms Ψ.
     """
     devices = devices_per_node * nodes
     optimizer_on_host = offload_optimizer != "none"
@@ -116,25 +125,27 @@ def deepspeed_model_states(
     if optimizer_on_host:
         gradients = optimizer = 0.0
     else:
-        half_gradients = 0.0 if stage >= 3 else weight_bytes * params / (devices if stage == 2 else 1)
-        gradients = half_gradients + FP32_GRADIENT_BYTES * params / shards
-        optimizer = MIXED_PRECISION_OPTIMIZER_BYTES * params / shards
+        half_gradients = 0.0 if stage >= 3 else weight_bytes * trainable / (devices if stage == 2 else 1)
+        gradients = half_gradients + FP32_GRADIENT_BYTES * trainable / shards
+        optimizer = MIXED_PRECISION_OPTIMIZER_BYTES * trainable / shards
     gathered = 2 * weight_bytes * largest_layer if stage >= 3 else 0.0
-    offloaded = (FP32_GRADIENT_BYTES + MIXED_PRECISION_OPTIMIZER_BYTES if optimizer_on_host else 0) + (
-        weight_bytes if weights_on_host else 0
+    # bytes offloaded to the host, per node
+    offloaded = (FP32_GRADIENT_BYTES + MIXED_PRECISION_OPTIMIZER_BYTES if optimizer_on_host else 0) * trainable + (
+        weight_bytes * params if weights_on_host else 0
     )
     if "nvme" in (offload_optimizer, offload_params):
         offloaded = 0  # states live on the NVMe path; the host keeps buffers only
     if offloaded and stage < 3:  # ZeRO-2 offload: every process also loads the fp32 model
-        host = params * max(4 * devices_per_node, offloaded) * HOST_BUFFER_FACTOR
+        host = max(4 * devices_per_node * params, offloaded) * HOST_BUFFER_FACTOR
     elif offloaded:
-        host = params * offloaded / nodes * HOST_BUFFER_FACTOR
+        host = offloaded / nodes * HOST_BUFFER_FACTOR
     else:
         host = _loading_host_bytes(largest_layer if stage >= 3 else params, devices_per_node)
     ideal = zero_paper_bytes(
         params,
         devices,
         stage,
+        trainable=trainable,
         weight_bytes=weight_bytes,
         gradient_bytes=weight_bytes,
         optimizer_bytes=MIXED_PRECISION_OPTIMIZER_BYTES if weight_bytes == 2 else 8,

@@ -75,12 +75,18 @@ def _policy_states(setup: Setup, work: Workload) -> memory.ModelStates:
     """The trained model's weights, gradients and optimizer states (full fine-tune)."""
     shape = work.shape
     if not setup.deepspeed and setup.precision == "bf16" and setup.device and setup.device.kind == "neuron":
-        return memory.full_bf16_model_states(shape.params, setup.devices_per_node)  # the program casts to bf16
+        # the program casts to bf16
+        return memory.full_bf16_model_states(
+            shape.params, trainable=work.trained_params, devices_per_node=setup.devices_per_node
+        )
     if not setup.deepspeed:
-        return memory.torch_model_states(shape.params, setup.devices_per_node)
+        return memory.torch_model_states(
+            shape.params, trainable=work.trained_params, devices_per_node=setup.devices_per_node
+        )
     return memory.deepspeed_model_states(
         shape.params,
         shape.largest_layer_params,
+        trainable=work.trained_params,
         weight_bytes=setup.weight_bytes,
         stage=setup.zero_stage,
         devices_per_node=setup.devices_per_node,
@@ -140,7 +146,9 @@ def estimate(setup: Setup, work: Workload, *, measured: float | None = None) -> 
     host_fits = states.host <= host_capacity if host_capacity else None
     fits = None if device_fits is None else device_fits and host_fits is not False
     step_seconds = samples_per_second = hours = cost = step = None
-    flops = timing.flops_per_sample(shape, work.input_length, work.target_length, setup.checkpointing)
+    flops = timing.flops_per_sample(
+        shape, work.input_length, work.target_length, setup.checkpointing, images=work.reads_images
+    )
     global_batch = setup.batch_size * setup.devices * setup.grad_accum
     if measured:
         step_seconds = global_batch / measured
@@ -326,6 +334,8 @@ def _workload(spec: RunSpec, shape: ModelShape, *, dataset_size: int | None, uti
         and adapter is None,  # with an adapter the reference is the base, adapters off
         reward_model_params=sum(reward_model_params(name) for name in extra.reward_models),
         generated_tokens=spec.dataset.max_length + completion if completion else 0,
+        reads_images=extra.frozen_vision_tower,
+        frozen_params=shape.vision_params - shape.projector_params if extra.frozen_vision_tower else 0,
     )
 
 
@@ -352,7 +362,9 @@ def plan(
     setup, problems = _spec_setup(spec)
     assumed = utilisation or timing.DEFAULT_UTILISATION
     work = _workload(spec, shape, dataset_size=dataset_size, utilisation=assumed)
-    flops = timing.flops_per_sample(shape, work.input_length, work.target_length, setup.checkpointing)
+    flops = timing.flops_per_sample(
+        shape, work.input_length, work.target_length, setup.checkpointing, images=work.reads_images
+    )
     source = f" over {measured_from}" if measured_from else ""
     if measured and setup.device:
         implied = measured * flops / (setup.devices * setup.device.peak_flops(setup.precision))
@@ -373,7 +385,7 @@ def plan(
         model=spec.model_name,
         params=shape.params,
         vision_params=shape.vision_params,
-        image_tokens=shape.image_tokens,
+        image_tokens=shape.image_tokens if work.reads_images else 0,
         params_exact=shape.exact,
         model_source=shape.source,
         input_length=work.input_length,

@@ -81,6 +81,9 @@ class ModelShape(BaseModel):
     untied_head_params: int = 0
     #: a vision-language model's vision tower and its projector into the language model, among `params`
     vision_params: int = 0
+    #: the projector among vision_params: vision-chat freezes the tower alone (vision_chat.train.vision_tower), so
+    #: the projector trains with the language model
+    projector_params: int = 0
     #: the patches the vision tower reads per image, and the tokens an image becomes in the language model's
     #: sequence, both at the processor's resolution (the image is resized to the tower's image_size)
     image_patches: int = 0
@@ -266,13 +269,18 @@ def _vision(cfg: dict[str, Any]) -> dict[str, int]:
         params += d + 3 * patch * patch * d + (patches + 1) * d + 2 * d  # and a layer norm before the layers
     hidden = text["hidden_size"]
     if cfg["model_type"] == "gemma3":
-        params += d * hidden + d
+        projector = d * hidden + d
         tokens = cfg.get("mm_tokens_per_image", 256)
     else:
         bias = cfg.get("multimodal_projector_bias", True)
-        params += d * hidden + hidden * hidden + 2 * hidden * bias
+        projector = d * hidden + hidden * hidden + 2 * hidden * bias
         tokens = patches
-    return {"vision_params": params, "image_patches": patches, "image_tokens": tokens}
+    return {
+        "vision_params": params + projector,
+        "projector_params": projector,
+        "image_patches": patches,
+        "image_tokens": tokens,
+    }
 
 
 def shape_from_config(name: str, cfg: dict[str, Any], source: str) -> ModelShape:

@@ -20,17 +20,20 @@ LINK_EFFICIENCY = 0.5
 CPU_ADAM_PARAMS_PER_SECOND = 1e9
 
 
-def flops_per_sample(shape: ModelShape, input_length: int, target_length: int, checkpointing: bool) -> float:
+def flops_per_sample(
+    shape: ModelShape, input_length: int, target_length: int, checkpointing: bool, *, images: bool = False
+) -> float:
     """Training FLOPs for one sample: k · Σ weights x tokens, k = 6 (8 with checkpointing).
 
     Embedding lookups cost no matmul FLOPs and are left out; attention-score FLOPs
-    (about 2% at 512 tokens for these models) are left out too. A vision-language sample holds one image: its
-    patches go forward through the frozen vision tower once (2 · weights x patches, no backward).
+    (about 2% at 512 tokens for these models) are left out too. A vision-language sample (`images`: a task that
+    reads them) holds one image: its patches go forward through the frozen vision tower once (2 · weights x patches,
+    no backward); a text task never runs the tower.
     """
     factor = 8 if checkpointing else 6
     tokens = shape.input_matmul_params * input_length
     tokens += shape.target_matmul_params * (target_length if shape.decoder_layers else 0)
-    return factor * tokens + 2 * shape.vision_params * shape.image_patches
+    return factor * tokens + (2 * shape.vision_params * shape.image_patches if images else 0)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,8 @@ class TaskWorkload:
     reference_model: bool = False
     #: models that score every completion (GRPO's reward.models)
     reward_models: tuple[str, ...] = ()
+    #: each sample's image goes through the model's vision tower, frozen (vision-chat); other tasks read text only
+    frozen_vision_tower: bool = False
 
 
 class TinyModel(NamedTuple):

@@ -3,7 +3,7 @@ the model's processor), LoRA on the language model with the vision tower frozen.
 
 from pathlib import Path
 
-from nbtoolkit.tasks import Task, TinyModel
+from nbtoolkit.tasks import Task, TaskWorkload, TinyModel
 
 #: its sample (data/: TRL's jsonl and LLaVA's JSON, with their images) and its tiny model's processor (processor/),
 #: written by tools/build_assets.py
@@ -49,7 +49,7 @@ TASK = Task(
     {},
     "nbtoolkit/tiny-vlm",
     "image-text-to-text",
-    "a vision-language model with a chat template, such as gemma3, qwen2_5_vl, llava or idefics3",
+    "a vision-language model with a chat template, such as gemma3 or llava (the types the planner sizes)",
     "nbtoolkit.tasks.vision_chat.train",
     pipeline_tag="image-text-to-text",
     auto_model="AutoModelForImageTextToText",
@@ -67,5 +67,11 @@ TASK = Task(
     requires=("transformers>=5.18.0",),
     assets=ASSETS,
     tiny_model=TINY_VLM,
+    workload="nbtoolkit.tasks.vision_chat:workload",
     listed=90,
 )
+
+
+def workload(spec) -> TaskWorkload:
+    """Its training program freezes the vision tower (train.py's `vision_tower(model).requires_grad_(False)`)."""
+    return TaskWorkload(frozen_vision_tower=True)
