@@ -12,7 +12,6 @@ billed. Light: copies files.
 from __future__ import annotations
 
 import importlib.metadata
-import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,17 +47,14 @@ def task_not_carried(spec: RunSpec, job: str) -> str | None:
     """Why a `job` (in words: "a sagemaker job") that carries nbtoolkit alone cannot run the spec's task: one another
     distribution registers, which its container never installs; None for nbtoolkit's own, or a script of the user's
     (nbtoolkit's program, which reads the task, does not run)."""
+    from packaging.utils import canonicalize_name  # as pip compares names: nbtoolkit_finetune is nbtoolkit-finetune
+
     from nbtoolkit.tasks import DISTRIBUTIONS  # the registry: not needed to copy files (exported scripts do)
 
     source = DISTRIBUTIONS.get(spec.task, "")
-    if spec.script is not None or _canonical(source) == DISTRIBUTION:
+    if spec.script is not None or canonicalize_name(source) == DISTRIBUTION:
         return None
     return (
         f"task '{spec.task}' comes from the distribution {source}, which {job} does not carry (it has nbtoolkit "
         "alone); train it on hardware.target local or slurm, which run in this environment, where it is installed"
     )
-
-
-def _canonical(name: str) -> str:
-    """A distribution's name as pip compares them (PEP 503): nbtoolkit_finetune is nbtoolkit-finetune."""
-    return re.sub(r"[-_.]+", "-", name).lower()
