@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stdout
 from pathlib import Path
 
+import psutil
 import pytest
 
 from nbtoolkit import cli
@@ -226,6 +227,10 @@ def test_a_stopped_rank_says_why_it_has_no_stack():
     try:
         time.sleep(0.5)
         process.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 10  # the signal is delivered asynchronously: a loaded machine saw it late
+        while psutil.Process(process.pid).status() != psutil.STATUS_STOPPED:
+            assert time.monotonic() < deadline, "the process did not stop"
+            time.sleep(0.05)
         with pytest.raises(DoctorError) as raised:
             dump(process.pid)
         said = str(raised.value)

@@ -169,7 +169,8 @@ def why_no_stack(output: str, pid: int) -> str:
     cause = next((line for line in lines if line.startswith("Error:")), lines[0] if lines else "py-spy failed")
     cause = cause.removeprefix("Error:").strip()
     with contextlib.suppress(psutil.Error):
-        if psutil.Process(pid).status() == psutil.STATUS_STOPPED:
+        # stopped, or seen as tracing-stop while py-spy's attach is undone
+        if psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
             return f"its process is stopped (`kill -CONT {pid}` resumes it): {cause}"
     return cause
 
